@@ -1,0 +1,49 @@
+"""the-loop: a GitHub App that turns a labelled issue into an unattended Claude Code session.
+
+`create_app(settings)` is the Flask application factory; nothing is built at import time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from app.settings import Settings
+
+
+def create_app(settings: Settings | None = None, *, start_workers: bool | None = None) -> Flask:
+    """Build the App: webhook ingress, health check, inbox workers.
+
+    Refuses to start without a webhook secret: an App that cannot verify deliveries must
+    not accept them.
+    """
+    from flask import Flask, jsonify
+
+    from app.github.webhooks import MAX_BODY
+    from app.github.webhooks import bp as github_bp
+    from app.runtime import build_state
+    from app.settings import SettingsError, load_settings
+
+    settings = settings or load_settings()
+    if not settings.github_webhook_secret:
+        raise SettingsError(
+            "GITHUB_WEBHOOK_SECRET is required: the App refuses to start without it"
+        )
+    state = build_state(settings)
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.extensions["the-loop"] = state
+    app.register_blueprint(github_bp)
+
+    @app.get("/healthz")
+    def healthz():  # type: ignore[no-untyped-def]
+        return jsonify(ok=True, version=__version__)
+
+    workers = settings.the_loop_inbox_workers if start_workers in (None, True) else 0
+    if start_workers is None or start_workers:
+        state.start_workers(workers)
+    return app

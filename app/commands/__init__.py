@@ -1,0 +1,1 @@
+"""Sub-commands of `the-loop`; each module has `register(subparsers)`."""

@@ -1,0 +1,271 @@
+"""The operator config (`cli-config.yaml`): harnesses, models, effort levels, routing rules.
+
+Read by the App and by every spawner. Keys are the ones the older daemon used (camelCase in
+YAML), so an operator can bring their file. `harness_args` is the one resolver of a harness's
+launch arguments and the only reader of `harnesses[].args` and `routing.harnessArgs`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DEFAULT_HARNESS = "claude"
+DEFAULT_LABEL = "the-loop: auto-execute"
+DEFAULT_EXECUTE_KEYWORD = "the-loop execute"
+
+
+class ConfigError(ValueError):
+    """The operator config cannot be used; the message names the file and the key."""
+
+
+def _name(value: str) -> str:
+    """A declared name: letters, digits, `.`, `_`, `-` — never a flag, a path or shell text."""
+    if not NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid name (letters, digits, '.', '_', '-')")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+
+class InteractionMode(StrEnum):
+    WORK_ITEM = "work-item"
+    CLI = "cli"
+
+
+class TrustScope(StrEnum):
+    WORKSPACE_ROOT = "workspace-root"
+    DIRECTORY = "directory"
+
+
+class Harness(_Model):
+    name: Name
+    default: bool = False
+    command: str | None = None
+    args: list[str] | None = None
+
+    @property
+    def executable(self) -> str:
+        return self.command or self.name
+
+
+class ModelChoice(_Model):
+    name: Name
+    id: str | None = None
+    harnesses: list[Name] | None = None
+    args: list[str] | None = None
+
+    @property
+    def model_id(self) -> str:
+        return self.id or self.name
+
+
+class EffortChoice(_Model):
+    name: Name
+    args: list[str] | None = None
+
+
+def _effort_entries(value: Any) -> Any:
+    if isinstance(value, list):
+        return [{"name": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+class Interaction(_Model):
+    mode: str = InteractionMode.WORK_ITEM.value
+
+    @property
+    def resolved(self) -> InteractionMode:
+        """`cli` only when written exactly; anything else is `work-item` (the narrower mode)."""
+        return InteractionMode.CLI if self.mode == "cli" else InteractionMode.WORK_ITEM
+
+
+class Workspace(_Model):
+    root: Path = Path("~/the-loop-work")
+
+    @property
+    def resolved_root(self) -> Path:
+        return self.root.expanduser()
+
+
+class HarnessTrust(_Model):
+    enabled: bool = True
+    scope: TrustScope = TrustScope.WORKSPACE_ROOT
+    accept_bypass_permissions: str = "auto"
+
+
+class Trigger(_Model):
+    label: str = DEFAULT_LABEL
+    execute_keyword: str = DEFAULT_EXECUTE_KEYWORD
+
+
+class Routing(_Model):
+    harness_args: dict[str, list[str]] = Field(default_factory=dict)
+    interaction: Interaction = Interaction()
+    authorized_users: list[str] | None = None
+    workspace: Workspace = Workspace()
+    harness_trust: HarnessTrust = HarnessTrust()
+    trigger: Trigger = Trigger()
+    default_harness: str | None = None
+
+
+class StandingSession(_Model):
+    name: Name
+    cwd: Path = Path("~")
+    harness: Name | None = None
+    harness_args: list[str] | None = None
+    prompt: str | None = None
+
+
+class StandingSessions(_Model):
+    sessions: list[StandingSession] = Field(default_factory=list)
+
+
+class Slack(_Model):
+    channel: str | None = None
+    users: dict[str, str] = Field(default_factory=dict)
+
+
+class StopGate(_Model):
+    max_attempts: int = Field(default=3, ge=1)
+
+
+class OperatorConfig(_Model):
+    harnesses: list[Harness] = Field(default_factory=list)
+    models: list[ModelChoice] = Field(default_factory=list)
+    effort: list[EffortChoice] = Field(default_factory=list)
+    routing: Routing = Routing()
+    standing_sessions: StandingSessions = StandingSessions()
+    slack: Slack = Slack()
+    stop_gate: StopGate = StopGate()
+    source: str = Field(default="<defaults>", exclude=True)
+
+    def harness(self, name: str) -> Harness | None:
+        return next((h for h in self.harnesses if h.name == name), None)
+
+    def model(self, name: str) -> ModelChoice | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def effort_level(self, name: str) -> EffortChoice | None:
+        return next((e for e in self.effort if e.name == name), None)
+
+    @property
+    def interaction_mode(self) -> InteractionMode:
+        return self.routing.interaction.resolved
+
+
+def harness_args(config: OperatorConfig, harness: str) -> list[str]:
+    """The launch arguments of `harness`: `harnesses[].args` when that entry declares a list,
+    else the deprecated `routing.harnessArgs.<harness>`, else none.
+
+    The two homes are never merged: a union could double a flag or combine permission modes
+    the operator never wrote together.
+    """
+    entry = config.harness(harness)
+    if entry is not None and entry.args is not None:
+        return list(entry.args)
+    return list(config.routing.harness_args.get(harness, []))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about a loaded config the operator should hear once (not per spawn)."""
+
+    key: str
+    message: str
+
+
+def config_findings(config: OperatorConfig) -> list[Finding]:
+    """Conflicts and deprecations, reported once at load and by `models list|check`."""
+    findings: list[Finding] = []
+    for name in config.routing.harness_args:
+        entry = config.harness(name)
+        if entry is not None and entry.args is not None:
+            findings.append(
+                Finding(
+                    f"routing.harnessArgs.{name}",
+                    f"both harnesses[{name}].args and routing.harnessArgs.{name} are declared; "
+                    f"harnesses[].args wins and routing.harnessArgs.{name} is ignored",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    f"routing.harnessArgs.{name}",
+                    f"routing.harnessArgs.{name} is deprecated; move it to harnesses[].args",
+                )
+            )
+    declared = {h.name for h in config.harnesses}
+    for model in config.models:
+        for h in model.harnesses or []:
+            if h not in declared:
+                findings.append(
+                    Finding(f"models[{model.name}].harnesses", f"names undeclared harness {h!r}")
+                )
+    return findings
+
+
+def _format_loc(loc: tuple[Any, ...], data: Any) -> str:
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(item, int):
+            label = None
+            if isinstance(node, list) and item < len(node) and isinstance(node[item], dict):
+                label = node[item].get("name")
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{label or item}]"]
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
+    """Validate a decoded YAML document; errors name the source and the key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    data = dict(data)
+    if "effort" in data:
+        data["effort"] = _effort_entries(data["effort"])
+    try:
+        config = OperatorConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _format_loc(tuple(first["loc"]), data)
+        raise ConfigError(f"{source}: {key}: {first['msg']}") from exc
+    names = [h.name for h in config.harnesses]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{source}: harnesses: a harness name is declared twice")
+    return config.model_copy(update={"source": source})
+
+
+def load_config(path: Path) -> OperatorConfig:
+    """Read the operator YAML at `path`; a missing file means the defaults."""
+    path = path.expanduser()
+    if not path.exists():
+        return OperatorConfig(source=str(path))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from exc
+    return parse_config(data, str(path))

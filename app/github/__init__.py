@@ -1,0 +1,1 @@
+"""GitHub edge: webhook ingress, the router table, and the githubkit client."""

@@ -1,0 +1,77 @@
+"""The App's GitHub identity through githubkit: App JWT auth, installation clients, tokens.
+
+Installation clients are cached per installation; githubkit caches each installation token
+until shortly before it expires. Rate limits and 5xx answers are retried, honouring
+`Retry-After` and the reset headers.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from githubkit import AppAuthStrategy, GitHub
+from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
+
+from app.settings import Settings
+
+RETRY = RetryChainDecision(RetryRateLimit(max_retry=3), RetryServerError(max_retry=3))
+
+
+class GitHubNotConfigured(RuntimeError):
+    """The App id or private key is missing; `the-loop setup` writes them."""
+
+
+@dataclass(frozen=True)
+class InstallationToken:
+    token: str
+    expires_at: datetime
+
+
+class GitHubApp:
+    """Factory for githubkit clients acting as the App or as one of its installations."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.base_url = settings.github_api_url.rstrip("/") + "/"
+        self._app_id = settings.github_app_id
+        self._private_key = settings.private_key() if settings.github_app_id else None
+        self._lock = threading.Lock()
+        self._installations: dict[int, GitHub[Any]] = {}
+        self._app: GitHub[Any] | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self._app_id and self._private_key)
+
+    def _strategy(self) -> AppAuthStrategy:
+        if not (self._app_id and self._private_key):
+            raise GitHubNotConfigured("GITHUB_APP_ID and GITHUB_PRIVATE_KEY are not set")
+        return AppAuthStrategy(self._app_id, self._private_key)
+
+    def app(self) -> GitHub[Any]:
+        """A client authenticated as the App itself (JWT)."""
+        with self._lock:
+            if self._app is None:
+                self._app = GitHub(self._strategy(), base_url=self.base_url, auto_retry=RETRY)
+            return self._app
+
+    def installation(self, installation_id: int) -> GitHub[Any]:
+        """A client authenticated as `installation_id`, reused across calls."""
+        with self._lock:
+            client = self._installations.get(installation_id)
+            if client is None:
+                strategy = self._strategy().as_installation(installation_id)
+                client = GitHub(strategy, base_url=self.base_url, auto_retry=RETRY)
+                self._installations[installation_id] = client
+            return client
+
+    def repository_token(self, installation_id: int, repository: str) -> InstallationToken:
+        """A fresh short-lived token scoped to one repository (name without owner)."""
+        resp = self.app().rest.apps.create_installation_access_token(
+            installation_id,
+            data={"repositories": [repository]},
+        )
+        data = resp.parsed_data
+        return InstallationToken(token=data.token, expires_at=data.expires_at)

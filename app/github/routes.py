@@ -1,0 +1,24 @@
+"""The router table: every `(event, action)` the App acts on, and the handler that does it.
+
+`(event, None)` runs for every action of that event. Unlisted deliveries are stored and
+marked done without effect.
+"""
+
+from __future__ import annotations
+
+from app.github import installations
+from app.github.router import Router, RouteTable
+
+ROUTES: RouteTable = {
+    ("installation", "created"): [installations.record_installation],
+    ("installation", "new_permissions_accepted"): [installations.record_installation],
+    ("installation", "suspend"): [installations.record_installation],
+    ("installation", "unsuspend"): [installations.record_installation],
+    ("installation", "deleted"): [installations.forget_installation],
+    ("installation_repositories", "added"): [installations.update_repositories],
+    ("installation_repositories", "removed"): [installations.update_repositories],
+}
+
+
+def build_router() -> Router:
+    return Router(ROUTES)

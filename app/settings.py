@@ -1,0 +1,105 @@
+"""Process settings: secrets, URLs and paths, from the environment or a `.env` file.
+
+Loaded once per process by `load_settings(env)`, a pure function of an env mapping, into a
+frozen model. Nothing else in the product reads `os.environ` for these values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+from pydantic import ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+class Settings(BaseSettings):
+    """Everything a process needs from its environment. Field names are the variables, lowercased."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
+
+    github_app_id: int | None = None
+    github_private_key: str | None = None
+    github_private_key_path: Path | None = None
+    github_webhook_secret: str | None = None
+    github_client_id: str | None = None
+    github_client_secret: str | None = None
+    github_api_url: str = "https://api.github.com"
+    github_web_url: str = "https://github.com"
+    database_url: str = ""
+    the_loop_config: Path = Path("cli-config.yaml")
+    the_loop_state_dir: Path = Path("~/.local/state/the-loop")
+    the_loop_url: str = "http://127.0.0.1:3000"
+    the_loop_spawner_token: str | None = None
+    the_loop_inbox_workers: int = 1
+    slack_bot_token: str | None = None
+    slack_signing_secret: str | None = None
+    slack_app_token: str | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    port: int = 3000
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only explicit values: `load_settings` decides what the environment is.
+        return (init_settings,)
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
+        state_dir = self.the_loop_state_dir.expanduser()
+        object.__setattr__(self, "the_loop_state_dir", state_dir)
+        if not self.database_url:
+            object.__setattr__(self, "database_url", f"sqlite:///{state_dir / 'the-loop.db'}")
+        return self
+
+    @property
+    def state_dir(self) -> Path:
+        return self.the_loop_state_dir
+
+    @property
+    def events_path(self) -> Path:
+        return self.the_loop_state_dir / "events.jsonl"
+
+    def private_key(self) -> str | None:
+        """The App's PEM, from the variable or the file it names."""
+        if self.github_private_key:
+            return self.github_private_key.replace("\\n", "\n")
+        if self.github_private_key_path:
+            return self.github_private_key_path.expanduser().read_text()
+        return None
+
+    @property
+    def slack_enabled(self) -> bool:
+        return bool(self.slack_bot_token)
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
+) -> Settings:
+    """Build settings from `env` (default: the process environment) over an optional `.env` file."""
+    values: dict[str, Any] = {}
+    if dotenv is not None and dotenv.is_file():
+        values.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
+    values.update(os.environ if env is None else env)
+    known = {name.upper(): name for name in Settings.model_fields}
+    kwargs = {known[k.upper()]: v for k, v in values.items() if k.upper() in known and v != ""}
+    try:
+        return Settings(**kwargs)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{str(err['loc'][0]).upper()}: {err['msg']}" for err in exc.errors() if err["loc"]
+        )
+        raise SettingsError(f"bad environment setting: {problems}") from exc

@@ -1,0 +1,106 @@
+"""The durable inbox of webhook deliveries: stored before the ack, done only after the
+handler committed, retried with backoff, parked (never dropped) when it keeps failing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.store import is_postgres
+from app.store.models import Delivery, InboxState
+
+MAX_ATTEMPTS = 8
+LEASE = timedelta(minutes=5)
+
+
+def backoff(attempts: int) -> timedelta:
+    """1 s, 2 s, 4 s … capped at 5 minutes."""
+    return timedelta(seconds=min(300, 2 ** max(0, attempts - 1)))
+
+
+def add_delivery(
+    session: Session, delivery_id: str, event: str, action: str | None, body: bytes
+) -> bool:
+    """Store a delivery once; returns False when this delivery id was already stored."""
+    values = {"delivery_id": delivery_id, "event": event, "action": action, "body": body}
+    dialect = session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    stmt = (
+        insert(Delivery)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["delivery_id"])
+        .returning(Delivery.id)
+    )
+    return session.execute(stmt).scalar() is not None
+
+
+def _claimable(now: datetime):  # type: ignore[no-untyped-def]
+    return and_(
+        Delivery.state == InboxState.QUEUED,
+        Delivery.next_attempt_at <= now,
+        or_(Delivery.claimed_until.is_(None), Delivery.claimed_until < now),
+    )
+
+
+def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) -> Delivery | None:
+    """Take the oldest due delivery for `worker` until the lease runs out.
+
+    PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas never take the same row. SQLite: a
+    conditional UPDATE under the database's single writer lock, checked by its row count.
+    """
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        query = select(Delivery).where(_claimable(now)).order_by(Delivery.id).limit(1)
+        if is_postgres(engine):
+            query = query.with_for_update(skip_locked=True)
+        row = session.scalars(query).first()
+        if row is None:
+            return None
+        taken = session.execute(
+            update(Delivery)
+            .where(Delivery.id == row.id, _claimable(now))
+            .values(claimed_by=worker, claimed_until=now + lease, attempts=Delivery.attempts + 1)
+            .execution_options(synchronize_session=False)
+        )
+        if taken.rowcount != 1:  # type: ignore[attr-defined]
+            return None
+        session.refresh(row)
+        return row
+
+
+def mark_done(session: Session, delivery_pk: int, now: datetime) -> None:
+    """Called inside the handler's transaction, so "done" commits with its effects."""
+    session.execute(
+        update(Delivery)
+        .where(Delivery.id == delivery_pk)
+        .values(state=InboxState.DONE, done_at=now, claimed_until=None, last_error=None)
+    )
+
+
+def mark_failed(engine: Engine, delivery_pk: int, error: str, now: datetime) -> InboxState:
+    """Schedule a retry with backoff, or park the row after MAX_ATTEMPTS."""
+    with Session(engine) as session, session.begin():
+        row = session.get(Delivery, delivery_pk)
+        if row is None:
+            return InboxState.PARKED
+        row.last_error = error[-4000:]
+        row.claimed_until = None
+        if row.attempts >= MAX_ATTEMPTS:
+            row.state = InboxState.PARKED
+        else:
+            row.next_attempt_at = now + backoff(row.attempts)
+        return InboxState(row.state)
+
+
+def requeue(engine: Engine, delivery_id: str, now: datetime) -> bool:
+    """Put a parked delivery back in line (operator action)."""
+    with Session(engine) as session, session.begin():
+        result = session.execute(
+            update(Delivery)
+            .where(Delivery.delivery_id == delivery_id, Delivery.state == InboxState.PARKED)
+            .values(state=InboxState.QUEUED, attempts=0, next_attempt_at=now)
+        )
+        return result.rowcount == 1  # type: ignore[attr-defined]

@@ -1,0 +1,168 @@
+"""The App's tables. The database is the authority on work items, jobs and deliveries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class InboxState(StrEnum):
+    QUEUED = "queued"
+    DONE = "done"
+    PARKED = "parked"  # kept failing; visible, never dropped
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class JobKind(StrEnum):
+    SPAWN = "spawn"
+    DELIVER = "deliver"
+    STOP = "stop"
+
+
+class Delivery(Base):
+    """One GitHub webhook delivery, stored before it is acknowledged."""
+
+    __tablename__ = "inbox"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    state: Mapped[str] = mapped_column(String(16), default=InboxState.QUEUED, index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Event(Base):
+    """An append-only audit line; mirrors `events.jsonl`."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    event: Mapped[str] = mapped_column(String(64), index=True)
+    work_item: Mapped[str | None] = mapped_column(String(256), index=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Installation(Base):
+    __tablename__ = "installations"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account_login: Mapped[str] = mapped_column(String(256))
+    account_type: Mapped[str | None] = mapped_column(String(32))
+    repository_selection: Mapped[str | None] = mapped_column(String(16))
+    suspended: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Repository(Base):
+    __tablename__ = "repositories"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    installation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("installations.id", ondelete="CASCADE"), index=True
+    )
+    full_name: Mapped[str] = mapped_column(String(256), index=True)
+    private: Mapped[bool] = mapped_column(default=False)
+
+
+class WorkItem(Base):
+    """A labelled issue and everything decided about it."""
+
+    __tablename__ = "work_items"
+    id: Mapped[str] = mapped_column(String(256), primary_key=True)  # github:owner/repo#n
+    repo_full_name: Mapped[str] = mapped_column(String(256), index=True)
+    issue_number: Mapped[int] = mapped_column(Integer)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    title: Mapped[str] = mapped_column(Text, default="")
+    html_url: Mapped[str] = mapped_column(Text, default="")
+    clone_url: Mapped[str] = mapped_column(Text, default="")
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    checklist_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    confirmation_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    frozen: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    session: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    slack_ts: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class Job(Base):
+    """Work for a spawner: spawn, deliver or stop a session. `key` makes queuing idempotent."""
+
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(256), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    work_item: Mapped[str] = mapped_column(String(256), index=True)
+    repo_full_name: Mapped[str] = mapped_column(String(256), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)
+    spawner_id: Mapped[int | None] = mapped_column(Integer)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class Spawner(Base):
+    """A devbox agent; its token is stored only as a hash."""
+
+    __tablename__ = "spawners"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128))
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    repositories: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    harnesses: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    last_seen: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Once(Base):
+    """A side effect done once per key (a reply, a reaction): makes handlers idempotent."""
+
+    __tablename__ = "once"
+    key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    ref: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SlackOutbox(Base):
+    """A Slack message waiting to be sent; retried with backoff, never dropped."""
+
+    __tablename__ = "slack_outbox"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    work_item: Mapped[str] = mapped_column(String(256), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,92 @@
+"""The inbox worker: claims stored deliveries and runs their handlers through the router.
+
+A delivery is marked done in the same transaction as its handler's effects, so a crash at
+any point re-runs the handler rather than losing the delivery. Failures back off and, after
+`MAX_ATTEMPTS`, the row is parked with its error for an operator to see.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import traceback
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.context import HandlerContext, Services
+from app.github.router import Router
+from app.store import inbox
+
+log = logging.getLogger(__name__)
+
+
+class InboxWorker:
+    def __init__(self, services: Services, engine: Engine, router: Router, name: str = "") -> None:
+        self.services = services
+        self.engine = engine
+        self.router = router
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+
+    def run_once(self) -> bool:
+        """Handle one due delivery; returns False when there was none."""
+        now = self.services.clock()
+        row = inbox.claim(self.engine, self.name, now)
+        if row is None:
+            return False
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                ctx = HandlerContext(
+                    services=self.services,
+                    session=session,
+                    delivery_id=row.delivery_id,
+                    event=row.event,
+                    action=row.action,
+                    body=row.body,
+                )
+                self.router.dispatch(ctx)
+                inbox.mark_done(session, row.id, self.services.clock())
+        except Exception as exc:  # the one catch-all of this process edge
+            log.exception("delivery %s (%s.%s) failed", row.delivery_id, row.event, row.action)
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            state = inbox.mark_failed(self.engine, row.id, detail, self.services.clock())
+            self.services.events.emit(
+                "webhook.failed",
+                delivery=row.delivery_id,
+                gh_event=row.event,
+                action=row.action,
+                attempts=row.attempts,
+                state=str(state),
+                error=detail,
+            )
+        return True
+
+    def drain(self) -> int:
+        """Handle every due delivery; returns how many were handled."""
+        count = 0
+        while self.run_once():
+            count += 1
+        return count
+
+    def run_forever(self, poll: float = 0.5) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.run_once():
+                    continue
+            except Exception:
+                log.exception("inbox worker loop error")
+            self.wake.wait(poll)
+            self.wake.clear()
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run_forever, name="inbox-worker", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake.set()

@@ -1,0 +1,92 @@
+"""Fixtures: a fresh store per test (SQLite, and PostgreSQL when configured), the fake GitHub
+API on loopback, and the App served by a real HTTP server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
+from tests.fakes.server import LiveServer
+from tests.support import WEBHOOK_SECRET, RunningApp
+
+POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
+APP_ID = 4242
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("CI") and not POSTGRES_URL:
+        raise pytest.UsageError(
+            "CI must set THE_LOOP_TEST_POSTGRES_URL: PostgreSQL tests never skip there"
+        )
+
+
+@pytest.fixture(scope="session")
+def app_private_key() -> str:
+    return generate_private_key_pem()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file, or a new PostgreSQL database per test."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'the-loop.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def fake_github(app_private_key: str) -> Iterator[tuple[FakeGitHub, str]]:
+    fake = FakeGitHub(app_id=APP_ID, private_key_pem=app_private_key)
+    with LiveServer(fake.wsgi()) as server:
+        yield fake, server.url
+
+
+@pytest.fixture
+def settings_env(
+    tmp_path: Path, database_url: str, fake_github: tuple[FakeGitHub, str], app_private_key: str
+) -> dict[str, str]:
+    """The environment of an App under test; tests add keys before building settings."""
+    config = tmp_path / "cli-config.yaml"
+    if not config.exists():
+        config.write_text("{}\n")
+    return {
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_PRIVATE_KEY": app_private_key,
+        "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "GITHUB_API_URL": fake_github[1],
+        "DATABASE_URL": database_url,
+        "THE_LOOP_STATE_DIR": str(tmp_path / "state"),
+        "THE_LOOP_CONFIG": str(config),
+    }
+
+
+@pytest.fixture
+def running_app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
+    """The App (with its inbox worker) served by a real HTTP server on 127.0.0.1."""
+    from app import create_app
+    from app.settings import load_settings
+
+    app = create_app(load_settings(settings_env, dotenv=None))
+    state = app.extensions["the-loop"]
+    with LiveServer(app) as server:
+        yield RunningApp(url=server.url, state=state)
+    state.stop_workers()
+    state.engine.dispose()

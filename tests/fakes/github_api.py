@@ -1,0 +1,260 @@
+"""A fake GitHub REST API on loopback: the endpoints the App uses, in GitHub's real shapes.
+
+It verifies the App's JWT (RS256, `iss` = app id) before minting installation tokens and
+accepts only tokens it minted on installation endpoints. Every request is recorded, and
+`fail_next` injects 5xx or rate-limit answers, so githubkit's real retry path is exercised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from flask import Flask, Response, jsonify, request
+
+BOT_LOGIN = "the-loop-test[bot]"
+
+
+def generate_private_key_pem() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def user(login: str, uid: int = 1, kind: str = "User") -> dict[str, Any]:
+    base = f"https://api.github.com/users/{login}"
+    return {
+        "login": login,
+        "id": uid,
+        "node_id": f"U_{uid}",
+        "avatar_url": "",
+        "gravatar_id": "",
+        "url": base,
+        "html_url": f"https://github.com/{login}",
+        "followers_url": base,
+        "following_url": base,
+        "gists_url": base,
+        "starred_url": base,
+        "subscriptions_url": base,
+        "organizations_url": base,
+        "repos_url": base,
+        "events_url": base,
+        "received_events_url": base,
+        "type": kind,
+        "site_admin": False,
+    }
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    json: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class FakeGitHub:
+    """State of the fake: comments, reactions, permissions, tokens, requests seen."""
+
+    app_id: int
+    private_key_pem: str
+    permissions: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, login) -> role
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reactions: list[dict[str, Any]] = field(default_factory=list)
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    manifest_conversions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _failures: list[tuple[re.Pattern[str], int, dict[str, str]]] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(900_000_001))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- what tests set up and read -------------------------------------------------------
+    def grant(self, repo: str, login: str, role: str) -> None:
+        self.permissions[(repo.lower(), login.lower())] = role
+
+    def fail_next(
+        self, path_pattern: str, status: int, headers: dict[str, str] | None = None
+    ) -> None:
+        self._failures.append((re.compile(path_pattern), status, headers or {}))
+
+    def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.comments.values() if c["_repo"] == repo and c["_issue"] == number]
+
+    def add_comment(
+        self, repo: str, number: int, body: str, login: str, kind: str = "User"
+    ) -> dict[str, Any]:
+        with self._lock:
+            cid = next(self._ids)
+        now = _iso(datetime.now(UTC))
+        comment = {
+            "id": cid,
+            "node_id": f"IC_{cid}",
+            "body": body,
+            "user": user(login, cid, kind),
+            "url": f"https://api.github.com/repos/{repo}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{repo}/issues/{number}#issuecomment-{cid}",
+            "issue_url": f"https://api.github.com/repos/{repo}/issues/{number}",
+            "created_at": now,
+            "updated_at": now,
+            "author_association": "NONE",
+            "_repo": repo,
+            "_issue": number,
+        }
+        self.comments[cid] = comment
+        return comment
+
+    def calls(self, method: str, pattern: str) -> list[Recorded]:
+        rx = re.compile(pattern)
+        return [r for r in self.requests if r.method == method and rx.search(r.path)]
+
+    # --- the WSGI app ---------------------------------------------------------------------
+    def wsgi(self) -> Flask:
+        app = Flask("fake-github")
+        public_key = serialization.load_pem_private_key(
+            self.private_key_pem.encode(), password=None
+        ).public_key()
+
+        def public(comment: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in comment.items() if not k.startswith("_")}
+
+        def bearer() -> str:
+            auth = request.headers.get("Authorization", "")
+            return auth.split(" ", 1)[1] if " " in auth else ""
+
+        def require_app_jwt() -> Response | None:
+            try:
+                claims = jwt.decode(bearer(), public_key, algorithms=["RS256"])
+            except jwt.PyJWTError as exc:
+                return Response(
+                    f'{{"message": "bad JWT: {exc}"}}', 401, mimetype="application/json"
+                )
+            if str(claims.get("iss")) != str(self.app_id):
+                return Response('{"message": "wrong issuer"}', 401, mimetype="application/json")
+            return None
+
+        def require_token() -> Response | None:
+            token = self.tokens.get(bearer())
+            if token is None or token["expires"] < datetime.now(UTC):
+                return Response('{"message": "Bad credentials"}', 401, mimetype="application/json")
+            return None
+
+        @app.before_request
+        def record_and_fail() -> Response | None:
+            self.requests.append(
+                Recorded(
+                    request.method,
+                    request.path,
+                    request.get_json(silent=True),
+                    dict(request.headers),
+                )
+            )
+            for i, (rx, status, headers) in enumerate(self._failures):
+                if rx.search(request.path):
+                    del self._failures[i]
+                    return Response(
+                        '{"message": "injected"}', status, headers, mimetype="application/json"
+                    )
+            return None
+
+        @app.post("/app/installations/<int:inst>/access_tokens")
+        def access_token(inst: int):  # type: ignore[no-untyped-def]
+            if (denied := require_app_jwt()) is not None:
+                return denied
+            token = "ghs_" + secrets.token_hex(16)
+            expires = datetime.now(UTC) + timedelta(hours=1)
+            body = request.get_json(silent=True) or {}
+            self.tokens[token] = {
+                "installation": inst,
+                "expires": expires,
+                "repositories": body.get("repositories"),
+            }
+            return jsonify(
+                token=token,
+                expires_at=_iso(expires),
+                permissions={"issues": "write"},
+                repository_selection="selected",
+            ), 201
+
+        @app.get("/repos/<owner>/<repo>/collaborators/<login>/permission")
+        def permission(owner: str, repo: str, login: str):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            role = self.permissions.get((f"{owner}/{repo}".lower(), login.lower()), "read")
+            legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+            return jsonify(permission=legacy, role_name=role, user=user(login))
+
+        @app.post("/repos/<owner>/<repo>/issues/<int:number>/comments")
+        def create_comment(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            body = (request.get_json() or {}).get("body", "")
+            return jsonify(
+                public(self.add_comment(f"{owner}/{repo}", number, body, BOT_LOGIN, "Bot"))
+            ), 201
+
+        @app.get("/repos/<owner>/<repo>/issues/<int:number>/comments")
+        def list_comments(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            return jsonify([public(c) for c in self.issue_comments(f"{owner}/{repo}", number)])
+
+        @app.route("/repos/<owner>/<repo>/issues/comments/<int:cid>", methods=["GET", "PATCH"])
+        def one_comment(owner: str, repo: str, cid: int):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            comment = self.comments.get(cid)
+            if comment is None:
+                return jsonify(message="Not Found"), 404
+            if request.method == "PATCH":
+                comment["body"] = (request.get_json() or {}).get("body", comment["body"])
+                comment["updated_at"] = _iso(datetime.now(UTC))
+            return jsonify(public(comment))
+
+        def reaction(target: str, ident: int):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            content = (request.get_json() or {}).get("content")
+            with self._lock:
+                rid = next(self._ids)
+            row = {
+                "id": rid,
+                "node_id": f"R_{rid}",
+                "user": user(BOT_LOGIN, 7, "Bot"),
+                "content": content,
+                "created_at": _iso(datetime.now(UTC)),
+            }
+            self.reactions.append({**row, "target": target, "target_id": ident})
+            return jsonify(row), 201
+
+        @app.post("/repos/<owner>/<repo>/issues/<int:number>/reactions")
+        def issue_reaction(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
+            return reaction(f"issue:{owner}/{repo}", number)
+
+        @app.post("/repos/<owner>/<repo>/issues/comments/<int:cid>/reactions")
+        def comment_reaction(owner: str, repo: str, cid: int):  # type: ignore[no-untyped-def]
+            return reaction(f"comment:{owner}/{repo}", cid)
+
+        @app.post("/app-manifests/<code>/conversions")
+        def manifest_conversion(code: str):  # type: ignore[no-untyped-def]
+            answer = self.manifest_conversions.get(code)
+            if answer is None:
+                return jsonify(message="Not Found"), 404
+            return jsonify(answer), 201
+
+        return app

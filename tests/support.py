@@ -1,0 +1,95 @@
+"""Helpers shared by the tests: published fixtures, signing, a running App."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from githubkit.webhooks import sign
+
+FIXTURES = Path(
+    os.environ.get("THE_LOOP_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
+)
+WEBHOOK_SECRET = "test-webhook-secret"
+
+
+def fixture_bytes(name: str) -> bytes:
+    """The exact bytes of a published payload under shared/fixtures (e.g. 'github/ping.json')."""
+    return (FIXTURES / name).read_bytes()
+
+
+def fixture_json(name: str) -> dict[str, Any]:
+    return json.loads(fixture_bytes(name))
+
+
+def with_installation(payload: dict[str, Any], installation_id: int = 1) -> dict[str, Any]:
+    """Add the `installation` key an App delivery carries (some published payloads lack it)."""
+    return {
+        **payload,
+        "installation": {"id": installation_id, "node_id": "MDIzOkludGVncmF0aW9uMQ=="},
+    }
+
+
+def signed_headers(
+    event: str, body: bytes, secret: str = WEBHOOK_SECRET, delivery: str | None = None
+) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(secret, body),
+        "Content-Type": "application/json",
+    }
+
+
+def post_webhook(
+    base_url: str,
+    event: str,
+    body: bytes | dict[str, Any],
+    *,
+    delivery: str | None = None,
+    secret: str = WEBHOOK_SECRET,
+) -> httpx.Response:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(
+        f"{base_url}/github/webhooks",
+        content=raw,
+        headers=signed_headers(event, raw, secret, delivery),
+        timeout=10,
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll until `predicate()` is truthy; fail with a clear message after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(interval)
+
+
+@dataclass
+class RunningApp:
+    url: str
+    state: Any  # app.runtime.AppState
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        from sqlalchemy import select
+        from sqlalchemy.orm import Session
+
+        from app.store.models import Event
+
+        with Session(self.state.engine) as session:
+            query = select(Event).order_by(Event.id)
+            if name:
+                query = query.where(Event.event == name)
+            return [row.data for row in session.scalars(query)]
