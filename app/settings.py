@@ -21,7 +21,7 @@ class SettingsError(ValueError):
 
 
 class Settings(BaseSettings):
-    """Everything a process needs from its environment. Field names are the variables, lowercased."""
+    """Everything a process needs from its environment (field = variable, lowercased)."""
 
     model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
 

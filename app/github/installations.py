@@ -23,7 +23,7 @@ def _upsert_repositories(ctx: HandlerContext, installation_id: int, repos: list[
 
 
 def record_installation(ctx: HandlerContext) -> None:
-    """`installation.created` / `unsuspend` / `new_permissions_accepted`: remember it and its repos."""
+    """Remember an installation and its repositories (created, unsuspend, new permissions)."""
     inst = ctx.payload["installation"]
     account = inst.get("account") or {}
     ctx.session.merge(

@@ -31,6 +31,20 @@ class JobState(StrEnum):
     FAILED = "failed"
 
 
+class WorkItemStatus(StrEnum):
+    """A work item's lifecycle; the README draws the transitions."""
+
+    PARKED = "parked"  # checklist posted, waiting at the human start gate
+    UNLABELED = "unlabeled"  # label removed before execute: no spawn until re-labelled
+    FROZEN = "frozen"  # selection frozen, spawn job queued
+    SPAWNING = "spawning"  # a spawner claimed the spawn job
+    RUNNING = "running"  # session live in tmux
+    STALLED = "stalled"  # session waits on an interactive prompt
+    EXITED = "exited"  # session process ended
+    STOPPED = "stopped"  # stopped because the issue closed
+    CLOSED = "closed"  # issue closed before any session
+
+
 class JobKind(StrEnum):
     SPAWN = "spawn"
     DELIVER = "deliver"
