@@ -227,7 +227,8 @@ def _format_loc(loc: tuple[Any, ...], data: Any) -> str:
         if isinstance(item, int):
             label = None
             if isinstance(node, list) and item < len(node) and isinstance(node[item], dict):
-                label = node[item].get("name")
+                name = node[item].get("name")
+                label = name if isinstance(name, str) and NAME_RE.match(name) else None
             parts[-1:] = [f"{parts[-1] if parts else ''}[{label or item}]"]
             node = node[item] if isinstance(node, list) and item < len(node) else None
         else:

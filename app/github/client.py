@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from githubkit import AppAuthStrategy, GitHub
+from githubkit.cache import MemCacheStrategy
 from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
 
 from app.settings import Settings
@@ -40,6 +41,8 @@ class GitHubApp:
         self._lock = threading.Lock()
         self._installations: dict[int, GitHub[Any]] = {}
         self._app: GitHub[Any] | None = None
+        # One token cache per App identity (githubkit's default cache is process-global).
+        self._cache = MemCacheStrategy()
 
     @property
     def configured(self) -> bool:
@@ -54,7 +57,12 @@ class GitHubApp:
         """A client authenticated as the App itself (JWT)."""
         with self._lock:
             if self._app is None:
-                self._app = GitHub(self._strategy(), base_url=self.base_url, auto_retry=RETRY)
+                self._app = GitHub(
+                    self._strategy(),
+                    base_url=self.base_url,
+                    auto_retry=RETRY,
+                    cache_strategy=self._cache,
+                )
             return self._app
 
     def installation(self, installation_id: int) -> GitHub[Any]:
@@ -63,7 +71,12 @@ class GitHubApp:
             client = self._installations.get(installation_id)
             if client is None:
                 strategy = self._strategy().as_installation(installation_id)
-                client = GitHub(strategy, base_url=self.base_url, auto_retry=RETRY)
+                client = GitHub(
+                    strategy,
+                    base_url=self.base_url,
+                    auto_retry=RETRY,
+                    cache_strategy=self._cache,
+                )
                 self._installations[installation_id] = client
             return client
 

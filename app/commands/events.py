@@ -1,0 +1,134 @@
+"""`the-loop events`: print the audit trail; `the-loop inbox`: deliveries and their state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def matches(record: dict[str, Any], work_item: str | None, event: str | None) -> bool:
+    if work_item and record.get("work_item") != work_item:
+        return False
+    return not (
+        event
+        and record.get("event") != event
+        and not str(record.get("event", "")).startswith(event + ".")
+    )
+
+
+def _follow(path: Path, poll: float = 0.5) -> Iterator[dict[str, Any]]:
+    with path.open() as fh:
+        fh.seek(0, 2)
+        while True:
+            line = fh.readline()
+            if not line:
+                time.sleep(poll)
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def _print(records: Iterable[dict[str, Any]], as_json: bool) -> int:
+    if as_json:
+        count = 0
+        for record in records:
+            sys.stdout.write(json.dumps(record) + "\n")
+            sys.stdout.flush()
+            count += 1
+        return count
+    table = Table("time", "event", "work item", "details", box=None, pad_edge=False)
+    rows = 0
+    for record in records:
+        details = {k: v for k, v in record.items() if k not in ("ts", "event", "work_item")}
+        table.add_row(
+            str(record.get("ts", ""))[:19],
+            str(record.get("event", "")),
+            str(record.get("work_item") or ""),
+            json.dumps(details, separators=(",", ":"))[:200],
+        )
+        rows += 1
+    Console().print(table)
+    return rows
+
+
+def run_events(args: argparse.Namespace) -> int:
+    from app.events import read_jsonl
+    from app.settings import load_settings
+
+    path = Path(args.file) if args.file else load_settings().events_path
+    if not path.exists() and not args.follow:
+        print(f"the-loop: no events yet ({path})", file=sys.stderr)
+        return 0
+    records = (r for r in read_jsonl(path) if matches(r, args.work_item, args.event))
+    if args.follow:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+        if not args.json:
+            args.json = True  # a live tail prints one line per event
+        _print(records, True)
+        _print((r for r in _follow(path) if matches(r, args.work_item, args.event)), True)
+        return 0
+    _print(records, args.json)
+    return 0
+
+
+def run_inbox(args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from app.context import utcnow
+    from app.settings import load_settings
+    from app.store import make_engine, migrate
+    from app.store.inbox import requeue
+    from app.store.models import Delivery
+
+    engine = make_engine(load_settings().database_url)
+    migrate(engine)
+    if args.retry:
+        ok = requeue(engine, args.retry, utcnow())
+        print("requeued" if ok else f"the-loop: no parked delivery {args.retry}")
+        return 0 if ok else 1
+    with Session(engine) as session:
+        query = select(Delivery).order_by(Delivery.id.desc()).limit(args.limit)
+        if args.state:
+            query = query.where(Delivery.state == args.state)
+        rows = list(session.scalars(query))
+    table = Table("delivery", "event", "state", "attempts", "received", "last error", box=None)
+    for row in rows:
+        event = f"{row.event}.{row.action}" if row.action else row.event
+        table.add_row(
+            row.delivery_id,
+            event,
+            row.state,
+            str(row.attempts),
+            row.received_at.isoformat()[:19],
+            (row.last_error or "")[:80],
+        )
+    Console().print(table)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    events = subparsers.add_parser("events", help="print the event log")
+    events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    events.add_argument("--work-item", help="only this work item")
+    events.add_argument("--event", help="only this event (or family, e.g. 'session')")
+    events.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    events.add_argument("--file", help="read this events.jsonl instead of the state dir's")
+    events.set_defaults(func=run_events)
+
+    inbox = subparsers.add_parser("inbox", help="list webhook deliveries (or requeue a parked one)")
+    inbox.add_argument("--state", choices=["queued", "done", "parked"])
+    inbox.add_argument("--limit", type=int, default=50)
+    inbox.add_argument("--retry", metavar="DELIVERY", help="requeue a parked delivery")
+    inbox.set_defaults(func=run_inbox)

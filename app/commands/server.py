@@ -1,0 +1,133 @@
+"""`the-loop serve` (the App under gunicorn), `the-loop worker` (inbox worker only) and
+`the-loop up` (everything on one machine: App, worker, local spawner)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import secrets
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+
+class _Gunicorn(BaseApplication):  # type: ignore[misc]
+    """Runs `create_app()` under gunicorn's arbiter with options given in code."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        from app import create_app
+
+        return create_app()
+
+
+def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
+    return {
+        "bind": args.bind or f"127.0.0.1:{port}",
+        "workers": args.workers,
+        "threads": args.threads,
+        "worker_class": "gthread",
+        "timeout": 60,
+        "graceful_timeout": 10,
+        "accesslog": "-" if args.access_log else None,
+        "loglevel": "info",
+    }
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from app import create_app
+    from app.settings import load_settings
+
+    settings = load_settings()
+    # Fail fast in the parent with a clear message rather than in every gunicorn worker.
+    create_app(settings, start_workers=False).extensions["the-loop"].engine.dispose()
+    _Gunicorn(gunicorn_options(args, settings.port)).run()
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    from app.runtime import build_state
+    from app.settings import load_settings
+    from app.worker import InboxWorker
+
+    state = build_state(load_settings())
+    worker = InboxWorker(state.services, state.engine, state.router)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: (worker.stop(), stop.set()))
+    if args.drain:
+        print(f"handled {worker.drain()} deliveries")
+        return 0
+    worker.run_forever()
+    return 0
+
+
+def ensure_webhook_secret(env_file: Path) -> str | None:
+    """First run of `up`: give the App a random webhook secret in `.env` so it can start.
+
+    `the-loop setup` later replaces it with the one GitHub registered. Returns the new secret,
+    or None when one was already configured.
+    """
+    from app.settings import load_settings
+    from app.setup import merge_env_file
+
+    if load_settings(dotenv=env_file).github_webhook_secret:
+        return None
+    secret = secrets.token_hex(32)
+    merge_env_file(env_file, {"GITHUB_WEBHOOK_SECRET": secret})
+    return secret
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """The App and its worker in one gunicorn worker, plus a local spawner process."""
+    from app.commands import local_spawner
+    from app.settings import load_settings
+
+    if ensure_webhook_secret(Path(".env")):
+        print(
+            "the-loop: wrote a new GITHUB_WEBHOOK_SECRET to .env (run `the-loop setup` "
+            "to register the GitHub App with it)"
+        )
+    args.workers = 1
+    settings = load_settings()
+    print(f"the-loop: App on http://127.0.0.1:{settings.port} (database {settings.database_url})")
+    child = local_spawner.start(args, settings)
+    try:
+        return run_serve(args)
+    finally:
+        local_spawner.stop(child)
+
+
+def _add_server_args(parser: argparse.ArgumentParser, workers: int) -> None:
+    parser.add_argument("--bind", help="host:port (default 127.0.0.1:$PORT)")
+    parser.add_argument("--workers", type=int, default=workers, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+
+
+def register(subparsers: Any) -> None:
+    serve = subparsers.add_parser("serve", help="run the App (webhooks, Slack, spawner API)")
+    _add_server_args(serve, workers=2)
+    serve.set_defaults(func=run_serve)
+
+    up = subparsers.add_parser("up", help="run everything on this machine (SQLite, local spawner)")
+    _add_server_args(up, workers=1)
+    up.add_argument("--no-spawner", action="store_true", help="do not start a local spawner")
+    up.set_defaults(func=run_up)
+
+    worker = subparsers.add_parser("worker", help="run an inbox worker without the HTTP server")
+    worker.add_argument("--drain", action="store_true", help="handle what is due, then exit")
+    worker.set_defaults(func=run_worker)
+
+
+logging.getLogger("gunicorn.error").propagate = True

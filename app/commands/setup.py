@@ -1,0 +1,53 @@
+"""`the-loop setup`: register the GitHub App through the manifest flow."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+
+def run_setup(args: argparse.Namespace) -> int:
+    from werkzeug.serving import make_server
+
+    from app.settings import load_settings
+    from app.setup import build_manifest, build_setup_app, load_manifest
+
+    settings = load_settings()
+    local = f"http://127.0.0.1:{args.port}"
+    webhook_url = args.webhook_url or f"{settings.the_loop_url.rstrip('/')}/github/webhooks"
+    manifest = build_manifest(load_manifest(), webhook_url, f"{local}/callback", args.name)
+    done = threading.Event()
+    app = build_setup_app(
+        manifest=manifest,
+        web_url=settings.github_web_url,
+        api_url=settings.github_api_url,
+        env_path=Path(args.env_file),
+        org=args.org,
+        on_done=lambda _data: done.set(),
+    )
+    server = make_server("127.0.0.1", args.port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    print(f"Open {local}/ to register the App (webhooks will go to {webhook_url}).")
+    if not args.no_browser:
+        webbrowser.open(f"{local}/")
+    try:
+        done.wait()
+    finally:
+        server.shutdown()
+    print(f"Saved the App's credentials to {args.env_file}.")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    setup = subparsers.add_parser("setup", help="register the GitHub App (manifest flow)")
+    setup.add_argument("--port", type=int, default=3001, help="port of the local setup page")
+    setup.add_argument("--org", help="register the App under this organization")
+    setup.add_argument("--name", help="the App's name (default from manifest.yaml)")
+    setup.add_argument("--webhook-url", help="public URL of /github/webhooks")
+    setup.add_argument("--env-file", default=".env", help="where to write the credentials")
+    setup.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    setup.set_defaults(func=run_setup)

@@ -1,0 +1,149 @@
+"""GitHub's App manifest flow, served as a local page by `the-loop setup`.
+
+The page posts `manifest.yaml` (with this deployment's URLs filled in) to GitHub; GitHub
+redirects back with a one-hour `code`, which is exchanged at
+`POST /app-manifests/{code}/conversions` for the App id, PEM, webhook secret and client
+credentials. Those are merged into `.env` (mode 0600). An unreadable `.env` is never replaced.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dotenv import dotenv_values
+from flask import Flask, request
+from githubkit import GitHub
+
+MANIFEST_PATH = Path(__file__).resolve().parent.parent / "manifest.yaml"
+
+
+class SetupError(RuntimeError):
+    """The manifest flow cannot continue; the message says what to do."""
+
+
+def build_manifest(
+    base: dict[str, Any], webhook_url: str, redirect_url: str, name: str | None
+) -> dict[str, Any]:
+    manifest = json.loads(json.dumps(base))
+    manifest.setdefault("hook_attributes", {})["url"] = webhook_url
+    manifest["redirect_url"] = redirect_url
+    if name:
+        manifest["name"] = name
+    return manifest
+
+
+def new_app_url(web_url: str, org: str | None, state: str) -> str:
+    root = web_url.rstrip("/")
+    path = f"/organizations/{org}/settings/apps/new" if org else "/settings/apps/new"
+    return f"{root}{path}?state={state}"
+
+
+def env_values_from_conversion(data: dict[str, Any]) -> dict[str, str]:
+    """The `.env` lines a conversion answer provides."""
+    return {
+        "GITHUB_APP_ID": str(data["id"]),
+        "GITHUB_PRIVATE_KEY": data["pem"].replace("\n", "\\n"),
+        "GITHUB_WEBHOOK_SECRET": data["webhook_secret"],
+        "GITHUB_CLIENT_ID": data.get("client_id") or "",
+        "GITHUB_CLIENT_SECRET": data.get("client_secret") or "",
+    }
+
+
+def merge_env_file(path: Path, updates: dict[str, str]) -> None:
+    """Merge `updates` into the dotenv file at `path`, atomically, mode 0600.
+
+    Existing keys not in `updates` are kept. A file that exists but cannot be read is left
+    untouched and reported.
+    """
+    existing: dict[str, str] = {}
+    if path.exists():
+        try:
+            path.read_text()
+            existing = {k: v for k, v in dotenv_values(path).items() if v is not None}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(
+                f"{path} exists but cannot be read ({exc}); not overwriting it"
+            ) from exc
+    merged = {**existing, **updates}
+    lines = [f"{key}={json.dumps(value)}" for key, value in merged.items()]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".env.")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def exchange_code(api_url: str, code: str) -> dict[str, Any]:
+    """Trade the redirect's code for the new App's credentials."""
+    github = GitHub(base_url=api_url.rstrip("/") + "/")
+    resp = github.rest.apps.create_from_manifest(code)
+    return json.loads(resp.content)
+
+
+def build_setup_app(
+    *,
+    manifest: dict[str, Any],
+    web_url: str,
+    api_url: str,
+    env_path: Path,
+    org: str | None = None,
+    on_done: Callable[[dict[str, Any]], None] = lambda _data: None,
+) -> Flask:
+    """The local page: `/` starts the flow, `/callback` finishes it."""
+    app = Flask("the-loop-setup")
+    state = secrets.token_urlsafe(16)
+
+    @app.get("/")
+    def start() -> str:
+        action = html.escape(new_app_url(web_url, org, state))
+        value = html.escape(json.dumps(manifest))
+        return (
+            "<!doctype html><title>the-loop setup</title>"
+            "<h1>Register the-loop as a GitHub App</h1>"
+            f'<form id="manifest" method="post" action="{action}">'
+            f'<input type="hidden" name="manifest" value="{value}">'
+            '<button type="submit">Create the GitHub App</button></form>'
+        )
+
+    @app.get("/callback")
+    def callback() -> tuple[str, int]:
+        if request.args.get("state") != state:
+            return "<p>This answer does not belong to this setup (state mismatch).</p>", 400
+        code = request.args.get("code", "")
+        if not code:
+            return "<p>GitHub sent no code.</p>", 400
+        try:
+            data = exchange_code(api_url, code)
+            merge_env_file(env_path, env_values_from_conversion(data))
+        except SetupError as exc:
+            return f"<p>{html.escape(str(exc))}</p>", 500
+        on_done(data)
+        name = html.escape(str(data.get("slug") or data.get("name") or data["id"]))
+        link = html.escape(str(data.get("html_url", "")))
+        return (
+            f"<p>Registered <a href='{link}'>{name}</a> (App id {data['id']}). "
+            f"Credentials written to {html.escape(str(env_path))}. Install the App on your "
+            "repositories from its page, then run <code>the-loop up</code>.</p>",
+            200,
+        )
+
+    return app
+
+
+def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise SetupError(f"{path}: the manifest must be a mapping")
+    return data

@@ -1,0 +1,96 @@
+"""A crash between the ack and the handling loses nothing: real processes, real SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.store import make_engine
+from app.store.models import Delivery, Event, InboxState, Installation
+from tests.support import fixture_bytes, post_webhook, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def test_sigkill_after_ack_then_restart_runs_the_handler_exactly_once(settings_env):
+    port = free_port()
+    env = {**os.environ, **settings_env, "PORT": str(port), "THE_LOOP_INBOX_WORKERS": "0"}
+    server = start(["serve", "--workers", "1"], env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _healthy(url), timeout=30)
+        resp = post_webhook(
+            url,
+            "installation",
+            fixture_bytes("github/installation.created.json"),
+            delivery="crash-1",
+        )
+        assert resp.status_code == 202
+    finally:
+        kill_group(server)  # the whole server dies before any worker handled the delivery
+
+    engine = make_engine(settings_env["DATABASE_URL"])
+    with Session(engine) as session:
+        row = session.scalars(select(Delivery).where(Delivery.delivery_id == "crash-1")).one()
+        assert row.state == InboxState.QUEUED
+        assert session.get(Installation, 957387) is None
+
+    worker_env = {**env, "THE_LOOP_INBOX_WORKERS": "1"}
+    for _ in range(2):  # a second restart must not run it again
+        worker = start(["worker"], worker_env)
+        try:
+            wait_for(lambda: _state(engine, "crash-1") == InboxState.DONE, timeout=30)
+        finally:
+            kill_group(worker)
+    with Session(engine) as session:
+        assert session.get(Installation, 957387) is not None
+        recorded = session.scalars(
+            select(Event).where(Event.event == "installation.recorded")
+        ).all()
+        assert len(recorded) == 1
+    engine.dispose()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _state(engine, delivery_id: str) -> str:
+    with Session(engine) as session:
+        return session.scalars(
+            select(Delivery.state).where(Delivery.delivery_id == delivery_id)
+        ).one()

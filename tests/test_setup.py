@@ -1,0 +1,94 @@
+"""The manifest flow against the fake GitHub: form → redirect with code → .env written."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import stat
+
+import httpx
+import pytest
+
+from app.settings import load_settings
+from app.setup import SetupError, build_manifest, build_setup_app, load_manifest, merge_env_file
+from tests.fakes.server import LiveServer
+
+
+@pytest.fixture
+def github_api(fake_github):
+    return fake_github
+
+
+def test_manifest_declares_least_privilege_and_events():
+    manifest = load_manifest()
+    assert manifest["default_permissions"] == {
+        "issues": "write",
+        "contents": "read",
+        "pull_requests": "read",
+        "metadata": "read",
+    }
+    assert set(manifest["default_events"]) == {"issues", "issue_comment", "pull_request"}
+
+
+def test_flow_writes_credentials_to_env(tmp_path, github_api, app_private_key):
+    fake, api_url = github_api
+    fake.manifest_conversions["code-123"] = {
+        "id": 777,
+        "slug": "the-loop-test",
+        "name": "the-loop-test",
+        "pem": app_private_key,
+        "webhook_secret": "whsec",
+        "client_id": "Iv1.abc",
+        "client_secret": "shh",
+        "html_url": "https://github.com/apps/the-loop-test",
+    }
+    env_path = tmp_path / ".env"
+    env_path.write_text("PORT=4000\n")
+    done = []
+    manifest = build_manifest(
+        load_manifest(),
+        "https://hooks.example/github/webhooks",
+        "http://127.0.0.1:9/callback",
+        None,
+    )
+    app = build_setup_app(
+        manifest=manifest,
+        web_url="https://github.example",
+        api_url=api_url,
+        env_path=env_path,
+        org="acme",
+        on_done=done.append,
+    )
+    with LiveServer(app) as server:
+        page = httpx.get(f"{server.url}/").text
+        action = html.unescape(re.search(r'action="([^"]+)"', page).group(1))
+        posted = json.loads(
+            html.unescape(re.search(r'name="manifest" value="([^"]+)"', page).group(1))
+        )
+        state = action.split("state=")[1]
+        assert action.startswith("https://github.example/organizations/acme/settings/apps/new")
+        assert posted["hook_attributes"]["url"] == "https://hooks.example/github/webhooks"
+        assert posted["redirect_url"] == "http://127.0.0.1:9/callback"
+
+        wrong = httpx.get(f"{server.url}/callback", params={"code": "code-123", "state": "nope"})
+        assert wrong.status_code == 400 and not done
+
+        resp = httpx.get(f"{server.url}/callback", params={"code": "code-123", "state": state})
+        assert resp.status_code == 200, resp.text
+    assert done and done[0]["id"] == 777
+    assert stat.S_IMODE(env_path.stat().st_mode) == 0o600
+    settings = load_settings({}, dotenv=env_path)
+    assert settings.github_app_id == 777
+    assert settings.github_webhook_secret == "whsec"
+    assert settings.private_key() == app_private_key
+    assert settings.port == 4000  # existing keys are kept
+
+
+def test_unreadable_env_is_never_overwritten(tmp_path):
+    env_path = tmp_path / ".env"
+    env_path.write_bytes(b"\xff\xfe not utf-8 \xff")
+    before = env_path.read_bytes()
+    with pytest.raises(SetupError, match="not overwriting"):
+        merge_env_file(env_path, {"GITHUB_APP_ID": "1"})
+    assert env_path.read_bytes() == before

@@ -1,0 +1,141 @@
+"""The inbox worker: exactly-once effects, retries with backoff, parking, lease expiry."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.config import OperatorConfig
+from app.context import HandlerContext, Services, utcnow
+from app.events import EventLog
+from app.github.client import GitHubApp
+from app.github.router import Router
+from app.settings import load_settings
+from app.store import inbox, make_engine, migrate
+from app.store.models import Delivery, Event, InboxState, Once
+from app.worker import InboxWorker
+
+
+class Clock:
+    """A controllable clock, starting just after anything the test stores."""
+
+    def __init__(self) -> None:
+        self.now = utcnow() + timedelta(seconds=1)
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def store(database_url, tmp_path):
+    engine = make_engine(database_url)
+    migrate(engine)
+    clock = Clock()
+    settings = load_settings({"THE_LOOP_STATE_DIR": str(tmp_path)}, dotenv=None)
+    services = Services(
+        settings=settings,
+        config=OperatorConfig(),
+        events=EventLog(tmp_path / "events.jsonl", engine),
+        github=GitHubApp(settings),
+        clock=clock,
+    )
+    yield engine, services, clock
+    engine.dispose()
+
+
+def store_delivery(engine, delivery_id="d-1", event="issues", action="opened"):
+    with Session(engine) as session, session.begin():
+        assert inbox.add_delivery(
+            session, delivery_id, event, action, json.dumps({"n": 1}).encode()
+        )
+
+
+def effects(engine):
+    with Session(engine) as session:
+        return list(session.scalars(select(Once.key)))
+
+
+def recording_handler(ctx: HandlerContext) -> None:
+    ctx.session.add(Once(key=f"effect:{ctx.delivery_id}"))
+
+
+def test_handler_effects_and_done_commit_together(store):
+    engine, services, _ = store
+    store_delivery(engine)
+    worker = InboxWorker(services, engine, Router({("issues", "opened"): [recording_handler]}))
+    assert worker.drain() == 1
+    assert worker.drain() == 0
+    assert effects(engine) == ["effect:d-1"]
+
+
+def test_failing_handler_rolls_back_backs_off_and_retries(store):
+    engine, services, clock = store
+    store_delivery(engine)
+    calls = []
+
+    def flaky(ctx: HandlerContext) -> None:
+        calls.append(1)
+        ctx.session.add(Once(key=f"partial-{len(calls)}"))
+        if len(calls) < 3:
+            raise RuntimeError("GitHub said 502")
+
+    worker = InboxWorker(services, engine, Router({("issues", None): [flaky]}))
+    assert worker.run_once() is True
+    assert worker.run_once() is False  # backing off: not due yet
+    clock.now += timedelta(seconds=2)
+    worker.run_once()
+    clock.now += timedelta(seconds=10)
+    worker.run_once()
+    assert len(calls) == 3
+    assert effects(engine) == ["partial-3"]  # failed attempts left nothing behind
+    with Session(engine) as session:
+        row = session.scalars(select(Delivery)).one()
+        assert row.state == InboxState.DONE and row.attempts == 3
+        failures = session.scalars(select(Event).where(Event.event == "webhook.failed")).all()
+        assert len(failures) == 2 and "GitHub said 502" in failures[0].data["error"]
+
+
+def test_a_delivery_that_keeps_failing_is_parked_not_dropped(store):
+    engine, services, clock = store
+    store_delivery(engine)
+
+    def broken(ctx: HandlerContext) -> None:
+        raise ValueError("bad payload shape")
+
+    worker = InboxWorker(services, engine, Router({("issues", "opened"): [broken]}))
+    for _ in range(inbox.MAX_ATTEMPTS):
+        assert worker.run_once()
+        clock.now += timedelta(minutes=10)
+    assert worker.run_once() is False
+    with Session(engine) as session:
+        row = session.scalars(select(Delivery)).one()
+        assert row.state == InboxState.PARKED
+        assert "bad payload shape" in row.last_error
+    assert inbox.requeue(engine, "d-1", clock.now)
+    with Session(engine) as session:
+        assert session.scalars(select(Delivery)).one().state == InboxState.QUEUED
+
+
+def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store):
+    engine, services, clock = store
+    store_delivery(engine)
+    dead = inbox.claim(engine, "worker-that-died", clock.now)
+    assert dead is not None
+    worker = InboxWorker(services, engine, Router({("issues", "opened"): [recording_handler]}))
+    assert worker.run_once() is False  # still leased to the dead worker
+    clock.now += inbox.LEASE + timedelta(seconds=1)
+    assert worker.run_once() is True
+    assert effects(engine) == ["effect:d-1"]
+
+
+def test_unrouted_deliveries_are_marked_done(store):
+    engine, services, _ = store
+    store_delivery(engine, event="star", action="created")
+    worker = InboxWorker(services, engine, Router({}))
+    assert worker.drain() == 1
+    with Session(engine) as session:
+        assert session.scalars(select(Delivery)).one().state == InboxState.DONE
