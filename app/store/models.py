@@ -136,6 +136,8 @@ class Job(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)
     spawner_id: Mapped[int | None] = mapped_column(Integer)
+    # deliver/stop jobs go to the spawner hosting the item's session (None: any server of repo)
+    target_spawner_id: Mapped[int | None] = mapped_column(Integer)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -152,9 +154,20 @@ class Spawner(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(128))
     token_hash: Mapped[str] = mapped_column(String(128), unique=True)
-    repositories: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    repositories: Mapped[list[Any]] = mapped_column(JSON, default=list)  # the token allows
+    serves: Mapped[list[Any] | None] = mapped_column(JSON)  # registered (within the allowance)
     harnesses: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    version: Mapped[str | None] = mapped_column(String(64))
     last_seen: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SessionToken(Base):
+    """A credential a session uses to post on its own work item; stored only as a hash."""
+
+    __tablename__ = "session_tokens"
+    token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    work_item: Mapped[str] = mapped_column(String(256), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

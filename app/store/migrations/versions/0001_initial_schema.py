@@ -67,6 +67,7 @@ def upgrade() -> None:
         sa.Column("payload", sa.JSON(), nullable=False),
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("spawner_id", sa.Integer(), nullable=True),
+        sa.Column("target_spawner_id", sa.Integer(), nullable=True),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("result", sa.JSON(), nullable=True),
@@ -90,6 +91,18 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("key"),
     )
     op.create_table(
+        "session_tokens",
+        sa.Column("token_hash", sa.String(length=128), nullable=False),
+        sa.Column("work_item", sa.String(length=256), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("token_hash"),
+    )
+    with op.batch_alter_table("session_tokens", schema=None) as batch_op:
+        batch_op.create_index(
+            batch_op.f("ix_session_tokens_work_item"), ["work_item"], unique=False
+        )
+
+    op.create_table(
         "slack_outbox",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("work_item", sa.String(length=256), nullable=False),
@@ -112,7 +125,9 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=128), nullable=False),
         sa.Column("token_hash", sa.String(length=128), nullable=False),
         sa.Column("repositories", sa.JSON(), nullable=False),
+        sa.Column("serves", sa.JSON(), nullable=True),
         sa.Column("harnesses", sa.JSON(), nullable=False),
+        sa.Column("version", sa.String(length=64), nullable=True),
         sa.Column("last_seen", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
@@ -176,6 +191,10 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f("ix_slack_outbox_state"))
 
     op.drop_table("slack_outbox")
+    with op.batch_alter_table("session_tokens", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_session_tokens_work_item"))
+
+    op.drop_table("session_tokens")
     op.drop_table("once")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_jobs_work_item"))

@@ -1,0 +1,168 @@
+"""Credentials for spawners and sessions, and which repositories a spawner serves.
+
+A spawner token is shown once, when it is created, and stored only as its SHA-256 hash, so a
+copy of the database cannot be used to claim jobs. A session token is a narrower credential
+minted per work item for the agent's `the-loop comment` / `the-loop ask`: it can post on that
+one item and nothing else.
+
+Repository scopes are lists of `owner/repo` names, or `["*"]` for every repository the App
+is installed on; names compare case-insensitively, as GitHub's do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.config import NAME_RE
+from app.store.models import SessionToken, Spawner
+
+SPAWNER_PREFIX = "tlsp_"
+SESSION_PREFIX = "tlss_"
+ANY_REPOSITORY = "*"
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+
+
+class TokenError(ValueError):
+    """A name or repository scope cannot be used; the message says which."""
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token (hex SHA-256)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def normalize_repositories(repositories: Iterable[str]) -> list[str]:
+    """Validated, lower-cased, de-duplicated scope; `*` alone stands for every repository."""
+    names: list[str] = []
+    for raw in repositories:
+        name = str(raw).strip()
+        if name == ANY_REPOSITORY:
+            return [ANY_REPOSITORY]
+        if not REPO_RE.match(name):
+            raise TokenError(f"{name!r} is not a repository name of the form owner/repo")
+        if name.lower() not in names:
+            names.append(name.lower())
+    return names
+
+
+def narrow(requested: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    """What a spawner may serve: the repositories it asked for, within what its token allows.
+
+    An empty request means "everything the token allows"; a request outside the allowance is
+    dropped rather than granted (fail toward the narrower scope).
+    """
+    asked = normalize_repositories(requested) if requested else list(allowed)
+    if ANY_REPOSITORY in allowed:
+        return asked
+    if ANY_REPOSITORY in asked:
+        return list(allowed)
+    permitted = {name.lower() for name in allowed}
+    return [name for name in asked if name in permitted]
+
+
+def serves(scope: Sequence[str], repo_full_name: str) -> bool:
+    """True when a repository scope covers `repo_full_name`."""
+    return ANY_REPOSITORY in scope or repo_full_name.lower() in {s.lower() for s in scope}
+
+
+def scope_of(spawner: Spawner) -> list[str]:
+    """The repositories a spawner serves now: what it registered, else what its token allows."""
+    return list(spawner.serves if spawner.serves is not None else spawner.repositories)
+
+
+def create_token(session: Session, name: str, repositories: Sequence[str]) -> str:
+    """Create a spawner allowed to serve `repositories` (default: all); return its token once.
+
+    Only the hash is stored; the caller prints the returned plaintext and forgets it.
+    """
+    if not NAME_RE.match(name):
+        raise TokenError(f"{name!r} is not a valid spawner name (letters, digits, '.', '_', '-')")
+    scope = normalize_repositories(repositories) if repositories else [ANY_REPOSITORY]
+    token = SPAWNER_PREFIX + secrets.token_urlsafe(32)
+    session.add(Spawner(name=name, token_hash=hash_token(token), repositories=scope, harnesses=[]))
+    session.flush()
+    return token
+
+
+def mint_session_token(session: Session, work_item: str) -> str:
+    """A new credential that lets a session post on `work_item` only."""
+    token = SESSION_PREFIX + secrets.token_urlsafe(32)
+    session.add(SessionToken(token_hash=hash_token(token), work_item=work_item))
+    return token
+
+
+def revoke_session_tokens(session: Session, work_item: str) -> int:
+    """Withdraw every session credential of `work_item` (its session ended for good)."""
+    result = session.execute(delete(SessionToken).where(SessionToken.work_item == work_item))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling the spawner API: a spawner, or one work item's session."""
+
+    spawner: Spawner | None = None
+    work_item: str | None = None
+
+    def may_act_on(self, work_item: str, repo_full_name: str) -> bool:
+        """Spawners act on the repositories they serve; a session only on its own item."""
+        if self.spawner is not None:
+            return serves(scope_of(self.spawner), repo_full_name)
+        return self.work_item is not None and hmac.compare_digest(self.work_item, work_item)
+
+
+def authenticate(session: Session, authorization: str | None) -> Principal | None:
+    """The principal behind an `Authorization: Bearer …` header, or None.
+
+    The lookup is by hash, so the comparison never touches a plaintext secret.
+    """
+    if not authorization or not authorization.startswith("Bearer "):
+        return None
+    token = authorization[len("Bearer ") :].strip()
+    if token.startswith(SPAWNER_PREFIX):
+        query = select(Spawner).where(Spawner.token_hash == hash_token(token))
+        spawner = session.scalars(query).first()
+        return Principal(spawner=spawner) if spawner is not None else None
+    if token.startswith(SESSION_PREFIX):
+        row = session.get(SessionToken, hash_token(token))
+        return Principal(work_item=row.work_item) if row is not None else None
+    return None
+
+
+def register(
+    session: Session,
+    spawner: Spawner,
+    repositories: Sequence[str],
+    harnesses: Sequence[str],
+    version: str | None,
+    now: datetime,
+) -> list[str]:
+    """Record what a spawner serves and hosts; returns the repositories it was granted."""
+    for harness in harnesses:
+        if not isinstance(harness, str) or not NAME_RE.match(harness):
+            raise TokenError(f"{harness!r} is not a valid harness name")
+    spawner.serves = narrow(list(repositories), list(spawner.repositories))
+    spawner.harnesses = list(dict.fromkeys(harnesses))
+    spawner.version = (version or "")[:64] or None
+    spawner.last_seen = now
+    return list(spawner.serves)
+
+
+def hosted_harnesses(session: Session, repo_full_name: str | None = None) -> set[str]:
+    """Harnesses some registered spawner reported (serving `repo_full_name`, when given)."""
+    hosts: set[str] = set()
+    for spawner in session.scalars(select(Spawner)):
+        if spawner.serves is None:  # created but never registered: hosts nothing yet
+            continue
+        if repo_full_name is None or serves(spawner.serves, repo_full_name):
+            hosts.update(str(h) for h in spawner.harnesses or [])
+    return hosts
