@@ -11,11 +11,13 @@ from app.config import config_findings, load_config
 from app.context import Services
 from app.events import EventLog
 from app.github.client import GitHubApp
+from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.routes import build_router
 from app.settings import Settings
 from app.store import make_engine, migrate
 from app.worker import InboxWorker
+from channels.wiring import build_mirror
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,10 @@ class AppState:
     services: Services
     router: Router
     workers: list[InboxWorker] = field(default_factory=list)
+    ingest: IngestWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ingest = IngestWriter(self.engine, self.services.events)
 
     def wake_workers(self) -> None:
         for worker in self.workers:
@@ -38,10 +44,17 @@ class AppState:
             worker.name = f"{worker.name}:{index}"
             self.workers.append(worker)
             worker.start()
+        # The chat mirror's sender (if the mirror has one) runs beside the inbox workers.
+        start_mirror = getattr(self.services.mirror, "start", None)
+        if callable(start_mirror):
+            start_mirror()
 
     def stop_workers(self) -> None:
         for worker in self.workers:
             worker.stop()
+        stop_mirror = getattr(self.services.mirror, "stop", None)
+        if callable(stop_mirror):
+            stop_mirror()
 
 
 def build_state(settings: Settings) -> AppState:
@@ -53,5 +66,8 @@ def build_state(settings: Settings) -> AppState:
     for finding in config_findings(config):
         log.warning("%s: %s: %s", config.source, finding.key, finding.message)
         events.emit("config.conflict", key=finding.key, message=finding.message, file=config.source)
-    services = Services(settings=settings, config=config, events=events, github=GitHubApp(settings))
+    mirror = build_mirror(settings, config, engine, events)
+    services = Services(
+        settings=settings, config=config, events=events, github=GitHubApp(settings), mirror=mirror
+    )
     return AppState(settings=settings, engine=engine, services=services, router=build_router())

@@ -1,0 +1,208 @@
+"""Block Kit messages for each mirror kind. Pure: a payload in, a `Message` out.
+
+Every message has a plain-text fallback (`text`, what notifications and screen readers
+show) and an "Open on GitHub" button, because GitHub stays the ledger. Unknown kinds still
+render (as a plain note) rather than being dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from channels.checklist import OPEN_ACTION, control_blocks, summary_lines
+from channels.text import FALLBACK_LIMIT, SECTION_LIMIT, escape, to_mrkdwn, to_plain, truncate
+
+
+class Kind(StrEnum):
+    """The message kinds the App posts (see `app.mirror`)."""
+
+    ITEM_STARTED = "item_started"
+    CHECKLIST = "checklist"
+    CONFIRMATION = "confirmation"
+    REFUSED = "refused"
+    SESSION = "session"
+    AGENT_COMMENT = "agent_comment"
+
+
+@dataclass(frozen=True)
+class Message:
+    text: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"text": self.text, "blocks": self.blocks}
+
+
+def section(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(mrkdwn, SECTION_LIMIT)}}
+
+
+def context(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(mrkdwn, 3000)}]}
+
+
+def open_button(url: str) -> dict[str, Any] | None:
+    """The "Open on GitHub" link; omitted only when there is no web URL to open."""
+    if not url.startswith(("https://", "http://")):
+        return None
+    return {
+        "type": "actions",
+        "block_id": "the-loop-open",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": OPEN_ACTION,
+                "text": {"type": "plain_text", "text": "Open on GitHub"},
+                "url": truncate(url, 3000),
+            }
+        ],
+    }
+
+
+def _finish(text: str, blocks: list[dict[str, Any]], url: str) -> Message:
+    button = open_button(url)
+    return Message(
+        text=truncate(text, FALLBACK_LIMIT), blocks=[*blocks, button] if button else blocks
+    )
+
+
+def _value(value: Any, default: str = "the default") -> str:
+    return f"`{escape(str(value))}`" if value else default
+
+
+def item_started(payload: Mapping[str, Any], url: str) -> Message:
+    repo, number = payload.get("repo", ""), payload.get("issue_number", "")
+    title = str(payload.get("title") or "")
+    ref = f"{repo}#{number}"
+    head = f"*<{url}|{escape(ref)}>* {escape(title)}" if url else f"*{escape(ref)}* {escape(title)}"
+    blocks = [
+        section(head),
+        context("Labelled for the-loop. Choose the phases in this thread, then press *Execute*."),
+    ]
+    return _finish(f"{ref}: {title} — labelled for the-loop", blocks, url)
+
+
+def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
+    keyword = str(payload.get("keyword") or "the-loop execute")
+    intro = section(
+        "*Phase selection.* Untick the phases to skip, pick the harness, model and effort, "
+        f"then press *Execute* — or reply `{escape(keyword)}` on GitHub."
+    )
+    fallback = "\n".join(
+        [
+            "Phase selection is waiting for a decision.",
+            *(line.replace("*", "").replace("`", "") for line in summary_lines(payload)),
+            f"Press Execute here or reply '{keyword}' on GitHub.",
+        ]
+    )
+    return _finish(fallback, [intro, *control_blocks(payload, work_item)], url)
+
+
+def checklist_sent(
+    payload: Mapping[str, Any], url: str, ticked: set[str], login: str, outcome: str
+) -> Message:
+    """The checklist message after Execute: what was sent, by whom, and what came of it."""
+    lines = summary_lines(payload, ticked)
+    blocks = [
+        section("*Phase selection sent to GitHub.*\n" + "\n".join(lines)),
+        context(f"Executed from Slack by @{escape(login)} — {escape(outcome)}"),
+    ]
+    text = f"Phase selection executed from Slack by @{login}: {outcome}"
+    return _finish(text, blocks, url)
+
+
+def confirmation(payload: Mapping[str, Any], url: str) -> Message:
+    markdown = str(payload.get("markdown") or "")
+    skips = payload.get("skips") or {}
+    dropped = payload.get("dropped") or []
+    facts = [
+        f"*Harness:* {_value(payload.get('harness'))}",
+        f"*Model:* {_value(payload.get('model'))}",
+        f"*Effort:* {_value(payload.get('effort'))}",
+        "*Skipped:* " + (", ".join(f"`{escape(str(s))}`" for s in skips) or "nothing"),
+    ]
+    for drop in dropped:
+        if isinstance(drop, Mapping):
+            token, reason = drop.get("token", ""), drop.get("reason", "")
+            facts.append(f"*Dropped:* `{escape(str(token))}` — {escape(str(reason))}")
+    blocks = [
+        section(":white_check_mark: *Selection frozen — starting.*"),
+        section("\n".join(facts)),
+    ]
+    if markdown:
+        blocks.append(section(to_mrkdwn(markdown)))
+    return _finish("Selection frozen: " + to_plain(markdown or "starting"), blocks, url)
+
+
+def refused(payload: Mapping[str, Any], url: str) -> Message:
+    who, why = str(payload.get("who") or "someone"), str(payload.get("why") or "")
+    text = f"Execute by @{who} refused: {why}"
+    return _finish(
+        text, [section(f":no_entry: *Execute by @{escape(who)} refused.* {escape(why)}")], url
+    )
+
+
+def _session_line(payload: Mapping[str, Any]) -> str:
+    event = str(payload.get("event") or "")
+    choice = (
+        f"harness {_value(payload.get('harness'))}, model {_value(payload.get('model'))}, "
+        f"effort {_value(payload.get('effort'))}"
+    )
+    detail = escape(str(payload.get("reason") or payload.get("detail") or ""))
+    if event == "session.spawned":
+        return f":rocket: *Session started* on {choice}."
+    if event == "session.respawned":
+        return f":arrows_counterclockwise: *Session restarted* on {choice}."
+    if event == "session.delivered":
+        who = payload.get("author")
+        return ":incoming_envelope: *Comment delivered to the session*" + (
+            f" (from @{escape(str(who))})." if who else "."
+        )
+    if event == "session.stalled":
+        return ":warning: *Session is waiting on an interactive prompt.* " + detail
+    if event == "session.exited":
+        code = payload.get("exit_code", payload.get("status"))
+        suffix = f" (exit {escape(str(code))})" if code is not None else ""
+        return f":checkered_flag: *Session exited*{suffix}. {detail}"
+    return f"*{escape(event or 'session')}* {detail}"
+
+
+def session(payload: Mapping[str, Any], url: str) -> Message:
+    line = _session_line(payload).strip()
+    return _finish(to_plain(line.replace("*", "")), [section(line)], url)
+
+
+def agent_comment(payload: Mapping[str, Any], url: str) -> Message:
+    body = str(payload.get("body") or "")
+    asking = payload.get("kind") == "ask"
+    head = ":question: *The agent asks:*" if asking else ":speech_balloon: *The agent says:*"
+    text = ("The agent asks: " if asking else "The agent says: ") + to_plain(body)
+    return _finish(text, [section(head), section(to_mrkdwn(body))], url)
+
+
+def fallback(kind: str, payload: Mapping[str, Any], url: str) -> Message:
+    facts = {k: v for k, v in payload.items() if k != "url"}
+    summary = truncate(json.dumps(facts, default=str, sort_keys=True), 2500)
+    return _finish(f"{kind}: {summary}", [section(f"*{escape(kind)}*\n{escape(summary)}")], url)
+
+
+def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "") -> Message:
+    """The message for one mirror row. `url` falls back to the payload's `url`."""
+    url = url or str(payload.get("url") or "")
+    if kind == Kind.ITEM_STARTED:
+        return item_started(payload, url)
+    if kind == Kind.CHECKLIST:
+        return checklist(payload, url, work_item)
+    if kind == Kind.CONFIRMATION:
+        return confirmation(payload, url)
+    if kind == Kind.REFUSED:
+        return refused(payload, url)
+    if kind == Kind.SESSION:
+        return session(payload, url)
+    if kind == Kind.AGENT_COMMENT:
+        return agent_comment(payload, url)
+    return fallback(kind, payload, url)

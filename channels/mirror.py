@@ -1,0 +1,232 @@
+"""The Slack mirror: `post` queues inside the caller's transaction; a sender thread delivers.
+
+The GitHub path never waits on Slack: `post` only adds an outbox row. The sender opens one
+thread per work item (the first message sent becomes its parent; its `ts` is stored on the
+work item) and replies in it from then on. A failed send is retried with backoff — a 429
+waits exactly its `Retry-After` and pauses every send, since rate limits are per workspace —
+and each failure is recorded as `slack.failed`, so an outage or a revoked token is visible
+and its messages go out once Slack answers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from sqlalchemy import Engine, event, update
+from sqlalchemy.orm import Session
+
+from app.events import EventLog
+from app.store.models import WorkItem
+from channels import outbox
+from channels.blocks import Message, render
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RATE_LIMIT_WAIT = 30.0
+TEXT_ONLY_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
+MESSAGE_ERRORS = frozenset({"msg_too_long", "no_text", "invalid_arguments", "too_many_blocks"})
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a send failed and what to do next."""
+
+    error: str
+    status: int | None
+    retry_in: float
+    permanent: bool = False
+    rate_limited: bool = False
+
+
+def classify(exc: Exception, attempts: int, base: float) -> Failure:
+    """Turn a send error into a retry decision (pure, apart from reading the exception)."""
+    if isinstance(exc, SlackApiError):
+        status = exc.response.status_code
+        data = exc.response.data if isinstance(exc.response.data, dict) else {}
+        error = str(data.get("error") or f"HTTP {status}")
+        if status == 429:
+            header = exc.response.headers.get("Retry-After") or exc.response.headers.get(
+                "retry-after"
+            )
+            try:
+                wait = max(1.0, float(header)) if header is not None else DEFAULT_RATE_LIMIT_WAIT
+            except ValueError:
+                wait = DEFAULT_RATE_LIMIT_WAIT
+            return Failure(error, status, wait, rate_limited=True)
+        if error in MESSAGE_ERRORS:
+            return Failure(error, status, 0.0, permanent=True)
+        return Failure(error, status, outbox.backoff(attempts, base))
+    return Failure(f"{type(exc).__name__}: {exc}", None, outbox.backoff(attempts, base))
+
+
+class SlackSender:
+    """Delivers outbox rows, oldest first, one work item's rows strictly in order."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        events: EventLog,
+        client: WebClient,
+        channel: str | None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        base_delay: float = 1.0,
+        poll: float = 0.5,
+    ) -> None:
+        self.engine = engine
+        self.events = events
+        self.client = client
+        self.channel = channel
+        self.clock = clock
+        self.base_delay = base_delay
+        self.poll = poll
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._paused_until: datetime | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- one send -------------------------------------------------------------------------
+    def run_once(self) -> bool:
+        """Send one due row; False when nothing was due (or sends are paused by a 429)."""
+        now = self.clock()
+        if self._paused_until is not None and now < self._paused_until:
+            return False
+        row = outbox.claim_next(self.engine, now)
+        if row is None:
+            return False
+        try:
+            self._deliver(row)
+        except Exception as exc:  # the sender's edge: any failure becomes a retry
+            self._failed(row, classify(exc, row.attempts, self.base_delay))
+        return True
+
+    def _thread_of(self, work_item: str) -> tuple[str | None, str]:
+        with Session(self.engine) as session:
+            item = session.get(WorkItem, work_item)
+            return (item.slack_ts, item.html_url) if item is not None else (None, "")
+
+    def _send(self, message: Message, thread_ts: str | None) -> dict[str, Any]:
+        if not self.channel:
+            raise RuntimeError("slack.channel is not configured")
+        kwargs: dict[str, Any] = {"channel": self.channel, "unfurl_links": False}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        try:
+            response = self.client.chat_postMessage(**kwargs, **message.as_kwargs())
+        except SlackApiError as exc:
+            if exc.response.get("error") not in TEXT_ONLY_ERRORS:
+                raise
+            log.warning("Slack refused the blocks (%s); sending text only", exc.response["error"])
+            response = self.client.chat_postMessage(**kwargs, text=message.text)
+        return dict(response.data) if isinstance(response.data, dict) else {}
+
+    def _deliver(self, row: outbox.Claimed) -> None:
+        thread_ts, html_url = self._thread_of(row.work_item)
+        message = render(
+            row.kind, row.payload, row.work_item, str(row.payload.get("url") or html_url)
+        )
+        data = self._send(message, thread_ts)
+        ts = str(data.get("ts") or "")
+        with Session(self.engine) as session, session.begin():
+            outbox.mark_sent(session, row.id)
+            if thread_ts is None and ts:
+                session.execute(
+                    update(WorkItem)
+                    .where(WorkItem.id == row.work_item, WorkItem.slack_ts.is_(None))
+                    .values(slack_ts=ts)
+                )
+            self.events.emit(
+                "slack.mirrored",
+                row.work_item,
+                session=session,
+                kind=row.kind,
+                channel=self.channel,
+                ts=ts,
+                thread_ts=thread_ts or ts,
+                attempts=row.attempts,
+            )
+
+    def _failed(self, row: outbox.Claimed, failure: Failure) -> None:
+        now = self.clock()
+        if failure.rate_limited:
+            self._paused_until = now + timedelta(seconds=failure.retry_in)
+        if failure.permanent:
+            outbox.mark_failed(self.engine, row.id, failure.error)
+        else:
+            outbox.mark_retry(
+                self.engine, row.id, failure.error, now + timedelta(seconds=failure.retry_in)
+            )
+        log.warning("Slack send of %s for %s failed: %s", row.kind, row.work_item, failure.error)
+        self.events.emit(
+            "slack.failed",
+            row.work_item,
+            kind=row.kind,
+            error=failure.error,
+            status=failure.status,
+            attempts=row.attempts,
+            retry_in=None if failure.permanent else failure.retry_in,
+            permanent=failure.permanent,
+        )
+
+    # --- the loop -------------------------------------------------------------------------
+    def drain(self) -> int:
+        count = 0
+        while self.run_once():
+            count += 1
+        return count
+
+    def run_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.run_once():
+                    continue
+            except Exception:  # the database may be briefly unavailable; keep the thread
+                log.exception("Slack sender loop error")
+            self.wake.wait(self.poll)
+            self.wake.clear()
+
+    def start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self.run_forever, name="slack-sender", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+class SlackMirror:
+    """The `Mirror` the App uses when a bot token is configured."""
+
+    def __init__(self, sender: SlackSender) -> None:
+        self.sender = sender
+
+    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
+        """Queue a message in the caller's transaction; the sender wakes when it commits."""
+        outbox.enqueue(session, work_item, kind, payload)
+        event.listen(session, "after_commit", self._wake, once=True)
+
+    def _wake(self, _session: Session) -> None:
+        self.sender.wake.set()
+
+    def start(self) -> None:
+        self.sender.start()
+
+    def stop(self) -> None:
+        self.sender.stop()

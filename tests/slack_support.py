@@ -1,0 +1,97 @@
+"""Shared pieces of the Slack tests: a checklist in the gate's mirror shape, snapshots, and
+Slack request signing."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+SNAPSHOTS = Path(__file__).parent / "snapshots" / "slack"
+SIGNING_SECRET = "test-slack-signing-secret"
+ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
+
+
+def row(token: str, label: str, checked: bool) -> dict[str, Any]:
+    return {"token": token, "label": label, "checked": checked}
+
+
+def sample_checklist(phases: int = 4) -> dict[str, Any]:
+    """A checklist as `Checklist.to_mirror()` shapes it, with every kind of section."""
+    phase_rows = [row(f"phase-{i}", f"phase number {i}", True) for i in range(phases)]
+    return {
+        "sections": [
+            {
+                "kind": "phases",
+                "title": "Phases",
+                "single": False,
+                "default": None,
+                "rows": phase_rows,
+            },
+            {
+                "kind": "opt-in",
+                "title": "Opt-in phases",
+                "single": False,
+                "default": None,
+                "rows": [row("brainstorming", "explore the problem first", False)],
+            },
+            {
+                "kind": "harness",
+                "title": "Harness",
+                "single": True,
+                "default": "claude",
+                "rows": [
+                    row("harness-claude", "claude", True),
+                    row("harness-codex", "codex", False),
+                ],
+            },
+            {
+                "kind": "model",
+                "title": "Model",
+                "single": True,
+                "default": None,
+                "rows": [row("model-opus", "opus", False), row("model-sonnet", "sonnet", False)],
+            },
+            {
+                "kind": "effort",
+                "title": "Effort",
+                "single": True,
+                "default": "medium",
+                "rows": [
+                    row("effort-low", "low", False),
+                    row("effort-medium", "medium", True),
+                    row("effort-high", "high", False),
+                ],
+            },
+        ],
+        "keyword": "the-loop execute",
+        "comment_id": 900000001,
+        "url": ISSUE_URL,
+    }
+
+
+def assert_snapshot(name: str, value: Any) -> None:
+    """Compare `value` with the stored snapshot; `UPDATE_SNAPSHOTS=1` rewrites it."""
+    path = SNAPSHOTS / f"{name}.json"
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.write_text(text)
+    assert path.exists(), f"no snapshot {path.name}: run with UPDATE_SNAPSHOTS=1 and review it"
+    assert text == path.read_text(), f"{name} differs from its snapshot"
+
+
+def slack_signed(body: str, secret: str = SIGNING_SECRET, ts: int | None = None) -> dict[str, str]:
+    """Headers Slack sends: `v0=` HMAC-SHA256 over `v0:{timestamp}:{body}`."""
+    stamp = str(ts if ts is not None else int(time.time()))
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
+    return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": "v0=" + digest.hexdigest()}
+
+
+def interaction_body(payload: dict[str, Any]) -> str:
+    """How Slack sends an interaction: form-encoded `payload=<json>`."""
+    return f"payload={quote(json.dumps(payload))}"
