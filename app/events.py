@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, insert
+from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session
 
 from app.store.models import Event
+
+_PENDING = "the-loop.pending-event-lines"
 
 
 def _now() -> datetime:
@@ -30,7 +33,11 @@ def event_line(event: str, work_item: str | None, fields: dict[str, Any], ts: da
 
 
 class EventLog:
-    """Writes events to `path` (JSON lines) and, when an engine is given, to the events table."""
+    """Writes events to `path` (JSON lines) and, when an engine is given, to the events table.
+
+    An event emitted inside a session's transaction reaches the file only if that
+    transaction commits, so the file and the table never disagree about what happened.
+    """
 
     def __init__(self, path: Path | None, engine: Engine | None = None) -> None:
         self.path = path
@@ -38,6 +45,18 @@ class EventLog:
         self._lock = threading.Lock()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Append whole lines in one write, so concurrent writers never interleave a line."""
+        if self.path is None or not lines:
+            return
+        data = "".join(line + "\n" for line in lines).encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
     def emit(
         self,
@@ -47,23 +66,35 @@ class EventLog:
         session: Session | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
-        """Record one event. With `session`, the table row joins that transaction."""
+        """Record one event. With `session`, it joins that transaction (file written on commit)."""
         ts = _now()
         line = event_line(event, work_item, fields, ts)
-        if self.path is not None:
-            with self._lock:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    os.write(fd, (line + "\n").encode())
-                finally:
-                    os.close(fd)
-        row = {"ts": ts, "event": event, "work_item": work_item, "data": json.loads(line)}
+        record: dict[str, Any] = json.loads(line)
+        row = {"ts": ts, "event": event, "work_item": work_item, "data": record}
         if session is not None:
             session.execute(insert(Event).values(**row))
-        elif self.engine is not None:
+            self._after_commit(session, line)
+            return record
+        if self.engine is not None:
             with self.engine.begin() as conn:
                 conn.execute(insert(Event).values(**row))
-        return json.loads(line)
+        self.append_lines([line])
+        return record
+
+    def _after_commit(self, session: Session, line: str) -> None:
+        pending: list[str] | None = session.info.get(_PENDING)
+        if pending is None:
+            pending = session.info[_PENDING] = []
+
+            def flush(sess: Session) -> None:
+                self.append_lines(sess.info.pop(_PENDING, []))
+
+            def discard(sess: Session) -> None:
+                sess.info.pop(_PENDING, None)
+
+            sa_event.listen(session, "after_commit", flush, once=True)
+            sa_event.listen(session, "after_rollback", discard, once=True)
+        pending.append(line)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

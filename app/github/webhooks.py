@@ -6,9 +6,8 @@ import json
 
 from flask import Blueprint, current_app, jsonify, request
 from githubkit.webhooks import verify
-from sqlalchemy.orm import Session
 
-from app.store.inbox import add_delivery
+from app.github.ingest import IngestUnavailable
 
 MAX_BODY = 25 * 1024 * 1024
 
@@ -46,16 +45,11 @@ def receive():  # type: ignore[no-untyped-def]
     if event == "ping":
         events.emit("webhook.received", delivery=delivery, gh_event=event)
         return jsonify(ok=True, zen=payload.get("zen")), 200
-    with Session(state.engine) as session, session.begin():
-        new = add_delivery(session, delivery, event, action, body)
-        if new:
-            events.emit(
-                "webhook.received",
-                session=session,
-                delivery=delivery,
-                gh_event=event,
-                action=action,
-            )
+    try:
+        new = state.ingest.store(delivery, event, action, body)
+    except IngestUnavailable as exc:
+        current_app.logger.error("delivery %s not stored: %s", delivery, exc)
+        return jsonify(error="could not store the delivery; redeliver it"), 503
     if new:
         state.wake_workers()
     return jsonify(delivery=delivery, duplicate=not new), 202
