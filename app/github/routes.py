@@ -6,6 +6,7 @@ marked done without effect.
 
 from __future__ import annotations
 
+from app import followups, workitems
 from app.github import installations
 from app.github.router import Router, RouteTable
 
@@ -17,6 +18,11 @@ ROUTES: RouteTable = {
     ("installation", "deleted"): [installations.forget_installation],
     ("installation_repositories", "added"): [installations.update_repositories],
     ("installation_repositories", "removed"): [installations.update_repositories],
+    ("issues", "labeled"): [workitems.start_work_item],
+    ("issues", "unlabeled"): [workitems.park_unlabeled],
+    ("issues", "closed"): [workitems.stop_on_close],
+    ("issue_comment", "created"): [workitems.freeze_on_execute, followups.on_issue_comment],
+    ("issue_comment", "edited"): [workitems.log_execute_edit],
 }
 
 

@@ -197,7 +197,12 @@ class FakeGitHub:
                 return denied
             role = self.permissions.get((f"{owner}/{repo}".lower(), login.lower()), "read")
             legacy = {"maintain": "write", "triage": "read"}.get(role, role)
-            return jsonify(permission=legacy, role_name=role, user=user(login))
+            rank = ["read", "triage", "write", "maintain", "admin"]
+            level = rank.index(role) if role in rank else -1
+            keys = ("pull", "triage", "push", "maintain", "admin")
+            flags = {key: level >= i for i, key in enumerate(keys)}
+            collaborator = {**user(login), "role_name": role, "permissions": flags}
+            return jsonify(permission=legacy, role_name=role, user=collaborator)
 
         @app.post("/repos/<owner>/<repo>/issues/<int:number>/comments")
         def create_comment(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]

@@ -1,0 +1,96 @@
+"""The texts the gate writes after an execute reply (pure): confirmation, refusal, prompt.
+
+Every name these texts echo is an operator-declared name, a phase node or a GitHub login;
+no comment text is ever repeated back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.gate.classify import Selection
+from app.gate.markers import MarkerKind, marker
+from app.gate.phases import PHASES
+
+MAX_PROMPT_BODY = 20_000
+_NO_SKIPS = "- **Phases skipped:** none"
+
+
+def _choice_line(label: str, value: str, default: str) -> str:
+    return f"- **{label}:** " + (f"`{value}`" if value else f"the default ({default})")
+
+
+def confirmation_markdown(selection: Selection, author: str, work_item: str) -> str:
+    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks."""
+    skipped = ", ".join(f"`{node}`" for node in selection.skips)
+    lines = [
+        "### the-loop: starting",
+        "",
+        f"@{author} signed the phase selection. This is what runs:",
+        "",
+        f"- **Phases skipped:** {skipped} (by @{author})" if skipped else _NO_SKIPS,
+    ]
+    if selection.harness_offered:
+        lines.append(_choice_line("Harness", selection.harness, f"`{selection.resolved_harness}`"))
+    lines.append(_choice_line("Model", selection.model, "the harness's own"))
+    lines.append(_choice_line("Effort", selection.effort, "the harness's own"))
+    if selection.dropped:
+        lines += ["", "Ticks dropped:"]
+        lines += [f"- `{d.token}`: {d.reason}" for d in selection.dropped]
+    lines += ["", "Starting a session now.", "", marker(MarkerKind.CONFIRMATION, item=work_item)]
+    return "\n".join(lines) + "\n"
+
+
+def who_may_execute(authorized_users: Sequence[str] | None, repo: str, keyword: str) -> str:
+    """One sentence naming who may start a work item (design.md's authorization rule)."""
+    if authorized_users is not None and not authorized_users:
+        return "Nobody is listed in `routing.authorizedUsers`, so no comment can start it."
+    if authorized_users is not None:
+        names = ", ".join(f"@{u}" for u in authorized_users)
+        return f"Only {names} may reply `{keyword}`."
+    return f"People with write, maintain or admin access to {repo} may reply `{keyword}`."
+
+
+def refusal_markdown(who: str, why: str, may: str, work_item: str, ref: str) -> str:
+    """One short reply to a refused execute: why, and who may execute instead."""
+    lines = [
+        f"@{who}, this did not start the work: {why}. {may}",
+        "",
+        marker(MarkerKind.REFUSAL, item=work_item, ref=ref),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _phases_in_force(skips: Sequence[str]) -> list[str]:
+    return [p.node for p in PHASES if p.node not in skips]
+
+
+def initial_prompt(
+    *,
+    title: str,
+    body: str,
+    url: str,
+    spec_id: str,
+    selection: Selection,
+    unattended: bool,
+) -> str:
+    """The first prompt of the session: the issue, the phases in force, how to talk back."""
+    text = body.replace("\x00", "")
+    if len(text) > MAX_PROMPT_BODY:
+        text = text[:MAX_PROMPT_BODY] + f"\n\n[…issue body cut at {MAX_PROMPT_BODY} characters]"
+    phases = ", ".join(_phases_in_force(selection.skips))
+    lines = [
+        f"Work on the GitHub issue {url}: {title.replace(chr(0), '')}",
+        "",
+        f"Work item: {spec_id}. Artifacts go under docs/specs/{spec_id}/.",
+        f"Phases in force, in order: {phases}.",
+    ]
+    if selection.skips:
+        lines.append("Skipped by the human: " + ", ".join(selection.skips) + ".")
+    if unattended:
+        lines.append(
+            "Nobody is watching this terminal. Post progress with `the-loop comment` and put "
+            "every question on the issue with `the-loop ask`."
+        )
+    lines += ["", "Issue body:", "", text.strip() or "(empty)"]
+    return "\n".join(lines) + "\n"

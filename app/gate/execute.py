@@ -1,0 +1,310 @@
+"""An execute reply, from any surface, through the one parser and the one authorization rule.
+
+`execute_reply` is called by the GitHub `issue_comment.created` handler and by the Slack
+mirror's Execute button. It checks who is replying, reads the ticks (a checklist in the
+reply wins over the checklist comment's current boxes), freezes the selection once, posts
+one confirmation and queues one spawn job. It runs inside the caller's transaction, so a
+crash re-runs it; every GitHub write is found-or-posted through its marker.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.authz import PermissionCache, why_not_authorized
+from app.config import InteractionMode
+from app.context import Services
+from app.gate.checklist import Checklist, build_checklist
+from app.gate.classify import Selection, classify
+from app.gate.confirm import (
+    confirmation_markdown,
+    initial_prompt,
+    refusal_markdown,
+    who_may_execute,
+)
+from app.gate.freeze import frozen_record
+from app.gate.ids import spec_id
+from app.gate.issue_io import IssueIO
+from app.gate.markers import MarkerKind
+from app.gate.offers import current_offer
+from app.gate.parse import Tick, is_execute, parse_rows
+from app.github.client import GitHubApp
+from app.store.jobs import queue_job
+from app.store.models import JobKind, WorkItem, WorkItemStatus
+
+
+class ExecuteStatus(StrEnum):
+    FROZEN = "frozen"
+    REFUSED = "refused"
+    ALREADY_FROZEN = "already-frozen"
+    NOT_A_WORK_ITEM = "not-a-work-item"
+
+
+@dataclass(frozen=True)
+class ExecuteOutcome:
+    """What an execute reply did; `why` is set when it was refused."""
+
+    status: ExecuteStatus
+    why: str = ""
+    frozen: dict[str, Any] | None = None
+    job_id: int | None = None
+    confirmation_comment_id: int | None = None
+
+
+_CACHES: weakref.WeakKeyDictionary[GitHubApp, PermissionCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def permission_cache(github: GitHubApp) -> PermissionCache:
+    """The process's permission cache for this App identity (60 s lifetime per entry)."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get(github)
+        if cache is None:
+            cache = _CACHES[github] = PermissionCache()
+        return cache
+
+
+@dataclass(frozen=True)
+class _Reply:
+    author: str
+    body: str
+    ref: str
+    source: str
+
+
+def _emit(services: Services, session: Session, event: str, item: str, **fields: Any) -> None:
+    services.events.emit(event, item, session=session, **fields)
+
+
+def _refuse(
+    services: Services, session: Session, item: WorkItem, reply: _Reply, why: str, reason: str
+) -> ExecuteOutcome:
+    """Record the refusal; on GitHub, answer the comment once with who may execute."""
+    config = services.config
+    _emit(
+        services,
+        session,
+        "gate.refused",
+        item.id,
+        who=reply.author,
+        why=why,
+        reason=reason,
+        source=reply.source,
+        ref=reply.ref,
+    )
+    if reply.source == "github" and item.installation_id is not None:
+        keyword = config.routing.trigger.execute_keyword
+        may = who_may_execute(config.routing.authorized_users, item.repo_full_name, keyword)
+        text = refusal_markdown(reply.author, why, may, item.id, reply.ref)
+        io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+        io.post_once(text, MarkerKind.REFUSAL, item=item.id, ref=reply.ref)
+        services.mirror.post(
+            session, item.id, "refused", {"who": reply.author, "why": why, "url": item.html_url}
+        )
+    return ExecuteOutcome(ExecuteStatus.REFUSED, why=why)
+
+
+def _not_parked_reason(item: WorkItem, label: str) -> str:
+    if item.state == WorkItemStatus.UNLABELED:
+        return f"the `{label}` label was removed; add it again to start this work item"
+    return f"the work item is {item.state}, not waiting for an execute"
+
+
+def _board(
+    io: IssueIO | None, item: WorkItem, checklist: Checklist, reply: tuple[Tick, ...]
+) -> tuple[Tick, ...]:
+    """The checklist comment's current rows, unless the reply already answers every row."""
+    answered = {t.token for t in reply}
+    if io is None or item.checklist_comment_id is None:
+        return ()
+    if all(r.token in answered for r in checklist.rows()):
+        return ()
+    return parse_rows(io.comment_body(item.checklist_comment_id))
+
+
+def _select(
+    services: Services, session: Session, item: WorkItem, io: IssueIO | None, body: str
+) -> Selection:
+    offer = current_offer(session, services.config)
+    checklist = build_checklist(offer, services.config.routing.trigger.execute_keyword)
+    reply_rows = parse_rows(body)
+    return classify(offer, checklist, _board(io, item, checklist, reply_rows), reply_rows)
+
+
+def _issue_text(
+    io: IssueIO | None, item: WorkItem, issue: dict[str, Any] | None
+) -> tuple[str, str]:
+    """The issue's title and body: from the delivery when given, else asked of GitHub."""
+    data = issue if issue is not None else (io.issue() if io is not None else None)
+    if not data:
+        return item.title, ""
+    title = data.get("title")
+    body = data.get("body")
+    return (title if isinstance(title, str) else item.title), (
+        body if isinstance(body, str) else ""
+    )
+
+
+def _spawn_payload(
+    services: Services,
+    item: WorkItem,
+    selection: Selection,
+    frozen: dict[str, Any],
+    title: str,
+    body: str,
+) -> dict[str, Any]:
+    unattended = services.config.interaction_mode is InteractionMode.WORK_ITEM
+    prompt = initial_prompt(
+        title=title,
+        body=body,
+        url=item.html_url,
+        spec_id=spec_id(item.issue_number),
+        selection=selection,
+        unattended=unattended,
+    )
+    return {
+        "work_item": item.id,
+        "spec_id": spec_id(item.issue_number),
+        "repo": item.repo_full_name,
+        "issue_number": item.issue_number,
+        "installation_id": item.installation_id,
+        "clone_url": item.clone_url,
+        "title": title,
+        "body": body,
+        "html_url": item.html_url,
+        "frozen": frozen,
+        "gh_event": "issue_comment",
+        "action": "created",
+        "prompt": prompt,
+    }
+
+
+def _freeze(
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    reply: _Reply,
+    issue: dict[str, Any] | None,
+) -> ExecuteOutcome:
+    """Freeze the selection, confirm it once, queue the spawn job."""
+    io = None
+    if item.installation_id is not None:
+        io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+    selection = _select(services, session, item, io, reply.body)
+    frozen = frozen_record(selection, reply.author, services.clock())
+    item.frozen = frozen
+    item.state = WorkItemStatus.FROZEN
+    _emit(
+        services,
+        session,
+        "gate.frozen",
+        item.id,
+        by=reply.author,
+        source=reply.source,
+        ref=reply.ref,
+        harness=selection.harness,
+        model=selection.model,
+        effort=selection.effort,
+        skips=list(selection.skips),
+        dropped=frozen["dropped"],
+    )
+    markdown = confirmation_markdown(selection, reply.author, item.id)
+    if io is not None:
+        item.confirmation_comment_id, _ = io.post_once(
+            markdown, MarkerKind.CONFIRMATION, item=item.id
+        )
+    services.mirror.post(
+        session,
+        item.id,
+        "confirmation",
+        {
+            "markdown": markdown,
+            "harness": selection.harness,
+            "model": selection.model,
+            "effort": selection.effort,
+            "skips": list(selection.skips),
+            "dropped": frozen["dropped"],
+            "url": item.html_url,
+        },
+    )
+    title, body = _issue_text(io, item, issue)
+    payload = _spawn_payload(services, item, selection, frozen, title, body)
+    key = f"spawn:{reply.ref}"
+    job = queue_job(session, JobKind.SPAWN, key, item.id, item.repo_full_name, payload)
+    if job is not None:
+        _emit(
+            services, session, "job.queued", item.id, kind=JobKind.SPAWN.value, key=key, job=job.id
+        )
+    return ExecuteOutcome(
+        ExecuteStatus.FROZEN,
+        frozen=frozen,
+        job_id=job.id if job is not None else None,
+        confirmation_comment_id=item.confirmation_comment_id,
+    )
+
+
+def execute_reply(
+    services: Services,
+    session: Session,
+    work_item_id: str,
+    author: str,
+    body: str,
+    *,
+    ref: str,
+    source: str = "github",
+    comment_id: int | None = None,
+    issue: dict[str, Any] | None = None,
+) -> ExecuteOutcome:
+    """Run an execute reply by `author` (a GitHub login) on `work_item_id`.
+
+    `ref` is the idempotency key (the GitHub comment id, or a Slack action id). `issue` is the
+    delivery's issue object when there is one; otherwise the issue is read from GitHub.
+    """
+    item = session.get(WorkItem, work_item_id, with_for_update=True)
+    if item is None:
+        return ExecuteOutcome(ExecuteStatus.NOT_A_WORK_ITEM)
+    config = services.config
+    reply = _Reply(author=author, body=body, ref=ref, source=source)
+    keyword = config.routing.trigger.execute_keyword
+    if not is_execute(body, keyword):
+        return _refuse(
+            services,
+            session,
+            item,
+            reply,
+            f"the reply does not start with `{keyword}`",
+            "not-an-execute",
+        )
+    why = why_not_authorized(
+        config,
+        services.github,
+        permission_cache(services.github),
+        item.installation_id,
+        item.repo_full_name,
+        author,
+    )
+    if why is not None:
+        return _refuse(services, session, item, reply, why, "unauthorized")
+    if item.frozen is not None:
+        _emit(
+            services,
+            session,
+            "gate.execute_ignored",
+            item.id,
+            who=author,
+            source=source,
+            ref=ref,
+            comment_id=comment_id,
+            reason="already-frozen",
+        )
+        return ExecuteOutcome(ExecuteStatus.ALREADY_FROZEN, frozen=item.frozen)
+    if item.state != WorkItemStatus.PARKED:
+        why = _not_parked_reason(item, config.routing.trigger.label)
+        return _refuse(services, session, item, reply, why, "not-parked")
+    return _freeze(services, session, item, reply, issue)

@@ -1,0 +1,92 @@
+"""The hidden marker on every comment the App writes: `<!-- the-loop:<kind> key=value … -->`.
+
+The marker does two jobs. It lets the App find its own comment again (a redelivered trigger
+adopts the checklist it already posted instead of posting a second), and it keeps the App's
+own words from ever being read as human input: a comment carrying the marker, or written by
+a Bot account, is never an execute reply, a follow-up or a checklist answer.
+
+Attribute values are reduced to characters that cannot close the HTML comment or break the
+`key=value` grammar, so a marker always parses back to what was written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+MARKER_PREFIX = "<!-- the-loop:"
+MARKER_SUFFIX = " -->"
+
+
+class MarkerKind(StrEnum):
+    """What an App-written comment is."""
+
+    CHECKLIST = "checklist"  # the phase-selection checklist
+    CONFIRMATION = "confirmation"  # the execute was accepted; what runs
+    REFUSAL = "refusal"  # the execute was refused; who may execute
+    AGENT = "agent"  # written by a session through `the-loop comment` / `the-loop ask`
+    SLACK = "slack"  # a Slack member's words, posted on the issue by the App
+
+
+_KIND = r"[a-z][a-z0-9-]*"
+_MARKER_RE = re.compile(r"<!--\s*the-loop:(" + _KIND + r")((?:\s+[A-Za-z_][\w-]*=\S*)*)\s*-->")
+_OPENING_RE = re.compile(r"<!--\s*the-loop:")
+_ATTR_RE = re.compile(r"([A-Za-z_][\w-]*)=(\S*)")
+_UNSAFE_VALUE = re.compile(r"[\s<>]")
+
+
+@dataclass(frozen=True)
+class Marker:
+    kind: str
+    attrs: Mapping[str, str] = field(default_factory=dict)
+
+
+def _clean(value: object) -> str:
+    """A value that can sit in `key=value` inside an HTML comment: no space, `<` or `>`."""
+    return _UNSAFE_VALUE.sub("", str(value))
+
+
+def marker(kind: MarkerKind | str, **attrs: object) -> str:
+    """The marker line for `kind`, e.g. `marker("slack", member="U024BE7LH")`.
+
+    Attribute names use `_` in Python and appear unchanged; `None` values are left out.
+    """
+    if not re.fullmatch(_KIND, str(kind)):
+        raise ValueError(f"{kind!r} is not a marker kind")
+    parts = [f"{name}={_clean(value)}" for name, value in attrs.items() if value is not None]
+    return MARKER_PREFIX + " ".join([str(kind), *parts]) + MARKER_SUFFIX
+
+
+def find_marker(body: str | None) -> Marker | None:
+    """The first the-loop marker in `body`, or None."""
+    match = _MARKER_RE.search(body or "")
+    if match is None:
+        return None
+    attrs = dict(_ATTR_RE.findall(match.group(2)))
+    return Marker(kind=match.group(1), attrs=attrs)
+
+
+def has_marker(body: str | None) -> bool:
+    """True when `body` carries any the-loop marker (also a malformed one: fail closed)."""
+    return _OPENING_RE.search(body or "") is not None
+
+
+def is_bot(user: Mapping[str, Any] | None) -> bool:
+    """A GitHub Bot account (an App, Dependabot, …)."""
+    return bool(user) and str((user or {}).get("type", "")).lower() == "bot"
+
+
+def is_own_comment(comment: Mapping[str, Any]) -> bool:
+    """A comment that is never human input: written by a Bot, or carrying the App's marker."""
+    return is_bot(comment.get("user")) or has_marker(comment.get("body"))
+
+
+def is_marked(body: str | None, kind: MarkerKind | str, **attrs: object) -> bool:
+    """True when `body`'s marker is of `kind` and carries every given attribute value."""
+    found = find_marker(body)
+    if found is None or found.kind != str(kind):
+        return False
+    return all(found.attrs.get(name) == _clean(value) for name, value in attrs.items())

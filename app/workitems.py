@@ -1,0 +1,267 @@
+"""A work item's lifecycle on GitHub: labelled → parked at the gate → frozen → … → closed.
+
+Handlers for `issues.labeled` / `unlabeled` / `closed` and for the execute side of
+`issue_comment.created` / `edited`. Each runs inside its delivery's transaction and is safe
+to re-run: the work item row is locked, and every comment is found-or-posted by marker.
+Non-execute comments are left to the follow-up handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from app.context import HandlerContext
+from app.gate.checklist import build_checklist
+from app.gate.execute import ExecuteStatus, execute_reply
+from app.gate.ids import spec_id, work_item_id
+from app.gate.issue_io import IssueIO
+from app.gate.markers import MarkerKind, is_own_comment
+from app.gate.offers import current_offer
+from app.gate.parse import is_execute
+from app.gate.render import render_checklist
+from app.store.jobs import queue_job
+from app.store.models import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+
+__all__ = ["spec_id", "work_item_id"]
+
+# A session may be live (or about to be) in these states: closing the issue must stop it.
+MAY_BE_LIVE = frozenset(
+    {
+        WorkItemStatus.FROZEN,
+        WorkItemStatus.SPAWNING,
+        WorkItemStatus.RUNNING,
+        WorkItemStatus.STALLED,
+        WorkItemStatus.EXITED,
+    }
+)
+SPAWN_DEFERRED_REASON = "parked-at-human-start-gate"
+
+
+def _issue_ref(ctx: HandlerContext) -> tuple[str, int] | None:
+    """(repo full name, issue number) of the delivery, or None when it names no issue."""
+    repo = ctx.payload.get("repository") or {}
+    issue = ctx.payload.get("issue") or {}
+    if not isinstance(repo.get("full_name"), str) or not isinstance(issue.get("number"), int):
+        return None
+    return repo["full_name"], issue["number"]
+
+
+def _item_for(ctx: HandlerContext) -> WorkItem | None:
+    ref = _issue_ref(ctx)
+    if ref is None:
+        return None
+    return ctx.session.get(WorkItem, work_item_id(*ref), with_for_update=True)
+
+
+def _is_trigger(ctx: HandlerContext) -> bool:
+    label = ctx.payload.get("label") or {}
+    return label.get("name") == ctx.config.routing.trigger.label
+
+
+def _new_item(ctx: HandlerContext, installation_id: int) -> WorkItem:
+    repo, issue = ctx.payload["repository"], ctx.payload["issue"]
+    item = WorkItem(
+        id=work_item_id(repo["full_name"], issue["number"]),
+        repo_full_name=repo["full_name"],
+        issue_number=issue["number"],
+        installation_id=installation_id,
+        title=str(issue.get("title") or ""),
+        html_url=str(issue.get("html_url") or ""),
+        clone_url=str(repo.get("clone_url") or ""),
+        state=WorkItemStatus.PARKED,
+    )
+    ctx.session.add(item)
+    ctx.session.flush()
+    by = (ctx.payload.get("sender") or {}).get("login")
+    ctx.emit(
+        "workitem.created",
+        item.id,
+        repo=item.repo_full_name,
+        issue_number=item.issue_number,
+        spec_id=spec_id(item.issue_number),
+        by=by,
+    )
+    ctx.mirror.post(
+        ctx.session,
+        item.id,
+        "item_started",
+        {
+            "title": item.title,
+            "repo": item.repo_full_name,
+            "issue_number": item.issue_number,
+            "url": item.html_url,
+        },
+    )
+    return item
+
+
+def _once(ctx: HandlerContext, key: str) -> bool:
+    """True the first time `key` is seen (the row joins this delivery's transaction)."""
+    if ctx.session.get(Once, key) is not None:
+        return False
+    ctx.session.add(Once(key=key, ref=ctx.delivery_id))
+    ctx.session.flush()
+    return True
+
+
+def _post_checklist(ctx: HandlerContext, item: WorkItem, installation_id: int) -> None:
+    """Post the checklist (or adopt the one already posted) and mirror it."""
+    io = IssueIO(ctx.github, installation_id, item.repo_full_name, item.issue_number)
+    offer = current_offer(ctx.session, ctx.config)
+    checklist = build_checklist(offer, ctx.config.routing.trigger.execute_keyword)
+    body = render_checklist(checklist, item.id)
+    comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
+    item.checklist_comment_id = comment_id
+    ctx.emit(
+        "gate.checklist_posted",
+        item.id,
+        comment_id=comment_id,
+        adopted=adopted,
+        harnesses=list(offer.harnesses) if offer.harness_section else [],
+        models=list(offer.model_rows),
+        efforts=list(offer.efforts),
+    )
+    mirrored = checklist.to_mirror() | {"comment_id": comment_id, "url": item.html_url}
+    ctx.mirror.post(ctx.session, item.id, "checklist", mirrored)
+    if _once(ctx, f"eyes:{item.id}"):
+        io.acknowledge()
+
+
+def start_work_item(ctx: HandlerContext) -> None:
+    """`issues.labeled` with the trigger label: create the item and post the checklist once."""
+    ref = _issue_ref(ctx)
+    if not _is_trigger(ctx) or ref is None:
+        return
+    installation_id = ctx.installation_id
+    if installation_id is None:
+        ctx.emit("workitem.ignored", work_item_id(*ref), reason="no-installation")
+        return
+    item = _item_for(ctx) or _new_item(ctx, installation_id)
+    if item.state in (WorkItemStatus.UNLABELED, WorkItemStatus.CLOSED):
+        ctx.emit("workitem.relabeled", item.id, previous=item.state)
+        item.state = WorkItemStatus.PARKED
+    elif item.state != WorkItemStatus.PARKED or item.checklist_comment_id is not None:
+        ctx.emit("workitem.label_ignored", item.id, state=item.state)
+        return
+    if item.checklist_comment_id is None:
+        _post_checklist(ctx, item, installation_id)
+    ctx.emit("session.spawn_deferred", item.id, reason=SPAWN_DEFERRED_REASON)
+
+
+def park_unlabeled(ctx: HandlerContext) -> None:
+    """`issues.unlabeled` of the trigger label before execute: no spawn until re-labelled."""
+    if not _is_trigger(ctx):
+        return
+    item = _item_for(ctx)
+    if item is None:
+        return
+    if item.state == WorkItemStatus.PARKED:
+        item.state = WorkItemStatus.UNLABELED
+        ctx.emit("workitem.unlabeled", item.id)
+    else:
+        ctx.emit("workitem.unlabel_ignored", item.id, state=item.state)
+
+
+def _cancel_queued_spawns(ctx: HandlerContext, item: WorkItem) -> list[int]:
+    """Spawn jobs no spawner has claimed yet will never be needed once the issue is closed."""
+    jobs = ctx.session.scalars(
+        select(Job)
+        .where(Job.work_item == item.id, Job.kind == JobKind.SPAWN, Job.state == JobState.QUEUED)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for job in jobs:
+        job.state = JobState.DONE
+        job.result = {"cancelled": "issue-closed"}
+    return [job.id for job in jobs]
+
+
+def stop_on_close(ctx: HandlerContext) -> None:
+    """`issues.closed`: stop a session that may be live; an unstarted item just closes."""
+    item = _item_for(ctx)
+    if item is None:
+        return
+    previous = item.state
+    if previous in MAY_BE_LIVE:
+        cancelled = _cancel_queued_spawns(ctx, item)
+        key = f"stop:{ctx.delivery_id}"
+        payload: dict[str, Any] = {
+            "work_item": item.id,
+            "spec_id": spec_id(item.issue_number),
+            "repo": item.repo_full_name,
+            "issue_number": item.issue_number,
+            "installation_id": item.installation_id,
+            "reason": "issue-closed",
+        }
+        job = queue_job(ctx.session, JobKind.STOP, key, item.id, item.repo_full_name, payload)
+        if job is not None:
+            ctx.emit(
+                "job.queued",
+                item.id,
+                kind=JobKind.STOP.value,
+                key=key,
+                job=job.id,
+                cancelled_spawns=cancelled,
+            )
+        item.state = WorkItemStatus.STOPPED
+    elif previous in (WorkItemStatus.PARKED, WorkItemStatus.UNLABELED):
+        item.state = WorkItemStatus.CLOSED
+    ctx.emit("workitem.closed", item.id, previous=previous, state=item.state)
+
+
+def _comment(ctx: HandlerContext) -> dict[str, Any] | None:
+    comment = ctx.payload.get("comment")
+    return comment if isinstance(comment, dict) else None
+
+
+def freeze_on_execute(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the execute keyword: run it through the gate."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = comment.get("body") or ""
+    if not is_execute(body, ctx.config.routing.trigger.execute_keyword):
+        return
+    author = str((comment.get("user") or {}).get("login") or "")
+    outcome = execute_reply(
+        ctx.services,
+        ctx.session,
+        work_item_id(*ref),
+        author,
+        body,
+        ref=str(comment["id"]),
+        source="github",
+        comment_id=comment["id"],
+        issue=ctx.payload.get("issue"),
+    )
+    if outcome.status is ExecuteStatus.NOT_A_WORK_ITEM:
+        ctx.emit(
+            "gate.execute_ignored",
+            work_item_id(*ref),
+            who=author,
+            comment_id=comment["id"],
+            reason="not-a-work-item",
+        )
+
+
+def log_execute_edit(ctx: HandlerContext) -> None:
+    """`issue_comment.edited` of an execute comment: an edit never changes what was signed."""
+    comment = _comment(ctx)
+    if comment is None or is_own_comment(comment):
+        return
+    keyword = ctx.config.routing.trigger.execute_keyword
+    before = ((ctx.payload.get("changes") or {}).get("body") or {}).get("from")
+    if not (is_execute(comment.get("body"), keyword) or is_execute(before, keyword)):
+        return
+    item = _item_for(ctx)
+    if item is None:
+        return
+    ctx.emit(
+        "gate.edit_ignored",
+        item.id,
+        who=(comment.get("user") or {}).get("login"),
+        comment_id=comment.get("id"),
+        state=item.state,
+        frozen=item.frozen is not None,
+    )
