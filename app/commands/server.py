@@ -14,7 +14,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 
-class _Gunicorn(BaseApplication):  # type: ignore[misc]
+class _Gunicorn(BaseApplication):
     """Runs `create_app()` under gunicorn's arbiter with options given in code."""
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -63,8 +63,12 @@ def run_worker(args: argparse.Namespace) -> int:
     state = build_state(load_settings())
     worker = InboxWorker(state.services, state.engine, state.router)
     stop = threading.Event()
+    def shut_down(*_: object) -> None:
+        worker.stop()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: (worker.stop(), stop.set()))
+        signal.signal(sig, shut_down)
     if args.drain:
         print(f"handled {worker.drain()} deliveries")
         return 0

@@ -87,4 +87,5 @@ class GitHubApp:
             data={"repositories": [repository]},
         )
         data = resp.parsed_data
-        return InstallationToken(token=data.token, expires_at=data.expires_at)
+        expires = datetime.fromisoformat(str(data.expires_at).replace("Z", "+00:00"))
+        return InstallationToken(token=data.token, expires_at=expires)

@@ -48,9 +48,9 @@ class IngestWriter:
         self.events = events
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
-            dialect_insert(Delivery.__table__)
+            dialect_insert(Delivery)
             .on_conflict_do_nothing(index_elements=["delivery_id"])
-            .returning(Delivery.__table__.c.id)
+            .returning(Delivery.id)
         )
         self._queue: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -120,7 +120,7 @@ class IngestWriter:
                             }
                         )
                 if events:
-                    conn.execute(insert(Event.__table__), events)
+                    conn.execute(insert(Event), events)
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             for item in batch:
                 item.error = exc

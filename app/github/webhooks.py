@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from flask import Blueprint, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 from githubkit.webhooks import verify
 
 from app.github.ingest import IngestUnavailable
@@ -15,7 +16,7 @@ bp = Blueprint("github", __name__)
 
 
 @bp.post("/github/webhooks")
-def receive():  # type: ignore[no-untyped-def]
+def receive() -> ResponseReturnValue:
     state = current_app.extensions["the-loop"]
     events = state.services.events
     event = request.headers.get("X-GitHub-Event", "")

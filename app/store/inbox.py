@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, and_, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -38,7 +38,7 @@ def add_delivery(
     return session.execute(stmt).scalar() is not None
 
 
-def _claimable(now: datetime):  # type: ignore[no-untyped-def]
+def _claimable(now: datetime) -> ColumnElement[bool]:
     return and_(
         Delivery.state == InboxState.QUEUED,
         Delivery.next_attempt_at <= now,
