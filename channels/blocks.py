@@ -152,7 +152,9 @@ def _session_line(payload: Mapping[str, Any]) -> str:
         f"harness {_value(payload.get('harness'))}, model {_value(payload.get('model'))}, "
         f"effort {_value(payload.get('effort'))}"
     )
-    detail = escape(str(payload.get("reason") or payload.get("detail") or ""))
+    detail = escape(
+        str(payload.get("reason") or payload.get("detail") or payload.get("error") or "")
+    )
     if event == "session.spawned":
         return f":rocket: *Session started* on {choice}."
     if event == "session.respawned":
@@ -162,6 +164,10 @@ def _session_line(payload: Mapping[str, Any]) -> str:
         return ":incoming_envelope: *Comment delivered to the session*" + (
             f" (from @{escape(str(who))})." if who else "."
         )
+    if event == "session.delivery_failed":
+        return ":x: *A comment could not be delivered to the session.* " + detail
+    if event == "session.spawn_failed":
+        return ":x: *The session could not be started.* " + detail
     if event == "session.stalled":
         return ":warning: *Session is waiting on an interactive prompt.* " + detail
     if event == "session.exited":

@@ -26,10 +26,12 @@ from app.events import EventLog
 from app.store.models import WorkItem
 from channels import outbox
 from channels.blocks import Message, render
+from channels.replies import receipt_target
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RATE_LIMIT_WAIT = 30.0
+RECEIPT = "eyes"  # on a Slack reply the session received (GitHub comments get the same)
 TEXT_ONLY_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 MESSAGE_ERRORS = frozenset({"msg_too_long", "no_text", "invalid_arguments", "too_many_blocks"})
 
@@ -156,6 +158,20 @@ class SlackSender:
                 thread_ts=thread_ts or ts,
                 attempts=row.attempts,
             )
+        self._receipt(row)
+
+    def _receipt(self, row: outbox.Claimed) -> None:
+        """React on a Slack thread reply once the session has it (like GitHub's receipt)."""
+        target = receipt_target(row.kind, row.payload)
+        if target is None:
+            return
+        try:
+            self.client.reactions_add(channel=target[0], timestamp=target[1], name=RECEIPT)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "already_reacted":
+                log.warning(
+                    "receipt reaction on %s failed: %s", target[1], exc.response.get("error")
+                )
 
     def _failed(self, row: outbox.Claimed, failure: Failure) -> None:
         now = self.clock()
@@ -219,7 +235,7 @@ class SlackMirror:
 
     def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
         """Queue a message in the caller's transaction; the sender wakes when it commits."""
-        outbox.enqueue(session, work_item, kind, payload)
+        outbox.enqueue(session, work_item, kind, payload, self.sender.clock())
         event.listen(session, "after_commit", self._wake, once=True)
 
     def _wake(self, _session: Session) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from app.store import is_postgres
@@ -50,18 +50,20 @@ def backoff(attempts: int, base: float = 1.0) -> float:
     return min(MAX_BACKOFF, base * 2 ** max(0, attempts - 1))
 
 
-def enqueue(session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
-    session.add(SlackOutbox(work_item=work_item, kind=kind, payload=payload))
+def enqueue(
+    session: Session, work_item: str, kind: str, payload: dict[str, Any], now: datetime
+) -> None:
+    session.add(SlackOutbox(work_item=work_item, kind=kind, payload=payload, next_attempt_at=now))
 
 
-def _due(now: datetime):  # type: ignore[no-untyped-def]
+def _due(now: datetime) -> ColumnElement[bool]:
     return or_(
         and_(SlackOutbox.state == OutboxState.QUEUED, SlackOutbox.next_attempt_at <= now),
         and_(SlackOutbox.state == OutboxState.SENDING, SlackOutbox.next_attempt_at < now),
     )
 
 
-def _first_unsent():  # type: ignore[no-untyped-def]
+def _first_unsent() -> ColumnElement[bool]:
     earlier = aliased(SlackOutbox)
     return ~exists().where(
         earlier.work_item == SlackOutbox.work_item,

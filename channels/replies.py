@@ -46,3 +46,22 @@ def thread_reply(
 def starts_with_keyword(text: str, keyword: str) -> bool:
     """True when `text` opens with the execute keyword (case-insensitive), as on GitHub."""
     return text.lstrip().lower().startswith(keyword.lower())
+
+
+REPLY_REF_PREFIX = "slack-reply:"
+
+
+def reply_ref(channel: str, ts: str) -> str:
+    """The follow-up reference of a thread reply: names the Slack message it came from."""
+    return f"{REPLY_REF_PREFIX}{channel}:{ts}"
+
+
+def receipt_target(kind: str, payload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(channel, ts) of the Slack reply a mirrored `session.delivered` report is about."""
+    if kind != "session" or payload.get("event") != "session.delivered":
+        return None
+    ref = str(payload.get("ref") or "")
+    if payload.get("source") != "slack" or not ref.startswith(REPLY_REF_PREFIX):
+        return None
+    channel, _, ts = ref[len(REPLY_REF_PREFIX) :].partition(":")
+    return (channel, ts) if channel and ts else None

@@ -8,6 +8,7 @@ import hmac
 import json
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -95,3 +96,16 @@ def slack_signed(body: str, secret: str = SIGNING_SECRET, ts: int | None = None)
 def interaction_body(payload: dict[str, Any]) -> str:
     """How Slack sends an interaction: form-encoded `payload=<json>`."""
     return f"payload={quote(json.dumps(payload))}"
+
+
+class FakeClock:
+    """A clock the test moves by hand, so backoff is checked without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)

@@ -92,9 +92,15 @@ class FakeSlack:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # --- what tests set up and read -------------------------------------------------------
-    def fail_next(self, method: str, status: int, retry_after: int | None = None) -> None:
-        """The next call of `method` answers `status` (429 carries `Retry-After`)."""
-        self._failures.append((method, self._failure(status, retry_after)))
+    def fail_next(
+        self, method: str, status: int, retry_after: int | None = None, error: str | None = None
+    ) -> None:
+        """The next call of `method` answers `status` (429 carries `Retry-After`); `error`
+        sets Slack's error code instead (Slack reports most errors with HTTP 200)."""
+        outage = self._failure(status, retry_after)
+        if error is not None:
+            outage = Outage(status, outage.headers, json.dumps({"ok": False, "error": error}))
+        self._failures.append((method, outage))
 
     def outage(self, status: int = 500, retry_after: int | None = None) -> None:
         """Every call fails with `status` until `recover()`."""
