@@ -1,0 +1,1 @@
+"""Claude Code hook entry points. Imported on every turn of every session: keep it empty."""

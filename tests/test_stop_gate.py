@@ -1,0 +1,291 @@
+"""The stop gate run as Claude Code runs it: a subprocess, Stop hook JSON on stdin, exit code
+and stderr as the answer, in real git checkouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Spec 003's reproduction state, verbatim.
+REPRO_STATE: dict[str, Any] = {
+    "workItem": "issue-1",
+    "currentNode": "phase-selection",
+    "decisions": {"phase-selection": {"at": "2026-09-25T00:00:00Z"}},
+    "parked": {"node": "phase-selection", "reason": "awaiting a human"},
+    "skips": {
+        "brainstorming": {"by": "op"},
+        "requirements-definition": {"by": "op"},
+        "requirements-approval": {"by": "op"},
+    },
+}
+DESIGN_MISSING = "required artifact is missing (docs/specs/issue-1/design.md)"
+
+
+def make_checkout(path: Path, state: dict[str, Any] | str | None = None, **files: str) -> Path:
+    """A real git checkout with the item's state file (JSON or raw text) and artifacts."""
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    spec = path / "docs" / "specs" / "issue-1"
+    spec.mkdir(parents=True)
+    if state is not None:
+        text = state if isinstance(state, str) else json.dumps(state, indent=1)
+        (spec / "work-item-state.json").write_text(text)
+    for name, content in files.items():
+        (spec / name.replace("_", "-").replace("-md", ".md")).write_text(content)
+    return path
+
+
+def at(node: str, **changes: Any) -> dict[str, Any]:
+    """The reproduction state with the pointer moved to `node` (and other keys changed)."""
+    return {**REPRO_STATE, "currentNode": node, "parked": None, **changes}
+
+
+def gate(
+    tmp_path: Path,
+    checkout: Path | None,
+    *,
+    item: str | None = "issue-1",
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m hooks.stop_gate` the way Claude Code runs a Stop hook."""
+    full_env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path / "home"),
+        "THE_LOOP_STATE_DIR": str(tmp_path / "state"),
+        **env,
+    }
+    if item is not None:
+        full_env["THE_LOOP_WORK_ITEM"] = item
+    payload = {
+        "session_id": "8a1f0c2e-0000-4000-8000-000000000001",
+        "transcript_path": str(tmp_path / "transcript.jsonl"),
+        "cwd": str(cwd or checkout or tmp_path),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hooks.stop_gate"],
+        input=json.dumps(payload) if stdin is None else stdin,
+        cwd=cwd or checkout or tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+# --- spec 003, Expected vs actual ---------------------------------------------------------
+
+
+def test_parked_at_phase_selection_lets_the_turn_end(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", REPRO_STATE)
+    result = gate(tmp_path, checkout)
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", "")
+
+
+def test_at_design_with_design_missing_blocks_and_names_the_file(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    result = gate(tmp_path, checkout)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "the-loop: the design step is not complete.",
+        f"  · {DESIGN_MISSING}",
+        "",
+        "Fix the above, then finish. (attempt 1/3)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [None, at(""), at("no-such-node"), "{not json", "[1, 2]", json.dumps({"skips": {}})],
+    ids=["no-state-file", "empty-pointer", "unknown-pointer", "corrupt", "not-object", "no-key"],
+)
+def test_a_position_it_cannot_resolve_lets_the_turn_end(tmp_path: Path, state: Any) -> None:
+    checkout = make_checkout(tmp_path / "repo", state)
+    result = gate(tmp_path, checkout)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+# --- R1: only nodes the item has reached ---------------------------------------------------
+
+
+def test_pointer_ahead_of_an_unmet_node_still_blocks_on_it(tmp_path: Path) -> None:
+    checkout = make_checkout(
+        tmp_path / "repo", at("tasks-breakdown"), testing_plan_md="plan", tasks_md="- [ ] a"
+    )
+    result = gate(tmp_path, checkout)
+    assert result.returncode == 2
+    assert "the design step" in result.stderr and DESIGN_MISSING in result.stderr
+
+
+def test_the_state_file_cannot_declare_a_node_passed(tmp_path: Path) -> None:
+    forged = at(
+        "design",
+        decisions={"phase-selection": {"at": "x"}, "design": {"at": "x", "by": "agent"}},
+        nodes=[{"node": "design", "status": "pass"}],
+        ok=True,
+    )
+    checkout = make_checkout(tmp_path / "repo", forged)
+    result = gate(tmp_path, checkout)
+    assert result.returncode == 2 and DESIGN_MISSING in result.stderr
+
+
+def test_a_skip_on_a_node_that_cannot_be_skipped_is_ignored(tmp_path: Path) -> None:
+    state = at("implementation", skips={**REPRO_STATE["skips"], "implementation": {"by": "x"}})
+    checkout = make_checkout(
+        tmp_path / "repo",
+        state,
+        design_md="d",
+        testing_plan_md="p",
+        tasks_md="- [x] one\n- [ ] two\n",
+    )
+    result = gate(tmp_path, checkout)
+    assert result.returncode == 2
+    assert "1 of 2 tasks are not ticked (docs/specs/issue-1/tasks.md)" in result.stderr
+
+
+def test_a_human_gate_before_the_pointer_waits_instead_of_blocking(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design", decisions={}))
+    assert gate(tmp_path, checkout).returncode == 0
+
+
+def test_writing_the_artifact_lets_the_turn_end_and_clears_the_count(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    assert "(attempt 1/3)" in gate(tmp_path, checkout).stderr
+    assert "(attempt 2/3)" in gate(tmp_path, checkout).stderr
+    (checkout / "docs/specs/issue-1/design.md").write_text("# design\n")
+    assert gate(tmp_path, checkout).returncode == 0
+    (checkout / "docs/specs/issue-1/design.md").write_text("")
+    again = gate(tmp_path, checkout)
+    assert again.returncode == 2
+    assert "required artifact is empty" in again.stderr and "(attempt 1/3)" in again.stderr
+
+
+# --- the attempt cap ------------------------------------------------------------------------
+
+
+def test_after_three_nudges_the_turn_ends_with_a_message(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    codes = [gate(tmp_path, checkout).returncode for _ in range(3)]
+    fourth = gate(tmp_path, checkout)
+    assert codes == [2, 2, 2]
+    assert fourth.returncode == 0
+    message = json.loads(fourth.stdout)["systemMessage"]
+    assert "design is still not complete after 3 attempts" in message
+    assert gate(tmp_path, checkout).returncode == 0
+    counts = list((tmp_path / "state" / "stop-gate" / "issue-1").iterdir())
+    assert len(counts) == 1 and json.loads(counts[0].read_text())["workItem"] == "issue-1"
+    assert not [p for p in checkout.rglob("*") if "stop-gate" in p.name or "attempt" in p.name]
+
+
+def test_attempts_are_counted_per_checkout(tmp_path: Path) -> None:
+    first = make_checkout(tmp_path / "one", at("design"))
+    second = make_checkout(tmp_path / "two", at("design"))
+    gate(tmp_path, first)
+    gate(tmp_path, first)
+    assert "(attempt 1/3)" in gate(tmp_path, second).stderr
+    assert "(attempt 3/3)" in gate(tmp_path, first).stderr
+
+
+def test_the_spawner_can_set_the_cap(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    assert "(attempt 1/1)" in gate(tmp_path, checkout, THE_LOOP_GATE_MAX_ATTEMPTS="1").stderr
+    assert gate(tmp_path, checkout, THE_LOOP_GATE_MAX_ATTEMPTS="1").returncode == 0
+
+
+def test_the_operator_config_sets_the_cap(tmp_path: Path) -> None:
+    config = tmp_path / "cli-config.yaml"
+    config.write_text("stopGate:\n  maxAttempts: 5\n")
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    result = gate(tmp_path, checkout, THE_LOOP_CONFIG=str(config))
+    assert "(attempt 1/5)" in result.stderr
+
+
+def test_a_config_file_in_the_agents_checkout_is_not_read(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    (checkout / "cli-config.yaml").write_text("stopGate:\n  maxAttempts: 1\n")
+    gate(tmp_path, checkout)
+    assert "(attempt 2/3)" in gate(tmp_path, checkout).stderr
+
+
+def test_stop_hook_active_does_not_reset_or_skip_the_count(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    gate(tmp_path, checkout)
+    payload = {"session_id": "s", "cwd": str(checkout), "stop_hook_active": True}
+    result = gate(tmp_path, checkout, stdin=json.dumps(payload))
+    assert result.returncode == 2 and "(attempt 2/3)" in result.stderr
+
+
+# --- where the gate looks, and when it is off -----------------------------------------------
+
+
+def test_outside_a_work_item_session_it_exits_at_once(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    result = gate(tmp_path, checkout, item=None)
+    assert (result.returncode, result.stderr) == (0, "")
+    timed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hooks.stop_gate"],
+        input="{}",
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in timed.stderr.splitlines()}
+    assert "hooks" in imported and not {"app", "app.graph", "app.workstate"} & imported
+
+
+def test_a_work_item_name_that_is_a_path_turns_the_gate_off(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    result = gate(tmp_path, checkout, item="../../etc")
+    assert result.returncode == 0 and "is not a work item" in result.stderr
+
+
+def test_the_agent_moving_elsewhere_does_not_switch_the_gate_off(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = gate(tmp_path, checkout, cwd=elsewhere, CLAUDE_PROJECT_DIR=str(checkout))
+    assert result.returncode == 2
+
+
+def test_from_a_subdirectory_it_finds_the_checkout(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    sub = checkout / "src" / "pkg"
+    sub.mkdir(parents=True)
+    assert gate(tmp_path, checkout, cwd=sub).returncode == 2
+
+
+def test_unreadable_hook_input_still_evaluates_the_working_directory(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    assert gate(tmp_path, checkout, stdin="not json at all").returncode == 2
+
+
+def test_the_gate_imports_only_light_modules(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    probe = (
+        "import json, sys, hooks.stop_gate as g\n"
+        f"out = g.run({{'cwd': {str(checkout)!r}}}, "
+        f"{{'THE_LOOP_WORK_ITEM': 'issue-1', 'THE_LOOP_STATE_DIR': {str(tmp_path)!r}}})\n"
+        "heavy = ('pydantic', 'sqlalchemy', 'flask', 'githubkit', 'yaml', 'httpx', 'rich')\n"
+        "print(json.dumps([out.code, sorted({m.split('.')[0] for m in sys.modules} & set(heavy)),"
+        " 'app.config' in sys.modules]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(result.stdout) == [2, [], False]
