@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "server",
     "events",
     "setup",
+    "check",
+    "hooks",
 )
 
 

@@ -1,0 +1,204 @@
+"""`the-loop hooks install|uninstall`: the stop gate in Claude Code's user settings.
+
+Edits `~/.claude/settings.json` (or `$CLAUDE_CONFIG_DIR/settings.json`, or `--settings`):
+adds one `Stop` hook running `the-loop-gate`, keeps every other key and hook as it was, and
+writes atomically with the file's mode. Running install twice changes nothing; a settings
+file that is not valid JSON is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+GATE_COMMAND = "the-loop-gate"
+DEFAULT_TIMEOUT = 30
+_OUR_MARKERS = ("the-loop-gate", "the-loop-gate.py", "hooks.stop_gate")
+
+
+class HooksError(ValueError):
+    """The settings file cannot be edited safely; the message says why."""
+
+
+def is_gate_entry(entry: Any) -> bool:
+    """Whether a hook entry runs our stop gate (by any of the names it has gone by)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    try:
+        words = shlex.split(entry["command"])
+    except ValueError:
+        words = entry["command"].split()
+    return any(Path(word).name in _OUR_MARKERS for word in words)
+
+
+def _stop_groups(settings: dict[str, Any]) -> list[Any]:
+    hooks = settings.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise HooksError("its 'hooks' key is not an object")
+    groups = hooks.get("Stop", [])
+    if not isinstance(groups, list):
+        raise HooksError("its 'hooks.Stop' key is not a list")
+    return groups
+
+
+def _without_gate(groups: list[Any]) -> tuple[list[Any], int]:
+    """The Stop groups minus our entries; a group left empty by that removal goes too."""
+    kept: list[Any] = []
+    removed = 0
+    for group in groups:
+        entries = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(entries, list):
+            kept.append(group)
+            continue
+        others = [e for e in entries if not is_gate_entry(e)]
+        removed += len(entries) - len(others)
+        if others or not entries:
+            kept.append({**group, "hooks": others})
+    return kept, removed
+
+
+def _with_groups(settings: dict[str, Any], groups: list[Any]) -> dict[str, Any]:
+    hooks = dict(settings.get("hooks", {}))
+    if groups:
+        hooks["Stop"] = groups
+    else:
+        hooks.pop("Stop", None)
+    updated = dict(settings)
+    if hooks:
+        updated["hooks"] = hooks
+    else:
+        updated.pop("hooks", None)
+    return updated
+
+
+def install_stop_hook(
+    settings: dict[str, Any], command: str = GATE_COMMAND, timeout: int = DEFAULT_TIMEOUT
+) -> tuple[dict[str, Any], bool]:
+    """Settings with exactly one stop-gate entry; `changed` is False when it was already so."""
+    groups = _stop_groups(settings)
+    entry = {"type": "command", "command": command, "timeout": timeout}
+    ours = [
+        e for g in groups if isinstance(g, dict) for e in g.get("hooks") or [] if is_gate_entry(e)
+    ]
+    if ours == [entry]:
+        return settings, False
+    kept, _ = _without_gate(groups)
+    return _with_groups(settings, [*kept, {"hooks": [entry]}]), True
+
+
+def uninstall_stop_hook(settings: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Settings without any stop-gate entry, and how many were removed."""
+    kept, removed = _without_gate(_stop_groups(settings))
+    return (_with_groups(settings, kept), removed) if removed else (settings, 0)
+
+
+def default_settings_path(env: dict[str, str]) -> Path:
+    base = env.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+    return Path(base).expanduser() / "settings.json"
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """The settings object at `path` (`{}` when there is no file); refuses anything else."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise HooksError(f"cannot read it: {exc.strerror}") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise HooksError(f"it is not valid JSON ({exc}); fix or move it, then retry") from exc
+    if not isinstance(data, dict):
+        raise HooksError("its top level is not a JSON object")
+    return data
+
+
+def write_settings(path: Path, settings: dict[str, Any]) -> None:
+    """Replace the file atomically, through a symlink to its target, keeping its mode."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o600
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".settings.json.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(settings, fh, indent=2)
+            fh.write("\n")
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _settings_path(args: Any) -> Path:
+    return (
+        Path(args.settings).expanduser()
+        if args.settings
+        else default_settings_path(dict(os.environ))
+    )
+
+
+def run_install(args: Any) -> int:
+    path = _settings_path(args)
+    if not args.command.strip() or args.timeout < 1:
+        print("the-loop: --command must be non-empty and --timeout at least 1", file=sys.stderr)
+        return 2
+    try:
+        updated, changed = install_stop_hook(read_settings(path), args.command, args.timeout)
+        if changed:
+            write_settings(path, updated)
+    except (HooksError, OSError) as exc:
+        print(f"the-loop: not changing {path}: {exc}", file=sys.stderr)
+        return 2
+    state = "installed" if changed else "already installed"
+    print(f"the stop gate is {state} in {path} (command: {args.command})")
+    program = shlex.split(args.command)[0] if args.command.strip() else ""
+    if program and not shutil.which(program):
+        print(f"warning: {program} is not on PATH here; Claude Code will not find it")
+    return 0
+
+
+def run_uninstall(args: Any) -> int:
+    path = _settings_path(args)
+    try:
+        updated, removed = uninstall_stop_hook(read_settings(path))
+        if removed:
+            write_settings(path, updated)
+    except (HooksError, OSError) as exc:
+        print(f"the-loop: not changing {path}: {exc}", file=sys.stderr)
+        return 2
+    print(f"removed {removed} stop gate hook(s) from {path}" if removed else "nothing to remove")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    hooks = subparsers.add_parser("hooks", help="install the stop gate in Claude Code")
+    actions = hooks.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
+    for name, func, text in (
+        ("install", run_install, "add the Stop hook to Claude Code's user settings"),
+        ("uninstall", run_uninstall, "remove it"),
+    ):
+        parser = actions.add_parser(name, help=text, description=text)
+        parser.add_argument(
+            "--settings",
+            help="settings file (default: $CLAUDE_CONFIG_DIR or ~/.claude, /settings.json)",
+        )
+        if name == "install":
+            parser.add_argument("--command", default=GATE_COMMAND, help="what the hook runs")
+            parser.add_argument(
+                "--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds (default 30)"
+            )
+        parser.set_defaults(func=func)
