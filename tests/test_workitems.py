@@ -3,117 +3,43 @@ worker, against the fake GitHub REST server and a real database (SQLite and Post
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, find_marker
-from app.store.models import Delivery, InboxState, Job, JobKind, Spawner, WorkItem, WorkItemStatus
-from tests.support import fixture_json, post_webhook, wait_for, with_installation
-
-REPO = "Codertocat/Hello-World"
-ITEM = f"github:{REPO}#1"
-TRIGGER = "the-loop: auto-execute"
-
-TWO_HARNESSES = """
-harnesses:
-  - {name: claude, default: true}
-  - {name: codex}
-models:
-  - {name: opus}
-  - {name: sonnet, harnesses: [claude]}
-effort: [low, high]
-"""
-
-
-@pytest.fixture
-def operator_yaml() -> str:
-    return "{}\n"
+from app.gate.markers import MarkerKind
+from app.store.models import JobKind, JobState, WorkItemStatus
+from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
+    ITEM,
+    REPO,
+    TWO_HARNESSES,
+    checklist_comments,
+    comment,
+    deliver,
+    item_row,
+    jobs,
+    labeled,
+    marked,
+    operator_yaml,
+    register_spawner,
+    settings_env,
+    unlabeled,
+)
+from tests.support import fixture_json, post_webhook, with_installation
 
 
-@pytest.fixture
-def settings_env(settings_env: dict[str, str], operator_yaml: str) -> dict[str, str]:
-    """The conftest environment with this test's operator config written before the App."""
-    with open(settings_env["THE_LOOP_CONFIG"], "w") as fh:
-        fh.write(operator_yaml)
-    return settings_env
+def closed_payload() -> dict[str, Any]:
+    """The published `issues.closed` delivery, moved onto the labelled fixture's repository."""
+    closed = fixture_json("github/issues.closed.json")
+    closed["repository"] = fixture_json("github/issues.labeled.json")["repository"]
+    return closed
 
 
-def deliver(app: Any, event: str, payload: dict[str, Any], delivery: str) -> None:
-    """Post a signed delivery and wait until the worker has handled it without error."""
-    assert post_webhook(app.url, event, payload, delivery=delivery).status_code == 202
-
-    def settled() -> Delivery | None:
-        with Session(app.state.engine) as s:
-            row = s.scalars(select(Delivery).where(Delivery.delivery_id == delivery)).one()
-            return row if row.state != InboxState.QUEUED or row.last_error else None
-
-    row = wait_for(settled)
-    assert row.state == InboxState.DONE, row.last_error
-
-
-def labeled(label: str = TRIGGER) -> dict[str, Any]:
-    payload = with_installation(fixture_json("github/issues.labeled.json"))
-    payload["label"] = {**payload["label"], "name": label}
-    return payload
-
-
-def unlabeled() -> dict[str, Any]:
-    payload = with_installation(fixture_json("github/issues.unlabeled.json"))
-    payload["label"] = {**payload["label"], "name": TRIGGER}
-    return payload
-
-
-def comment(body: str, *, login: str = "Codertocat", cid: int = 492700400) -> dict[str, Any]:
-    payload = copy.deepcopy(fixture_json("github/issue_comment.created.with-installation.json"))
-    payload["comment"].update(body=body, id=cid)
-    payload["comment"]["user"]["login"] = login
-    return payload
-
-
-def checklist_comments(fake: Any) -> list[dict[str, Any]]:
-    return [
-        c
-        for c in fake.issue_comments(REPO, 1)
-        if (m := find_marker(c["body"])) and m.kind == MarkerKind.CHECKLIST
-    ]
-
-
-def marked(fake: Any, kind: MarkerKind) -> list[dict[str, Any]]:
-    return [
-        c for c in fake.issue_comments(REPO, 1) if (m := find_marker(c["body"])) and m.kind == kind
-    ]
-
-
-def item_row(app: Any) -> WorkItem:
-    with Session(app.state.engine) as s:
-        row = s.get(WorkItem, ITEM)
-        assert row is not None
-        s.expunge(row)
-        return row
-
-
-def jobs(app: Any, kind: JobKind | None = None) -> list[Job]:
-    with Session(app.state.engine) as s:
-        query = select(Job).order_by(Job.id)
-        if kind is not None:
-            query = query.where(Job.kind == kind)
-        rows = list(s.scalars(query))
-        for row in rows:
-            s.expunge(row)
-        return rows
-
-
-def register_spawner(app: Any, harnesses: list[str]) -> None:
-    with Session(app.state.engine) as s, s.begin():
-        s.add(Spawner(name="devbox", token_hash="h" * 64, repositories=[REPO], harnesses=harnesses))
-
-
-def test_label_posts_exactly_one_checklist(running_app, fake_github):
+def test_label_posts_exactly_one_checklist_and_closing_it_queues_nothing(running_app, fake_github):
     fake, _ = fake_github
+    deliver(running_app, "issues", labeled("bug"), "label-bug")  # not the trigger label
+    assert fake.issue_comments(REPO, 1) == [] and running_app.events("workitem.created") == []
+
     deliver(running_app, "issues", labeled(), "label-1")
     deliver(running_app, "issues", labeled(), "label-2")  # a second label event
     post_webhook(running_app.url, "issues", labeled(), delivery="label-1")  # a redelivery
@@ -130,29 +56,37 @@ def test_label_posts_exactly_one_checklist(running_app, fake_github):
     assert deferred and deferred[0]["reason"] == "parked-at-human-start-gate"
     assert [r["content"] for r in fake.reactions] == ["eyes"]
 
+    deliver(running_app, "issues", closed_payload(), "close-1")
+    assert item_row(running_app).state == WorkItemStatus.CLOSED
+    assert jobs(running_app) == []
 
-def test_other_labels_start_nothing(running_app, fake_github):
+
+def test_unauthorized_execute_is_refused_once_then_the_boxes_are_read(running_app, fake_github):
     fake, _ = fake_github
-    deliver(running_app, "issues", labeled("bug"), "label-bug")
-    assert fake.issue_comments(REPO, 1) == []
-    assert running_app.events("workitem.created") == []
-
-
-def test_unauthorized_execute_is_refused_once(running_app, fake_github):
-    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "admin")
     deliver(running_app, "issues", labeled(), "label-1")
-    deliver(running_app, "issue_comment", comment("the-loop execute"), "exec-1")
-    deliver(running_app, "issue_comment", comment("the-loop execute"), "exec-1-again")
+    deliver(running_app, "issue_comment", comment("the-loop execute", login="mallory"), "exec-1")
+    deliver(running_app, "issue_comment", comment("the-loop execute", login="mallory"), "exec-1b")
 
     refused = running_app.events("gate.refused")
-    assert len(refused) == 2 and refused[0]["who"] == "Codertocat"
+    assert len(refused) == 2 and refused[0]["who"] == "mallory"
     assert "'read' permission" in refused[0]["why"]
     replies = marked(fake, MarkerKind.REFUSAL)
-    assert len(replies) == 1
-    assert "write, maintain or admin" in replies[0]["body"]
-    assert jobs(running_app) == []
-    assert item_row(running_app).state == WorkItemStatus.PARKED
-    assert item_row(running_app).frozen is None
+    assert len(replies) == 1 and replies[0]["body"].startswith("@mallory")
+    assert "write, maintain or admin access to Codertocat/Hello-World" in replies[0]["body"]
+    assert jobs(running_app) == [] and item_row(running_app).frozen is None
+
+    posted = checklist_comments(fake)[0]  # a human ticks boxes on the checklist itself
+    posted["body"] = (
+        posted["body"]
+        .replace("- [x] `design`", "- [ ] `design`")
+        .replace("- [ ] `brain", "- [x] `brain")
+    )
+    deliver(running_app, "issue_comment", comment("The-loop execute, thanks!", cid=5), "exec-2")
+    frozen = item_row(running_app).frozen or {}
+    assert frozen["skips"] == {"design": {"by": "Codertocat"}}
+    assert fake.calls("GET", rf"/issues/comments/{posted['id']}$")
+    assert len(jobs(running_app, JobKind.SPAWN)) == 1
 
 
 @pytest.mark.parametrize("operator_yaml", [TWO_HARNESSES])
@@ -198,3 +132,69 @@ def test_authorized_execute_freezes_confirms_and_queues_one_spawn(running_app, f
     assert len(running_app.events("job.queued")) == 1
     assert len(running_app.events("gate.frozen")) == 1
     assert running_app.events("gate.execute_ignored")[0]["reason"] == "already-frozen"
+
+
+def test_unlabel_parks_the_item_until_it_is_labelled_again(running_app, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "maintain")
+    deliver(running_app, "issues", labeled(), "label-1")
+    deliver(running_app, "issues", unlabeled(), "unlabel-1")
+    assert item_row(running_app).state == WorkItemStatus.UNLABELED
+
+    deliver(running_app, "issue_comment", comment("the-loop execute", cid=11), "exec-1")
+    assert jobs(running_app) == []
+    assert running_app.events("gate.refused")[0]["reason"] == "not-parked"
+    assert "label was removed" in marked(fake, MarkerKind.REFUSAL)[0]["body"]
+
+    deliver(running_app, "issues", labeled(), "label-2")
+    assert len(checklist_comments(fake)) == 1  # the checklist already there is the one
+    deliver(running_app, "issue_comment", comment("the-loop execute", cid=12), "exec-2")
+    assert item_row(running_app).state == WorkItemStatus.FROZEN
+    assert len(jobs(running_app, JobKind.SPAWN)) == 1
+
+
+def test_edits_and_bots_change_nothing_and_closing_stops_the_session(running_app, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    deliver(running_app, "issues", labeled(), "label-1")
+    deliver(running_app, "issue_comment", comment("the-loop execute\n- [ ] design"), "exec-1")
+    frozen = item_row(running_app).frozen
+
+    edited = with_installation(fixture_json("github/issue_comment.edited.json"))
+    edited["comment"]["body"] = "the-loop execute\n- [ ] test-planning\n- [x] design"
+    deliver(running_app, "issue_comment", edited, "edit-1")
+    bot = comment("the-loop execute\n- [ ] review", cid=77)
+    bot["comment"]["user"]["type"] = "Bot"
+    deliver(running_app, "issue_comment", bot, "bot-1")
+    deliver(running_app, "issue_comment", comment("thanks, looks good", cid=78), "plain-1")
+    quoted = comment("the-loop execute <!-- the-loop:agent -->", cid=79)
+    deliver(running_app, "issue_comment", quoted, "marked-1")
+
+    assert item_row(running_app).frozen == frozen
+    ignored = running_app.events("gate.edit_ignored")
+    assert len(ignored) == 1 and ignored[0]["frozen"] is True
+    assert len(running_app.events("gate.frozen")) == 1
+    assert running_app.events("gate.execute_ignored") == []
+    assert len(jobs(running_app, JobKind.SPAWN)) == 1
+
+    deliver(running_app, "issues", closed_payload(), "close-1")
+    stop = jobs(running_app, JobKind.STOP)
+    assert len(stop) == 1 and stop[0].key == "stop:close-1"
+    assert stop[0].payload["work_item"] == ITEM and stop[0].payload["reason"] == "issue-closed"
+    spawn = jobs(running_app, JobKind.SPAWN)[0]
+    assert spawn.state == JobState.DONE and spawn.result == {"cancelled": "issue-closed"}
+    assert item_row(running_app).state == WorkItemStatus.STOPPED
+
+
+@pytest.mark.parametrize("operator_yaml", ["routing: {authorizedUsers: [octocat]}\n"])
+def test_authorized_users_replace_the_permission_lookup(running_app, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "admin")
+    deliver(running_app, "issues", labeled(), "label-1")
+    deliver(running_app, "issue_comment", comment("the-loop execute", cid=1), "exec-1")
+    assert "Only @octocat may reply" in marked(fake, MarkerKind.REFUSAL)[0]["body"]
+    deliver(
+        running_app, "issue_comment", comment("the-loop execute", login="OctoCat", cid=2), "exec-2"
+    )
+    assert item_row(running_app).state == WorkItemStatus.FROZEN
+    assert fake.calls("GET", "/permission") == []

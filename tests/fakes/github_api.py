@@ -76,6 +76,7 @@ class FakeGitHub:
     private_key_pem: str
     permissions: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, login) -> role
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    issues: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     reactions: list[dict[str, Any]] = field(default_factory=list)
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
@@ -118,6 +119,10 @@ class FakeGitHub:
         }
         self.comments[cid] = comment
         return comment
+
+    def add_issue(self, repo: str, issue: dict[str, Any]) -> None:
+        """Serve `issue` (a payload's `issue` object) at GET /repos/{repo}/issues/{number}."""
+        self.issues[(repo.lower(), int(issue["number"]))] = issue
 
     def calls(self, method: str, pattern: str) -> list[Recorded]:
         rx = re.compile(pattern)
@@ -212,6 +217,15 @@ class FakeGitHub:
             return jsonify(
                 public(self.add_comment(f"{owner}/{repo}", number, body, BOT_LOGIN, "Bot"))
             ), 201
+
+        @app.get("/repos/<owner>/<repo>/issues/<int:number>")
+        def get_issue(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            issue = self.issues.get((f"{owner}/{repo}".lower(), number))
+            if issue is None:
+                return jsonify(message="Not Found"), 404
+            return jsonify(issue)
 
         @app.get("/repos/<owner>/<repo>/issues/<int:number>/comments")
         def list_comments(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]

@@ -1,0 +1,117 @@
+"""Helpers for the gate's integration tests: the operator config fixture, deliveries of the
+published fixture payloads, and reads of what the App stored and posted."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.gate.markers import MarkerKind, find_marker
+from app.store.models import Delivery, InboxState, Job, JobKind, Spawner, WorkItem
+from tests.support import fixture_json, post_webhook, wait_for, with_installation
+
+REPO = "Codertocat/Hello-World"
+ITEM = f"github:{REPO}#1"
+TRIGGER = "the-loop: auto-execute"
+
+TWO_HARNESSES = """
+harnesses:
+  - {name: claude, default: true}
+  - {name: codex}
+models:
+  - {name: opus}
+  - {name: sonnet, harnesses: [claude]}
+effort: [low, high]
+"""
+
+
+@pytest.fixture
+def operator_yaml() -> str:
+    return "{}\n"
+
+
+@pytest.fixture
+def settings_env(settings_env: dict[str, str], operator_yaml: str) -> dict[str, str]:
+    """The conftest environment with this test's operator config written before the App."""
+    with open(settings_env["THE_LOOP_CONFIG"], "w") as fh:
+        fh.write(operator_yaml)
+    return settings_env
+
+
+def deliver(app: Any, event: str, payload: dict[str, Any], delivery: str) -> None:
+    """Post a signed delivery and wait until the worker has handled it without error."""
+    assert post_webhook(app.url, event, payload, delivery=delivery).status_code == 202
+
+    def settled() -> Delivery | None:
+        with Session(app.state.engine) as s:
+            row = s.scalars(select(Delivery).where(Delivery.delivery_id == delivery)).one()
+            return row if row.state != InboxState.QUEUED or row.last_error else None
+
+    row = wait_for(settled)
+    assert row.state == InboxState.DONE, row.last_error
+
+
+def labeled(label: str = TRIGGER) -> dict[str, Any]:
+    payload = with_installation(fixture_json("github/issues.labeled.json"))
+    payload["label"] = {**payload["label"], "name": label}
+    return payload
+
+
+def unlabeled() -> dict[str, Any]:
+    payload = with_installation(fixture_json("github/issues.unlabeled.json"))
+    payload["label"] = {**payload["label"], "name": TRIGGER}
+    return payload
+
+
+def comment(body: str, *, login: str = "Codertocat", cid: int = 492700400) -> dict[str, Any]:
+    payload = copy.deepcopy(fixture_json("github/issue_comment.created.with-installation.json"))
+    payload["comment"].update(body=body, id=cid)
+    payload["comment"]["user"]["login"] = login
+    return payload
+
+
+def checklist_comments(fake: Any) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in fake.issue_comments(REPO, 1)
+        if (m := find_marker(c["body"])) and m.kind == MarkerKind.CHECKLIST
+    ]
+
+
+def marked(fake: Any, kind: MarkerKind) -> list[dict[str, Any]]:
+    return [
+        c for c in fake.issue_comments(REPO, 1) if (m := find_marker(c["body"])) and m.kind == kind
+    ]
+
+
+def engine_of(app: Any) -> Any:
+    """The engine of a RunningApp or of an AppState."""
+    return app.engine if hasattr(app, "engine") else app.state.engine
+
+
+def item_row(app: Any) -> WorkItem:
+    with Session(engine_of(app)) as s:
+        row = s.get(WorkItem, ITEM)
+        assert row is not None
+        s.expunge(row)
+        return row
+
+
+def jobs(app: Any, kind: JobKind | None = None) -> list[Job]:
+    with Session(engine_of(app)) as s:
+        query = select(Job).order_by(Job.id)
+        if kind is not None:
+            query = query.where(Job.kind == kind)
+        rows = list(s.scalars(query))
+        for row in rows:
+            s.expunge(row)
+        return rows
+
+
+def register_spawner(app: Any, harnesses: list[str]) -> None:
+    with Session(app.state.engine) as s, s.begin():
+        s.add(Spawner(name="devbox", token_hash="h" * 64, repositories=[REPO], harnesses=harnesses))

@@ -1,0 +1,165 @@
+"""`execute_reply` as other surfaces call it (the Slack Execute button): the same parser, the same
+authorization rule, the same single freeze — over a real database and the fake GitHub API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.context import HandlerContext
+from app.gate.execute import ExecuteOutcome, ExecuteStatus, execute_reply
+from app.gate.markers import MarkerKind
+from app.gate.offers import refused_choices
+from app.runtime import AppState, build_state
+from app.settings import load_settings
+from app.store.models import JobKind
+from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
+    ITEM,
+    REPO,
+    checklist_comments,
+    jobs,
+    labeled,
+    marked,
+    operator_yaml,
+    settings_env,
+)
+from tests.support import fixture_json
+
+
+class RecordingMirror:
+    """A chat surface that keeps what it was asked to post (the Mirror protocol)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, str, dict[str, Any]]] = []
+
+    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
+        self.posts.append((work_item, kind, payload))
+
+    def kinds(self) -> list[str]:
+        return [kind for _, kind, _ in self.posts]
+
+
+@pytest.fixture
+def state(settings_env: dict[str, str]) -> Iterator[AppState]:  # noqa: F811
+    """The App's services over a fresh store, without an HTTP server or inbox workers."""
+    built = build_state(load_settings(settings_env, dotenv=None))
+    built.services.mirror = RecordingMirror()
+    yield built
+    built.engine.dispose()
+
+
+def handle(state: AppState, event: str, action: str, payload: dict[str, Any]) -> None:
+    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        ctx = HandlerContext(
+            state.services, session, f"d-{event}", event, action, json.dumps(payload).encode()
+        )
+        state.router.dispatch(ctx)
+
+
+def execute(state: AppState, author: str, body: str, ref: str) -> ExecuteOutcome:
+    with Session(state.engine) as session, session.begin():
+        return execute_reply(state.services, session, ITEM, author, body, ref=ref, source="slack")
+
+
+SLACK_TEXT = "the-loop execute\n- [ ] design\n- [x] test-planning\n- [x] brainstorming\n"
+
+
+def slack_text(mirrored: dict[str, Any], pressed: dict[str, bool]) -> str:
+    """What the Slack Execute button composes: the keyword, then every offered row."""
+    rows = [
+        ("- [x] " if pressed.get(row["token"], row["checked"]) else "- [ ] ") + row["token"]
+        for section in mirrored["sections"]
+        for row in section["rows"]
+    ]
+    return mirrored["keyword"] + "\n" + "\n".join(rows)
+
+
+def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    issue = {**fixture_json("github/issues.labeled.json")["issue"], "body": "Edited since."}
+    fake.add_issue(REPO, issue)
+    handle(state, "issues", "labeled", labeled())
+    mirror = state.services.mirror
+    assert mirror.kinds() == ["item_started", "checklist"]
+    mirrored = mirror.posts[1][2]
+    assert mirrored["comment_id"] == checklist_comments(fake)[0]["id"]
+    assert mirrored["url"] == "https://github.com/Codertocat/Hello-World/issues/1"
+
+    pressed = slack_text(mirrored, {"design": False, "brainstorming": True})
+    refused = execute(state, "mallory", pressed, "A-1")
+    assert refused.status is ExecuteStatus.REFUSED and "mallory" in refused.why
+    assert marked(fake, MarkerKind.REFUSAL) == []  # Slack answers a Slack press itself
+
+    outcome = execute(state, "Codertocat", pressed, "A-2")
+    assert outcome.status is ExecuteStatus.FROZEN
+    assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design"}
+    assert outcome.confirmation_comment_id == marked(fake, MarkerKind.CONFIRMATION)[0]["id"]
+    (spawn,) = jobs(state, JobKind.SPAWN)
+    assert spawn.id == outcome.job_id and spawn.key == "spawn:A-2"
+    assert spawn.payload["body"] == "Edited since." and "Edited since." in spawn.payload["prompt"]
+    assert "the-loop ask" in spawn.payload["prompt"]  # work-item mode: nobody watches the pane
+    assert mirror.kinds()[-1] == "confirmation"
+
+    again = execute(state, "Codertocat", "the-loop execute\n- [x] design", "A-3")
+    assert again.status is ExecuteStatus.ALREADY_FROZEN and again.frozen == outcome.frozen
+    assert len(jobs(state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
+    assert not fake.calls("GET", "/issues/comments/")  # the Slack text answered every row
+
+
+def test_a_partial_reply_keeps_the_checklist_boxes_it_does_not_mention(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    handle(state, "issues", "labeled", labeled())
+    posted = checklist_comments(fake)[0]
+    posted["body"] = posted["body"].replace("- [x] `tasks-breakdown`", "- [ ] `tasks-breakdown`")
+    outcome = execute(state, "Codertocat", SLACK_TEXT, "A-1")
+    assert outcome.frozen is not None
+    assert set(outcome.frozen["skips"]) == {"design", "tasks-breakdown"}
+    assert fake.calls("GET", rf"/issues/comments/{posted['id']}$")
+
+
+def test_unknown_items_and_texts_without_the_keyword_freeze_nothing(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.NOT_A_WORK_ITEM
+    handle(state, "issues", "labeled", labeled())
+    outcome = execute(state, "Codertocat", "run it\n- [x] design", "A-2")
+    assert outcome.status is ExecuteStatus.REFUSED and "does not start with" in outcome.why
+    assert jobs(state) == []
+
+
+def test_an_issue_gone_from_github_starts_with_the_stored_title(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    handle(state, "issues", "labeled", labeled())
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.FROZEN
+    (spawn,) = jobs(state, JobKind.SPAWN)
+    assert spawn.payload["title"] == "Spelling error in the README file"
+    assert spawn.payload["body"] == "" and "(empty)" in spawn.payload["prompt"]
+
+
+@pytest.mark.parametrize("operator_yaml", ["models: [{name: opus}, {name: haiku}]\n"])
+def test_choices_models_check_refused_are_hidden_and_dropped(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    with Session(state.engine) as session, session.begin():
+        assert refused_choices(session) == set()
+        session.execute(
+            text("CREATE TABLE model_verdicts (token VARCHAR(200), verdict VARCHAR(16))")
+        )
+        session.execute(text("INSERT INTO model_verdicts VALUES ('model-haiku', 'refused')"))
+        session.execute(text("INSERT INTO model_verdicts VALUES ('model-opus', 'ok')"))
+    handle(state, "issues", "labeled", labeled())
+    body = checklist_comments(fake)[0]["body"]
+    assert "`model-opus`" in body and "haiku" not in body
+    outcome = execute(state, "Codertocat", "the-loop execute\n- [x] model-haiku", "A-1")
+    assert outcome.frozen is not None and outcome.frozen["model"] == ""
+    assert outcome.frozen["dropped"] == [
+        {"token": "model-haiku", "reason": "refused by `the-loop models check`"}
+    ]

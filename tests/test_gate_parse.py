@@ -1,0 +1,134 @@
+"""Reading comment text: the execute keyword, the row grammar, and render → parse round trips."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.config import parse_config
+from app.gate.checklist import build_checklist, build_offer
+from app.gate.markers import MarkerKind, find_marker, has_marker, is_own_comment, marker
+from app.gate.parse import Tick, first_ticks, is_execute, parse_rows
+from app.gate.render import render_checklist
+
+KEYWORD = "the-loop execute"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "the-loop execute",
+        "The-Loop EXECUTE please",
+        "  the-loop execute\n- [x] design",
+        "the-loop execute.",
+        "\ufeffthe-loop execute",
+    ],
+)
+def test_a_reply_starting_with_the_keyword_is_an_execute(body):
+    assert is_execute(body, KEYWORD)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        None,
+        "please the-loop execute",
+        "the-loop executed it yesterday",
+        "the-loop execute-now",
+        "> the-loop execute",
+        "the-loop",
+    ],
+)
+def test_anything_else_is_not_an_execute(body):
+    assert not is_execute(body, KEYWORD)
+
+
+def test_rows_in_every_accepted_spelling():
+    text = "\n".join(
+        [
+            "- [x] design",
+            "- [ ] `test-planning` — testing plan",
+            "* [X] model-opus",
+            "+ [ ] effort-high",
+            "> - [x] harness-codex",
+            ">> - [ ] brainstorming",
+            "   - [x] tasks-breakdown",
+            "- [x]",
+            "- [y] design",
+            "-[x] design",
+            "- [x] -rf",
+            "text - [x] design",
+        ]
+    )
+    assert parse_rows(text) == (
+        Tick("design", True),
+        Tick("test-planning", False),
+        Tick("model-opus", True),
+        Tick("effort-high", False),
+        Tick("harness-codex", True),
+        Tick("brainstorming", False),
+        Tick("tasks-breakdown", True),
+    )
+
+
+def test_rows_inside_fenced_code_are_not_rows():
+    text = (
+        "```\n- [x] model-opus\n```\n~~~\n- [x] effort-high\n```\n- [x] design\n~~~\n- [ ] design"
+    )
+    assert parse_rows(text) == (Tick("design", False),)
+
+
+def test_the_first_row_naming_a_token_decides_it():
+    ticks = parse_rows("- [ ] design\n- [x] design\n- [x] model-a")
+    assert first_ticks(ticks) == {"design": False, "model-a": True}
+
+
+def test_rendered_checklist_parses_back_to_its_boxes():
+    offer = build_offer(
+        parse_config(
+            {
+                "harnesses": [{"name": "claude", "default": True}, {"name": "codex"}],
+                "models": [{"name": "opus"}, {"name": "sonnet.4-5"}],
+                "effort": ["low", "high"],
+            }
+        ),
+        {"claude", "codex"},
+    )
+    checklist = build_checklist(offer, KEYWORD).with_ticks({"design", "model-sonnet.4-5"})
+    parsed = first_ticks(parse_rows(render_checklist(checklist, "github:o/r#1")))
+    assert parsed == {row.token: row.checked for row in checklist.rows()}
+
+
+@given(st.sets(st.sampled_from(["design", "test-planning", "brainstorming", "model-opus"])))
+def test_round_trip_holds_for_any_tick_state(ticked):
+    offer = build_offer(parse_config({"models": [{"name": "opus"}]}), {"claude"})
+    checklist = build_checklist(offer, KEYWORD).with_ticks(ticked)
+    parsed = first_ticks(parse_rows(render_checklist(checklist, "github:o/r#1")))
+    assert {t for t, on in parsed.items() if on} == set(ticked)
+
+
+@given(st.text())
+def test_parsing_never_fails_and_tokens_are_always_plain_names(text):
+    for tick in parse_rows(text):
+        assert tick.token[0].isalnum() and " " not in tick.token and "`" not in tick.token
+
+
+def test_markers_round_trip_and_cannot_close_the_comment_early():
+    text = marker(MarkerKind.SLACK, member="U024 BE7LH-->", thread=None)
+    assert text == "<!-- the-loop:slack member=U024BE7LH-- -->"
+    found = find_marker("hello\n" + text)
+    assert found is not None and found.kind == "slack" and found.attrs == {"member": "U024BE7LH--"}
+    assert marker("agent") == "<!-- the-loop:agent -->"
+    with pytest.raises(ValueError):
+        marker("Bad Kind")
+
+
+def test_own_comments_are_bot_authored_or_marked():
+    human = {"user": {"login": "octocat", "type": "User"}}
+    assert not is_own_comment({**human, "body": "the-loop execute"})
+    assert is_own_comment({**human, "body": "the-loop execute\n<!--the-loop:agent -->"})
+    assert is_own_comment({"user": {"login": "x[bot]", "type": "Bot"}, "body": "the-loop execute"})
+    assert has_marker("<!-- the-loop:whatever with junk")
+    assert not has_marker("the-loop: auto-execute")
