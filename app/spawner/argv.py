@@ -1,0 +1,238 @@
+"""The one place a session's argv is composed. Pure: values in, values out.
+
+    argv = [executable, --session-id <uuid>]        (resume: --resume <uuid>)
+           + harness_args(config, H)                 the operator's launch arguments
+           + model fragment + effort fragment        the frozen choice
+           + deny                                    work-item mode only
+           + [prompt]
+
+The choice path starts from the adapter the no-choice path launches on, so "argv with a
+choice" is always a superset of "argv without one". The deny token is a single
+`--disallowedTools=AskUserQuestion` right before the prompt: the `=` spelling takes exactly
+one value, so the variadic flag can never swallow the prompt. Nothing here adds a permission
+flag; every argument comes from the operator's config or is that constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from app.config import EffortChoice, InteractionMode, ModelChoice, OperatorConfig, harness_args
+from app.harnesses import HOSTING_ADAPTERS, models_for, resolve_harness
+
+DENY_TOKEN = "--disallowedTools=AskUserQuestion"
+BYPASS_FLAG = "--dangerously-skip-permissions"
+SESSION_FLAG = "--session-id"
+RESUME_FLAG = "--resume"
+PRINT_FLAG = "-p"
+PROMPT_PLACEHOLDER = "<prompt>"
+PROBE_PROMPT = "Reply with the single word OK."
+
+# Per adapter type: the tokens that take interactive question tools away from a session
+# nobody watches. Adapters without such a tool have none.
+ADAPTER_DENY: dict[str, tuple[str, ...]] = {"claude": (DENY_TOKEN,)}
+
+
+class ChoiceKind(StrEnum):
+    MODEL = "model"
+    EFFORT = "effort"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How one harness is launched: its executable and its resolved launch arguments."""
+
+    harness: str
+    executable: str
+    args: tuple[str, ...]
+    deny: tuple[str, ...] = ()
+
+    def with_choice(self, fragment: Sequence[str]) -> Adapter:
+        """The choice path: this adapter's own arguments followed by the choice fragment."""
+        return replace(self, args=self.args + tuple(fragment))
+
+
+def adapter_for(config: OperatorConfig, harness: str) -> Adapter:
+    """The no-choice adapter of `harness`, from the one resolver of launch arguments."""
+    entry = config.harness(harness)
+    return Adapter(
+        harness=harness,
+        executable=entry.executable if entry is not None else harness,
+        args=tuple(harness_args(config, harness)),
+        deny=ADAPTER_DENY.get(harness, ()),
+    )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A work item's harness, model and effort level; `""` means no choice."""
+
+    harness: str
+    model: str = ""
+    effort: str = ""
+
+
+def model_fragment(model: ModelChoice) -> tuple[str, ...]:
+    """The entry's own `args` when declared, else `--model <id>`."""
+    return tuple(model.args) if model.args is not None else ("--model", model.model_id)
+
+
+def effort_fragment(effort: EffortChoice) -> tuple[str, ...]:
+    """The entry's own `args` when declared, else `--effort <level>`."""
+    return tuple(effort.args) if effort.args is not None else ("--effort", effort.name)
+
+
+def choice_fragment(config: OperatorConfig, choice: Choice) -> tuple[str, ...]:
+    """Model fragment then effort fragment; an undeclared name contributes nothing."""
+    model = config.model(choice.model) if choice.model else None
+    effort = config.effort_level(choice.effort) if choice.effort else None
+    return (model_fragment(model) if model else ()) + (effort_fragment(effort) if effort else ())
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A choice re-validated against this spawner's config, and why anything was dropped."""
+
+    choice: Choice
+    warnings: tuple[str, ...] = ()
+
+
+def validate_choice(
+    config: OperatorConfig,
+    frozen: Choice,
+    hosts: Collection[str] = HOSTING_ADAPTERS,
+    refused: Collection[tuple[str, str, str]] = (),
+) -> Validated:
+    """Re-validate a choice read back from agent-writable state.
+
+    The harness must be declared, have an adapter and host sessions (else the default); the
+    model must be offered on that harness and the effort declared, and neither may carry a
+    `refused` probe verdict (`(harness, kind, name)`), else that part becomes "no choice".
+    """
+    harness, harness_warning = resolve_harness(config, frozen.harness, hosts)
+    warnings = [harness_warning] if harness_warning else []
+    model = frozen.model
+    if model and model not in {m.name for m in models_for(config, harness)}:
+        warnings.append(f"frozen model {model!r} is not offered on {harness!r}; using no model")
+        model = ""
+    elif model and (harness, ChoiceKind.MODEL, model) in refused:
+        warnings.append(f"model {model!r} was refused by {harness!r}; using no model")
+        model = ""
+    effort = frozen.effort
+    if effort and config.effort_level(effort) is None:
+        warnings.append(f"frozen effort {effort!r} is not declared; using no effort")
+        effort = ""
+    elif effort and (harness, ChoiceKind.EFFORT, effort) in refused:
+        warnings.append(f"effort {effort!r} was refused by {harness!r}; using no effort")
+        effort = ""
+    return Validated(Choice(harness, model, effort), tuple(warnings))
+
+
+def prompt_text(text: str) -> str:
+    """A prompt that can only ever be read as the positional argument.
+
+    A leading `-` would make the harness parse the prompt as an option (and a comment could
+    then choose a flag), so such a prompt gets a leading space; NULs cannot be in an argv.
+    """
+    text = text.replace("\x00", "")
+    return " " + text if text.startswith("-") else text
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything a launch is made of; `argv` is the list handed to tmux."""
+
+    harness: str
+    model: str
+    effort: str
+    executable: str
+    session_flag: str
+    session_id: str
+    harness_args: tuple[str, ...]  # operator args + choice: what the registry records
+    deny: tuple[str, ...] = ()
+    prompt: str | None = None
+    interaction: str = InteractionMode.WORK_ITEM.value
+
+    @property
+    def argv(self) -> list[str]:
+        tail = [self.prompt] if self.prompt is not None else []
+        head = [self.executable, self.session_flag, self.session_id]
+        return [*head, *self.harness_args, *self.deny, *tail]
+
+    @property
+    def recorded_argv(self) -> list[str]:
+        """The argv for events and logs: the prompt (issue text) is replaced by a placeholder."""
+        argv = self.argv
+        return [*argv[:-1], PROMPT_PLACEHOLDER] if self.prompt is not None else argv
+
+    @property
+    def resumed(self) -> bool:
+        return self.session_flag == RESUME_FLAG
+
+
+def build_launch(
+    config: OperatorConfig,
+    choice: Choice,
+    *,
+    session_id: str,
+    prompt: str | None,
+    resume: bool = False,
+    mode: InteractionMode | None = None,
+) -> Launch:
+    """The launch of a work item's session on an already-validated `choice`."""
+    adapter = adapter_for(config, choice.harness)
+    chosen = adapter.with_choice(choice_fragment(config, choice))
+    mode = mode or config.interaction_mode
+    return Launch(
+        harness=choice.harness,
+        model=choice.model,
+        effort=choice.effort,
+        executable=chosen.executable,
+        session_flag=RESUME_FLAG if resume else SESSION_FLAG,
+        session_id=session_id,
+        harness_args=chosen.args,
+        deny=chosen.deny if mode is InteractionMode.WORK_ITEM else (),
+        prompt=prompt_text(prompt) if prompt is not None else None,
+        interaction=mode.value,
+    )
+
+
+def standing_launch(
+    config: OperatorConfig,
+    harness: str,
+    declared_args: Sequence[str] | None,
+    *,
+    session_id: str,
+    prompt: str | None,
+) -> Launch:
+    """A standing session: declared `harnessArgs`, or the harness's resolved arguments when the
+    entry omits them (explicit `[]` means none). Not governed by the interaction mode."""
+    adapter = adapter_for(config, harness)
+    args = tuple(declared_args) if declared_args is not None else adapter.args
+    return Launch(
+        harness=harness,
+        model="",
+        effort="",
+        executable=adapter.executable,
+        session_flag=SESSION_FLAG,
+        session_id=session_id,
+        harness_args=args,
+        prompt=prompt_text(prompt) if prompt is not None else None,
+        interaction="standing",
+    )
+
+
+def probe_argv(adapter: Adapter, fragment: Sequence[str], prompt: str = PROBE_PROMPT) -> list[str]:
+    """A one-shot `-p` probe with the base arguments a session gets; no deny token.
+
+    The prompt comes right after `-p`, before the operator's arguments, so an argument list
+    that ends in a variadic flag cannot consume it.
+    """
+    return [adapter.executable, PRINT_FLAG, prompt, *adapter.args, *fragment]
+
+
+def has_bypass_flag(args: Sequence[str]) -> bool:
+    """True when the resolved launch arguments ask for the bypass-permissions mode."""
+    return BYPASS_FLAG in args

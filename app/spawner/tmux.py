@@ -1,0 +1,261 @@
+"""The tmux runner: sessions on the spawner's own tmux server (`tmux -L the-loop`).
+
+A harness is started from an argv list (`new-session … -- argv…`: tmux execs it directly,
+no shell ever parses it). The server is started with an environment stripped of the App's
+secrets, so no session inherits them; per-session values come either as `-e NAME=value`
+(visible in `ps`, so only non-secret values) or, for a session credential, through tmux's
+`update-environment` from the client's environment (never in an argv). `remain-on-exit` keeps
+a dead pane around so the watchdog sees how a session ended.
+
+Follow-ups are pasted, not typed: `load-buffer` (text on stdin) then `paste-buffer` of
+Ctrl-A Ctrl-U (clear the input line), the text as a bracketed paste (`-p`), then Enter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SOCKET = "the-loop"
+CLEAR_LINE = "\x01\x15"
+ENTER = "\r"
+_MARK = "@@the-loop-pane@@"
+_NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
+
+# The App's own credentials: never inherited by a session. The harness's own credentials
+# (ANTHROPIC_API_KEY, cloud provider keys) are kept.
+SECRET_VARIABLES = frozenset(
+    {
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "GITHUB_APP_ID",
+        "GITHUB_PRIVATE_KEY",
+        "GITHUB_PRIVATE_KEY_PATH",
+        "GITHUB_WEBHOOK_SECRET",
+        "GITHUB_CLIENT_ID",
+        "GITHUB_CLIENT_SECRET",
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_APP_TOKEN",
+        "THE_LOOP_SPAWNER_TOKEN",
+        "THE_LOOP_GIT_TOKEN",
+        "THE_LOOP_SESSION_TOKEN",
+        "DATABASE_URL",
+        "GIT_ASKPASS",
+    }
+)
+# Passed per session through `update-environment`, never on a command line.
+HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN",)
+
+
+class TmuxError(RuntimeError):
+    """A tmux command failed; the message carries tmux's own words."""
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` minus the App's credentials (and tmux's own pointer to another server)."""
+    return {k: v for k, v in env.items() if k not in SECRET_VARIABLES and k != "TMUX"}
+
+
+def session_name(work_item: str) -> str:
+    """A tmux session name for a work item: `github:o/r#7` → `o-r-7` (tmux forbids `.` `:`)."""
+    tail = work_item.split(":", 1)[-1]
+    return _NAME_RE.sub("-", tail).strip("-")[:80] or "session"
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One session's pane as tmux reports it. A dead pane's `status` (exit code) or `signal`
+    can lag behind `dead`, and tmux may never learn it for a process that exits at once."""
+
+    session: str
+    dead: bool
+    status: int | None = None
+    signal: int | None = None
+    pid: int | None = None
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _target(name: str) -> str:
+    """An exact-match target for the session's active pane (no prefix matching)."""
+    return f"={name}:"
+
+
+class TmuxRunner:
+    """Runs sessions on one tmux server, selected by socket name (`-L`)."""
+
+    def __init__(
+        self,
+        socket: str = DEFAULT_SOCKET,
+        *,
+        env: Mapping[str, str] | None = None,
+        tmux: str = "tmux",
+        size: tuple[int, int] = (200, 50),
+    ) -> None:
+        self.socket = socket
+        self.tmux = tmux
+        self.size = size
+        self._env = without_secrets(os.environ if env is None else env)
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        stdin: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**self._env, **(extra_env or {})}
+        proc = subprocess.run(
+            [self.tmux, "-L", self.socket, *args],
+            input=stdin if stdin is not None else "",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise TmuxError(f"tmux {args[0]}: {proc.stderr.strip() or proc.returncode}")
+        return proc
+
+    def ensure_server(self) -> None:
+        """Start the server with the clean environment and set the options sessions rely on."""
+        self._run(
+            [
+                "start-server", ";",
+                "set-option", "-g", "exit-empty", "off", ";",
+                "set-option", "-wg", "remain-on-exit", "on", ";",
+                "set-option", "-g", "update-environment", " ".join(HIDDEN_VARIABLES), ";",
+                *self._unset_secrets(),
+            ]
+        )  # fmt: skip
+
+    @staticmethod
+    def _unset_secrets() -> list[str]:
+        """Commands removing the secrets from a server that was started with them."""
+        commands: list[str] = []
+        for name in sorted(SECRET_VARIABLES):
+            commands += ["set-environment", "-g", "-u", name, ";"]
+        return commands[:-1]
+
+    def start(
+        self,
+        name: str,
+        cwd: Path,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        hidden_env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Start `argv` in a new detached session `name` in `cwd`; returns the tmux target.
+
+        A dead session of the same name is replaced. `env` values appear on tmux's command
+        line; `hidden_env` (names in HIDDEN_VARIABLES) reach the session only through the
+        client's environment.
+        """
+        if len(argv) < 2:
+            raise TmuxError("an argv of one word would be run by a shell; refusing")
+        unknown = set(hidden_env or {}) - set(HIDDEN_VARIABLES)
+        if unknown:
+            raise TmuxError(f"not passable without a command line: {sorted(unknown)}")
+        self.ensure_server()
+        self.kill(name)
+        width, height = self.size
+        args = ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height)]
+        args += ["-c", str(cwd)]
+        for key, value in (env or {}).items():
+            args += ["-e", f"{key}={value}"]
+        self._run([*args, "--", *argv], extra_env=hidden_env)
+        return f"{self.socket}:{name}"
+
+    def exists(self, name: str) -> bool:
+        return self._run(["has-session", "-t", f"={name}"], check=False).returncode == 0
+
+    def panes(self) -> dict[str, Pane]:
+        """Every session's active pane, by session name ({} when no server is running).
+
+        tmux sometimes misses a child's exit and leaves it unreaped (dead pane, no status)
+        until another child of the server exits; running a trivial command from the server
+        makes it reap, so the exit status is not lost.
+        """
+        panes = self._list_panes()
+        if any(p.dead and p.status is None and p.signal is None for p in panes.values()):
+            self._run(["run-shell", "true"], check=False)
+            panes = self._list_panes()
+        return panes
+
+    def _list_panes(self) -> dict[str, Pane]:
+        fields = ("session_name", "pane_active", "pane_dead", "pane_dead_status",
+                  "pane_dead_signal", "pane_pid")  # fmt: skip
+        fmt = ":".join(f"#{{{f}}}" for f in fields)  # tmux names never hold ":"
+        proc = self._run(["list-panes", "-a", "-F", fmt], check=False)
+        if proc.returncode != 0:
+            return {}
+        panes: dict[str, Pane] = {}
+        for line in proc.stdout.splitlines():
+            name, active, dead, status, signal, pid = (line.split(":") + [""] * 6)[:6]
+            if active != "1" and name in panes:
+                continue
+            panes[name] = Pane(name, dead == "1", _int(status), _int(signal), _int(pid))
+        return panes
+
+    def pane(self, name: str) -> Pane | None:
+        return self.panes().get(name)
+
+    def capture(self, name: str, history: int = 0) -> str:
+        """The visible text of the session's pane, plus `history` lines scrolled above it
+        (a dead pane's last output is pushed up by tmux's "Pane is dead" line)."""
+        start = ["-S", str(-history)] if history else []
+        return self._run(["capture-pane", "-p", *start, "-t", _target(name)]).stdout
+
+    def capture_many(self, names: Iterable[str]) -> dict[str, str]:
+        """Capture several panes with one tmux call (the watchdog's tick over a fleet)."""
+        names = list(names)
+        if not names:
+            return {}
+        args: list[str] = []
+        for index, name in enumerate(names):
+            if index:
+                args += [";", "display-message", "-p", _MARK, ";"]
+            args += ["capture-pane", "-p", "-t", _target(name)]
+        proc = self._run(args, check=False)
+        parts = proc.stdout.split(_MARK + "\n")
+        if proc.returncode != 0 or len(parts) != len(names):
+            return {name: self._run(["capture-pane", "-p", "-t", _target(name)], check=False)
+                    .stdout for name in names}  # fmt: skip
+        return dict(zip(names, parts, strict=True))
+
+    def paste(self, name: str, text: str) -> None:
+        """Deliver `text` as typed input: clear the line, bracketed paste, Enter."""
+        tag = uuid.uuid4().hex[:12]
+        target = _target(name)
+        body, clear, enter = f"m{tag}", f"c{tag}", f"e{tag}"
+        commands = [
+                "load-buffer", "-b", body, "-", ";",
+                "set-buffer", "-b", clear, CLEAR_LINE, ";",
+                "paste-buffer", "-d", "-b", clear, "-t", target, ";",
+                "paste-buffer", "-d", "-p", "-b", body, "-t", target, ";",
+                "set-buffer", "-b", enter, ENTER, ";",
+                "paste-buffer", "-d", "-b", enter, "-t", target,
+        ]  # fmt: skip
+        try:
+            self._run(commands, stdin=text)
+        except TmuxError:
+            self._run(["delete-buffer", "-b", body], check=False)
+            raise
+
+    def kill(self, name: str) -> bool:
+        """End a session (and its process); False when there was none."""
+        return self._run(["kill-session", "-t", f"={name}"], check=False).returncode == 0
+
+    def kill_server(self) -> None:
+        self._run(["kill-server"], check=False)

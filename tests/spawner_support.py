@@ -1,0 +1,134 @@
+"""Test helpers for the spawner: a stand-in harness that records what it was started with,
+a tmux runner on a unique socket, and a local bare git repository to clone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.spawner.tmux import TmuxRunner
+from tests.support import wait_for
+
+STANDIN = r'''#!{python}
+"""Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/."""
+import json, os, re, sys, time, tty
+key = re.sub(r"[^A-Za-z0-9_-]+", "-", os.environ.get("THE_LOOP_WORK_ITEM") or "standing-" + os.getcwd())
+out = os.path.join({records!r}, key)
+os.makedirs(out, exist_ok=True)
+n = len([f for f in os.listdir(out) if f.startswith("start")])
+with open(os.path.join(out, ".tmp"), "w") as fh:
+    json.dump({{"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ), "ts": time.time()}}, fh)
+os.replace(os.path.join(out, ".tmp"), os.path.join(out, f"start{{n}}.json"))
+prompt = sys.argv[-1]
+if "--resume" in sys.argv and os.path.exists(os.path.join({records!r}, "no-resume")):
+    print("No conversation found with session ID: " + sys.argv[sys.argv.index("--resume") + 1])
+    sys.exit(1)
+if prompt.startswith("EXIT:"):
+    print("exiting as asked", flush=True)
+    time.sleep(0.1)
+    sys.exit(int(prompt[5:]))
+if prompt.startswith("SCREEN:"):
+    sys.stdout.write(open(prompt[7:]).read())
+sys.stdout.write("\x1b[?2004h")
+sys.stdout.flush()
+if os.isatty(0):
+    tty.setraw(0)
+with open(os.path.join(out, "stdin.bin"), "ab") as fh:
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        fh.write(data)
+        fh.flush()
+'''
+
+
+class StandIn:
+    """A harness executable written for the test, and what its runs recorded."""
+
+    def __init__(self, directory: Path) -> None:
+        self.records = directory / "records"
+        self.records.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "standin-harness"
+        self.path.write_text(STANDIN.format(python=sys.executable, records=str(self.records)))
+        self.path.chmod(0o755)
+
+    def _dir(self, work_item: str) -> Path:
+        import re
+
+        return self.records / re.sub(r"[^A-Za-z0-9_-]+", "-", work_item)
+
+    def starts(self, work_item: str) -> list[dict[str, Any]]:
+        folder = self._dir(work_item)
+        files = sorted(folder.glob("start*.json"), key=lambda p: int(p.stem[5:]))
+        return [json.loads(f.read_text()) for f in files]
+
+    def wait_start(self, work_item: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:
+        wait_for(lambda: len(self.starts(work_item)) >= count, timeout=timeout)
+        return self.starts(work_item)[count - 1]
+
+    def stdin(self, work_item: str) -> bytes:
+        path = self._dir(work_item) / "stdin.bin"
+        return path.read_bytes() if path.exists() else b""
+
+    def refuse_resume(self) -> None:
+        (self.records / "no-resume").touch()
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> StandIn:
+    return StandIn(tmp_path)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def runner(home: Path) -> Iterator[TmuxRunner]:
+    """A tmux runner on a socket of its own; the server is killed at teardown."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    tmux = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:10]}", env=env)
+    try:
+        yield tmux
+    finally:
+        tmux.kill_server()
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(cwd or Path.cwd()),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def bare_repository(tmp_path: Path, name: str = "origin.git") -> Path:
+    """A bare repository with one commit on `main`, usable as a `clone_url`."""
+    work = tmp_path / f"{name}-src"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    (work / "README.md").write_text("hello\n")
+    git("add", "README.md", cwd=work)
+    git("commit", "-q", "-m", "init", cwd=work)
+    bare = tmp_path / name
+    git("clone", "-q", "--bare", str(work), str(bare), cwd=tmp_path)
+    return bare

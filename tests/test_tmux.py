@@ -1,0 +1,153 @@
+"""The tmux runner on a real tmux server (a unique socket per test)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.spawner.tmux import TmuxError, TmuxRunner, session_name
+from tests.spawner_support import StandIn
+from tests.support import wait_for
+
+pytest_plugins = ["tests.spawner_support"]
+
+WI = "github:o/r#7"
+
+
+def test_the_argv_reaches_the_harness_exactly_with_no_shell_in_between(
+    runner: TmuxRunner, standin: StandIn, tmp_path: Path
+) -> None:
+    argv = [str(standin.path), "--flag=a b", "$HOME", "; touch /tmp/pwned", "'q'", "`id`", "prompt"]
+    runner.start("o-r-7", tmp_path, argv, env={"THE_LOOP_WORK_ITEM": WI})
+    record = standin.wait_start(WI)
+    assert record["argv"] == argv
+    assert record["cwd"] == str(tmp_path)
+    assert record["env"]["THE_LOOP_WORK_ITEM"] == WI
+
+
+def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
+    home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    dirty = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "THE_LOOP_SPAWNER_TOKEN": "tlsp_secret",
+        "GITHUB_TOKEN": "ghs_secret",
+        "SLACK_BOT_TOKEN": "xoxb-secret",
+        "GITHUB_WEBHOOK_SECRET": "whsec",
+        "ANTHROPIC_API_KEY": "sk-ant-keep",
+    }
+    socket = f"the-loop-test-{os.getpid()}-{tmp_path.name}"
+    # An operator started this server from a shell holding the secrets.
+    subprocess.run(["tmux", "-L", socket, "start-server", ";", "set", "-g", "exit-empty", "off"],
+                   env=dirty, check=True)  # fmt: skip
+    tmux = TmuxRunner(socket, env=dirty)
+    try:
+        tmux.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"},
+                   hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_a"})  # fmt: skip
+        tmux.start("b", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "b"})
+        env_a = standin.wait_start("a")["env"]
+        env_b = standin.wait_start("b")["env"]
+    finally:
+        tmux.kill_server()
+    for env in (env_a, env_b):
+        assert not {"THE_LOOP_SPAWNER_TOKEN", "GITHUB_TOKEN", "SLACK_BOT_TOKEN",
+                    "GITHUB_WEBHOOK_SECRET"} & set(env)  # fmt: skip
+        assert env["ANTHROPIC_API_KEY"] == "sk-ant-keep"
+    assert env_a["THE_LOOP_SESSION_TOKEN"] == "tlss_a"
+    assert "THE_LOOP_SESSION_TOKEN" not in env_b
+
+
+def test_a_session_credential_never_appears_on_a_tmux_command_line(
+    home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    log = tmp_path / "tmux-argv.log"
+    wrapper = tmp_path / "tmux"
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport os, sys\n"
+        f"open({str(log)!r}, 'a').write(repr(sys.argv) + '\\n')\n"
+        "os.execvp('tmux', ['tmux', *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    tmux = TmuxRunner(f"the-loop-test-w{os.getpid()}", env=env, tmux=str(wrapper))
+    try:
+        tmux.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"},
+                   hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_hidden"})  # fmt: skip
+        assert standin.wait_start("a")["env"]["THE_LOOP_SESSION_TOKEN"] == "tlss_hidden"
+    finally:
+        tmux.kill_server()
+    assert "new-session" in log.read_text()
+    assert "tlss_hidden" not in log.read_text()
+
+
+def test_an_unlisted_variable_cannot_be_passed_hidden(runner: TmuxRunner, tmp_path: Path) -> None:
+    with pytest.raises(TmuxError, match="not passable"):
+        runner.start("a", tmp_path, ["sleep", "5"], hidden_env={"GITHUB_TOKEN": "x"})
+
+
+def test_a_one_word_argv_is_refused_because_tmux_would_give_it_to_a_shell(
+    runner: TmuxRunner, tmp_path: Path
+) -> None:
+    with pytest.raises(TmuxError, match="shell"):
+        runner.start("a", tmp_path, ["rm -rf ~"])
+
+
+def test_a_dead_pane_stays_visible_with_its_exit_status(
+    runner: TmuxRunner, standin: StandIn, tmp_path: Path
+) -> None:
+    runner.start("a", tmp_path, [str(standin.path), "EXIT:3"], env={"THE_LOOP_WORK_ITEM": "a"})
+    pane = wait_for(lambda: (p := runner.pane("a")) and p.dead and p)
+    assert pane.status == 3
+    assert "exiting as asked" in runner.capture("a", history=100)
+
+
+def test_a_followup_is_pasted_bracketed_after_clearing_the_line_then_entered(
+    runner: TmuxRunner, standin: StandIn, tmp_path: Path
+) -> None:
+    runner.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"})
+    standin.wait_start("a")
+    wait_for(lambda: (standin.records / "a" / "stdin.bin").exists())
+    runner.paste("a", "please also\nhandle `$(id)` and ; rm")
+    expected = b"\x01\x15\x1b[200~please also\rhandle `$(id)` and ; rm\x1b[201~\r"
+    wait_for(lambda: standin.stdin("a") == expected)
+
+
+def test_a_session_of_the_same_name_is_replaced(
+    runner: TmuxRunner, standin: StandIn, tmp_path: Path
+) -> None:
+    runner.start("a", tmp_path, [str(standin.path), "EXIT:1"], env={"THE_LOOP_WORK_ITEM": "a"})
+    wait_for(lambda: (p := runner.pane("a")) and p.dead)
+    runner.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"})
+    standin.wait_start("a", count=2)
+    assert runner.pane("a") is not None and not runner.pane("a").dead  # type: ignore[union-attr]
+    assert list(runner.panes()) == ["a"]
+
+
+def test_exact_names_only_a_prefix_never_matches(runner: TmuxRunner, tmp_path: Path) -> None:
+    runner.start("o-r-10", tmp_path, ["sleep", "30"])
+    assert not runner.exists("o-r-1")
+    assert not runner.kill("o-r-1")
+    assert runner.exists("o-r-10")
+
+
+def test_capture_many_returns_each_pane(runner: TmuxRunner, tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        runner.start(name, tmp_path, ["sh", "-c", f"echo pane-{name}; sleep 30"])
+    wait_for(lambda: "pane-c" in runner.capture("c"))
+    screens = runner.capture_many(["a", "b", "c"])
+    assert {name: screens[name].strip() for name in screens} == {
+        "a": "pane-a", "b": "pane-b", "c": "pane-c"
+    }  # fmt: skip
+
+
+def test_no_server_means_no_panes(runner: TmuxRunner) -> None:
+    assert runner.panes() == {}
+
+
+def test_session_names_are_tmux_safe() -> None:
+    assert session_name("github:octo.org/my.repo#42") == "octo-org-my-repo-42"

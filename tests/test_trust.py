@@ -1,0 +1,192 @@
+"""Spec 004: pre-trusting the spawn directory, every guard, with a real HOME in a temp dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import HarnessTrust, TrustScope
+from app.spawner.trust import (
+    BYPASS_SETTING,
+    ONBOARDING_KEY,
+    TRUST_KEY,
+    TrustPlan,
+    plan_trust,
+    pretrust,
+    with_trust,
+)
+
+FLAG = "--dangerously-skip-permissions"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    (path / "o-r-7").mkdir(parents=True)
+    return path
+
+
+def trust(scope: TrustScope = TrustScope.WORKSPACE_ROOT, **kw: Any) -> HarnessTrust:
+    return HarnessTrust(scope=scope, **kw)
+
+
+def projects(home: Path) -> dict[str, Any]:
+    return json.loads((home / ".claude.json").read_text())["projects"]
+
+
+def test_directory_scope_writes_both_keys_on_the_exact_spawn_directory(
+    home: Path, root: Path
+) -> None:
+    spawn = root / "o-r-7"
+    outcome = pretrust(home, spawn, root, trust(TrustScope.DIRECTORY), [])
+    assert projects(home) == {str(spawn): {TRUST_KEY: True, ONBOARDING_KEY: True}}
+    assert outcome.directories == [str(spawn)] and outcome.written
+
+
+def test_workspace_root_scope_also_trusts_the_root(home: Path, root: Path) -> None:
+    spawn = root / "o-r-7"
+    outcome = pretrust(home, spawn, root, trust(), [])
+    assert projects(home) == {
+        str(spawn): {TRUST_KEY: True, ONBOARDING_KEY: True},
+        str(root): {TRUST_KEY: True},
+    }
+    assert outcome.directories == [str(spawn), str(root)]
+    assert outcome.warnings == []
+
+
+def test_a_root_that_does_not_contain_the_spawn_directory_is_dropped(
+    home: Path, root: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    outcome = pretrust(home, root / "o-r-7", elsewhere, trust(), [])
+    assert list(projects(home)) == [str(root / "o-r-7")]
+    assert "does not contain" in outcome.warnings[0]
+
+
+@pytest.mark.parametrize("which", ["/", "$HOME"])
+def test_slash_and_home_as_root_degrade_to_per_directory_with_a_warning(
+    home: Path, which: str
+) -> None:
+    spawn = home / "work" / "o-r-7"
+    spawn.mkdir(parents=True)
+    root = Path("/") if which == "/" else home
+    outcome = pretrust(home, spawn, root, trust(), [])
+    assert list(projects(home)) == [str(spawn)]
+    assert which in outcome.warnings[0]
+
+
+def test_paths_are_written_as_the_real_directory_claude_code_sees(
+    home: Path, root: Path, tmp_path: Path
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    pretrust(home, link / "o-r-7", link, trust(), [])
+    assert set(projects(home)) == {str(root / "o-r-7"), str(root)}
+
+
+def test_existing_content_is_merged_never_replaced(home: Path, root: Path) -> None:
+    spawn = str(root / "o-r-7")
+    before = {
+        "hasCompletedOnboarding": True,
+        "userID": "abc",
+        "projects": {spawn: {"lastCost": 0.5, TRUST_KEY: False}, "/other": {"x": 1}},
+    }
+    (home / ".claude.json").write_text(json.dumps(before))
+    pretrust(home, root / "o-r-7", root, trust(TrustScope.DIRECTORY), [])
+    after = json.loads((home / ".claude.json").read_text())
+    assert after["userID"] == "abc" and after["hasCompletedOnboarding"] is True
+    assert after["projects"]["/other"] == {"x": 1}
+    assert after["projects"][spawn] == {"lastCost": 0.5, TRUST_KEY: True, ONBOARDING_KEY: True}
+
+
+def test_nothing_is_written_when_every_key_already_holds(home: Path, root: Path) -> None:
+    pretrust(home, root / "o-r-7", root, trust(), [])
+    path = home / ".claude.json"
+    os.utime(path, (1_000_000, 1_000_000))
+    inode = path.stat().st_ino
+    outcome = pretrust(home, root / "o-r-7", root, trust(), [])
+    assert not outcome.written
+    assert path.stat().st_mtime == 1_000_000 and path.stat().st_ino == inode
+    assert outcome.directories == [str(root / "o-r-7"), str(root)]
+
+
+def test_the_files_mode_is_kept_and_a_new_file_is_private(home: Path, root: Path) -> None:
+    pretrust(home, root / "o-r-7", root, trust(TrustScope.DIRECTORY), [])
+    assert stat.S_IMODE((home / ".claude.json").stat().st_mode) == 0o600
+    (home / ".claude.json").chmod(0o640)
+    pretrust(home, root / "o-r-7", root, trust(), [])
+    assert stat.S_IMODE((home / ".claude.json").stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize(
+    "content", ["{not json", "[1, 2]", '{"projects": []}', '{"projects": {"%s": 3}}']
+)
+def test_an_unusable_config_is_reported_and_never_overwritten(
+    home: Path, root: Path, content: str
+) -> None:
+    spawn = root / "o-r-7"
+    text = content.replace("%s", str(spawn))
+    (home / ".claude.json").write_text(text)
+    outcome = pretrust(home, spawn, root, trust(), [])
+    assert (home / ".claude.json").read_text() == text
+    assert outcome.failures and ".claude.json" in outcome.failures[0]
+    assert outcome.directories == []
+
+
+def test_a_failed_write_is_reported_and_does_not_raise(home: Path, root: Path) -> None:
+    (home / ".claude.json").mkdir()
+    (home / ".claude").write_text("a file where a directory should be")
+    outcome = pretrust(home, root / "o-r-7", root, trust(), [FLAG])
+    assert len(outcome.failures) == 2
+    assert not outcome.bypass_accepted
+
+
+def test_trust_disabled_writes_nothing(home: Path, root: Path) -> None:
+    outcome = pretrust(home, root / "o-r-7", root, trust(enabled=False), [FLAG])
+    assert not (home / ".claude.json").exists() and not (home / ".claude").exists()
+    assert outcome.directories == []
+
+
+def test_auto_pre_accepts_the_bypass_disclaimer_only_with_the_bypass_flag(
+    home: Path, root: Path
+) -> None:
+    settings = home / ".claude" / "settings.json"
+    pretrust(home, root / "o-r-7", root, trust(), ["--verbose"])
+    assert not settings.exists()
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"theme": "dark"}))
+    outcome = pretrust(home, root / "o-r-7", root, trust(), ["--verbose", FLAG])
+    assert json.loads(settings.read_text()) == {"theme": "dark", BYPASS_SETTING: True}
+    assert outcome.bypass_accepted
+
+
+@pytest.mark.parametrize("value", ["never", "off", "yes"])
+def test_any_value_but_auto_never_pre_accepts(home: Path, root: Path, value: str) -> None:
+    pretrust(home, root / "o-r-7", root, trust(accept_bypass_permissions=value), [FLAG])
+    assert not (home / ".claude" / "settings.json").exists()
+
+
+def test_the_pure_edit_answers_none_when_nothing_changes() -> None:
+    plan = TrustPlan("/w/a", wider=("/w",))
+    once = with_trust({}, plan)
+    assert once is not None and with_trust(once, plan) is None
+
+
+def test_the_plan_keeps_the_spawn_directory_first() -> None:
+    plan = plan_trust(Path("/w/a"), Path("/w"), TrustScope.WORKSPACE_ROOT, Path("/home/x"))
+    assert plan.directories == ["/w/a", "/w"]
+    same = plan_trust(Path("/w"), Path("/w"), TrustScope.WORKSPACE_ROOT, Path("/home/x"))
+    assert same.directories == ["/w"] and same.warnings
