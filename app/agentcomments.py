@@ -1,0 +1,93 @@
+"""What a session says: `the-loop comment` / `the-loop ask`, posted on the issue as the App.
+
+The comment carries the App's agent marker, and is written by the App's bot account, so the
+App never reads it back as human input (no follow-up, no execute). A question is set apart
+so a human skimming the issue sees that the session waits for an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.context import Services
+from app.gate.markers import MarkerKind, marker
+from app.store.models import WorkItem
+
+MAX_BODY = 60_000  # GitHub refuses comments over 65 536 characters; leave room for framing
+
+
+class AgentCommentKind(StrEnum):
+    COMMENT = "comment"
+    ASK = "ask"
+
+
+class CommentRefused(ValueError):
+    """The request cannot be posted; `status` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class AgentComment:
+    work_item: str
+    kind: AgentCommentKind
+    body: str
+
+
+def parse_request(data: Any) -> AgentComment:
+    """Validate a `/spawner/v1/comments` body (pure); raises CommentRefused(400)."""
+    if not isinstance(data, dict):
+        raise CommentRefused(400, "the body must be a JSON object")
+    work_item, kind, body = data.get("work_item"), data.get("kind"), data.get("body")
+    if not isinstance(work_item, str) or not work_item:
+        raise CommentRefused(400, "`work_item` is required")
+    if kind not in set(AgentCommentKind):
+        raise CommentRefused(400, "`kind` must be 'comment' or 'ask'")
+    if not isinstance(body, str) or not body.strip():
+        raise CommentRefused(400, "`body` must be non-empty text")
+    if len(body) > MAX_BODY:
+        raise CommentRefused(400, f"`body` is longer than {MAX_BODY} characters")
+    return AgentComment(work_item=work_item, kind=AgentCommentKind(kind), body=body)
+
+
+def render(comment: AgentComment) -> str:
+    """The issue comment's markdown: the agent's words, framed, with the hidden marker (pure)."""
+    text = comment.body.strip()
+    if comment.kind == AgentCommentKind.ASK:
+        text = f"**The agent asks** (reply on this issue to answer):\n\n{text}"
+    return f"{text}\n\n{marker(MarkerKind.AGENT, type=comment.kind.value)}"
+
+
+def post(
+    services: Services, session: Session, item: WorkItem, comment: AgentComment
+) -> dict[str, Any]:
+    """Post on the item's issue as the App; record and mirror it in the caller's transaction."""
+    if item.installation_id is None:
+        raise CommentRefused(409, f"{item.id} has no installation to post with")
+    owner, name = item.repo_full_name.split("/", 1)
+    client = services.github.installation(item.installation_id)
+    resp = client.rest.issues.create_comment(
+        owner, name, item.issue_number, data={"body": render(comment)}
+    )
+    posted = resp.parsed_data
+    services.events.emit(
+        "agent.comment",
+        item.id,
+        session=session,
+        kind=comment.kind.value,
+        comment_id=posted.id,
+        html_url=posted.html_url,
+    )
+    services.mirror.post(
+        session,
+        item.id,
+        "agent_comment",
+        {"kind": comment.kind.value, "body": comment.body, "url": item.html_url},
+    )
+    return {"comment_id": posted.id, "html_url": posted.html_url}

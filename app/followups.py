@@ -1,0 +1,174 @@
+"""Follow-up comments: what a human says on a work item after its selection was frozen.
+
+An authorized human comment (on the issue, or a reply in the item's Slack thread) becomes a
+deliver job for the spawner hosting the item's session, which pastes it into the session or
+respawns the session with it. Everything else said on a frozen item — comments by people
+without permission, by bots, or carrying the App's own marker (the agent's own words) — is
+recorded as `comment.ignored` and never reaches a session. Execute replies belong to the gate.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.authz import why_not_authorized
+from app.context import HandlerContext, Services
+from app.gate.execute import permission_cache
+from app.gate.ids import spec_id
+from app.gate.markers import is_own_comment
+from app.gate.parse import is_execute
+from app.store.jobs import queue_job
+from app.store.models import JobKind, WorkItem, WorkItemStatus
+
+# A session exists, is being started, or can be respawned to take the comment.
+LIVE_STATES = frozenset(
+    {
+        WorkItemStatus.FROZEN,
+        WorkItemStatus.SPAWNING,
+        WorkItemStatus.RUNNING,
+        WorkItemStatus.STALLED,
+        WorkItemStatus.EXITED,
+    }
+)
+
+
+class FollowupOutcome(StrEnum):
+    """What `deliver_comment` did with a comment."""
+
+    QUEUED = "queued"  # a deliver job is waiting for the item's spawner
+    REPEAT = "repeat"  # this comment was already queued (a redelivery)
+    NOT_LIVE = "not-live"  # the item has no session to deliver to (stopped, closed, parked)
+    UNKNOWN_ITEM = "unknown-item"
+
+
+def deliver_key(source: str, ref: str) -> str:
+    """The idempotency key of a follow-up: one deliver job per comment, however often seen."""
+    return f"deliver:{ref}" if source == "github" else f"deliver:{source}:{ref}"
+
+
+def deliver_payload(
+    item: WorkItem, author: str, body: str, *, ref: str, source: str, comment_id: int | None
+) -> dict[str, Any]:
+    """The deliver job's payload (the spawner protocol's shape)."""
+    from_github = source == "github"
+    return {
+        "work_item": item.id,
+        "spec_id": spec_id(item.issue_number),
+        "repo": item.repo_full_name,
+        "issue_number": item.issue_number,
+        "clone_url": item.clone_url,
+        "comment_id": comment_id,
+        "body": body,
+        "author": author,
+        "source": source,
+        "ref": ref,
+        "gh_event": "issue_comment" if from_github else source,
+        "action": "created" if from_github else "thread_reply",
+    }
+
+
+def deliver_comment(
+    services: Services,
+    session: Session,
+    work_item_id: str,
+    author: str,
+    body: str,
+    *,
+    ref: str,
+    source: str,
+    comment_id: int | None = None,
+) -> FollowupOutcome:
+    """Queue an already-authorized comment for the item's session, once per `ref`.
+
+    Runs inside the caller's transaction; the spawner is woken when it commits.
+    """
+    item = session.get(WorkItem, work_item_id)
+    if item is None:
+        return FollowupOutcome.UNKNOWN_ITEM
+    if item.frozen is None or item.state not in LIVE_STATES:
+        _ignored(services, session, item.id, f"work item is {item.state}", author, ref, source)
+        return FollowupOutcome.NOT_LIVE
+    payload = deliver_payload(item, author, body, ref=ref, source=source, comment_id=comment_id)
+    key = deliver_key(source, ref)
+    job = queue_job(session, JobKind.DELIVER, key, item.id, item.repo_full_name, payload)
+    if job is None:
+        return FollowupOutcome.REPEAT
+    services.events.emit(
+        "job.queued",
+        item.id,
+        session=session,
+        job=job.id,
+        kind=JobKind.DELIVER.value,
+        key=key,
+        author=author,
+        source=source,
+        ref=ref,
+    )
+    return FollowupOutcome.QUEUED
+
+
+def _ignored(
+    services: Services,
+    session: Session,
+    work_item: str,
+    reason: str,
+    author: str,
+    ref: str,
+    source: str,
+) -> None:
+    services.events.emit(
+        "comment.ignored",
+        work_item,
+        session=session,
+        reason=reason,
+        author=author,
+        ref=ref,
+        source=source,
+    )
+
+
+def _frozen_item(session: Session, repo: str, number: int) -> WorkItem | None:
+    query = select(WorkItem).where(WorkItem.repo_full_name == repo, WorkItem.issue_number == number)
+    item = session.scalars(query).first()
+    return item if item is not None and item.frozen is not None else None
+
+
+def on_issue_comment(ctx: HandlerContext) -> None:
+    """`issue_comment.created`: deliver an authorized follow-up on a frozen work item."""
+    comment: dict[str, Any] = ctx.payload.get("comment") or {}
+    issue: dict[str, Any] = ctx.payload.get("issue") or {}
+    repo = str((ctx.payload.get("repository") or {}).get("full_name", ""))
+    body = str(comment.get("body") or "")
+    if not repo or "id" not in comment or "number" not in issue:
+        return
+    if is_execute(body, ctx.config.routing.trigger.execute_keyword):
+        return  # the gate's: an execute reply is never a follow-up
+    item = _frozen_item(ctx.session, repo, int(issue["number"]))
+    if item is None:
+        return  # not a work item, or still at the human start gate (the gate's business)
+    author = str((comment.get("user") or {}).get("login", ""))
+    ref = str(comment["id"])
+    services = ctx.services
+    if is_own_comment(comment):
+        _ignored(
+            services, ctx.session, item.id, "written by a bot or the App", author, ref, "github"
+        )
+        return
+    why = why_not_authorized(
+        ctx.config,
+        ctx.github,
+        permission_cache(ctx.github),
+        ctx.installation_id or item.installation_id,
+        repo,
+        author,
+    )
+    if why is not None:
+        _ignored(services, ctx.session, item.id, why, author, ref, "github")
+        return
+    deliver_comment(
+        services, ctx.session, item.id, author, body, ref=ref, source="github", comment_id=int(ref)
+    )

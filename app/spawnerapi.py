@@ -1,0 +1,241 @@
+"""`/spawner/v1`: the HTTP API spawners (devbox agents) talk to. Outbound only from the
+devbox: a spawner long-polls for jobs, so it needs no inbound port.
+
+Every call carries `Authorization: Bearer <token>`: a spawner token, or — for `/comments`
+only — a work item's session token. A spawner sees only the jobs of repositories it serves.
+Errors are JSON `{"error": "…"}` with a status that says whose fault it is.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from githubkit.exception import GitHubException
+from sqlalchemy.orm import Session
+
+from app.agentcomments import CommentRefused, parse_request, post
+from app.github.client import GitHubNotConfigured
+from app.spawnerevents import ingest
+from app.spawnerjobs import OfferError, apply_result, prepare_offer, send_receipt
+from app.spawnertokens import Principal, TokenError, authenticate, register, scope_of
+from app.store import jobs
+from app.store.models import Job, JobKind, Spawner, WorkItem
+
+bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
+
+MAX_WAIT = 30.0
+DEFAULT_WAIT = 25.0
+LEASE_CONFIG = "THE_LOOP_JOB_LEASE_SECONDS"  # Flask config keys; tests change them
+POLL_CONFIG = "THE_LOOP_JOB_POLL_SECONDS"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError) -> tuple[Response, int]:
+    return jsonify(error=str(exc)), exc.status
+
+
+def _state() -> Any:
+    return current_app.extensions["the-loop"]
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=float(current_app.config.get(LEASE_CONFIG, jobs.LEASE.seconds)))
+
+
+def _poll_interval(state: Any) -> float:
+    return float(current_app.config.get(POLL_CONFIG) or jobs.poll_interval(state.engine))
+
+
+def _json() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return data
+
+
+def _principal(session: Session) -> Principal:
+    principal = authenticate(session, request.headers.get("Authorization"))
+    if principal is None:
+        raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
+    return principal
+
+
+def _spawner(session: Session) -> Spawner:
+    principal = _principal(session)
+    if principal.spawner is None:
+        raise ApiError(403, "this call needs a spawner token, not a session token")
+    return principal.spawner
+
+
+def _held_job(session: Session, job_id: int, spawner: Spawner) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise ApiError(404, f"no job {job_id}")
+    if job.spawner_id != spawner.id:
+        raise ApiError(409, f"job {job_id} is not held by this spawner")
+    return job
+
+
+@bp.post("/register")
+def register_spawner() -> Response:
+    data = _json()
+    repositories = data.get("repositories") or []
+    harnesses = data.get("harnesses") or []
+    if not isinstance(repositories, list) or not isinstance(harnesses, list):
+        raise ApiError(400, "`repositories` and `harnesses` must be lists")
+    state = _state()
+    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        spawner = _spawner(session)
+        try:
+            granted = register(
+                session,
+                spawner,
+                repositories,
+                harnesses,
+                data.get("version"),
+                state.services.clock(),
+            )
+        except TokenError as exc:
+            raise ApiError(400, str(exc)) from exc
+        state.services.events.emit(
+            "spawner.registered",
+            session=session,
+            spawner=spawner.name,
+            spawner_id=spawner.id,
+            reported_name=str(data.get("name", ""))[:128],
+            repositories=granted,
+            harnesses=list(spawner.harnesses),
+            version=spawner.version,
+        )
+    return jsonify(spawner_id=spawner.id, repositories=granted, harnesses=spawner.harnesses)
+
+
+def _wait_seconds() -> float:
+    raw = request.args.get("wait", str(DEFAULT_WAIT))
+    try:
+        wait = float(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"wait must be a number of seconds, not {raw!r}") from exc
+    return min(max(wait, 0.0), MAX_WAIT)
+
+
+@bp.get("/jobs")
+def next_job() -> Response | tuple[str, int]:
+    """Long-poll: the next job this spawner may run, or 204 after `wait` seconds."""
+    state = _state()
+    wait = _wait_seconds()
+    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        spawner = _spawner(session)
+        spawner.last_seen = state.services.clock()
+    jobs.listen_for_jobs(state.engine)
+    deadline = time.monotonic() + wait
+    lease = _lease()
+    while True:
+        seen = jobs.JOB_SIGNAL.generation()
+        job = _claim(state, spawner, lease)
+        if job is not None:
+            return jsonify(job=job)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "", 204
+        jobs.JOB_SIGNAL.wait(seen, min(remaining, _poll_interval(state)))
+
+
+def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
+    now = state.services.clock()
+    for failed in jobs.give_up_expired(state.engine, now):
+        state.services.events.emit(
+            "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
+        )
+    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease)
+    if job is None:
+        return None
+    try:
+        return prepare_offer(state.services, state.engine, job, spawner, lease).to_json()
+    except OfferError as exc:
+        jobs.release(state.engine, job.id, spawner.id)
+        raise ApiError(503, str(exc)) from exc
+
+
+@bp.post("/jobs/<int:job_id>/heartbeat")
+def heartbeat(job_id: int) -> Response:
+    state = _state()
+    lease = _lease()
+    with Session(state.engine) as session, session.begin():
+        spawner = _spawner(session)
+        _held_job(session, job_id, spawner)
+        if not jobs.heartbeat(session, job_id, spawner.id, state.services.clock(), lease):
+            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner")
+    return jsonify(ok=True, lease_seconds=int(lease.total_seconds()))
+
+
+def _report(data: dict[str, Any]) -> dict[str, Any]:
+    result = data.get("result") or {}
+    error = data.get("error")
+    if not isinstance(data.get("ok"), bool):
+        raise ApiError(400, "`ok` must be true or false")
+    if not isinstance(result, dict) or not (error is None or isinstance(error, str)):
+        raise ApiError(400, "`result` must be an object and `error` a string or null")
+    return {"ok": data["ok"], "result": result, "error": error}
+
+
+@bp.post("/jobs/<int:job_id>/result")
+def job_result(job_id: int) -> Response:
+    state = _state()
+    report = _report(_json())
+    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        spawner = _spawner(session)
+        outcome, job = jobs.finish(session, job_id, spawner.id, report["ok"], report)
+        if outcome == jobs.Finish.UNKNOWN or job is None:
+            raise ApiError(404, f"no job {job_id}")
+        if outcome == jobs.Finish.NOT_HELD:
+            raise ApiError(409, f"job {job_id} is not held by this spawner (lease expired?)")
+        if outcome == jobs.Finish.FINISHED:
+            apply_result(state.services, session, job, spawner, report)
+    delivered = job.kind == JobKind.DELIVER and report["result"].get("delivered")
+    receipt = send_receipt(state.services, state.engine, job) if delivered else None
+    return jsonify(ok=True, repeat=outcome == jobs.Finish.REPEAT, receipt=receipt)
+
+
+@bp.post("/events")
+def report_events() -> Response:
+    state = _state()
+    events = _json().get("events")
+    if not isinstance(events, list):
+        raise ApiError(400, "`events` must be a list")
+    with Session(state.engine) as session, session.begin():
+        spawner = _spawner(session)
+        ingested = ingest(state.services, session, spawner, events)
+    return jsonify(ingested.to_json())
+
+
+@bp.post("/comments")
+def agent_comment() -> Response:
+    state = _state()
+    try:
+        comment = parse_request(_json())
+    except CommentRefused as exc:
+        raise ApiError(exc.status, str(exc)) from exc
+    with Session(state.engine) as session, session.begin():
+        principal = _principal(session)
+        item = session.get(WorkItem, comment.work_item)
+        if item is None:
+            raise ApiError(404, f"no work item {comment.work_item}")
+        if not principal.may_act_on(item.id, item.repo_full_name):
+            raise ApiError(403, f"this credential may not post on {item.id}")
+        try:
+            posted = post(state.services, session, item, comment)
+        except CommentRefused as exc:
+            raise ApiError(exc.status, str(exc)) from exc
+        except (GitHubException, GitHubNotConfigured) as exc:
+            raise ApiError(502, f"GitHub refused the comment: {exc}") from exc
+    return jsonify(posted)

@@ -1,0 +1,116 @@
+"""Events a spawner reports: appended to the App's audit trail, mirrored, and used to keep a
+work item's status honest (a session waiting on a keypress is `stalled`, not `running`).
+
+A batch is taken event by event: a malformed event, or one about a work item in a
+repository the spawner does not serve, is rejected with its reason while the others are
+kept. An event carrying an `id` is recorded once however often the spawner resends it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.context import Services
+from app.spawnerjobs import set_status
+from app.spawnertokens import scope_of, serves
+from app.store.models import Once, Spawner, WorkItem
+
+EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+MAX_BATCH = 500
+MAX_EVENT_BYTES = 64 * 1024
+# Mirrored from the job result instead, where the App knows the comment it answers.
+NOT_MIRRORED = frozenset({"session.delivered"})
+STATUS_EVENTS = frozenset(
+    {"session.spawned", "session.respawned", "session.stalled", "session.exited"}
+)
+# Field names the event log itself uses; a reported field of that name is kept renamed.
+_RESERVED = frozenset({"session"})
+
+
+@dataclass
+class Ingested:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+        }
+
+
+def check_event(raw: Any) -> str | None:
+    """Why a reported event cannot be recorded, or None when it can (pure)."""
+    if not isinstance(raw, dict):
+        return "an event must be a JSON object"
+    name = raw.get("event")
+    if not isinstance(name, str) or not EVENT_NAME_RE.match(name) or len(name) > 64:
+        return "`event` must be a dotted lower-case name such as session.spawned"
+    item = raw.get("work_item")
+    if item is not None and (not isinstance(item, str) or len(item) > 256):
+        return "`work_item` must be a string of at most 256 characters, or null"
+    if len(repr(raw)) > MAX_EVENT_BYTES:
+        return f"an event must be smaller than {MAX_EVENT_BYTES} bytes"
+    return None
+
+
+def event_fields(raw: dict[str, Any], spawner: Spawner) -> dict[str, Any]:
+    """The fields recorded beside the name and work item (pure)."""
+    fields = {k: v for k, v in raw.items() if k not in ("event", "work_item")}
+    for key in _RESERVED & fields.keys():
+        fields[f"reported_{key}"] = fields.pop(key)
+    return {**fields, "spawner": spawner.name, "spawner_id": spawner.id}
+
+
+def _first_time(session: Session, spawner: Spawner, event_id: Any) -> bool:
+    if event_id is None:
+        return True
+    key = f"spawner-event:{spawner.id}:{str(event_id)[:128]}"
+    if session.get(Once, key) is not None:
+        return False
+    try:
+        with session.begin_nested():
+            session.add(Once(key=key))
+    except IntegrityError:
+        return False
+    return True
+
+
+def ingest(services: Services, session: Session, spawner: Spawner, events: list[Any]) -> Ingested:
+    """Record a batch of reported events inside the caller's transaction."""
+    out = Ingested()
+    scope = scope_of(spawner)
+    for index, raw in enumerate(events[:MAX_BATCH]):
+        why = check_event(raw)
+        item = None
+        if why is None and raw.get("work_item"):
+            item = session.get(WorkItem, raw["work_item"])
+            if item is not None and not serves(scope, item.repo_full_name):
+                why = f"this spawner does not serve {item.repo_full_name}"
+        if why is not None:
+            out.rejected.append({"index": index, "error": why})
+            continue
+        if not _first_time(session, spawner, raw.get("id")):
+            out.duplicates += 1
+            continue
+        name = raw["event"]
+        fields = event_fields(raw, spawner)
+        services.events.emit(name, raw.get("work_item"), session=session, **fields)
+        out.accepted += 1
+        if item is None:
+            continue
+        if name in STATUS_EVENTS:
+            set_status(item, name)
+        if name.startswith("session.") and name not in NOT_MIRRORED:
+            payload = {"event": name, **fields, "url": item.html_url}
+            services.mirror.post(session, item.id, "session", payload)
+    for index in range(MAX_BATCH, len(events)):
+        out.rejected.append({"index": index, "error": f"at most {MAX_BATCH} events per batch"})
+    return out

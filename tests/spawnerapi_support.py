@@ -1,0 +1,211 @@
+"""Shared setup for the spawner-API tests: an App on a real port with a short job lease,
+spawner tokens, work items and jobs in its store, and a small HTTP client for spawners."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from app.spawnertokens import create_token
+from app.store.jobs import queue_job
+from app.store.models import Job, JobKind, WorkItem, WorkItemStatus
+from tests.conftest import APP_ID, POSTGRES_URL
+from tests.fakes.github_api import FakeGitHub
+from tests.fakes.server import LiveServer
+from tests.support import WEBHOOK_SECRET
+
+REPO = "Codertocat/Hello-World"
+INSTALLATION = 1
+
+
+@dataclass
+class Api:
+    url: str
+    state: Any
+    flask: Any
+    fake: FakeGitHub
+    repo: str = REPO
+
+    def fresh(self) -> Api:
+        """A view of the shared App for one test: its own repository, so its own jobs."""
+        return replace(self, repo=f"t{uuid.uuid4().hex[:10]}/Hello-World")
+
+    def session(self) -> Session:
+        return Session(self.state.engine, expire_on_commit=False)
+
+    def token(self, name: str = "devbox", repositories: list[str] | None = None) -> str:
+        """A spawner token; by default for this test's repository only."""
+        with self.session() as session, session.begin():
+            return create_token(session, name, repositories or [self.repo])
+
+    def spawner(self, token: str) -> SpawnerClient:
+        return SpawnerClient(self.url, token)
+
+    def work_item(
+        self,
+        number: int = 1,
+        repo: str | None = None,
+        status: WorkItemStatus = WorkItemStatus.FROZEN,
+        session: dict[str, Any] | None = None,
+    ) -> str:
+        repo = repo or self.repo
+        item_id = f"github:{repo}#{number}"
+        with self.session() as db, db.begin():
+            db.add(
+                WorkItem(
+                    id=item_id,
+                    repo_full_name=repo,
+                    issue_number=number,
+                    installation_id=INSTALLATION,
+                    title=f"Issue {number}",
+                    html_url=f"https://github.com/{repo}/issues/{number}",
+                    clone_url=f"https://github.com/{repo}.git",
+                    state=status,
+                    frozen={"harness": "claude", "model": "", "effort": "", "skips": {}},
+                    session=session,
+                )
+            )
+        return item_id
+
+    def queue(self, kind: JobKind, key: str, item_id: str, **payload: Any) -> int:
+        repo = item_id.split(":", 1)[1].split("#", 1)[0]
+        with self.session() as db, db.begin():
+            unique = f"{key}@{item_id}"  # keys are global; tests share the database
+            job = queue_job(db, kind, unique, item_id, repo, {"work_item": item_id, **payload})
+            assert job is not None
+            return job.id
+
+    def item(self, item_id: str) -> WorkItem:
+        with self.session() as db:
+            item = db.get(WorkItem, item_id)
+            assert item is not None
+            return item
+
+    def job(self, job_id: int) -> Job:
+        with self.session() as db:
+            job = db.get(Job, job_id)
+            assert job is not None
+            return job
+
+    def events(self, name: str, work_item: str | None = None) -> list[dict[str, Any]]:
+        from sqlalchemy import select
+
+        from app.store.models import Event
+
+        with self.session() as db:
+            query = select(Event).where(Event.event == name).order_by(Event.id)
+            if work_item is not None:
+                query = query.where(Event.work_item == work_item)
+            return [row.data for row in db.scalars(query)]
+
+
+class SpawnerClient:
+    """What a devbox spawner sends, over real HTTP."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.client = httpx.Client(
+            base_url=f"{url}/spawner/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=40,
+        )
+
+    def register(self, **body: Any) -> httpx.Response:
+        body.setdefault("name", "devbox")
+        body.setdefault("harnesses", ["claude"])
+        body.setdefault("version", "test")
+        return self.client.post("/register", json=body)
+
+    def poll(self, wait: float = 0) -> httpx.Response:
+        return self.client.get("/jobs", params={"wait": wait})
+
+    def job(self, wait: float = 0) -> dict[str, Any] | None:
+        resp = self.poll(wait)
+        if resp.status_code == 204:
+            return None
+        assert resp.status_code == 200, resp.text
+        return resp.json()["job"]
+
+    def heartbeat(self, job_id: int) -> httpx.Response:
+        return self.client.post(f"/jobs/{job_id}/heartbeat")
+
+    def result(
+        self, job_id: int, ok: bool = True, error: str | None = None, **result: Any
+    ) -> httpx.Response:
+        return self.client.post(
+            f"/jobs/{job_id}/result", json={"ok": ok, "result": result, "error": error}
+        )
+
+    def events(self, *events: dict[str, Any]) -> httpx.Response:
+        return self.client.post("/events", json={"events": list(events)})
+
+    def comment(self, work_item: str, body: str, kind: str = "comment") -> httpx.Response:
+        return self.client.post(
+            "/comments", json={"work_item": work_item, "kind": kind, "body": body}
+        )
+
+
+@contextmanager
+def scratch_database(kind: str, directory: Path) -> Iterator[str]:
+    """A fresh database shared by one test module: a SQLite file, or a new PostgreSQL one."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'the-loop.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def serve_api(
+    kind: str,
+    directory: Path,
+    private_key: str,
+    config_yaml: str = "{}\n",
+    lease_seconds: float = 1,
+) -> Iterator[Api]:
+    """The App with its spawner API and a fake GitHub, both on 127.0.0.1, for one module.
+
+    Tests share it and keep apart by repository: `api.fresh()` gives each test its own.
+    """
+    from app import create_app
+    from app.settings import load_settings
+    from app.spawnerapi import LEASE_CONFIG
+
+    fake = FakeGitHub(app_id=APP_ID, private_key_pem=private_key)
+    config = directory / "cli-config.yaml"
+    config.write_text(config_yaml)
+    with scratch_database(kind, directory) as url, LiveServer(fake.wsgi()) as github:
+        env = {
+            "GITHUB_APP_ID": str(APP_ID),
+            "GITHUB_PRIVATE_KEY": private_key,
+            "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "GITHUB_API_URL": github.url,
+            "DATABASE_URL": url,
+            "THE_LOOP_STATE_DIR": str(directory / "state"),
+            "THE_LOOP_CONFIG": str(config),
+        }
+        app = create_app(load_settings(env, dotenv=None))
+        app.config[LEASE_CONFIG] = lease_seconds
+        state = app.extensions["the-loop"]
+        with LiveServer(app) as server:
+            yield Api(url=server.url, state=state, flask=app, fake=fake)
+        state.stop_workers()
+        state.engine.dispose()

@@ -1,0 +1,288 @@
+"""The spawner API over real HTTP: registration, the long-poll claim, leases, results."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.spawnerapi import POLL_CONFIG
+from app.store.models import JobKind, JobState, WorkItemStatus
+from tests.spawnerapi_support import serve_api
+
+# Behaviour that does not depend on the backend runs on SQLite; claiming, leases, wake-ups and
+# repository scoping run on both (the store-level tests cover both for every queue operation).
+SQLITE_ONLY = pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def shared_api(request, tmp_path_factory, app_private_key):
+    directory = tmp_path_factory.mktemp(f"spawnerapi-{request.param}")
+    yield from serve_api(request.param, directory, app_private_key, lease_seconds=1)
+
+
+@pytest.fixture
+def api(shared_api):
+    return shared_api.fresh()
+
+
+@SQLITE_ONLY
+def test_calls_without_a_valid_spawner_token_are_refused(api):
+    assert api.spawner("tlsp_not-a-token").poll().status_code == 401
+    assert httpx.post(f"{api.url}/spawner/v1/register", json={}).status_code == 401
+    item = api.work_item()
+    from app.spawnertokens import mint_session_token
+
+    with api.session() as db, db.begin():
+        session_token = mint_session_token(db, item)
+    resp = api.spawner(session_token).poll()
+    assert resp.status_code == 403
+    assert "spawner token" in resp.json()["error"]
+
+
+@SQLITE_ONLY
+def test_register_records_harnesses_within_the_token_allowance(api):
+    spawner = api.spawner(api.token("box"))
+    resp = spawner.register(repositories=[api.repo, "other/repo"], harnesses=["claude", "codex"])
+    assert resp.status_code == 200
+    body = resp.json()
+    assert isinstance(body["spawner_id"], int)
+    assert body["repositories"] == [api.repo.lower()]
+    bad = spawner.register(harnesses=["claude; rm -rf ~"])
+    assert bad.status_code == 400 and "harness" in bad.json()["error"]
+    assert api.events("spawner.registered")[-1]["harnesses"] == ["claude", "codex"]
+
+
+@SQLITE_ONLY
+def test_an_empty_queue_answers_204_after_the_wait(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    started = time.monotonic()
+    assert spawner.poll(wait=0.6).status_code == 204
+    assert 0.55 <= time.monotonic() - started < 3
+    assert spawner.poll(wait="soon").status_code == 400  # type: ignore[arg-type]
+
+
+def test_a_queued_job_wakes_a_waiting_poll_at_once(api):
+    """Measured with the re-check interval at 5 s, so only the wake-up can answer fast."""
+    spawner = api.spawner(api.token())
+    spawner.register()
+    api.flask.config[POLL_CONFIG] = 5.0
+    latencies = []
+    try:
+        for number in (1, 2, 3):
+            item = api.work_item(number=number)
+            answers: list[tuple[float, dict]] = []
+            thread = threading.Thread(
+                target=lambda out=answers: out.append((time.monotonic(), spawner.job(wait=10)))
+            )
+            thread.start()
+            time.sleep(0.3)  # the poll is waiting
+            queued_at = time.monotonic()
+            # a stop job needs no GitHub token: the answer time is the wake-up alone
+            api.queue(JobKind.STOP, "stop:wake", item, reason="test")
+            thread.join(10)
+            answered_at, job = answers[0]
+            assert job is not None and job["work_item"] == item
+            latencies.append(answered_at - queued_at)
+    finally:
+        api.flask.config.pop(POLL_CONFIG)
+    assert max(latencies) < 1.0, latencies
+    assert min(latencies) < 0.1, latencies
+
+
+@SQLITE_ONLY
+def test_a_spawn_job_carries_a_token_for_its_one_repository(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:1", item, installation_id=1)
+    job = spawner.job()
+    assert job["id"] == job_id and job["kind"] == "spawn" and job["repo"] == api.repo
+    assert job["lease_seconds"] == 1
+    minted = api.fake.tokens[job["github_token"]["token"]]
+    assert minted["installation"] == 1
+    assert minted["repositories"] == ["Hello-World"]
+    assert job["session_token"].startswith("tlss_")
+    assert api.item(item).state == WorkItemStatus.SPAWNING
+    assert api.events("job.claimed", item)[0]["spawner"] == "devbox"
+
+
+def test_a_spawner_sees_only_the_jobs_of_repositories_it_serves(api):
+    mine = api.spawner(api.token("mine", ["octo/mine"]))
+    mine.register()
+    theirs = api.work_item(number=7)  # Codertocat/Hello-World
+    api.queue(JobKind.SPAWN, "spawn:theirs", theirs)
+    assert mine.job() is None
+    other = api.spawner(api.token("all"))
+    other.register()
+    assert other.job()["work_item"] == theirs
+
+
+def test_a_job_whose_spawner_died_is_offered_again_after_the_lease(api):
+    dead = api.spawner(api.token("dead"))
+    alive = api.spawner(api.token("alive"))
+    dead.register()
+    alive.register()
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:lease", item)
+    assert dead.job()["id"] == job_id
+    assert alive.job() is None  # held under the lease
+    retaken = alive.job(wait=5)
+    assert retaken is not None and retaken["id"] == job_id
+    late = dead.result(job_id, session_id="s-dead")
+    assert late.status_code == 409
+    assert alive.result(job_id, session_id="s-alive", tmux_target="the-loop:1").status_code == 200
+    assert api.item(item).session["session_id"] == "s-alive"
+    assert api.job(job_id).attempts == 2
+
+
+@SQLITE_ONLY
+def test_heartbeats_keep_a_job_from_being_offered_again(api):
+    holder = api.spawner(api.token("holder"))
+    other = api.spawner(api.token("other"))
+    holder.register()
+    other.register()
+    job_id = api.queue(JobKind.SPAWN, "spawn:hb", api.work_item())
+    assert holder.job()["id"] == job_id
+    for _ in range(4):
+        time.sleep(0.4)
+        assert holder.heartbeat(job_id).status_code == 200
+        assert other.job() is None
+    assert other.heartbeat(job_id).status_code == 409
+
+
+def test_a_spawn_result_makes_the_item_running_and_follow_ups_go_to_its_host(api):
+    host = api.spawner(api.token("host"))
+    other = api.spawner(api.token("other"))
+    host.register()
+    other.register()
+    item = api.work_item()
+    spawn = api.queue(JobKind.SPAWN, "spawn:x", item)
+    assert host.job()["id"] == spawn
+    deliver = api.queue(JobKind.DELIVER, "deliver:1", item, body="hi")
+    assert other.job() is None  # a follow-up never overtakes its session's spawn
+    facts = {
+        "session_id": "4f1c",
+        "tmux_target": "the-loop:issue-1",
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+        "harness_args": ["--dangerously-skip-permissions", "--model", "opus"],
+        "checkout": "/w/issue-1",
+        "respawned": False,
+    }
+    assert host.result(spawn, **facts).status_code == 200
+    stored = api.item(item)
+    assert stored.state == WorkItemStatus.RUNNING
+    assert stored.session == {
+        **facts,
+        "spawner_id": stored.session["spawner_id"],
+        "spawner": "host",
+    }
+    assert other.job() is None  # the session lives in host's tmux
+    offered = host.job()
+    assert offered["id"] == deliver and offered["payload"]["body"] == "hi"
+    assert offered["session_token"] and offered["github_token"]
+
+
+@SQLITE_ONLY
+def test_a_failed_spawn_is_not_shown_as_running(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:f", item)
+    spawner.job()
+    resp = spawner.result(job_id, ok=False, error="git clone failed: repository not found")
+    assert resp.status_code == 200
+    assert api.job(job_id).state == JobState.FAILED
+    assert api.item(item).state == WorkItemStatus.EXITED
+    assert api.events("job.failed", item)[0]["error"] == "git clone failed: repository not found"
+
+
+@SQLITE_ONLY
+def test_a_retried_result_is_accepted_once(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:r", item)
+    spawner.job()
+    first = spawner.result(job_id, session_id="a")
+    again = spawner.result(job_id, session_id="a")
+    assert first.json()["repeat"] is False and again.json()["repeat"] is True
+    assert len(api.events("job.done", item)) == 1
+    assert spawner.result(job_id, session_id="b").status_code == 409
+    assert spawner.result(999_999, session_id="a").status_code == 404
+    bad = spawner.client.post(f"/jobs/{job_id}/result", json={"ok": "yes"})
+    assert bad.status_code == 400 and "ok" in bad.json()["error"]
+
+
+@SQLITE_ONLY
+def test_stop_result_stops_the_item_and_withdraws_its_session_tokens(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(status=WorkItemStatus.RUNNING)
+    spawn = api.queue(JobKind.SPAWN, "spawn:s", item)
+    session_token = spawner.job()["session_token"]
+    spawner.result(spawn, session_id="s")
+    stop = api.queue(JobKind.STOP, "stop:1", item, reason="issue closed")
+    job = spawner.job()
+    assert job["id"] == stop and job["github_token"] is None and job["session_token"] is None
+    assert spawner.result(stop, stopped=True).status_code == 200
+    assert api.item(item).state == WorkItemStatus.STOPPED
+    refused = api.spawner(session_token).comment(item, "still here?")
+    assert refused.status_code == 401
+
+
+@SQLITE_ONLY
+def test_a_deliver_result_puts_a_receipt_on_the_comment_once(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(status=WorkItemStatus.RUNNING)
+    comment = api.fake.add_comment(api.repo, 1, "please also add tests", "octocat")
+    job_id = api.queue(
+        JobKind.DELIVER, "deliver:c", item, comment_id=comment["id"], source="github", ref="c"
+    )
+    spawner.job()
+    resp = spawner.result(job_id, delivered=True, respawned=False, session_id="s")
+    assert resp.status_code == 200 and resp.json()["receipt"] is True
+    spawner.result(job_id, delivered=True, respawned=False, session_id="s")
+    receipts = [r for r in api.fake.reactions if r["target_id"] == comment["id"]]
+    assert [r["content"] for r in receipts] == ["eyes"]
+
+
+@SQLITE_ONLY
+def test_a_respawning_delivery_records_the_new_session(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(status=WorkItemStatus.EXITED, session={"session_id": "old"})
+    job_id = api.queue(JobKind.DELIVER, "deliver:r", item, source="slack", ref="171.2")
+    spawner.job()
+    spawner.result(job_id, delivered=True, respawned=True, session_id="new")
+    stored = api.item(item)
+    assert stored.state == WorkItemStatus.RUNNING
+    assert stored.session["session_id"] == "new" and stored.session["respawned"] is True
+    assert not [r for r in api.fake.reactions if r["target"] == f"comment:{api.repo}"]
+
+
+@SQLITE_ONLY
+def test_a_job_whose_claimers_keep_dying_is_given_up(api):
+    from app.store.jobs import MAX_ATTEMPTS
+
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:poison", item)
+    with api.session() as db, db.begin():
+        from app.store.models import Job
+
+        db.get(Job, job_id).attempts = MAX_ATTEMPTS - 1
+    assert spawner.job()["id"] == job_id
+    time.sleep(1.2)  # the claimer died; the lease ran out for the last allowed time
+    assert spawner.job() is None
+    assert api.job(job_id).state == JobState.FAILED
+    assert "lease expired" in api.events("job.failed", item)[0]["error"]
