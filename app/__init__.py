@@ -27,6 +27,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from app.github.webhooks import bp as github_bp
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
+    from app.spawnerapi import bp as spawner_bp
 
     settings = settings or load_settings()
     if not settings.github_webhook_secret:
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.extensions["the-loop"] = state
     app.register_blueprint(github_bp)
+    app.register_blueprint(spawner_bp)
 
     @app.get("/healthz")
     def healthz():  # type: ignore[no-untyped-def]
