@@ -60,6 +60,7 @@ def gate(
     full_env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
         "HOME": str(tmp_path / "home"),
         "THE_LOOP_STATE_DIR": str(tmp_path / "state"),
         **env,
@@ -203,19 +204,22 @@ def test_the_spawner_can_set_the_cap(tmp_path: Path) -> None:
     assert gate(tmp_path, checkout, THE_LOOP_GATE_MAX_ATTEMPTS="1").returncode == 0
 
 
-def test_the_operator_config_sets_the_cap(tmp_path: Path) -> None:
-    config = tmp_path / "cli-config.yaml"
-    config.write_text("stopGate:\n  maxAttempts: 5\n")
+@pytest.mark.parametrize("value", ["0", "-1", "three", ""])
+def test_a_cap_that_is_not_a_positive_number_means_three(tmp_path: Path, value: str) -> None:
     checkout = make_checkout(tmp_path / "repo", at("design"))
-    result = gate(tmp_path, checkout, THE_LOOP_CONFIG=str(config))
-    assert "(attempt 1/5)" in result.stderr
+    result = gate(tmp_path, checkout, THE_LOOP_GATE_MAX_ATTEMPTS=value)
+    assert "(attempt 1/3)" in result.stderr
 
 
-def test_a_config_file_in_the_agents_checkout_is_not_read(tmp_path: Path) -> None:
+def test_no_config_file_sets_the_cap(tmp_path: Path) -> None:
+    """Only the spawner's variable does: the checkout is agent-writable, and YAML per turn
+    would cost more than the rest of the gate."""
     checkout = make_checkout(tmp_path / "repo", at("design"))
     (checkout / "cli-config.yaml").write_text("stopGate:\n  maxAttempts: 1\n")
-    gate(tmp_path, checkout)
-    assert "(attempt 2/3)" in gate(tmp_path, checkout).stderr
+    operator = tmp_path / "operator.yaml"
+    operator.write_text("stopGate:\n  maxAttempts: 1\n")
+    gate(tmp_path, checkout, THE_LOOP_CONFIG=str(operator))
+    assert "(attempt 2/3)" in gate(tmp_path, checkout, THE_LOOP_CONFIG=str(operator)).stderr
 
 
 def test_stop_hook_active_does_not_reset_or_skip_the_count(tmp_path: Path) -> None:
@@ -233,16 +237,17 @@ def test_outside_a_work_item_session_it_exits_at_once(tmp_path: Path) -> None:
     checkout = make_checkout(tmp_path / "repo", at("design"))
     result = gate(tmp_path, checkout, item=None)
     assert (result.returncode, result.stderr) == (0, "")
-    timed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "hooks.stop_gate"],
-        input="{}",
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)},
+    timed = subprocess.run(  # the default hook line, which skips site
+        [sys.executable, "-S", "-X", "importtime", str(ROOT / "hooks" / "stop_gate.py")],
+        input=json.dumps({"cwd": str(checkout)}),
+        env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"},
         capture_output=True,
         text=True,
         check=True,
     )
     imported = {line.rsplit("|", 1)[-1].strip() for line in timed.stderr.splitlines()}
-    assert "hooks" in imported and not {"app", "app.graph", "app.workstate"} & imported
+    assert "os" in imported
+    assert not {"json", "dataclasses", "pathlib", "typing", "hooks", "app"} & imported
 
 
 def test_a_work_item_name_that_is_a_path_turns_the_gate_off(tmp_path: Path) -> None:
@@ -271,10 +276,27 @@ def test_unreadable_hook_input_still_evaluates_the_working_directory(tmp_path: P
     assert gate(tmp_path, checkout, stdin="not json at all").returncode == 2
 
 
+def test_run_as_a_file_without_site_it_finds_its_own_packages(tmp_path: Path) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    result = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "hooks" / "stop_gate.py")],
+        input=json.dumps({"cwd": str(checkout)}),
+        cwd=tmp_path,
+        env={
+            "THE_LOOP_WORK_ITEM": "issue-1",
+            "THE_LOOP_STATE_DIR": str(tmp_path / "s"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and DESIGN_MISSING in result.stderr
+
+
 def test_the_gate_imports_only_light_modules(tmp_path: Path) -> None:
     checkout = make_checkout(tmp_path / "repo", at("design"))
     probe = (
-        "import json, sys, hooks.stop_gate as g\n"
+        "import json, sys, hooks.gate as g\n"
         f"out = g.run({{'cwd': {str(checkout)!r}}}, "
         f"{{'THE_LOOP_WORK_ITEM': 'issue-1', 'THE_LOOP_STATE_DIR': {str(tmp_path)!r}}})\n"
         "heavy = ('pydantic', 'sqlalchemy', 'flask', 'githubkit', 'yaml', 'httpx', 'rich')\n"

@@ -1,0 +1,151 @@
+"""The stop gate's answer for one turn of a work-item session.
+
+Evaluates the process graph in-process, bounded by the recorded pointer: it blocks only on
+the first unsatisfied node the item has reached, and only when that node's status is
+`block`; a position it cannot resolve lets the turn end. Nudges are capped per (checkout,
+item, node) — `THE_LOOP_GATE_MAX_ATTEMPTS`, set by the spawner from `stopGate.maxAttempts`,
+else 3 — and the counts live under the state dir, out of the agent-writable docs tree.
+Claude Code's own cap (8 consecutive blocks) stays a backstop.
+
+Runs on every turn: standard library and `app.graph` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from app import graph
+
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_STATE_DIR = "~/.local/state/the-loop"
+_ESCAPE = str.maketrans({"%": "%25", "/": "%2F"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the gate answers, and the attempt counts to keep (empty: forget them)."""
+
+    code: int
+    stderr: str = ""
+    stdout: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def decide(
+    blocking: Mapping[str, Any] | None, counts: Mapping[str, int], max_attempts: int
+) -> Outcome:
+    """Block on `blocking` unless its nudges are used up; no blocking node ends the turn."""
+    if blocking is None:
+        return Outcome(0)
+    name = str(blocking.get("node"))
+    attempt = counts.get(name, 0) + 1
+    kept = {**counts, name: min(attempt, max_attempts + 1)}
+    if attempt > max_attempts:
+        note = (
+            f"the-loop: the stop gate let the turn end: {name} is still not complete after "
+            f"{max_attempts} attempts."
+        )
+        return Outcome(0, stdout=json.dumps({"systemMessage": note}), counts=kept)
+    lines = [f"the-loop: the {name} step is not complete."]
+    lines += [f"  · {m}" for m in blocking.get("messages") or [] if isinstance(m, str)]
+    lines += ["", f"Fix the above, then finish. (attempt {attempt}/{max_attempts})"]
+    return Outcome(2, stderr="\n".join(lines) + "\n", counts=kept)
+
+
+def max_attempts(env: Mapping[str, str]) -> int:
+    """The cap: `THE_LOOP_GATE_MAX_ATTEMPTS`, which the spawner sets from the operator's
+    `stopGate.maxAttempts`, else 3.
+
+    The gate reads no config file: parsing YAML would cost every turn more than the rest of
+    the gate, and the only file it could find on its own is in the agent-writable checkout.
+    """
+    value = env.get("THE_LOOP_GATE_MAX_ATTEMPTS", "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return DEFAULT_MAX_ATTEMPTS
+
+
+def read_hook_input(stream: TextIO) -> dict[str, Any]:
+    """Claude Code's Stop hook JSON; anything unreadable is an empty input."""
+    if stream.isatty():
+        return {}
+    try:
+        data = json.loads(stream.read() or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _starts(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> list[Path]:
+    """Where to look for the checkout: the spawn directory first, then where the agent is.
+
+    `cwd` follows the agent's `cd`, so the project directory Claude Code was started in comes
+    first: moving elsewhere does not switch the gate off.
+    """
+    candidates = [env.get("CLAUDE_PROJECT_DIR"), hook_input.get("cwd"), os.getcwd()]
+    return [Path(c) for c in candidates if isinstance(c, str) and os.path.isabs(c)]
+
+
+def attempts_file(state_dir: Path, checkout: Path, item: str) -> Path:
+    """`<state dir>/stop-gate/<item>/<checkout path, escaped>.json`: one file per checkout.
+
+    The escaped path keeps the file readable for an operator; a path too long for a file
+    name falls back to its hash.
+    """
+    key = str(checkout.resolve()).translate(_ESCAPE)
+    if len(key) > 200:
+        import hashlib  # rare: hashing costs a few milliseconds a turn
+
+        key = hashlib.sha256(key.encode()).hexdigest()
+    return state_dir / "stop-gate" / item / f"{key}.json"
+
+
+def load_counts(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    counts = data.get("attempts") if isinstance(data, dict) else None
+    if not isinstance(counts, dict):
+        return {}
+    return {str(k): v for k, v in counts.items() if isinstance(v, int) and v >= 0}
+
+
+def save_counts(path: Path, checkout: Path, item: str, counts: Mapping[str, int]) -> None:
+    """Write atomically; no counts means the item is clear, so the file goes."""
+    if not counts:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    record = {"checkout": str(checkout), "workItem": item, "attempts": dict(counts)}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(record) + "\n")
+    os.replace(tmp, path)
+
+
+def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
+    """Evaluate the gate for the work item named in `env`; see the module docstring."""
+    item = env.get("THE_LOOP_WORK_ITEM", "")
+    if not item:
+        return Outcome(0)
+    if not graph.ITEM_RE.match(item):
+        return Outcome(0, stderr=f"the-loop: THE_LOOP_WORK_ITEM={item!r} is not a work item\n")
+    starts = _starts(hook_input, env)
+    checkout = graph.find_checkout(starts, item) or graph.repository_root(starts[-1])
+    report = graph.check_checkout(checkout, item, recompute=True)
+    state_dir = Path(env.get("THE_LOOP_STATE_DIR") or DEFAULT_STATE_DIR).expanduser()
+    counts_path = attempts_file(state_dir, checkout, item)
+    blocking = graph.blocking_node(report)
+    counts = load_counts(counts_path) if blocking else {}
+    outcome = decide(blocking, counts, max_attempts(env))
+    try:
+        save_counts(counts_path, checkout, item, outcome.counts)
+    except OSError as exc:
+        note = f"the-loop: could not record the stop gate's attempt count: {exc}\n"
+        return Outcome(outcome.code, outcome.stderr + note, outcome.stdout, outcome.counts)
+    return outcome
