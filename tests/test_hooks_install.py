@@ -13,11 +13,17 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from app.commands.hooks import install_stop_hook, is_gate_entry, uninstall_stop_hook
+from app.commands.hooks import (
+    GATE_COMMAND,
+    direct_command,
+    install_stop_hook,
+    is_gate_entry,
+    uninstall_stop_hook,
+)
 from tests.test_stop_gate import REPRO_STATE, at, make_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"type": "command", "command": "the-loop-gate", "timeout": 30}
+OURS = {"type": "command", "command": direct_command(), "timeout": 30}
 THEIRS = {"type": "command", "command": "~/bin/notify-done", "timeout": 5}
 
 
@@ -126,7 +132,7 @@ def test_uninstall_removes_only_the_gate(tmp_path: Path, hooks_cli: Any) -> None
 
 
 def test_uninstall_drops_the_keys_it_emptied() -> None:
-    installed, _ = install_stop_hook({"theme": "dark"})
+    installed, _ = install_stop_hook({"theme": "dark"}, GATE_COMMAND)
     cleared, removed = uninstall_stop_hook(installed)
     assert (cleared, removed) == ({"theme": "dark"}, 1)
 
@@ -157,13 +163,13 @@ def test_installed_command_runs_the_gate_where_it_is_on_path(tmp_path: Path) -> 
         "THE_LOOP_STATE_DIR": str(tmp_path / "state"),
     }
     install = subprocess.run(
-        [sys.executable, "-m", "app.cli", "hooks", "install"],
+        [sys.executable, "-m", "app.cli", "hooks", "install", "--command", "the-loop-gate"],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "warning" not in install.stdout
+    assert "warning" not in install.stdout and "(command: the-loop-gate)" in install.stdout
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     (command,) = [e["command"] for e in stop_entries(settings)]
 
@@ -180,6 +186,26 @@ def test_installed_command_runs_the_gate_where_it_is_on_path(tmp_path: Path) -> 
 
     assert hook(make_checkout(tmp_path / "parked", REPRO_STATE)).returncode == 0
     blocked = hook(make_checkout(tmp_path / "at-design", at("design")))
+    assert blocked.returncode == 2 and "design.md" in blocked.stderr
+
+
+def test_the_default_line_runs_without_path_or_site(tmp_path: Path, hooks_cli: Any) -> None:
+    path = tmp_path / "settings.json"
+    code, out, _ = hooks_cli("install", "--settings", str(path))
+    assert code == 0 and "warning" not in out
+    (command,) = [e["command"] for e in stop_entries(json.loads(path.read_text()))]
+    assert command == f"{sys.executable} -S {ROOT / 'hooks' / 'stop_gate.py'}"
+    assert hooks_cli("install", "--settings", str(path), "--command", GATE_COMMAND)[0] == 0
+    assert [e["command"] for e in stop_entries(json.loads(path.read_text()))] == [GATE_COMMAND]
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    blocked = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps({"cwd": str(checkout)}),
+        cwd=checkout,
+        env={"PATH": "/usr/bin:/bin", "THE_LOOP_WORK_ITEM": "issue-1", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert blocked.returncode == 2 and "design.md" in blocked.stderr
 
 

@@ -1,9 +1,12 @@
 """`the-loop hooks install|uninstall`: the stop gate in Claude Code's user settings.
 
 Edits `~/.claude/settings.json` (or `$CLAUDE_CONFIG_DIR/settings.json`, or `--settings`):
-adds one `Stop` hook running `the-loop-gate`, keeps every other key and hook as it was, and
-writes atomically with the file's mode. Running install twice changes nothing; a settings
-file that is not valid JSON is never overwritten.
+adds one `Stop` hook running the gate, keeps every other key and hook as it was, and writes
+atomically with the file's mode. The default hook line runs the gate's file with this
+installation's Python and `-S`, skipping site's start-up work, which on a heavily provisioned
+interpreter costs more than the gate; `--command the-loop-gate` uses the console script.
+Running install twice changes nothing; a settings file that is not valid JSON is never
+overwritten.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 GATE_COMMAND = "the-loop-gate"
 DEFAULT_TIMEOUT = 30
 _OUR_MARKERS = ("the-loop-gate", "the-loop-gate.py", "hooks.stop_gate")
+_GATE_FILE_SUFFIX = os.path.join("hooks", "stop_gate.py")
 
 
 class HooksError(ValueError):
@@ -35,7 +39,20 @@ def is_gate_entry(entry: Any) -> bool:
         words = shlex.split(entry["command"])
     except ValueError:
         words = entry["command"].split()
-    return any(Path(word).name in _OUR_MARKERS for word in words)
+    return any(
+        Path(word).name in _OUR_MARKERS or word.endswith(_GATE_FILE_SUFFIX) for word in words
+    )
+
+
+def direct_command(python: str = sys.executable) -> str:
+    """The default hook line: this interpreter with `-S` on the gate's file.
+
+    Like a console script it names one interpreter (so reinstall after moving it); unlike
+    one it needs no PATH lookup and skips site's start-up work.
+    """
+    from hooks import stop_gate
+
+    return shlex.join([python, "-S", str(Path(stop_gate.__file__).resolve())])
 
 
 def _stop_groups(settings: dict[str, Any]) -> list[Any]:
@@ -79,7 +96,7 @@ def _with_groups(settings: dict[str, Any], groups: list[Any]) -> dict[str, Any]:
 
 
 def install_stop_hook(
-    settings: dict[str, Any], command: str = GATE_COMMAND, timeout: int = DEFAULT_TIMEOUT
+    settings: dict[str, Any], command: str, timeout: int = DEFAULT_TIMEOUT
 ) -> tuple[dict[str, Any], bool]:
     """Settings with exactly one stop-gate entry; `changed` is False when it was already so."""
     groups = _stop_groups(settings)
@@ -153,6 +170,8 @@ def _settings_path(args: Any) -> Path:
 
 def run_install(args: Any) -> int:
     path = _settings_path(args)
+    if args.command is None:
+        args.command = direct_command()
     if not args.command.strip() or args.timeout < 1:
         print("the-loop: --command must be non-empty and --timeout at least 1", file=sys.stderr)
         return 2
@@ -197,7 +216,11 @@ def register(subparsers: Any) -> None:
             help="settings file (default: $CLAUDE_CONFIG_DIR or ~/.claude, /settings.json)",
         )
         if name == "install":
-            parser.add_argument("--command", default=GATE_COMMAND, help="what the hook runs")
+            parser.add_argument(
+                "--command",
+                help="what the hook runs (default: this Python with -S on the gate's file; "
+                "`the-loop-gate` uses the console script found on PATH)",
+            )
             parser.add_argument(
                 "--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds (default 30)"
             )
