@@ -138,6 +138,9 @@ def start_work_item(ctx: HandlerContext) -> None:
     if installation_id is None:
         ctx.emit("workitem.ignored", work_item_id(*ref), reason="no-installation")
         return
+    if (ctx.payload.get("issue") or {}).get("state") == "closed":
+        ctx.emit("workitem.ignored", work_item_id(*ref), reason="issue-closed")
+        return
     item = _item_for(ctx) or _new_item(ctx, installation_id)
     if item.state in (WorkItemStatus.UNLABELED, WorkItemStatus.CLOSED):
         ctx.emit("workitem.relabeled", item.id, previous=item.state)

@@ -186,7 +186,7 @@ LINES = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(configs(), LINES, LINES)
 def test_nothing_outside_the_operator_declared_names_is_ever_frozen(config, board, reply):
     data, hosts, refused = config

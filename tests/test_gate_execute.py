@@ -17,7 +17,7 @@ from app.gate.markers import MarkerKind
 from app.gate.offers import refused_choices
 from app.runtime import AppState, build_state
 from app.settings import load_settings
-from app.store.models import JobKind
+from app.store.models import JobKind, WorkItem
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,
@@ -112,38 +112,6 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
     assert not fake.calls("GET", "/issues/comments/")  # the Slack text answered every row
 
 
-def test_a_partial_reply_keeps_the_checklist_boxes_it_does_not_mention(state, fake_github):
-    fake, _ = fake_github
-    fake.grant(REPO, "Codertocat", "write")
-    handle(state, "issues", "labeled", labeled())
-    posted = checklist_comments(fake)[0]
-    posted["body"] = posted["body"].replace("- [x] `tasks-breakdown`", "- [ ] `tasks-breakdown`")
-    outcome = execute(state, "Codertocat", SLACK_TEXT, "A-1")
-    assert outcome.frozen is not None
-    assert set(outcome.frozen["skips"]) == {"design", "tasks-breakdown"}
-    assert fake.calls("GET", rf"/issues/comments/{posted['id']}$")
-
-
-def test_unknown_items_and_texts_without_the_keyword_freeze_nothing(state, fake_github):
-    fake, _ = fake_github
-    fake.grant(REPO, "Codertocat", "write")
-    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.NOT_A_WORK_ITEM
-    handle(state, "issues", "labeled", labeled())
-    outcome = execute(state, "Codertocat", "run it\n- [x] design", "A-2")
-    assert outcome.status is ExecuteStatus.REFUSED and "does not start with" in outcome.why
-    assert jobs(state) == []
-
-
-def test_an_issue_gone_from_github_starts_with_the_stored_title(state, fake_github):
-    fake, _ = fake_github
-    fake.grant(REPO, "Codertocat", "write")
-    handle(state, "issues", "labeled", labeled())
-    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.FROZEN
-    (spawn,) = jobs(state, JobKind.SPAWN)
-    assert spawn.payload["title"] == "Spelling error in the README file"
-    assert spawn.payload["body"] == "" and "(empty)" in spawn.payload["prompt"]
-
-
 @pytest.mark.parametrize("operator_yaml", ["models: [{name: opus}, {name: haiku}]\n"])
 def test_choices_models_check_refused_are_hidden_and_dropped(state, fake_github):
     fake, _ = fake_github
@@ -163,3 +131,45 @@ def test_choices_models_check_refused_are_hidden_and_dropped(state, fake_github)
     assert outcome.frozen["dropped"] == [
         {"token": "model-haiku", "reason": "refused by `the-loop models check`"}
     ]
+
+
+def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    marker_line = f"<!-- the-loop:checklist item={ITEM} -->"
+    fake.add_comment(REPO, 1, f"- [ ] tasks-breakdown\n{marker_line}", "mallory")  # a copy
+    earlier = fake.add_comment(
+        REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", "the-loop[bot]", "Bot"
+    )
+    handle(state, "issues", "labeled", labeled())
+    assert len(fake.issue_comments(REPO, 1)) == 2 and not fake.calls("POST", "/comments$")
+    with Session(state.engine) as session:
+        item = session.get(WorkItem, ITEM)
+        assert item is not None and item.checklist_comment_id == earlier["id"]
+
+    outcome = execute(state, "Codertocat", SLACK_TEXT, "A-1")  # mentions only some rows
+    assert outcome.frozen is not None
+    assert set(outcome.frozen["skips"]) == {"design", "tasks-breakdown"}
+    assert fake.calls("GET", rf"/issues/comments/{earlier['id']}$")
+
+
+def test_nothing_freezes_without_an_open_item_and_the_keyword(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.NOT_A_WORK_ITEM
+    closed = labeled()
+    closed["issue"] = {**closed["issue"], "state": "closed"}
+    handle(state, "issues", "labeled", closed)
+    assert fake.issue_comments(REPO, 1) == []
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-2").status is ExecuteStatus.NOT_A_WORK_ITEM
+
+    handle(state, "issues", "labeled", labeled())
+    outcome = execute(state, "Codertocat", "run it\n- [x] design", "A-3")
+    assert outcome.status is ExecuteStatus.REFUSED and "does not start with" in outcome.why
+    assert jobs(state) == []
+
+    # The issue is gone from GitHub (404): the session starts from the stored title.
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-4").status is ExecuteStatus.FROZEN
+    (spawn,) = jobs(state, JobKind.SPAWN)
+    assert spawn.payload["title"] == "Spelling error in the README file"
+    assert spawn.payload["body"] == "" and "(empty)" in spawn.payload["prompt"]

@@ -75,6 +75,7 @@ def test_unauthorized_execute_is_refused_once_then_the_boxes_are_read(running_ap
     assert len(replies) == 1 and replies[0]["body"].startswith("@mallory")
     assert "write, maintain or admin access to Codertocat/Hello-World" in replies[0]["body"]
     assert jobs(running_app) == [] and item_row(running_app).frozen is None
+    assert len(fake.calls("GET", "/collaborators/mallory/permission")) == 1  # cached
 
     posted = checklist_comments(fake)[0]  # a human ticks boxes on the checklist itself
     posted["body"] = (

@@ -1,15 +1,16 @@
-"""The phases a human can choose on the checklist, in the process graph's order.
+"""The phases a human can choose on the checklist, taken from the process graph.
 
-The outer loop is `phase-selection` (the human gate itself) → `brainstorming` (opt-in) →
-`requirements-definition` → `design` → `test-planning` → `tasks-breakdown` →
-`implementation` → `verification` → `review` → `complete`. Only the skippable phases and
-the opt-in phase become checklist rows; the rest always run and are named as such.
+The graph (`app.graph.NODES`) says which nodes are skippable and which are opt-in; the gate
+adds only the human-readable label of each row. The start node (this gate itself) and the
+terminal node are not phases; every other node that cannot be skipped always runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from app.graph import NODES, Node
 
 
 class PhaseKind(StrEnum):
@@ -25,23 +26,23 @@ class Phase:
     kind: PhaseKind
 
 
-PHASES: tuple[Phase, ...] = (
-    Phase("brainstorming", "explore the problem before writing requirements", PhaseKind.OPT_IN),
-    Phase(
-        "requirements-definition",
-        "requirements (requirements.md or bugfix.md)",
-        PhaseKind.SKIPPABLE,
-    ),
-    Phase("design", "design (design.md)", PhaseKind.SKIPPABLE),
-    Phase("test-planning", "testing plan (testing-plan.md)", PhaseKind.SKIPPABLE),
-    Phase("tasks-breakdown", "task list (tasks.md)", PhaseKind.SKIPPABLE),
-    Phase("implementation", "implementation", PhaseKind.REQUIRED),
-    Phase("verification", "verification", PhaseKind.REQUIRED),
-    Phase("review", "review", PhaseKind.REQUIRED),
+LABELS = {
+    "brainstorming": "explore the problem before writing requirements",
+    "requirements-definition": "requirements (requirements.md or bugfix.md)",
+    "design": "design (design.md)",
+    "test-planning": "testing plan (testing-plan.md)",
+    "tasks-breakdown": "task list (tasks.md)",
+}
+
+
+def _kind(node: Node) -> PhaseKind:
+    if node.opt_in:
+        return PhaseKind.OPT_IN
+    return PhaseKind.SKIPPABLE if node.skippable else PhaseKind.REQUIRED
+
+
+PHASES: tuple[Phase, ...] = tuple(
+    Phase(node.name, LABELS.get(node.name, node.name), _kind(node)) for node in NODES[1:-1]
 )
 
 CHOOSABLE: frozenset[str] = frozenset(p.node for p in PHASES if p.kind is not PhaseKind.REQUIRED)
-
-
-def phases_of(kind: PhaseKind) -> tuple[Phase, ...]:
-    return tuple(p for p in PHASES if p.kind is kind)
