@@ -213,7 +213,7 @@ def register(subparsers: Any) -> None:
         parser = actions.add_parser(name, help=text, description=text)
         parser.add_argument(
             "--settings",
-            help="settings file (default: $CLAUDE_CONFIG_DIR or ~/.claude, /settings.json)",
+            help="default: ~/.claude/settings.json, or $CLAUDE_CONFIG_DIR/settings.json",
         )
         if name == "install":
             parser.add_argument(
