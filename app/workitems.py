@@ -57,10 +57,13 @@ def _item_for(ctx: HandlerContext) -> WorkItem | None:
 
 def _is_trigger(ctx: HandlerContext) -> bool:
     label = ctx.payload.get("label") or {}
-    return label.get("name") == ctx.config.routing.trigger.label
+    name = label.get("name")
+    trigger = ctx.config.routing.trigger.label
+    return isinstance(name, str) and name.casefold() == trigger.casefold()
 
 
 def _new_item(ctx: HandlerContext, installation_id: int) -> WorkItem:
+    """Record a newly labelled issue as a work item parked at the gate."""
     repo, issue = ctx.payload["repository"], ctx.payload["issue"]
     item = WorkItem(
         id=work_item_id(repo["full_name"], issue["number"]),

@@ -40,7 +40,7 @@ def test_label_posts_exactly_one_checklist_and_closing_it_queues_nothing(running
     deliver(running_app, "issues", labeled("bug"), "label-bug")  # not the trigger label
     assert fake.issue_comments(REPO, 1) == [] and running_app.events("workitem.created") == []
 
-    deliver(running_app, "issues", labeled(), "label-1")
+    deliver(running_app, "issues", labeled("The-Loop: Auto-Execute"), "label-1")  # any case
     deliver(running_app, "issues", labeled(), "label-2")  # a second label event
     post_webhook(running_app.url, "issues", labeled(), delivery="label-1")  # a redelivery
 

@@ -28,7 +28,7 @@ from app.gate.confirm import (
     refusal_markdown,
     who_may_execute,
 )
-from app.gate.freeze import frozen_record
+from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import spec_id
 from app.gate.issue_io import IssueIO
 from app.gate.markers import MarkerKind
@@ -185,6 +185,35 @@ def _spawn_payload(
     }
 
 
+def _confirm(
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    io: IssueIO | None,
+    selection: Selection,
+    frozen: dict[str, Any],
+) -> None:
+    """Post the one confirmation comment (found-or-posted) and mirror it."""
+    author = frozen["decisions"][PHASE_SELECTION]["by"]
+    markdown = confirmation_markdown(selection, author, item.id)
+    if io is not None:
+        item.confirmation_comment_id, _ = io.post_once(
+            markdown, MarkerKind.CONFIRMATION, item=item.id
+        )
+    mirrored = {"markdown": markdown, **_choice_fields(selection, frozen), "url": item.html_url}
+    services.mirror.post(session, item.id, "confirmation", mirrored)
+
+
+def _choice_fields(selection: Selection, frozen: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "harness": selection.harness,
+        "model": selection.model,
+        "effort": selection.effort,
+        "skips": list(selection.skips),
+        "dropped": frozen["dropped"],
+    }
+
+
 def _freeze(
     services: Services,
     session: Session,
@@ -200,6 +229,7 @@ def _freeze(
     frozen = frozen_record(selection, reply.author, services.clock())
     item.frozen = frozen
     item.state = WorkItemStatus.FROZEN
+    fields = _choice_fields(selection, frozen)
     _emit(
         services,
         session,
@@ -208,31 +238,9 @@ def _freeze(
         by=reply.author,
         source=reply.source,
         ref=reply.ref,
-        harness=selection.harness,
-        model=selection.model,
-        effort=selection.effort,
-        skips=list(selection.skips),
-        dropped=frozen["dropped"],
+        **fields,
     )
-    markdown = confirmation_markdown(selection, reply.author, item.id)
-    if io is not None:
-        item.confirmation_comment_id, _ = io.post_once(
-            markdown, MarkerKind.CONFIRMATION, item=item.id
-        )
-    services.mirror.post(
-        session,
-        item.id,
-        "confirmation",
-        {
-            "markdown": markdown,
-            "harness": selection.harness,
-            "model": selection.model,
-            "effort": selection.effort,
-            "skips": list(selection.skips),
-            "dropped": frozen["dropped"],
-            "url": item.html_url,
-        },
-    )
+    _confirm(services, session, item, io, selection, frozen)
     title, body = _issue_text(io, item, issue)
     payload = _spawn_payload(services, item, selection, frozen, title, body)
     key = f"spawn:{reply.ref}"
