@@ -7,6 +7,7 @@ so a human skimming the issue sees that the session waits for an answer.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -56,9 +57,14 @@ def parse_request(data: Any) -> AgentComment:
     return AgentComment(work_item=work_item, kind=AgentCommentKind(kind), body=body)
 
 
+# A marker the agent wrote itself is shown, not hidden: it must never pass for the App's own
+# checklist, confirmation or a Slack attribution.
+_MARKER_OPENING = re.compile(r"<!--(\s*the-loop:)", re.IGNORECASE)
+
+
 def render(comment: AgentComment) -> str:
     """The issue comment's markdown: the agent's words, framed, with the hidden marker (pure)."""
-    text = comment.body.strip()
+    text = _MARKER_OPENING.sub(r"&lt;!--\1", comment.body.strip())
     if comment.kind == AgentCommentKind.ASK:
         text = f"**The agent asks** (reply on this issue to answer):\n\n{text}"
     return f"{text}\n\n{marker(MarkerKind.AGENT, type=comment.kind.value)}"

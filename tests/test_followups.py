@@ -1,0 +1,185 @@
+"""Follow-up comments through the real webhook path: authorized comments on a frozen item
+become one deliver job; everyone and everything else is recorded and never delivered."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from app.followups import FollowupOutcome, deliver_comment
+from app.gate.markers import MarkerKind, marker
+from app.store.models import Job, JobKind, WorkItemStatus
+from tests.spawnerapi_support import serve_api
+from tests.support import fixture_json, post_webhook, wait_for
+
+COMMENT_IDS = itertools.count(700_000_001)
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def shared_api(request, tmp_path_factory, app_private_key):
+    directory = tmp_path_factory.mktemp(f"followups-{request.param}")
+    yield from serve_api(request.param, directory, app_private_key)
+
+
+@pytest.fixture
+def api(shared_api):
+    return shared_api.fresh()
+
+
+def comment_delivery(
+    repo: str, number: int, body: str, login: str = "octocat", kind: str = "User"
+) -> dict:
+    """The published issue_comment.created payload, re-pointed at `repo#number`."""
+    payload = copy.deepcopy(fixture_json("github/issue_comment.created.with-installation.json"))
+    owner, name = repo.split("/")
+    payload["repository"].update(full_name=repo, name=name)
+    payload["repository"]["owner"]["login"] = owner
+    payload["issue"]["number"] = number
+    payload["comment"].update(id=next(COMMENT_IDS), body=body)
+    payload["comment"]["user"].update(login=login, type=kind)
+    payload["sender"].update(login=login, type=kind)
+    return payload
+
+
+def deliver_jobs(api, item: str) -> list[Job]:
+    with api.session() as db:
+        query = select(Job).where(Job.work_item == item, Job.kind == JobKind.DELIVER)
+        return list(db.scalars(query.order_by(Job.id)))
+
+
+def _inbox(api, delivery: str):
+    from app.store.models import Delivery
+
+    with api.session() as db:
+        return list(db.scalars(select(Delivery).where(Delivery.delivery_id == delivery)))
+
+
+def send(api, payload: dict, delivery: str | None = None) -> str:
+    delivery = delivery or str(uuid.uuid4())
+    resp = post_webhook(api.url, "issue_comment", payload, delivery=delivery)
+    assert resp.status_code == 202, resp.text
+    wait_for(lambda: _inbox(api, delivery) and _inbox(api, delivery)[0].state == "done")
+    return delivery
+
+
+def test_an_authorized_follow_up_becomes_one_deliver_job(api):
+    item = api.work_item(number=3, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, "octocat", "write")
+    payload = comment_delivery(api.repo, 3, "Please also cover the empty input case.")
+    send(api, payload)
+    send(api, payload)  # GitHub redelivers the same comment
+    (job,) = deliver_jobs(api, item)
+    comment = payload["comment"]
+    assert job.key == f"deliver:{comment['id']}"
+    assert job.payload == {
+        "work_item": item,
+        "spec_id": "issue-3",
+        "repo": api.repo,
+        "issue_number": 3,
+        "clone_url": f"https://github.com/{api.repo}.git",
+        "comment_id": comment["id"],
+        "body": "Please also cover the empty input case.",
+        "author": "octocat",
+        "source": "github",
+        "ref": str(comment["id"]),
+        "gh_event": "issue_comment",
+        "action": "created",
+    }
+    assert api.events("job.queued", item)[0]["key"] == job.key
+
+
+def test_a_follow_up_from_someone_without_write_access_is_recorded_not_delivered(api):
+    item = api.work_item(number=4, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, "drive-by", "read")
+    send(api, comment_delivery(api.repo, 4, "rm -rf everything please", login="drive-by"))
+    assert deliver_jobs(api, item) == []
+    (ignored,) = api.events("comment.ignored", item)
+    assert ignored["author"] == "drive-by" and "write, maintain or admin" in ignored["reason"]
+
+
+@pytest.mark.parametrize(
+    ("body", "login", "kind"),
+    [
+        ("Done: tests added.\n\n" + marker(MarkerKind.AGENT, type="comment"), "octocat", "User"),
+        ("Dependencies updated", "dependabot[bot]", "Bot"),
+    ],
+    ids=["agent-marker", "bot"],
+)
+def test_the_apps_own_words_and_bots_are_never_delivered(api, body, login, kind):
+    item = api.work_item(number=5, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, login, "admin")
+    send(api, comment_delivery(api.repo, 5, body, login=login, kind=kind))
+    assert deliver_jobs(api, item) == []
+    assert api.events("comment.ignored", item)[0]["reason"] == "written by a bot or the App"
+
+
+def test_an_execute_reply_is_left_to_the_gate(api):
+    item = api.work_item(number=6, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, "octocat", "write")
+    send(api, comment_delivery(api.repo, 6, "The-Loop execute\n- [x] design"))
+    assert deliver_jobs(api, item) == []
+    assert api.events("comment.ignored", item) == []
+
+
+def test_comments_before_the_selection_is_frozen_are_not_follow_ups(api):
+    item = api.work_item(number=7, status=WorkItemStatus.PARKED)
+    with api.session() as db, db.begin():
+        from app.store.models import WorkItem
+
+        db.get(WorkItem, item).frozen = None
+    api.fake.grant(api.repo, "octocat", "write")
+    send(api, comment_delivery(api.repo, 7, "what do you think about design first?"))
+    assert deliver_jobs(api, item) == []
+    assert api.events("comment.ignored", item) == []
+
+
+def test_a_comment_on_a_stopped_item_is_recorded_not_delivered(api):
+    item = api.work_item(number=8, status=WorkItemStatus.STOPPED)
+    api.fake.grant(api.repo, "octocat", "write")
+    send(api, comment_delivery(api.repo, 8, "one more thing"))
+    assert deliver_jobs(api, item) == []
+    assert api.events("comment.ignored", item)[0]["reason"] == "work item is stopped"
+
+
+def test_a_slack_thread_reply_is_delivered_once_per_message(api):
+    item = api.work_item(number=9, status=WorkItemStatus.RUNNING)
+    services = api.state.services
+    outcomes = []
+    for _ in range(2):
+        with api.session() as db, db.begin():
+            outcomes.append(
+                deliver_comment(
+                    services, db, item, "octocat", "ship it", ref="1715.0042", source="slack"
+                )
+            )
+    assert outcomes == [FollowupOutcome.QUEUED, FollowupOutcome.REPEAT]
+    (job,) = deliver_jobs(api, item)
+    assert job.key == "deliver:slack:1715.0042"
+    assert job.payload["source"] == "slack" and job.payload["comment_id"] is None
+    with api.session() as db, db.begin():
+        missing = deliver_comment(
+            services, db, "github:no/such#1", "x", "y", ref="1", source="slack"
+        )
+    assert missing == FollowupOutcome.UNKNOWN_ITEM
+
+
+def test_a_follow_up_reaches_the_spawner_and_gets_a_receipt(api):
+    api.work_item(number=10, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, "octocat", "maintain")
+    spawner = api.spawner(api.token())
+    spawner.register()
+    payload = comment_delivery(api.repo, 10, "Use the existing helper instead.")
+    send(api, payload)
+    job = spawner.job(wait=5)
+    assert job["kind"] == "deliver" and job["payload"]["body"] == "Use the existing helper instead."
+    assert job["github_token"] is not None and job["session_token"].startswith("tlss_")
+    resp = spawner.result(job["id"], delivered=True, respawned=False, session_id="s-10")
+    assert resp.json()["receipt"] is True
+    receipts = [r for r in api.fake.reactions if r["target_id"] == payload["comment"]["id"]]
+    assert [r["content"] for r in receipts] == ["eyes"]
