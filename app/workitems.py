@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from app.context import HandlerContext
 from app.gate.checklist import build_checklist
-from app.gate.execute import ExecuteStatus, execute_reply
+from app.gate.execute import ExecuteStatus, execute_reply, lock_work_item
 from app.gate.ids import spec_id, work_item_id
 from app.gate.issue_io import IssueIO
 from app.gate.markers import MarkerKind, is_own_comment
@@ -52,7 +52,7 @@ def _item_for(ctx: HandlerContext) -> WorkItem | None:
     ref = _issue_ref(ctx)
     if ref is None:
         return None
-    return ctx.session.get(WorkItem, work_item_id(*ref), with_for_update=True)
+    return lock_work_item(ctx.session, work_item_id(*ref))
 
 
 def _is_trigger(ctx: HandlerContext) -> bool:

@@ -4,7 +4,9 @@ authorization rule, the same single freeze — over a real database and the fake
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -173,3 +175,23 @@ def test_nothing_freezes_without_an_open_item_and_the_keyword(state, fake_github
     (spawn,) = jobs(state, JobKind.SPAWN)
     assert spawn.payload["title"] == "Spelling error in the README file"
     assert spawn.payload["body"] == "" and "(empty)" in spawn.payload["prompt"]
+
+
+def test_two_executes_at_once_freeze_once(state, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    handle(state, "issues", "labeled", labeled())
+    barrier = threading.Barrier(2)
+
+    def press(ref: str) -> ExecuteOutcome:
+        barrier.wait()
+        return execute(state, "Codertocat", SLACK_TEXT, ref)
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(press, ["A-1", "A-2"]))
+    assert sorted(o.status for o in outcomes) == [
+        ExecuteStatus.ALREADY_FROZEN,
+        ExecuteStatus.FROZEN,
+    ]
+    assert len(jobs(state, JobKind.SPAWN)) == 1
+    assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1

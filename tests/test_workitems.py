@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from app import workitems
 from app.gate.markers import MarkerKind
+from app.github.routes import build_router
 from app.store.models import JobKind, JobState, WorkItemStatus
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
@@ -26,6 +28,20 @@ from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are
     unlabeled,
 )
 from tests.support import fixture_json, post_webhook, with_installation
+
+
+def test_the_router_sends_the_gates_deliveries_to_the_gate():
+    router = build_router()
+    expected = {
+        ("issues", "labeled"): workitems.start_work_item,
+        ("issues", "unlabeled"): workitems.park_unlabeled,
+        ("issues", "closed"): workitems.stop_on_close,
+        ("issue_comment", "created"): workitems.freeze_on_execute,
+        ("issue_comment", "edited"): workitems.log_execute_edit,
+    }
+    for (event, action), handler in expected.items():
+        assert handler in router.handlers_for(event, action)
+    assert workitems.freeze_on_execute not in router.handlers_for("issue_comment", "deleted")
 
 
 def closed_payload() -> dict[str, Any]:

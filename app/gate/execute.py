@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.authz import PermissionCache, why_not_authorized
@@ -68,6 +69,20 @@ def permission_cache(github: GitHubApp) -> PermissionCache:
         if cache is None:
             cache = _CACHES[github] = PermissionCache()
         return cache
+
+
+def lock_work_item(session: Session, work_item_id: str) -> WorkItem | None:
+    """The work item, locked until this transaction ends, so two executes (a comment and a
+    Slack press) can never both freeze it. PostgreSQL locks the row; SQLite has no row locks,
+    so a no-op UPDATE takes the database write lock before anything is read."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(
+            update(WorkItem)
+            .where(WorkItem.id == work_item_id)
+            .values(updated_at=WorkItem.updated_at)
+            .execution_options(synchronize_session=False)
+        )
+    return session.get(WorkItem, work_item_id, with_for_update=True, populate_existing=True)
 
 
 @dataclass(frozen=True)
@@ -274,7 +289,7 @@ def execute_reply(
     `ref` is the idempotency key (the GitHub comment id, or a Slack action id). `issue` is the
     delivery's issue object when there is one; otherwise the issue is read from GitHub.
     """
-    item = session.get(WorkItem, work_item_id, with_for_update=True)
+    item = lock_work_item(session, work_item_id)
     if item is None:
         return ExecuteOutcome(ExecuteStatus.NOT_A_WORK_ITEM)
     config = services.config
