@@ -20,7 +20,8 @@ from tests.support import wait_for
 STANDIN = r'''#!{python}
 """Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/."""
 import json, os, re, sys, time, tty
-key = re.sub(r"[^A-Za-z0-9_-]+", "-", os.environ.get("THE_LOOP_WORK_ITEM") or "standing-" + os.getcwd())
+item = os.environ.get("THE_LOOP_WORK_ITEM_ID") or os.environ.get("THE_LOOP_WORK_ITEM")
+key = re.sub(r"[^A-Za-z0-9_-]+", "-", item or "standing-" + os.getcwd())
 out = os.path.join({records!r}, key)
 os.makedirs(out, exist_ok=True)
 n = len([f for f in os.listdir(out) if f.startswith("start")])

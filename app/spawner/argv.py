@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from app.config import EffortChoice, InteractionMode, ModelChoice, OperatorConfig, harness_args
-from app.harnesses import HOSTING_ADAPTERS, models_for, resolve_harness
+from app.gate.freeze import revalidate
+from app.harnesses import HOSTING_ADAPTERS
 
 DENY_TOKEN = "--disallowedTools=AskUserQuestion"
 BYPASS_FLAG = "--dangerously-skip-permissions"
@@ -33,11 +33,6 @@ PROBE_PROMPT = "Reply with the single word OK."
 # Per adapter type: the tokens that take interactive question tools away from a session
 # nobody watches. Adapters without such a tool have none.
 ADAPTER_DENY: dict[str, tuple[str, ...]] = {"claude": (DENY_TOKEN,)}
-
-
-class ChoiceKind(StrEnum):
-    MODEL = "model"
-    EFFORT = "effort"
 
 
 @dataclass(frozen=True)
@@ -103,31 +98,18 @@ def validate_choice(
     config: OperatorConfig,
     frozen: Choice,
     hosts: Collection[str] = HOSTING_ADAPTERS,
-    refused: Collection[tuple[str, str, str]] = (),
+    refused: Collection[str] = (),
 ) -> Validated:
-    """Re-validate a choice read back from agent-writable state.
+    """Re-validate a choice read back from agent-writable state, by the gate's own rule.
 
     The harness must be declared, have an adapter and host sessions (else the default); the
-    model must be offered on that harness and the effort declared, and neither may carry a
-    `refused` probe verdict (`(harness, kind, name)`), else that part becomes "no choice".
+    model must be offered on that harness and the effort declared, and neither may be a row
+    token `models check` refused (`model-<name>`, `effort-<level>`), else that part becomes
+    "no choice". Each fallback carries a warning.
     """
-    harness, harness_warning = resolve_harness(config, frozen.harness, hosts)
-    warnings = [harness_warning] if harness_warning else []
-    model = frozen.model
-    if model and model not in {m.name for m in models_for(config, harness)}:
-        warnings.append(f"frozen model {model!r} is not offered on {harness!r}; using no model")
-        model = ""
-    elif model and (harness, ChoiceKind.MODEL, model) in refused:
-        warnings.append(f"model {model!r} was refused by {harness!r}; using no model")
-        model = ""
-    effort = frozen.effort
-    if effort and config.effort_level(effort) is None:
-        warnings.append(f"frozen effort {effort!r} is not declared; using no effort")
-        effort = ""
-    elif effort and (harness, ChoiceKind.EFFORT, effort) in refused:
-        warnings.append(f"effort {effort!r} was refused by {harness!r}; using no effort")
-        effort = ""
-    return Validated(Choice(harness, model, effort), tuple(warnings))
+    record = {"harness": frozen.harness, "model": frozen.model, "effort": frozen.effort}
+    checked = revalidate(record, config, hosts, refused)
+    return Validated(Choice(checked.harness, checked.model, checked.effort), checked.warnings)
 
 
 def prompt_text(text: str) -> str:

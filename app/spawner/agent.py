@@ -1,0 +1,188 @@
+"""The claim loop: register, long-poll for jobs, run them, report results and events.
+
+It reconnects with capped exponential backoff whenever the App is unreachable (an App
+restart is just a pause), registers again after every reconnect, holds a claimed job's lease
+with heartbeats while the job runs, and retries a result until the App has it. Beside it run
+the event sender (the outbox) and the watchdog. Only a rejected token stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.config import OperatorConfig
+from app.harnesses import HOSTING_ADAPTERS, offered_harnesses
+from app.spawner.argv import adapter_for
+from app.spawner.client import AppClient, AppUnavailable, ClaimedJob, Rejected, Unauthorized
+from app.spawner.jobs import run_job
+from app.spawner.launch import SpawnerContext
+from app.spawner.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
+
+
+def hostable_harnesses(config: OperatorConfig, env: Mapping[str, str]) -> list[str]:
+    """Harnesses this spawner can run: declared (or the built-in default when none is), with
+    an adapter that hosts sessions, and an executable found on PATH."""
+    names = offered_harnesses(config) if config.harnesses else sorted(HOSTING_ADAPTERS)
+    path = env.get("PATH")
+    return [n for n in names if shutil.which(adapter_for(config, n).executable, path=path)]
+
+
+@dataclass
+class AgentOptions:
+    name: str
+    repositories: list[str] = field(default_factory=list)
+    wait: float = 25.0
+    concurrency: int = 4
+    watchdog_interval: float = 5.0
+    max_backoff: float = 30.0
+
+
+class Backoff:
+    """Capped exponential delays with jitter; `reset` after a success."""
+
+    def __init__(self, first: float = 0.5, cap: float = 30.0) -> None:
+        self.first, self.cap, self.current = first, cap, first
+
+    def next(self) -> float:
+        delay = self.current * random.uniform(0.8, 1.2)
+        self.current = min(self.current * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self.current = self.first
+
+
+class Agent:
+    def __init__(self, ctx: SpawnerContext, client: AppClient, options: AgentOptions) -> None:
+        self.ctx = ctx
+        self.client = client
+        self.options = options
+        self.stop = threading.Event()
+        self.spawner_id: int | None = None
+        self._slots = threading.Semaphore(options.concurrency)
+        self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
+        self.watchdog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks)
+
+    # -- the loops ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until `stop` is set (0) or the App rejects the token (2).
+
+        The claim loop runs in its own thread so that a stop never waits for a long-poll to
+        time out; a job claimed in that instant is simply offered again after its lease.
+        """
+        code: list[int] = []
+        claims = threading.Thread(target=lambda: code.append(self._claim_loop()), daemon=True)
+        helpers = [
+            threading.Thread(target=self.ctx.events.run, args=(self.stop,), daemon=True),
+            threading.Thread(target=self._watch, daemon=True),
+            claims,
+        ]
+        for thread in helpers:
+            thread.start()
+        while claims.is_alive() and not self.stop.wait(0.5):
+            pass
+        self.stop.set()
+        self._pool.shutdown(wait=True)
+        try:
+            self.ctx.events.flush()
+        except (AppUnavailable, Unauthorized) as exc:
+            log.warning("events left to send at shutdown: %s", exc)
+        return code[0] if code else 0
+
+    def _claim_loop(self) -> int:
+        backoff = Backoff(cap=self.options.max_backoff)
+        while not self.stop.is_set():
+            try:
+                if self.spawner_id is None:
+                    self._register()
+                self._slots.acquire()
+                try:
+                    job = self.client.claim(self.options.wait)
+                except BaseException:
+                    self._slots.release()
+                    raise
+                backoff.reset()
+                if job is None:
+                    self._slots.release()
+                    continue
+                self._pool.submit(self._handle, job)
+            except Unauthorized as exc:
+                log.error("the App rejected this spawner's token: %s", exc)
+                return 2
+            except (AppUnavailable, Rejected) as exc:
+                delay = backoff.next()
+                log.warning("App unavailable (%s); retrying in %.1fs", exc, delay)
+                self.spawner_id = None  # register again: the App may have restarted
+                self.stop.wait(delay)
+        return 0
+
+    def _register(self) -> None:
+        harnesses = hostable_harnesses(self.ctx.config, self.ctx.env)
+        self.spawner_id = self.client.register(
+            self.options.name, self.options.repositories, harnesses
+        )
+        self.ctx.events.emit(
+            "spawner.started",
+            None,
+            name=self.options.name,
+            harnesses=harnesses,
+            spawner_id=self.spawner_id,
+        )
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.options.watchdog_interval):
+            try:
+                self.watchdog.tick()
+            except Exception:  # the watchdog must outlive any one bad look
+                log.exception("watchdog tick failed")
+
+    # -- one job ----------------------------------------------------------------------------
+
+    def _handle(self, job: ClaimedJob) -> None:
+        beat_stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, beat_stop), daemon=True)
+        beat.start()
+        try:
+            ok, result, error = run_job(self.ctx, job)
+        except Exception as exc:  # a job must never take the loop down
+            log.exception("job %s failed unexpectedly", job.id)
+            ok, result, error = False, {}, f"{exc.__class__.__name__}: {exc}"
+        finally:
+            beat_stop.set()
+            self._slots.release()
+        self._report(job, ok, result, error)
+
+    def _heartbeat(self, job: ClaimedJob, done: threading.Event) -> None:
+        interval = max(job.lease_seconds / 3, 1.0)
+        while not done.wait(interval):
+            try:
+                self.client.heartbeat(job.id)
+            except (AppUnavailable, Rejected, Unauthorized) as exc:
+                log.warning("heartbeat for job %s failed: %s", job.id, exc)
+
+    def _report(self, job: ClaimedJob, ok: bool, result: dict[str, Any], error: str | None) -> None:
+        """Send the result until the App has it; a 4xx (job no longer ours) ends the attempt."""
+        backoff = Backoff(cap=self.options.max_backoff)
+        while True:
+            try:
+                self.client.result(job.id, ok, result, error)
+                return
+            except (Rejected, Unauthorized) as exc:
+                log.warning("the App refused the result of job %s: %s", job.id, exc)
+                return
+            except AppUnavailable as exc:
+                delay = backoff.next()
+                log.warning("result of job %s not sent (%s); retrying in %.1fs", job.id, exc, delay)
+                if self.stop.wait(delay):
+                    log.warning("stopping with job %s unreported; it is offered again", job.id)
+                    return

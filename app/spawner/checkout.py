@@ -1,0 +1,167 @@
+"""One working tree per work item under `routing.workspace.root`, cloned from the job's
+`clone_url` and reused on every respawn.
+
+The job's installation token reaches git only through the environment: `GIT_ASKPASS` names a
+small script (no secret in it) that prints the token from `THE_LOOP_GIT_TOKEN`. The token is
+never in an argv (visible in `ps`), never in a git config, never in a log line; a URL that
+carries credentials of its own is refused. `credential.helper` is emptied for the clone so no
+helper stores the token either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.config import NAME_RE
+from app.graph import START_NODE
+from app.workstate import WorkItemState, read_state, state_path, write_state
+
+TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
+ASKPASS = """#!/bin/sh
+# Answers git's credential prompts from the environment; holds no secret itself.
+case "$1" in
+  Username*) printf '%s\\n' x-access-token ;;
+  *) printf '%s\\n' "$THE_LOOP_GIT_TOKEN" ;;
+esac
+"""
+_DIR_RE = re.compile(r"[^A-Za-z0-9._-]+")
+CLONE_TIMEOUT = 600
+
+
+class CheckoutError(RuntimeError):
+    """The checkout cannot be prepared; the message is safe to log (no token)."""
+
+
+@dataclass(frozen=True)
+class Checkout:
+    path: Path
+    reused: bool
+
+
+def checkout_dir(root: Path, repo: str, issue_number: int) -> Path:
+    """`<root>/<owner>-<repo>-<n>`: one directory per work item, always inside `root`."""
+    name = _DIR_RE.sub("-", f"{repo.replace('/', '-')}-{int(issue_number)}").strip(".-")
+    if not name:
+        raise CheckoutError(f"no directory name can be made from {repo!r}")
+    return root / name
+
+
+def check_clone_url(url: str) -> str:
+    """Refuse a URL carrying its own credentials (they would land in `.git/config`)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and (parts.username or parts.password):
+        raise CheckoutError("clone_url carries credentials; refusing to write them to git config")
+    if parts.scheme not in ("http", "https", "ssh", "git", "file", ""):
+        raise CheckoutError(f"clone_url scheme {parts.scheme!r} is not supported")
+    if url.startswith("-"):
+        raise CheckoutError("clone_url must not start with '-'")
+    return url
+
+
+def write_askpass(directory: Path) -> Path:
+    """The askpass helper, written once into the spawner's state directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "git-askpass.sh"
+    if not path.exists() or path.read_text() != ASKPASS:
+        path.write_text(ASKPASS)
+    path.chmod(0o700)
+    return path
+
+
+def git_env(base: Mapping[str, str], askpass: Path, token: str | None) -> dict[str, str]:
+    """The environment a git command runs with: never prompts, token only as a variable."""
+    env = {k: v for k, v in base.items() if k != TOKEN_VARIABLE}
+    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": str(askpass)})
+    if token:
+        env[TOKEN_VARIABLE] = token
+    return env
+
+
+def _scrub(text: str, token: str | None) -> str:
+    return text.replace(token, "[token]") if token else text
+
+
+def prepare_checkout(
+    root: Path,
+    repo: str,
+    issue_number: int,
+    clone_url: str,
+    *,
+    token: str | None,
+    askpass: Path,
+    env: Mapping[str, str] | None = None,
+) -> Checkout:
+    """Clone into the work item's directory, or reuse the tree already there.
+
+    The clone goes to a temporary sibling and is renamed into place, so a half-finished clone
+    never looks like a checkout.
+    """
+    target = checkout_dir(root, repo, issue_number)
+    if (target / ".git").exists():
+        return Checkout(target, reused=True)
+    check_clone_url(clone_url)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
+    command = ["git", "-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]
+    try:
+        proc = subprocess.run(
+            command,
+            env=git_env(os.environ if env is None else env, askpass, token),
+            capture_output=True,
+            text=True,
+            timeout=CLONE_TIMEOUT,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise CheckoutError(f"git clone failed: {_scrub(proc.stderr.strip(), token)}")
+        if target.exists():  # an empty or broken leftover: replace it
+            shutil.rmtree(target)
+        staging.rename(target)
+    except subprocess.TimeoutExpired as exc:
+        raise CheckoutError(f"git clone timed out after {CLONE_TIMEOUT}s") from exc
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return Checkout(target, reused=False)
+
+
+def write_frozen_state(checkout: Path, spec_id: str, frozen: Mapping[str, Any]) -> Path:
+    """Write `docs/specs/<spec>/work-item-state.json` from the App's frozen record.
+
+    The pointer already in a reused checkout is kept; the decisions and choices are the
+    App's (it is the authority) and replace whatever an agent wrote there.
+    """
+    if not NAME_RE.match(spec_id):
+        raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
+    path = state_path(checkout, spec_id)
+    previous = read_state(path)
+
+    def text(key: str) -> str:
+        value = frozen.get(key, "")
+        return value if isinstance(value, str) else ""
+
+    def mapping(key: str) -> dict[str, Any]:
+        value = frozen.get(key)
+        return value if isinstance(value, dict) else {}
+
+    state = WorkItemState(
+        workItem=spec_id,
+        currentNode=previous.currentNode if previous and previous.currentNode else START_NODE,
+        decisions=mapping("decisions"),
+        parked=None,
+        skips=mapping("skips"),
+        harness=text("harness"),
+        model=text("model"),
+        effort=text("effort"),
+    )
+    write_state(path, state)
+    return path

@@ -1,0 +1,139 @@
+"""The spawner's side of `/spawner/v1`: an HTTP client with typed errors.
+
+`AppUnavailable` (connection refused, timeouts, 5xx, 429) means "try again later";
+`Unauthorized` means the token is wrong and retrying cannot help; `Rejected` is any other
+4xx, carrying the App's own message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from app import __version__
+
+API = "/spawner/v1"
+
+
+class AppError(RuntimeError):
+    """A call to the App failed."""
+
+
+class AppUnavailable(AppError):
+    """The App cannot be reached or is failing; retry with backoff."""
+
+
+class Unauthorized(AppError):
+    """The App refused the token."""
+
+
+class Rejected(AppError):
+    """The App refused the request itself (4xx); `status` says which."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job handed to this spawner. Credentials are kept out of `repr`."""
+
+    id: int
+    kind: str
+    work_item: str
+    repo: str
+    payload: dict[str, Any]
+    lease_seconds: int
+    github_token: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClaimedJob:
+        token = data.get("github_token")
+        payload = data.get("payload")
+        return cls(
+            id=int(data["id"]),
+            kind=str(data["kind"]),
+            work_item=str(data["work_item"]),
+            repo=str(data.get("repo", "")),
+            payload=payload if isinstance(payload, dict) else {},
+            lease_seconds=int(data.get("lease_seconds") or 60),
+            github_token=token.get("token") if isinstance(token, dict) else None,
+            session_token=data.get("session_token") or None,
+        )
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    return str(data.get("error") if isinstance(data, dict) else data)[:500]
+
+
+class AppClient:
+    """Calls the App at `url` with a bearer `token` (a spawner or a session token)."""
+
+    def __init__(
+        self, url: str, token: str, *, timeout: float = 15.0, transport: Any = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url + API,
+            headers={"Authorization": f"Bearer {token}", "User-Agent": f"the-loop/{__version__}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise AppUnavailable(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
+        if response.status_code in (401, 403):
+            raise Unauthorized(f"{method} {path}: {_message(response)}")
+        if response.status_code == 429 or response.status_code >= 500:
+            raise AppUnavailable(f"{method} {path}: {response.status_code} {_message(response)}")
+        if response.status_code >= 400:
+            raise Rejected(response.status_code, f"{method} {path}: {_message(response)}")
+        return response
+
+    def register(self, name: str, repositories: list[str], harnesses: list[str]) -> int:
+        body = {"name": name, "repositories": repositories, "harnesses": harnesses,
+                "version": __version__}  # fmt: skip
+        return int(self._call("POST", "/register", json=body).json()["spawner_id"])
+
+    def claim(self, wait: float) -> ClaimedJob | None:
+        """Long-poll for the next job; None when nothing arrived within `wait` seconds."""
+        response = self._call(
+            "GET", "/jobs", params={"wait": wait}, timeout=httpx.Timeout(wait + 15.0)
+        )
+        if response.status_code == 204:
+            return None
+        job = response.json().get("job")
+        return ClaimedJob.from_json(job) if isinstance(job, dict) else None
+
+    def heartbeat(self, job_id: int) -> None:
+        self._call("POST", f"/jobs/{job_id}/heartbeat")
+
+    def result(
+        self, job_id: int, ok: bool, result: dict[str, Any], error: str | None = None
+    ) -> dict[str, Any]:
+        body = {"ok": ok, "result": result, "error": error}
+        data = self._call("POST", f"/jobs/{job_id}/result", json=body).json()
+        return data if isinstance(data, dict) else {}
+
+    def events(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        data = self._call("POST", "/events", json={"events": events}).json()
+        return data if isinstance(data, dict) else {}
+
+    def comment(self, work_item: str, kind: str, body: str) -> dict[str, Any]:
+        payload = {"work_item": work_item, "kind": kind, "body": body}
+        data = self._call("POST", "/comments", json=payload).json()
+        return data if isinstance(data, dict) else {}

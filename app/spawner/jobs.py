@@ -1,0 +1,204 @@
+"""What the spawner does with each kind of job: spawn, deliver, stop.
+
+- spawn: clone or reuse the checkout, write the frozen record into it, read the choice back
+  (re-validated), launch. A spawn job offered again after its session already started (a
+  lease that ran out while the result was in flight) reports that session: never two.
+- deliver: paste the comment into the live session. A session that waits at a blocking
+  screen is not pasted into (the text would be lost in a menu); a dead session is respawned
+  with `--resume` and the comment as its prompt (fresh `--session-id` if the resume dies at
+  once); a session whose launch facts drifted from what would be resolved now is relaunched
+  resuming its conversation, with an event naming old and new.
+- stop: end the session.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from app.spawner.argv import Choice, Launch, build_launch
+from app.spawner.checkout import CheckoutError, write_frozen_state
+from app.spawner.client import ClaimedJob
+from app.spawner.launch import (
+    SpawnerContext,
+    checkout_for,
+    frozen_choice,
+    payload_text,
+    session_result,
+    start_session,
+)
+from app.spawner.registry import Drift, SessionRecord, SessionState, drift
+from app.spawner.tmux import TmuxError
+from app.spawner.watchdog import HINTS, classify_screen, last_lines
+
+PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
+
+
+class JobFailed(RuntimeError):
+    """The job cannot be done; the message is reported to the App."""
+
+
+def followup_text(payload: Mapping[str, Any]) -> str:
+    """A follow-up as the session reads it: who said it, where, then their words verbatim."""
+    author = payload_text(payload, "author") or "someone"
+    source = "Slack" if payload_text(payload, "source") == "slack" else "GitHub"
+    return f"Follow-up from @{author} on {source}:\n\n{payload_text(payload, 'body')}"
+
+
+def spawn_prompt(payload: Mapping[str, Any]) -> str:
+    prompt = payload_text(payload, "prompt")
+    if prompt.strip():
+        return prompt
+    url, title = payload_text(payload, "html_url"), payload_text(payload, "title")
+    return PROMPT_FALLBACK.format(url=url, title=title)
+
+
+def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
+    if record is None or not record.live:
+        return False
+    pane = ctx.runner.pane(record.tmux_session)
+    return pane is not None and not pane.dead
+
+
+def spawn(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+    existing = ctx.registry.get(job.work_item)
+    if existing is not None and _alive(ctx, existing):
+        return session_result(existing, respawned=False)
+    spec_id = payload_text(job.payload, "spec_id")
+    checkout = checkout_for(ctx, job)
+    frozen = job.payload.get("frozen")
+    write_frozen_state(checkout.path, spec_id, frozen if isinstance(frozen, dict) else {})
+    choice = frozen_choice(ctx, job.work_item, checkout.path, spec_id)
+    launch = build_launch(
+        ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(job.payload)
+    )
+    record = start_session(ctx, job, checkout.path, launch, event="session.spawned")
+    return session_result(record, respawned=False)
+
+
+def _resolved_now(ctx: SpawnerContext, job: ClaimedJob, record: SessionRecord) -> Choice:
+    """The choice a relaunch of `record` would use: its own harness, the frozen model/effort."""
+    spec_id = record.spec_id or payload_text(job.payload, "spec_id")
+    return frozen_choice(
+        ctx, job.work_item, Path(record.checkout), spec_id, harness=record.harness, fallback=record
+    )
+
+
+def deliver(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+    text = followup_text(job.payload)
+    record = ctx.registry.get(job.work_item)
+    if record is None or not _alive(ctx, record):
+        reason = "no session on this spawner" if record is None else "session ended"
+        return _respawn(ctx, job, record, text, reason=reason)
+    choice = _resolved_now(ctx, job, record)
+    now = build_launch(ctx.config, choice, session_id=record.session_id, prompt=text, resume=True)
+    moved = drift(record, now)
+    if moved is not None:
+        ctx.runner.kill(record.tmux_session)
+        return _respawn(ctx, job, record, text, reason="drift", moved=moved, launch=now)
+    screen = classify_screen(ctx.runner.capture(record.tmux_session))
+    if screen is not None:
+        ctx.registry.update(job.work_item, state=SessionState.STALLED.value, stall=screen.value)
+        ctx.events.emit("session.stalled", job.work_item, screen=screen.value,
+                        hint=HINTS[screen], session_id=record.session_id,
+                        tmux_target=record.tmux_target)  # fmt: skip
+        raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
+    ctx.runner.paste(record.tmux_session, text)
+    _delivered(ctx, job, record.session_id, respawned=False)
+    return {"delivered": True, "respawned": False, "session_id": record.session_id}
+
+
+def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool) -> None:
+    payload = job.payload
+    ctx.events.emit(
+        "session.delivered",
+        job.work_item,
+        session_id=session_id,
+        respawned=respawned,
+        source=payload_text(payload, "source"),
+        ref=payload_text(payload, "ref"),
+        comment_id=payload.get("comment_id"),
+        job=job.id,
+    )
+
+
+def _wait_for_early_exit(ctx: SpawnerContext, record: SessionRecord) -> list[str] | None:
+    """The last lines of a resumed session that died within the grace period, else None."""
+    deadline = time.monotonic() + ctx.resume_grace
+    while time.monotonic() < deadline:
+        pane = ctx.runner.pane(record.tmux_session)
+        if pane is None or pane.dead:
+            return last_lines(ctx.runner.capture(record.tmux_session, history=100)) if pane else []
+        time.sleep(0.1)
+    return None
+
+
+def _respawn(
+    ctx: SpawnerContext,
+    job: ClaimedJob,
+    record: SessionRecord | None,
+    text: str,
+    *,
+    reason: str,
+    moved: Drift | None = None,
+    launch: Launch | None = None,
+) -> dict[str, Any]:
+    """Relaunch a work item's session with `text` as its prompt, resuming when it can."""
+    spec_id = payload_text(job.payload, "spec_id") or (record.spec_id if record else "")
+    checkout = checkout_for(ctx, job).path
+    facts: dict[str, Any] = {"reason": reason}
+    if moved is not None:
+        facts.update(old=moved.old, new=moved.new)
+    if launch is None:
+        harness = record.harness if record else None
+        choice = frozen_choice(ctx, job.work_item, checkout, spec_id, harness=harness,
+                               fallback=record)  # fmt: skip
+        session_id = record.session_id if record else str(uuid.uuid4())
+        launch = build_launch(ctx.config, choice, session_id=session_id, prompt=text,
+                              resume=record is not None)  # fmt: skip
+    started = start_session(ctx, job, checkout, launch, event="session.respawned", **facts)
+    if launch.resumed:
+        died = _wait_for_early_exit(ctx, started)
+        if died is not None:
+            ctx.events.emit("session.resume_failed", job.work_item, level="warning",
+                            session_id=launch.session_id, last_lines=died)  # fmt: skip
+            fresh = build_launch(ctx.config, Choice(launch.harness, launch.model, launch.effort),
+                                 session_id=str(uuid.uuid4()), prompt=text)  # fmt: skip
+            started = start_session(ctx, job, checkout, fresh, event="session.respawned",
+                                    reason="resume failed")  # fmt: skip
+    _delivered(ctx, job, started.session_id, respawned=True)
+    return {"delivered": True, "respawned": True, "session_id": started.session_id}
+
+
+def stop(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+    record = ctx.registry.get(job.work_item)
+    if record is None:
+        return {"stopped": True, "found": False}
+    ctx.runner.kill(record.tmux_session)
+    ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
+    reason = payload_text(job.payload, "reason")
+    ctx.events.emit("session.stopped", job.work_item, session_id=record.session_id, reason=reason)
+    return {"stopped": True, "found": True}
+
+
+HANDLERS = {"spawn": spawn, "deliver": deliver, "stop": stop}
+
+
+def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any], str | None]:
+    """Run one job under its work item's lock: (ok, result, error)."""
+    handler = HANDLERS.get(job.kind)
+    if handler is None:
+        return False, {}, f"this spawner does not know job kind {job.kind!r}"
+    with ctx.locks.hold(job.work_item):
+        try:
+            return True, handler(ctx, job), None
+        except (JobFailed, CheckoutError, TmuxError, OSError, ValueError) as exc:
+            error = str(exc)
+            if job.github_token:
+                error = error.replace(job.github_token, "[token]")
+            ctx.events.emit(f"session.{job.kind}_failed", job.work_item, level="warning",
+                            error=error, job=job.id)  # fmt: skip
+            return False, {}, error

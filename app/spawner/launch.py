@@ -1,0 +1,188 @@
+"""The steps every launch of a work item's session shares: the checkout, the frozen choice
+read back from it, the trust pre-seed, the tmux session, the registry record and the
+`session.spawned` / `session.respawned` event that says exactly what was launched."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.config import OperatorConfig
+from app.spawner.argv import Choice, Launch, validate_choice
+from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
+from app.spawner.client import ClaimedJob
+from app.spawner.locks import ItemLocks
+from app.spawner.outbox import SpawnerEvents
+from app.spawner.registry import Registry, SessionRecord, record_for
+from app.spawner.tmux import TmuxRunner, session_name
+from app.spawner.trust import TrustOutcome, pretrust
+from app.workstate import read_state, state_path
+
+RUNNER = "tmux"
+
+
+@dataclass
+class SpawnerContext:
+    """Everything a job needs, built once by the agent (or a test)."""
+
+    config: OperatorConfig
+    runner: TmuxRunner
+    registry: Registry
+    events: SpawnerEvents
+    home: Path
+    state_dir: Path
+    app_url: str
+    hosts: frozenset[str]
+    refused: frozenset[str] = frozenset()
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    locks: ItemLocks = field(default_factory=ItemLocks)
+    resume_grace: float = 2.0
+
+    @property
+    def workspace_root(self) -> Path:
+        return self.config.routing.workspace.resolved_root
+
+
+def payload_text(payload: Mapping[str, Any], key: str) -> str:
+    value = payload.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def payload_int(payload: Mapping[str, Any], key: str) -> int:
+    value = payload.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
+    """Clone (or reuse) the work item's tree; reports `workspace.cloned` on a fresh clone."""
+    payload = job.payload
+    checkout = prepare_checkout(
+        ctx.workspace_root,
+        job.repo or payload_text(payload, "repo"),
+        payload_int(payload, "issue_number"),
+        payload_text(payload, "clone_url"),
+        token=job.github_token,
+        askpass=write_askpass(ctx.state_dir),
+        env=ctx.env,
+    )
+    if not checkout.reused:
+        ctx.events.emit("workspace.cloned", job.work_item, checkout=str(checkout.path))
+    return checkout
+
+
+def frozen_choice(
+    ctx: SpawnerContext,
+    work_item: str,
+    checkout: Path,
+    spec_id: str,
+    *,
+    harness: str | None = None,
+    fallback: SessionRecord | None = None,
+) -> Choice:
+    """The choice recorded in the checkout's state file, re-validated against this spawner's
+    config (the file is agent-writable). `harness` pins the harness (a respawn keeps its
+    session's); `fallback` stands in when the file is gone. Every fallback is a warning."""
+    state = read_state(state_path(checkout, spec_id))
+    if state is not None:
+        raw = Choice(state.harness, state.model, state.effort)
+    elif fallback is not None:
+        raw = Choice(fallback.harness, fallback.model, fallback.effort)
+    else:
+        raw = Choice("")
+    if harness:
+        raw = Choice(harness, raw.model, raw.effort)
+    checked = validate_choice(ctx.config, raw, ctx.hosts, ctx.refused)
+    for warning in checked.warnings:
+        ctx.events.emit("session.choice_fallback", work_item, level="warning", warning=warning)
+    return checked.choice
+
+
+def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
+    trust = ctx.config.routing.harness_trust
+    for failure in outcome.failures:
+        ctx.events.emit("workspace.trust_failed", work_item, level="warning", reason=failure)
+    if outcome.directories:
+        ctx.events.emit(
+            "workspace.trusted",
+            work_item,
+            directories=outcome.directories,
+            scope=trust.scope.value,
+            written=outcome.written,
+            bypass_accepted=outcome.bypass_accepted,
+            warnings=outcome.warnings,
+            level="warning" if outcome.warnings else "info",
+        )
+
+
+def start_session(
+    ctx: SpawnerContext,
+    job: ClaimedJob,
+    checkout: Path,
+    launch: Launch,
+    *,
+    event: str,
+    **facts: Any,
+) -> SessionRecord:
+    """Pre-trust, start in tmux, record, announce. `facts` join the event (reason, drift…)."""
+    payload = job.payload
+    spec_id = payload_text(payload, "spec_id")
+    trust = ctx.config.routing.harness_trust
+    outcome = pretrust(ctx.home, checkout, ctx.workspace_root, trust, launch.harness_args)
+    report_trust(ctx, job.work_item, outcome)
+    name = session_name(job.work_item)
+    env = {
+        "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
+        "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
+        "THE_LOOP_URL": ctx.app_url,
+    }
+    hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
+    target = ctx.runner.start(name, checkout, launch.argv, env=env, hidden_env=hidden)
+    record = record_for(
+        launch,
+        job.work_item,
+        name,
+        target,
+        checkout,
+        spec_id=spec_id,
+        repo=job.repo or payload_text(payload, "repo"),
+        issue_number=payload_int(payload, "issue_number"),
+        clone_url=payload_text(payload, "clone_url"),
+    )
+    ctx.registry.put(record)
+    ctx.events.emit(
+        event,
+        job.work_item,
+        harness=launch.harness,
+        harness_args=list(launch.harness_args),
+        model=launch.model,
+        effort=launch.effort,
+        runner=RUNNER,
+        interaction=launch.interaction,
+        gh_event=payload_text(payload, "gh_event"),
+        action=payload_text(payload, "action"),
+        session_id=launch.session_id,
+        resumed=launch.resumed,
+        tmux_target=target,
+        checkout=str(checkout),
+        argv=launch.recorded_argv,
+        job=job.id,
+        **facts,
+    )
+    return record
+
+
+def session_result(record: SessionRecord, *, respawned: bool) -> dict[str, Any]:
+    """A spawn job's result, in the protocol's shape."""
+    return {
+        "session_id": record.session_id,
+        "tmux_target": record.tmux_target,
+        "harness": record.harness,
+        "model": record.model,
+        "effort": record.effort,
+        "harness_args": list(record.harness_args),
+        "checkout": record.checkout,
+        "respawned": respawned,
+    }

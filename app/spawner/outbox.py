@@ -1,0 +1,120 @@
+"""The spawner's events: appended to `events.jsonl` in its state dir, then sent to the App.
+
+The file is the outbox. `events.sent` holds how many bytes of it the App has acknowledged,
+so events written while the App is down (or before a spawner restart) are sent when it is
+back, in order, none lost. Each event carries an `id` the App records once, so a batch
+resent after a crash between "App accepted" and "offset saved" is not counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app.events import EventLog
+from app.spawner.client import AppClient, AppUnavailable, Rejected, Unauthorized
+
+log = logging.getLogger(__name__)
+
+BATCH = 200
+MAX_BACKOFF = 30.0
+
+
+class SpawnerEvents:
+    """`emit` records an event locally and wakes the sender; `flush` sends what is unsent."""
+
+    def __init__(self, state_dir: Path, client: AppClient | None = None) -> None:
+        self.path = state_dir / "events.jsonl"
+        self.offset_path = state_dir / "events.sent"
+        self.client = client
+        self._log = EventLog(self.path)
+        self._wake = threading.Event()
+        self._send_lock = threading.Lock()
+
+    def emit(self, event: str, work_item: str | None = None, **fields: Any) -> dict[str, Any]:
+        record = self._log.emit(event, work_item, id=uuid.uuid4().hex, **fields)
+        level = logging.WARNING if fields.get("level") == "warning" else logging.INFO
+        log.log(level, "%s %s", event, work_item or "")
+        self._wake.set()
+        return record
+
+    def _offset(self) -> int:
+        try:
+            return int(self.offset_path.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _save_offset(self, offset: int) -> None:
+        tmp = self.offset_path.with_name(".events.sent.tmp")
+        tmp.write_text(str(offset))
+        os.replace(tmp, self.offset_path)
+
+    def _pending(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """Up to BATCH complete lines after `offset`, and the offset after them."""
+        if not self.path.exists():
+            return [], offset
+        events: list[dict[str, Any]] = []
+        with self.path.open("rb") as fh:
+            fh.seek(offset)
+            while len(events) < BATCH:
+                line = fh.readline()
+                if not line.endswith(b"\n"):
+                    break  # nothing more, or a line still being written
+                offset += len(line)
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    log.warning("skipping an unreadable line in %s", self.path)
+        return events, offset
+
+    def flush(self) -> bool:
+        """Send every unsent event; True when nothing is left. Raises AppUnavailable /
+        Unauthorized for the caller's backoff."""
+        if self.client is None:
+            return True
+        with self._send_lock:
+            while True:
+                start = self._offset()
+                events, end = self._pending(start)
+                if not events:
+                    if end != start:
+                        self._save_offset(end)
+                    return True
+                try:
+                    answer = self.client.events(events)
+                except Rejected as exc:  # the whole batch is malformed: keep it local only
+                    log.error("the App refused %d events: %s", len(events), exc)
+                    answer = {}
+                for rejected in answer.get("rejected", []):
+                    log.warning("the App rejected an event: %s", rejected)
+                self._save_offset(end)
+
+    def unsent(self) -> int:
+        """How many complete events are waiting to be sent."""
+        count, offset = 0, self._offset()
+        while True:
+            events, offset = self._pending(offset)
+            if not events:
+                return count
+            count += len(events)
+
+    def run(self, stop: threading.Event, *, interval: float = 5.0) -> None:
+        """The sender loop: send when woken (or every `interval`), back off while the App is
+        unreachable, until `stop` is set."""
+        backoff = 0.5
+        while not stop.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            try:
+                self.flush()
+                backoff = 0.5
+            except (AppUnavailable, Unauthorized) as exc:
+                log.warning("events not sent yet (%s); retrying in %.1fs", exc, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                self._wake.set()

@@ -1,0 +1,132 @@
+"""The checkout: one tree per work item, reused on respawn, the installation token passed
+through the environment only (a real git clone over HTTP with basic auth)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from app.spawner.checkout import (
+    CheckoutError,
+    checkout_dir,
+    prepare_checkout,
+    write_askpass,
+    write_frozen_state,
+)
+from app.workstate import read_state, state_path
+from tests.fakes.git_http import GitHttp
+from tests.fakes.server import LiveServer
+from tests.spawner_support import bare_repository, git
+
+TOKEN = "ghs_" + "S3cr3tInstallationToken0123456789"
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "git-home"
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
+    origin = bare_repository(tmp_path)
+    root = tmp_path / "work"
+    askpass = write_askpass(tmp_path / "state")
+    first = prepare_checkout(root, "o/r", 7, str(origin), token=None, askpass=askpass,
+                             env=env(tmp_path))  # fmt: skip
+    assert first.path == root / "o-r-7" and not first.reused
+    assert (first.path / "README.md").read_text() == "hello\n"
+    (first.path / "work-in-progress.txt").write_text("kept")
+    again = prepare_checkout(root, "o/r", 7, str(origin), token=None, askpass=askpass,
+                             env=env(tmp_path))  # fmt: skip
+    assert again.reused and (again.path / "work-in-progress.txt").read_text() == "kept"
+    assert [p.name for p in root.iterdir()] == ["o-r-7"]  # no staging leftovers
+
+
+def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    with pytest.raises(CheckoutError, match="git clone failed"):
+        prepare_checkout(root, "o/r", 7, str(tmp_path / "missing.git"), token=None,
+                         askpass=write_askpass(tmp_path), env=env(tmp_path))  # fmt: skip
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://x-access-token:abc@github.com/o/r.git", "ext::sh -c touch% /tmp/x", "-uhttps://x"],
+)
+def test_a_dangerous_clone_url_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(CheckoutError):
+        prepare_checkout(tmp_path / "w", "o/r", 7, url, token=None,
+                         askpass=write_askpass(tmp_path), env=env(tmp_path))  # fmt: skip
+
+
+def test_directories_stay_inside_the_root() -> None:
+    assert checkout_dir(Path("/w"), "../../etc", 1) == Path("/w/etc-1")
+    assert checkout_dir(Path("/w"), "o/r; rm -rf ~", 2) == Path("/w/o-r-rm--rf--2")
+    assert checkout_dir(Path("/w"), "o/r", 3).parent == Path("/w")
+
+
+def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
+    tmp_path: Path,
+) -> None:
+    projects = tmp_path / "srv"
+    projects.mkdir()
+    bare_repository(projects, "r.git")
+    server = GitHttp(projects, TOKEN)
+    with LiveServer(server) as live:
+        url = f"{live.url}/r.git"
+        checkout = prepare_checkout(tmp_path / "work", "o/r", 9, url, token=TOKEN,
+                                    askpass=write_askpass(tmp_path / "state"),
+                                    env=env(tmp_path))  # fmt: skip
+        with pytest.raises(CheckoutError) as refused:
+            prepare_checkout(tmp_path / "work", "o/r", 10, url, token="ghs_wrong",
+                             askpass=write_askpass(tmp_path / "state"),
+                             env=env(tmp_path))  # fmt: skip
+    assert server.authorized >= 1 and server.refused >= 1
+    assert (checkout.path / "README.md").exists()
+    assert any("git" in table for table in server.process_tables)
+    assert not [t for t in server.process_tables if TOKEN in t]
+    config = (checkout.path / ".git" / "config").read_text()
+    assert TOKEN not in config and "x-access-token" not in config
+    assert git("config", "--get", "remote.origin.url", cwd=checkout.path).strip() == url
+    assert "ghs_wrong" not in str(refused.value)
+    assert TOKEN not in (tmp_path / "state" / "git-askpass.sh").read_text()
+    assert not (tmp_path / "git-home" / ".git-credentials").exists()
+
+
+def test_the_frozen_record_is_written_and_the_pointer_kept_on_reuse(tmp_path: Path) -> None:
+    frozen = {
+        "decisions": {"phase-selection": {"at": "2026-01-01T00:00:00+00:00", "by": "octocat"}},
+        "skips": {"brainstorming": {"by": "octocat"}},
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+        "dropped": [],
+    }
+    path = write_frozen_state(tmp_path, "issue-7", frozen)
+    assert path == state_path(tmp_path, "issue-7")
+    data = json.loads(path.read_text())
+    assert data == {
+        "workItem": "issue-7",
+        "currentNode": "phase-selection",
+        "decisions": frozen["decisions"],
+        "parked": None,
+        "skips": frozen["skips"],
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+    }
+    data["currentNode"] = "design"
+    data["model"] = "--dangerously-skip-permissions"  # an agent edited it
+    path.write_text(json.dumps(data))
+    write_frozen_state(tmp_path, "issue-7", frozen)
+    state = read_state(path)
+    assert state is not None and state.currentNode == "design" and state.model == "opus"
+
+
+def test_an_unsafe_spec_id_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CheckoutError):
+        write_frozen_state(tmp_path, "../../etc", {})

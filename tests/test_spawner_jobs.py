@@ -1,0 +1,282 @@
+"""Spawn, deliver and stop jobs on real tmux and git, with a stand-in harness that records
+exactly how it was started and what reached its terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import parse_config
+from app.events import read_jsonl
+from app.spawner.argv import DENY_TOKEN
+from app.spawner.client import ClaimedJob
+from app.spawner.jobs import followup_text, run_job
+from app.spawner.launch import SpawnerContext
+from app.spawner.outbox import SpawnerEvents
+from app.spawner.registry import Registry, SessionState
+from app.spawner.tmux import TmuxRunner
+from tests.spawner_support import StandIn, bare_repository
+from tests.support import FIXTURES, wait_for
+
+pytest_plugins = ["tests.spawner_support"]
+
+FLAG = "--dangerously-skip-permissions"
+WI = "github:o/r#7"
+TOKEN = "ghs_InstallationTokenNeverLogged42"
+SESSION_TOKEN = "tlss_SessionCredential"
+
+
+def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
+    return parse_config(
+        {
+            "harnesses": [{"name": "claude", "default": True, "command": str(standin.path),
+                           "args": [FLAG]}],
+            "models": [{"name": "opus", "id": "claude-opus-4-1"}],
+            "effort": ["high"],
+            "routing": {"workspace": {"root": str(tmp_path / "work")}, **routing},
+        },
+        "test.yaml",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> SpawnerContext:
+    state = tmp_path / "state"
+    return SpawnerContext(
+        config=make_config(standin, tmp_path),
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=SpawnerEvents(state),
+        home=home,
+        state_dir=state,
+        app_url="http://127.0.0.1:9",
+        hosts=frozenset({"claude"}),
+        env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
+        resume_grace=0.8,
+    )
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    return bare_repository(tmp_path)
+
+
+def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -> ClaimedJob:
+    record = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {},
+              "harness": "claude", "model": "opus", "effort": "high", "dropped": [], **frozen}  # fmt: skip
+    payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
+               "clone_url": str(origin), "frozen": record, "gh_event": "issue_comment",
+               "action": "created", "prompt": prompt}  # fmt: skip
+    return ClaimedJob(1, "spawn", WI, "o/r", payload, 60, TOKEN, SESSION_TOKEN)
+
+
+def deliver_job(
+    origin: Path, body: str = "please also handle the empty list", jid: int = 2
+) -> ClaimedJob:
+    payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
+               "clone_url": str(origin), "comment_id": 99, "body": body, "author": "octocat",
+               "source": "github", "ref": "99", "gh_event": "issue_comment", "action": "created"}  # fmt: skip
+    return ClaimedJob(jid, "deliver", WI, "o/r", payload, 60, TOKEN, "tlss_second")
+
+
+def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:
+    return [e for e in read_jsonl(ctx.events.path) if e["event"] == name]
+
+
+def run_ok(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+    ok, result, error = run_job(ctx, job)
+    assert ok, error
+    return result
+
+
+def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, home: Path, tmp_path: Path
+) -> None:
+    result = run_ok(ctx, spawn_job(origin))
+    record = standin.wait_start(WI)
+    sid = result["session_id"]
+    assert record["argv"] == [str(standin.path), "--session-id", sid, FLAG,
+                              "--model", "claude-opus-4-1", "--effort", "high",
+                              DENY_TOKEN, "Work on issue 7"]  # fmt: skip
+    checkout = tmp_path / "work" / "o-r-7"
+    assert record["cwd"] == str(checkout)
+    assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
+    assert record["env"]["THE_LOOP_WORK_ITEM_ID"] == WI
+    assert record["env"]["THE_LOOP_SESSION_TOKEN"] == SESSION_TOKEN
+    assert result == {
+        "session_id": sid, "tmux_target": f"{ctx.runner.socket}:o-r-7", "harness": "claude",
+        "model": "opus", "effort": "high", "harness_args": [FLAG, "--model", "claude-opus-4-1",
+        "--effort", "high"], "checkout": str(checkout), "respawned": False,
+    }  # fmt: skip
+    saved = ctx.registry.get(WI)
+    assert saved is not None and DENY_TOKEN not in saved.harness_args
+    (spawned,) = events(ctx, "session.spawned")
+    assert spawned["gh_event"] == "issue_comment" and spawned["action"] == "created"
+    assert spawned["harness_args"] == result["harness_args"] and spawned["runner"] == "tmux"
+    assert spawned["interaction"] == "work-item" and spawned["argv"][-1] == "<prompt>"
+    (trusted,) = events(ctx, "workspace.trusted")
+    assert trusted["directories"] == [str(checkout), str(tmp_path / "work")]
+    projects = json.loads((home / ".claude.json").read_text())["projects"]
+    assert projects[str(checkout)] == {"hasTrustDialogAccepted": True,
+                                       "hasCompletedProjectOnboarding": True}  # fmt: skip
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings == {"skipDangerousModePermissionPrompt": True}
+    assert (
+        json.loads((checkout / "docs/specs/issue-7/work-item-state.json").read_text())["model"]
+        == "opus"
+    )
+
+
+def test_the_installation_token_is_in_no_file_event_or_session_environment(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    run_ok(ctx, spawn_job(origin))
+    run_ok(ctx, deliver_job(origin))
+    env = standin.wait_start(WI)["env"]
+    assert TOKEN not in json.dumps(env)
+    for path in [*tmp_path.rglob("*")]:
+        if path.is_file() and "records" not in path.parts:
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_a_frozen_choice_this_spawner_does_not_declare_falls_back_with_a_warning(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    run_ok(ctx, spawn_job(origin, model="gpt-9", effort="ludicrous", harness="codex"))
+    argv = standin.wait_start(WI)["argv"]
+    assert argv[3:] == [FLAG, DENY_TOKEN, "Work on issue 7"]
+    warnings = [e["warning"] for e in events(ctx, "session.choice_fallback")]
+    assert len(warnings) == 3 and all(e == "warning" for e in
+                                      [x["level"] for x in events(ctx, "session.choice_fallback")])  # fmt: skip
+
+
+def test_cli_mode_launches_without_the_deny_token(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    ctx.config = make_config(standin, tmp_path, interaction={"mode": "cli"})
+    run_ok(ctx, spawn_job(origin))
+    assert DENY_TOKEN not in standin.wait_start(WI)["argv"]
+
+
+def test_a_spawn_offered_again_reports_the_live_session_instead_of_a_second_one(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    first = run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    again = run_ok(ctx, spawn_job(origin))
+    assert again == first
+    assert len(standin.starts(WI)) == 1 and len(events(ctx, "session.spawned")) == 1
+
+
+def test_a_followup_is_pasted_into_the_live_session(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    spawned = run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    wait_for(lambda: (standin.records / "github-o-r-7" / "stdin.bin").exists())
+    result = run_ok(ctx, deliver_job(origin, "handle `$(id)`; and -rf"))
+    assert result == {"delivered": True, "respawned": False, "session_id": spawned["session_id"]}
+    text = followup_text(
+        {"author": "octocat", "source": "github", "body": "handle `$(id)`; and -rf"}
+    )
+    pasted = b"\x01\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
+    wait_for(lambda: standin.stdin(WI) == pasted)
+    (delivered,) = events(ctx, "session.delivered")
+    assert delivered["comment_id"] == 99 and delivered["respawned"] is False
+
+
+def test_a_dead_session_is_resumed_with_the_comment_as_its_prompt(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    result = run_ok(ctx, deliver_job(origin, "are you there?"))
+    assert result == {"delivered": True, "respawned": True, "session_id": spawned["session_id"]}
+    argv = standin.wait_start(WI, count=2)["argv"]
+    assert argv[1:3] == ["--resume", spawned["session_id"]]
+    assert argv[-2:] == [DENY_TOKEN, followup_text(deliver_job(origin, "are you there?").payload)]
+    assert FLAG in argv
+    (respawned,) = events(ctx, "session.respawned")
+    assert respawned["reason"] == "session ended" and respawned["resumed"] is True
+
+
+def test_a_resume_that_dies_at_once_becomes_a_fresh_session(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    standin.refuse_resume()
+    result = run_ok(ctx, deliver_job(origin))
+    fresh = standin.wait_start(WI, count=3)["argv"]
+    assert fresh[1] == "--session-id" and fresh[2] == result["session_id"] != spawned["session_id"]
+    (failed,) = events(ctx, "session.resume_failed")
+    assert any("No conversation found" in line for line in failed["last_lines"])
+
+
+def test_a_drifted_session_is_relaunched_resuming_with_old_and_new_named(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    spawned = run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    entry = ctx.config.harnesses[0]
+    ctx.config = ctx.config.model_copy(
+        update={"harnesses": [entry.model_copy(update={"args": [FLAG, "--verbose"]})]}
+    )
+    result = run_ok(ctx, deliver_job(origin))
+    assert result["respawned"] is True and result["session_id"] == spawned["session_id"]
+    argv = standin.wait_start(WI, count=2)["argv"]
+    assert argv[1:5] == ["--resume", spawned["session_id"], FLAG, "--verbose"]
+    (respawned,) = events(ctx, "session.respawned")
+    assert respawned["reason"] == "drift"
+    assert respawned["old"] == {"harness_args": spawned["harness_args"]}
+    assert respawned["new"]["harness_args"][:2] == [FLAG, "--verbose"]
+
+
+def test_upgrading_to_the_deny_token_is_not_drift(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    ctx.config = make_config(standin, tmp_path, interaction={"mode": "cli"})
+    run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    ctx.config = make_config(standin, tmp_path)  # work-item mode now: deny token added
+    assert run_ok(ctx, deliver_job(origin))["respawned"] is False
+
+
+def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
+    run_ok(ctx, spawn_job(origin, prompt=f"SCREEN:{screen}"))
+    wait_for(lambda: "Quick safety check" in ctx.runner.capture("o-r-7"))
+    ok, _, error = run_job(ctx, deliver_job(origin))
+    assert not ok and error is not None and "trust-dialog" in error
+    assert standin.stdin(WI) == b""
+    (stalled,) = events(ctx, "session.stalled")
+    assert stalled["screen"] == "trust-dialog"
+    saved = ctx.registry.get(WI)
+    assert saved is not None and saved.state == SessionState.STALLED
+
+
+def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Path) -> None:
+    run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    stop = ClaimedJob(3, "stop", WI, "o/r", {"work_item": WI, "reason": "issue closed"}, 60)
+    assert run_ok(ctx, stop) == {"stopped": True, "found": True}
+    assert not ctx.runner.exists("o-r-7")
+    saved = ctx.registry.get(WI)
+    assert saved is not None and saved.state == SessionState.STOPPED
+    assert events(ctx, "session.stopped")[0]["reason"] == "issue closed"
+
+
+def test_a_failing_clone_is_reported_without_the_token(ctx: SpawnerContext, tmp_path: Path) -> None:
+    job = spawn_job(tmp_path / "nowhere.git")
+    job = replace(job, payload={**job.payload, "clone_url": f"{tmp_path}/nowhere-{TOKEN}.git"})
+    ok, _, error = run_job(ctx, job)
+    assert not ok and error is not None and "git clone failed" in error
+    assert TOKEN not in error
+    assert TOKEN not in ctx.events.path.read_text()
