@@ -28,6 +28,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
     from app.spawnerapi import bp as spawner_bp
+    from channels import web as slack_web
 
     settings = settings or load_settings()
     if not settings.github_webhook_secret:
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.extensions["the-loop"] = state
     app.register_blueprint(github_bp)
+    slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(spawner_bp)
 
     @app.get("/healthz")

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "slack"
 SIGNING_SECRET = "test-slack-signing-secret"
 ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
@@ -109,3 +111,22 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def slack_env(settings_env: dict[str, str], api_url: str, config_yaml: str) -> dict[str, str]:
+    """The conftest environment with the Slack mirror switched on and an operator config."""
+    with open(settings_env["THE_LOOP_CONFIG"], "w") as fh:
+        fh.write(config_yaml)
+    return {
+        **settings_env,
+        "SLACK_BOT_TOKEN": "xoxb-test-token",
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": api_url,
+    }
+
+
+def post_slack(base_url: str, body: str, *, form: bool, secret: str = SIGNING_SECRET) -> Any:
+    """POST a signed Slack request to the App's `/slack/events`."""
+    kind = "application/x-www-form-urlencoded" if form else "application/json"
+    headers = {"Content-Type": kind, **slack_signed(body, secret)}
+    return httpx.post(f"{base_url}/slack/events", content=body, headers=headers, timeout=10)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,7 @@ class FakeSlack:
     ephemerals: list[dict[str, Any]] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     revoked: bool = False
+    delays: dict[str, float] = field(default_factory=dict)  # method -> seconds before answering
     _failures: list[tuple[str, Outage]] = field(default_factory=list)
     _outage: Outage | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
@@ -188,6 +190,7 @@ class FakeSlack:
                     outage.body, outage.status, outage.headers, mimetype="application/json"
                 )
             self.calls.append(Call(method, data, 200))
+            time.sleep(self.delays.get(method, 0.0))
             if (denied := authorized()) is not None:
                 return error(denied)
             handler = handlers.get(method)

@@ -1,0 +1,87 @@
+"""The Bolt app: listeners for the Execute button and thread replies, over HTTP or Socket Mode.
+
+Bolt verifies every HTTP request against the signing secret. Listeners acknowledge first
+and then work (Bolt answers Slack as soon as `ack()` is called and lets the listener run on),
+so a slow GitHub call never makes Slack show an error. Each listener is one process edge:
+it logs what failed and tells the member, and never raises into Bolt.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from sqlalchemy import Engine
+
+from app.context import Services
+from channels.actions import Press, handle_execute
+from channels.checklist import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
+from channels.context import SlackDeps
+from channels.threads import handle_message
+from channels.wiring import web_client
+
+log = logging.getLogger(__name__)
+
+SOMETHING_WENT_WRONG = "Something went wrong on the App's side; nothing was changed. Try again."
+
+
+class SlackNotConfigured(RuntimeError):
+    """A Slack entry point was started without the settings it needs."""
+
+
+def _guard(deps: SlackDeps, work: Callable[[], None], press: Press | None = None) -> None:
+    try:
+        work()
+    except Exception:  # listener edge: log it, tell the member, keep serving
+        log.exception("Slack listener failed")
+        if press is not None and press.member:
+            deps.tell(press.channel, press.member, SOMETHING_WENT_WRONG, press.thread_ts)
+
+
+def register(app: App, deps: SlackDeps) -> None:
+    """Attach the mirror's listeners to `app`."""
+
+    @app.action(EXECUTE_ACTION)
+    def on_execute(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_execute(deps, body), Press.from_body(body))
+
+    @app.action(re.compile(f"^({re.escape(ROWS_ACTION)}|{re.escape(OPEN_ACTION)})$"))
+    def on_control(ack: Ack) -> None:
+        ack()  # ticks and link clicks need no answer; the press of Execute reads the state
+
+    @app.event("message")
+    def on_message(event: Mapping[str, Any], context: BoltContext) -> None:
+        _guard(deps, lambda: handle_message(deps, event, context.bot_user_id))
+
+
+def build_bolt_app(services: Services, engine: Engine, *, socket_mode: bool = False) -> App:
+    """A Bolt app over the bot token; HTTP mode requires the signing secret."""
+    settings = services.settings
+    if not settings.slack_bot_token:
+        raise SlackNotConfigured("SLACK_BOT_TOKEN is not set")
+    if not socket_mode and not settings.slack_signing_secret:
+        raise SlackNotConfigured(
+            "SLACK_SIGNING_SECRET is not set: the App will not accept unverified Slack requests"
+        )
+    client = web_client(settings)
+    app = App(
+        client=client,
+        signing_secret=settings.slack_signing_secret or "",
+        token_verification_enabled=False,
+        request_verification_enabled=not socket_mode,
+        logger=log,
+    )
+    register(app, SlackDeps(services=services, engine=engine, client=client))
+    return app
+
+
+def socket_mode_handler(app: App, app_token: str | None) -> SocketModeHandler:
+    """Socket Mode for deployments without public ingress (an `xapp-` app-level token)."""
+    if not app_token:
+        raise SlackNotConfigured("SLACK_APP_TOKEN (xapp-…) is required for Socket Mode")
+    return SocketModeHandler(app, app_token=app_token)

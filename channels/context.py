@@ -1,0 +1,138 @@
+"""What the Slack listeners are given, and the few I/O steps they share.
+
+A Slack member acts only through `slack.users` (member id → GitHub login) and only when that
+login passes the gate's one authorization rule; everyone else is told so privately and
+nothing changes. Words that reach the issue are posted by the App, attributed to the member
+and marked, so the App never reads them back as input.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.authz import why_not_authorized
+from app.config import OperatorConfig
+from app.context import Services
+from app.gate.execute import permission_cache
+from app.gate.markers import MarkerKind, marker
+from app.store.models import Once, WorkItem
+
+log = logging.getLogger(__name__)
+
+NOT_MAPPED = "your Slack account is not mapped to a GitHub login (slack.users)"
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A comment the App wrote on the issue."""
+
+    id: int
+    html_url: str
+
+
+@dataclass
+class SlackDeps:
+    services: Services
+    engine: Engine
+    client: WebClient
+
+    @property
+    def config(self) -> OperatorConfig:
+        return self.services.config
+
+    @property
+    def keyword(self) -> str:
+        return self.config.routing.trigger.execute_keyword
+
+    def login_for(self, member: str) -> str | None:
+        return self.config.slack.users.get(member)
+
+    def refusal(self, item: WorkItem, member: str) -> tuple[str | None, str | None]:
+        """(login, why not) — `why not` is None when the member may act on the item."""
+        login = self.login_for(member)
+        if login is None:
+            return None, NOT_MAPPED
+        reason = why_not_authorized(
+            self.config,
+            self.services.github,
+            permission_cache(self.services.github),
+            item.installation_id,
+            item.repo_full_name,
+            login,
+        )
+        return login, reason
+
+    def item(self, work_item_id: str) -> WorkItem | None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return session.get(WorkItem, work_item_id)
+
+    def item_for_thread(self, thread_ts: str) -> WorkItem | None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return session.scalars(select(WorkItem).where(WorkItem.slack_ts == thread_ts)).first()
+
+    def claim(self, key: str) -> bool:
+        """Take `key` for this handler, committed at once; False when it was already taken.
+
+        Slack redelivers events and a member can press twice; the first claim wins, so a
+        reply or a press reaches the issue once.
+        """
+        dialect = self.engine.dialect.name
+        insert = pg_insert if dialect == "postgresql" else sqlite_insert
+        statement = (
+            insert(Once).values(key=key).on_conflict_do_nothing(index_elements=["key"])
+        ).returning(Once.key)
+        with Session(self.engine) as session, session.begin():
+            return session.execute(statement).scalar() is not None
+
+    def release(self, key: str) -> None:
+        """Give a claim back after a failure, so Slack's retry can try again."""
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(Once).where(Once.key == key))
+
+    def tell(self, channel: str, member: str, text: str, thread_ts: str | None = None) -> None:
+        """A message only `member` sees; a Slack failure here is logged, never raised."""
+        try:
+            self.client.chat_postEphemeral(
+                channel=channel, user=member, text=text, thread_ts=thread_ts
+            )
+        except SlackApiError as exc:
+            log.warning("ephemeral to %s failed: %s", member, exc.response.get("error"))
+
+    def react(self, channel: str, ts: str, name: str) -> None:
+        try:
+            self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "already_reacted":
+                log.warning("reaction on %s failed: %s", ts, exc.response.get("error"))
+
+    def post_claimed(self, key: str, item: WorkItem, body: str) -> Posted:
+        """Post on the issue under a claim taken with `claim`; released if the post fails."""
+        try:
+            return self.post_on_issue(item, body)
+        except Exception:
+            self.release(key)
+            raise
+
+    def post_on_issue(self, item: WorkItem, body: str) -> Posted:
+        """Post `body` on the item's issue as the App."""
+        if item.installation_id is None:
+            raise RuntimeError(f"{item.id} has no installation to post with")
+        owner, repo = item.repo_full_name.split("/", 1)
+        client = self.services.github.installation(item.installation_id)
+        response = client.rest.issues.create_comment(
+            owner, repo, item.issue_number, data={"body": body}
+        )
+        return Posted(response.parsed_data.id, response.parsed_data.html_url)
+
+
+def attributed(text: str, login: str, member: str) -> str:
+    """A Slack member's words as the App posts them on the issue: attributed and marked."""
+    return f"{text}\n\n_from @{login} in Slack_\n{marker(MarkerKind.SLACK, member=member)}"

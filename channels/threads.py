@@ -1,0 +1,83 @@
+"""A person's reply in a work item's thread: onto the issue, and into the live session.
+
+The reply is posted on the issue by the App, attributed and marked (so it is never read back
+as input), then handed to the same delivery path a GitHub comment takes. A reply that starts
+with the execute keyword is an execute, through the gate's one parser. Each reply is handled
+once (Slack retries events); it gets a reaction when the session has it (the sender adds
+it when the spawner's `session.delivered` report is mirrored).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.followups import FollowupOutcome, deliver_comment
+from app.gate.execute import ExecuteStatus
+from app.store.models import Once, WorkItem
+from channels.actions import describe, submit_execute
+from channels.context import SlackDeps, attributed
+from channels.replies import Reply, reply_ref, starts_with_keyword, thread_reply
+from channels.text import from_slack
+
+log = logging.getLogger(__name__)
+
+EXECUTED_REACTION = "rocket"
+
+
+def _deliver(
+    deps: SlackDeps, reply: Reply, item: WorkItem, login: str, text: str
+) -> FollowupOutcome | None:
+    """Post the reply on the issue and queue it for the session, once per Slack message."""
+    ref = reply_ref(reply.channel, reply.ts)
+    if not deps.claim(ref):
+        return None
+    posted = deps.post_claimed(ref, item, attributed(text, login, reply.user))
+    with Session(deps.engine, expire_on_commit=False) as session, session.begin():
+        session.merge(Once(key=ref, ref=str(posted.id)))
+        return deliver_comment(
+            deps.services,
+            session,
+            item.id,
+            author=login,
+            body=text,
+            ref=ref,
+            source="slack",
+            comment_id=posted.id,
+        )
+
+
+def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str | None) -> None:
+    """Everything after the ack of a `message` event."""
+    reply = thread_reply(event, deps.config.slack.channel, bot_user_id)
+    if reply is None:
+        return
+    item = deps.item_for_thread(reply.thread_ts)
+    if item is None:
+        return
+    login, why = deps.refusal(item, reply.user)
+    if why is not None:
+        deps.services.events.emit(
+            "comment.ignored", item.id, who=login or reply.user, why=why, source="slack"
+        )
+        deps.tell(reply.channel, reply.user, f"Not authorized: {why}.", reply.thread_ts)
+        return
+    assert login is not None
+    text = from_slack(reply.text, deps.config.slack.users)
+    if starts_with_keyword(text, deps.keyword):
+        ref = f"slack-execute:{reply.channel}:{reply.ts}"
+        executed = submit_execute(deps, item, login, reply.user, text, ref)
+        if executed is None:
+            return
+        if executed.status is ExecuteStatus.FROZEN:
+            deps.react(reply.channel, reply.ts, EXECUTED_REACTION)
+        else:
+            deps.tell(reply.channel, reply.user, f"Execute {describe(executed)}.", reply.thread_ts)
+        return
+    outcome = _deliver(deps, reply, item, login, text)
+    if outcome is FollowupOutcome.NOT_LIVE:
+        note = f"Posted on the issue; the work item is {item.state}, so no session receives it."
+        deps.tell(reply.channel, reply.user, note, reply.thread_ts)
