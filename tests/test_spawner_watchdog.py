@@ -1,0 +1,132 @@
+"""The watchdog against the real Claude Code screens (shared/fixtures/claude-screens) and
+real tmux panes: a blocking screen is `stalled`, a dead pane `exited`, never `running`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.events import read_jsonl
+from app.spawner.outbox import SpawnerEvents
+from app.spawner.registry import Registry, SessionRecord, SessionState
+from app.spawner.tmux import TmuxRunner
+from app.spawner.watchdog import Screen, Watchdog, classify_screen, last_lines
+from tests.support import FIXTURES, wait_for
+
+pytest_plugins = ["tests.spawner_support"]
+
+SCREENS = FIXTURES / "claude-screens"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("01-first-run-no-network.txt", Screen.UNABLE_TO_CONNECT),
+        ("02-trust-dialog.txt", Screen.TRUST_DIALOG),
+        ("03-api-key-prompt.txt", Screen.API_KEY_PROMPT),
+        ("04-root-refuses-bypass.txt", None),
+        ("05-session-api-unreachable.txt", None),
+        ("06-followup-pasted.txt", None),
+        ("07-bypass-disclaimer.txt", Screen.BYPASS_DISCLAIMER),
+        ("08-session-bypass-mode.txt", None),
+    ],
+)
+def test_every_captured_screen_is_classified(fixture: str, expected: Screen | None) -> None:
+    assert classify_screen((SCREENS / fixture).read_text()) == expected
+
+
+def test_the_question_menu_from_spec_001_is_a_blocking_screen() -> None:
+    menu = (
+        "\u276f 1. Use a list (Recommended)\n  2. Use a set\n  3. Type something.\n"
+        "  4. Chat about this\n\nEnter to select · ↑/↓ to navigate · Esc to cancel\n"
+    )
+    assert classify_screen(menu) == Screen.QUESTION_MENU
+
+
+def test_a_conversation_that_quotes_a_phrase_is_not_a_screen() -> None:
+    assert classify_screen("\u276f hello\n⏺ Do you want to use this API key? I cannot tell.") is None
+
+
+def test_last_lines_drop_tmux_s_dead_pane_line() -> None:
+    text = (SCREENS / "04-root-refuses-bypass.txt").read_text() + "\n\nPane is dead (status 1)\n"
+    assert last_lines(text) == [
+        "--dangerously-skip-permissions cannot be used with root/sudo privileges for security "
+        "reasons"
+    ]
+
+
+class Fleet:
+    def __init__(self, runner: TmuxRunner, tmp_path: Path) -> None:
+        self.runner = runner
+        self.registry = Registry(tmp_path / "sessions.json")
+        self.events = SpawnerEvents(tmp_path)
+        self.dog = Watchdog(runner, self.registry, self.events.emit)
+        self.tmp = tmp_path
+
+    def start(self, name: str, script: str) -> SessionRecord:
+        target = self.runner.start(name, self.tmp, ["sh", "-c", script])
+        return self.registry.put(
+            SessionRecord(work_item=f"github:o/r#{name}", harness="claude", model="", effort="",
+                          harness_args=[], session_id=f"sid-{name}", tmux_session=name,
+                          tmux_target=target, checkout=str(self.tmp), interaction="work-item")
+        )  # fmt: skip
+
+    def events_named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in read_jsonl(self.events.path) if e["event"] == name]
+
+    def state(self, name: str) -> str:
+        record = self.registry.get(f"github:o/r#{name}")
+        assert record is not None
+        return record.state
+
+
+@pytest.fixture
+def fleet(runner: TmuxRunner, tmp_path: Path) -> Fleet:
+    return Fleet(runner, tmp_path)
+
+
+def test_a_pane_at_the_trust_dialog_is_stalled_once_then_unstalled(fleet: Fleet) -> None:
+    screen = SCREENS / "02-trust-dialog.txt"
+    fleet.start("1", f"cat '{screen}'; sleep 1.5; clear; echo working; sleep 30")
+    wait_for(lambda: "Quick safety check" in fleet.runner.capture("1"))
+    fleet.dog.tick()
+    fleet.dog.tick()
+    (stalled,) = fleet.events_named("session.stalled")
+    assert stalled["screen"] == "trust-dialog" and stalled["session_id"] == "sid-1"
+    assert fleet.state("1") == SessionState.STALLED
+    wait_for(lambda: "working" in fleet.runner.capture("1"))
+    fleet.dog.tick()
+    assert fleet.state("1") == SessionState.RUNNING
+    assert fleet.events_named("session.unstalled")[0]["was"] == "trust-dialog"
+
+
+def test_a_dead_pane_is_exited_with_its_status_and_last_words(fleet: Fleet) -> None:
+    fleet.start(
+        "2", "echo '--dangerously-skip-permissions cannot be used with root'; sleep 0.2; exit 1"
+    )
+    fleet.start("3", "echo alive; sleep 30")
+    wait_for(lambda: (p := fleet.runner.pane("2")) and p.dead)
+    fleet.dog.tick()
+    fleet.dog.tick()
+    (exited,) = fleet.events_named("session.exited")
+    assert exited["work_item"] == "github:o/r#2" and exited["exit_status"] == 1
+    assert exited["last_lines"] == ["--dangerously-skip-permissions cannot be used with root"]
+    assert fleet.state("2") == SessionState.EXITED and fleet.state("3") == SessionState.RUNNING
+
+
+def test_a_session_killed_outside_the_loop_is_exited(fleet: Fleet) -> None:
+    fleet.start("4", "sleep 30")
+    fleet.runner.kill("4")
+    fleet.dog.tick()
+    (exited,) = fleet.events_named("session.exited")
+    assert exited["reason"] == "tmux session is gone"
+
+
+def test_a_session_relaunched_since_the_look_is_left_alone(fleet: Fleet) -> None:
+    fleet.start("5", "exit 3")
+    wait_for(lambda: (p := fleet.runner.pane("5")) and p.dead)
+    with fleet.dog.locks.hold("github:o/r#5"):  # a job holds the item
+        fleet.dog.tick()
+    assert fleet.events_named("session.exited") == []
