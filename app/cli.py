@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "setup",
     "check",
     "hooks",
+    "slack",
 )
 
 

@@ -81,6 +81,8 @@ class FakeSlack:
     """State of the fake workspace: messages by channel and ts, reactions, ephemerals."""
 
     token: str = "xoxb-test-token"
+    app_token: str = "xapp-test-token"  # Socket Mode's app-level token
+    socket_url: str = ""  # what apps.connections.open hands out
     messages: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
     reactions: list[dict[str, Any]] = field(default_factory=list)
@@ -156,11 +158,12 @@ class FakeSlack:
                     return outage
             return self._outage
 
-        def authorized() -> str | None:
+        def authorized(method: str) -> str | None:
             auth = request.headers.get("Authorization", "")
             if self.revoked:
                 return "token_revoked"
-            if auth != f"Bearer {self.token}":
+            expected = self.app_token if method == "apps.connections.open" else self.token
+            if auth != f"Bearer {expected}":
                 return "invalid_auth"
             return None
 
@@ -178,6 +181,7 @@ class FakeSlack:
             "chat.update": self._update,
             "chat.postEphemeral": self._ephemeral,
             "reactions.add": self._react,
+            "apps.connections.open": lambda a: ok(url=self.socket_url),
         }
 
         @app.post("/api/<method>")
@@ -191,7 +195,7 @@ class FakeSlack:
                 )
             self.calls.append(Call(method, data, 200))
             time.sleep(self.delays.get(method, 0.0))
-            if (denied := authorized()) is not None:
+            if (denied := authorized(method)) is not None:
                 return error(denied)
             handler = handlers.get(method)
             if handler is None:
