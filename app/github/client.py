@@ -7,6 +7,7 @@ until shortly before it expires. Rate limits and 5xx answers are retried, honour
 
 from __future__ import annotations
 
+import ssl
 import threading
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,9 @@ class GitHubApp:
         self._app: GitHub[Any] | None = None
         # One token cache per App identity (githubkit's default cache is process-global).
         self._cache = MemCacheStrategy()
+        # githubkit opens an HTTP client per call; one SSL context spares loading the CA
+        # bundle on every request.
+        self._ssl = ssl.create_default_context()
 
     @property
     def configured(self) -> bool:
@@ -62,6 +66,7 @@ class GitHubApp:
                     base_url=self.base_url,
                     auto_retry=RETRY,
                     cache_strategy=self._cache,
+                    ssl_verify=self._ssl,
                 )
             return self._app
 
@@ -76,6 +81,7 @@ class GitHubApp:
                     base_url=self.base_url,
                     auto_retry=RETRY,
                     cache_strategy=self._cache,
+                    ssl_verify=self._ssl,
                 )
                 self._installations[installation_id] = client
             return client

@@ -15,7 +15,9 @@ class LiveServer:
         self._server: BaseWSGIServer = make_server("127.0.0.1", 0, wsgi_app, threaded=True)
         self.port = self._server.server_port
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def start(self) -> LiveServer:
         self._thread.start()
