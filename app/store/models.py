@@ -171,6 +171,18 @@ class SessionToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class ModelVerdict(Base):
+    """What `the-loop models check` found for a checklist row (`model-opus`, `effort-max`):
+    `ok`, `refused` or `unknown`. The gate hides `refused` rows."""
+
+    __tablename__ = "model_verdicts"
+    token: Mapped[str] = mapped_column(String(128), primary_key=True)
+    verdict: Mapped[str] = mapped_column(String(16))
+    harness: Mapped[str] = mapped_column(String(64), default="")
+    detail: Mapped[str] = mapped_column(Text, default="")
+    probed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Once(Base):
     """A side effect done once per key (a reply, a reaction): makes handlers idempotent."""
 

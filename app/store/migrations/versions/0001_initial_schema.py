@@ -84,6 +84,15 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_jobs_work_item"), ["work_item"], unique=False)
 
     op.create_table(
+        "model_verdicts",
+        sa.Column("token", sa.String(length=128), nullable=False),
+        sa.Column("verdict", sa.String(length=16), nullable=False),
+        sa.Column("harness", sa.String(length=64), nullable=False),
+        sa.Column("detail", sa.Text(), nullable=False),
+        sa.Column("probed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("token"),
+    )
+    op.create_table(
         "once",
         sa.Column("key", sa.String(length=256), nullable=False),
         sa.Column("ref", sa.Text(), nullable=True),
@@ -196,6 +205,7 @@ def downgrade() -> None:
 
     op.drop_table("session_tokens")
     op.drop_table("once")
+    op.drop_table("model_verdicts")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_jobs_work_item"))
         batch_op.drop_index(batch_op.f("ix_jobs_state"))
