@@ -21,6 +21,11 @@ COMMAND_MODULES = (
     "check",
     "hooks",
     "slack",
+    "spawner",
+    "sessions",
+    "models",
+    "standing",
+    "agent_tools",
 )
 
 

@@ -1,0 +1,97 @@
+"""`the-loop spawner`: run the devbox agent; `the-loop spawner token create`: mint its token."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+from typing import Any
+
+from app.spawner.tmux import DEFAULT_SOCKET
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    from app.config import load_config
+    from app.settings import load_settings
+    from app.spawner.agent import Agent, AgentOptions
+    from app.spawner.client import AppClient
+    from app.spawner.wiring import build_context
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = load_settings()
+    if not settings.the_loop_spawner_token:
+        print("the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token "
+              "create`)", file=sys.stderr)  # fmt: skip
+        return 2
+    config = load_config(settings.the_loop_config)
+    client = AppClient(settings.the_loop_url, settings.the_loop_spawner_token)
+    ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
+    options = AgentOptions(
+        name=args.name,
+        repositories=list(args.repo or []),
+        wait=args.wait,
+        concurrency=args.concurrency,
+        watchdog_interval=args.watchdog_interval,
+    )
+    agent = Agent(ctx, client, options)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: agent.stop.set())
+    logging.getLogger(__name__).info(
+        "spawner %s serving %s for %s", args.name, settings.the_loop_url, sorted(ctx.hosts)
+    )
+    try:
+        return agent.run()
+    finally:
+        client.close()
+
+
+def create_token(args: argparse.Namespace) -> int:
+    from sqlalchemy.orm import Session
+
+    from app.settings import load_settings
+    from app.spawnertokens import TokenError
+    from app.spawnertokens import create_token as mint
+    from app.store import make_engine, migrate
+
+    engine = make_engine(load_settings().database_url)
+    try:
+        migrate(engine)
+        with Session(engine) as session, session.begin():
+            token = mint(session, args.name, list(args.repo or []))
+    except TokenError as exc:
+        print(f"the-loop spawner token create: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    print(token)
+    print(f"Spawner {args.name!r} created. Keep this token: it is shown once. Run the spawner "
+          "with THE_LOOP_SPAWNER_TOKEN set to it.", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    spawner = subparsers.add_parser(
+        "spawner", help="run the devbox agent that starts sessions in tmux"
+    )
+    spawner.add_argument("--name", default=socket.gethostname(), help="name shown in the App")
+    spawner.add_argument(
+        "--repo", action="append", metavar="OWNER/REPO", help="serve only these (repeatable)"
+    )
+    spawner.add_argument("--tmux-socket", default=DEFAULT_SOCKET, help="tmux -L socket name")
+    spawner.add_argument("--wait", type=float, default=25.0, help="long-poll seconds (≤ 30)")
+    spawner.add_argument("--concurrency", type=int, default=4, help="jobs run at once")
+    spawner.add_argument(
+        "--watchdog-interval", type=float, default=5.0, help="seconds between session checks"
+    )
+    spawner.set_defaults(func=run_agent)
+    commands = spawner.add_subparsers(dest="spawner_command", metavar="COMMAND")
+    token = commands.add_parser("token", help="spawner credentials")
+    token_commands = token.add_subparsers(dest="token_command", metavar="COMMAND", required=True)
+    create = token_commands.add_parser("create", help="create a spawner and print its token once")
+    create.add_argument("--name", required=True, help="the spawner's name")
+    create.add_argument(
+        "--repo", action="append", metavar="OWNER/REPO", help="allow only these (default: all)"
+    )
+    create.set_defaults(func=create_token)

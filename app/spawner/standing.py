@@ -1,0 +1,96 @@
+"""Standing sessions: long-lived sessions the operator declares under
+`standingSessions.sessions[]` (a supervisor, an ops helper), started by
+`the-loop standing start <name>`.
+
+An entry that omits `harnessArgs` inherits its harness's resolved launch arguments (the one
+resolver); an explicit `[]` means none. A standing session is not a work item: no deny
+token, no `THE_LOOP_WORK_ITEM` (the stop gate stays off), its directory trusted on its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from app.config import StandingSession, TrustScope
+from app.harnesses import default_harness
+from app.spawner.argv import standing_launch
+from app.spawner.launch import SpawnerContext, report_trust
+from app.spawner.registry import SessionRecord, SessionState, record_for
+from app.spawner.trust import pretrust
+
+PREFIX = "standing:"
+
+
+class StandingError(RuntimeError):
+    """The standing session cannot be started or stopped; the message says why."""
+
+
+def standing_item(name: str) -> str:
+    return PREFIX + name
+
+
+def tmux_name(name: str) -> str:
+    return f"standing-{name}"
+
+
+@dataclass(frozen=True)
+class StandingStatus:
+    entry: StandingSession
+    record: SessionRecord | None
+    alive: bool
+
+
+def entry_named(ctx: SpawnerContext, name: str) -> StandingSession:
+    sessions = ctx.config.standing_sessions.sessions
+    entry = next((s for s in sessions if s.name == name), None)
+    if entry is None:
+        declared = ", ".join(s.name for s in sessions) or "none"
+        raise StandingError(f"no standing session {name!r} in {ctx.config.source} "
+                            f"(declared: {declared})")  # fmt: skip
+    return entry
+
+
+def statuses(ctx: SpawnerContext) -> list[StandingStatus]:
+    panes = ctx.runner.panes()
+    out = []
+    for entry in ctx.config.standing_sessions.sessions:
+        record = ctx.registry.get(standing_item(entry.name))
+        pane = panes.get(tmux_name(entry.name))
+        out.append(StandingStatus(entry, record, pane is not None and not pane.dead))
+    return out
+
+
+def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRecord:
+    entry = entry_named(ctx, name)
+    session = tmux_name(name)
+    pane = ctx.runner.pane(session)
+    if pane is not None and not pane.dead and not restart:
+        raise StandingError(f"{name!r} is already running: tmux -L {ctx.runner.socket} "
+                            f"attach -t {session} (or --restart)")  # fmt: skip
+    harness = entry.harness or default_harness(ctx.config, ctx.hosts)
+    if harness not in ctx.hosts:
+        raise StandingError(f"harness {harness!r} cannot host a session on this machine")
+    cwd = entry.cwd.expanduser()
+    if not cwd.is_dir():
+        raise StandingError(f"{name!r}: cwd {cwd} is not a directory")
+    launch = standing_launch(ctx.config, harness, entry.harness_args,
+                             session_id=str(uuid.uuid4()), prompt=entry.prompt)  # fmt: skip
+    trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
+    item = standing_item(name)
+    report_trust(ctx, item, pretrust(ctx.home, cwd, cwd, trust, launch.harness_args))
+    target = ctx.runner.start(session, cwd, launch.argv)
+    record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))
+    ctx.events.emit("standing.started", item, name=name, harness=harness,
+                    harness_args=list(launch.harness_args), session_id=launch.session_id,
+                    tmux_target=target, argv=launch.recorded_argv, cwd=str(cwd))  # fmt: skip
+    return record
+
+
+def stop(ctx: SpawnerContext, name: str) -> bool:
+    entry_named(ctx, name)
+    killed = ctx.runner.kill(tmux_name(name))
+    item = standing_item(name)
+    if ctx.registry.update(item, state=SessionState.STOPPED.value) is not None or killed:
+        ctx.events.emit("standing.stopped", item, name=name)
+    return killed
