@@ -134,6 +134,6 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         login,
         describe(outcome),
     )
-    deps.client.chat_update(channel=press.channel, ts=press.message_ts, **sent.as_kwargs())
+    deps.update(press.channel, press.message_ts, sent)
     if outcome.status is not ExecuteStatus.FROZEN:
         deps.tell(press.channel, press.member, f"Execute {describe(outcome)}.", press.thread_ts)

@@ -26,7 +26,10 @@ from channels.wiring import web_client
 
 log = logging.getLogger(__name__)
 
-SOMETHING_WENT_WRONG = "Something went wrong on the App's side; nothing was changed. Try again."
+SOMETHING_WENT_WRONG = (
+    "Something went wrong on the App's side. The issue on GitHub shows what was recorded; "
+    "try again if your decision is not there."
+)
 
 
 class SlackNotConfigured(RuntimeError):

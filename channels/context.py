@@ -24,6 +24,8 @@ from app.context import Services
 from app.gate.execute import permission_cache
 from app.gate.markers import MarkerKind, marker
 from app.store.models import Once, WorkItem
+from channels.blocks import Message
+from channels.errors import slack_error
 
 log = logging.getLogger(__name__)
 
@@ -103,15 +105,23 @@ class SlackDeps:
             self.client.chat_postEphemeral(
                 channel=channel, user=member, text=text, thread_ts=thread_ts
             )
-        except SlackApiError as exc:
-            log.warning("ephemeral to %s failed: %s", member, exc.response.get("error"))
+        except (SlackApiError, OSError) as exc:
+            log.warning("ephemeral to %s failed: %s", member, slack_error(exc))
+
+    def update(self, channel: str, ts: str, message: Message) -> None:
+        """Rewrite one of the App's messages; a Slack failure here is logged, never raised
+        (the decision it reports is already recorded on GitHub)."""
+        try:
+            self.client.chat_update(channel=channel, ts=ts, **message.as_kwargs())
+        except (SlackApiError, OSError) as exc:
+            log.warning("update of %s failed: %s", ts, slack_error(exc))
 
     def react(self, channel: str, ts: str, name: str) -> None:
         try:
             self.client.reactions_add(channel=channel, timestamp=ts, name=name)
-        except SlackApiError as exc:
-            if exc.response.get("error") != "already_reacted":
-                log.warning("reaction on %s failed: %s", ts, exc.response.get("error"))
+        except (SlackApiError, OSError) as exc:
+            if slack_error(exc) != "already_reacted":
+                log.warning("reaction on %s failed: %s", ts, slack_error(exc))
 
     def post_claimed(self, key: str, item: WorkItem, body: str) -> Posted:
         """Post on the issue under a claim taken with `claim`; released if the post fails."""

@@ -26,6 +26,7 @@ from app.events import EventLog
 from app.store.models import WorkItem
 from channels import outbox
 from channels.blocks import Message, render
+from channels.errors import slack_error
 from channels.replies import receipt_target
 
 log = logging.getLogger(__name__)
@@ -167,11 +168,10 @@ class SlackSender:
             return
         try:
             self.client.reactions_add(channel=target[0], timestamp=target[1], name=RECEIPT)
-        except SlackApiError as exc:
-            if exc.response.get("error") != "already_reacted":
-                log.warning(
-                    "receipt reaction on %s failed: %s", target[1], exc.response.get("error")
-                )
+        except (SlackApiError, OSError) as exc:  # the message itself was sent: never retry it
+            error = slack_error(exc)
+            if error != "already_reacted":
+                log.warning("receipt reaction on %s failed: %s", target[1], error)
 
     def _failed(self, row: outbox.Claimed, failure: Failure) -> None:
         now = self.clock()

@@ -197,3 +197,28 @@ def test_an_execute_press_is_acknowledged_before_the_slow_work(
     [note] = wait_for(lambda: slack.ephemerals, timeout=10)  # U00FAKEUSER1 is not mapped
     assert note["user"] == "U00FAKEUSER1" and note["text"].startswith("Not authorized")
     assert fake_github[0].issue_comments(REPO, 1) == []
+
+
+def test_a_typed_execute_in_the_thread_goes_through_the_gate(
+    running_app: RunningApp,
+    fake_github: tuple[FakeGitHub, str],
+    fake_slack: tuple[FakeSlack, str],
+) -> None:
+    github, slack = fake_github[0], fake_slack[0]
+    github.grant(REPO, "octocat", "write")
+    add_item(running_app, WorkItemStatus.PARKED, frozen=False)
+    body = event_body("event_callback.message.thread_reply", text="The-Loop execute\n- [ ] design")
+    assert post_slack(running_app.url, body, form=False).status_code == 200
+
+    def frozen() -> dict[str, Any] | None:
+        with Session(running_app.state.engine) as session:
+            found = session.get(WorkItem, ITEM)
+            return found.frozen if found else None
+
+    record = wait_for(frozen)
+    assert "design" in record["skips"] and record["decisions"]["phase-selection"]["by"] == "octocat"
+    ledger = [c for c in github.issue_comments(REPO, 1) if "in Slack_" in c["body"]]
+    assert [c["body"].splitlines()[:2] for c in ledger] == [["The-Loop execute", "- [ ] design"]]
+    [reaction] = wait_for(lambda: slack.reactions)
+    assert reaction == {"channel": CHANNEL, "timestamp": "1775407883.655979", "name": "rocket"}
+    assert deliver_jobs(running_app) == []  # an execute is never a follow-up
