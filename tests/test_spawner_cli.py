@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from app.cli import main
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.offers import refused_choices
 from app.spawner.argv import DENY_TOKEN
@@ -48,8 +49,26 @@ print("OK")
 
 
 def the_loop(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`the-loop …` as its own process (what an agent inside a session runs)."""
     return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
                           input=stdin, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.fixture
+def cli(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`the-loop …` in this process, with the test's environment (faster than a process)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
 
 
 @pytest.fixture
@@ -87,7 +106,7 @@ def test_token_create_prints_a_token_stored_only_as_its_hash(env: dict[str, str]
 
 
 def test_models_check_probes_with_the_session_base_args_caches_and_records(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path, cli: Any
 ) -> None:
     log = tmp_path / "probes.log"
     fake = tmp_path / "fake-claude"
@@ -99,7 +118,7 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
         "effort": ["high", "bogus"],
         "routing": {"harnessArgs": {"claude": ["--ignored"]}},
     })  # fmt: skip
-    first = the_loop(env, "models", "check", "--json", "--record")
+    first = cli("models", "check", "--json", "--record")
     assert first.returncode == 1, first.stderr  # a choice was refused
     assert "harnesses[].args wins" in first.stderr
     verdicts = {v["name"]: v["verdict"] for v in map(json.loads, first.stdout.splitlines())}
@@ -109,10 +128,10 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
     for argv in probes:
         assert argv[1:5] == ["-p", argv[2], FLAG, "--verbose"] and DENY_TOKEN not in argv
         assert "--ignored" not in argv
-    again = the_loop(env, "models", "check", "--json")
+    again = cli("models", "check", "--json")
     assert len(log.read_text().splitlines()) == 4  # served from the cache
     assert all(json.loads(line)["cached"] for line in again.stdout.splitlines())
-    listing = the_loop(env, "models", "list")
+    listing = cli("models", "list")
     assert (
         listing.returncode == 0 and "effort-bogus" in listing.stdout and "refused" in listing.stdout
     )
@@ -122,19 +141,17 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
     engine.dispose()
 
 
-def test_sessions_shows_what_was_launched_and_what_tmux_says(
-    env: dict[str, str], tmp_path: Path
-) -> None:
+def test_sessions_shows_what_was_launched_and_what_tmux_says(tmp_path: Path, cli: Any) -> None:
     registry = Registry(tmp_path / "state" / "spawner" / "sessions.json")
     registry.put(SessionRecord(work_item="github:o/r#7", harness="claude", model="opus",
                                effort="high", harness_args=[FLAG, "--model", "opus"],
                                session_id="3f0c3a36", tmux_session="o-r-7",
                                tmux_target="x:o-r-7", checkout="/w/o-r-7",
                                interaction="work-item"))  # fmt: skip
-    out = the_loop(env, "sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}", "--json")
+    out = cli("sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}", "--json")
     (row,) = [json.loads(line) for line in out.stdout.splitlines()]
     assert row["work_item"] == "github:o/r#7" and row["pane"] == "gone"
-    table = the_loop(env, "sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}")
+    table = cli("sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}")
     assert "github:o/r#7" in table.stdout and "--model opus" in table.stdout
 
 
@@ -146,7 +163,7 @@ def socket_name() -> Iterator[str]:
 
 
 def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_own(
-    env: dict[str, str], tmp_path: Path, standin: StandIn, socket_name: str
+    env: dict[str, str], tmp_path: Path, standin: StandIn, socket_name: str, cli: Any
 ) -> None:
     ops = tmp_path / "ops"
     ops.mkdir()
@@ -158,7 +175,7 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
         ]},
     })  # fmt: skip
     for name in ("supervisor", "bare"):
-        out = the_loop(env, "standing", "--tmux-socket", socket_name, "start", name)
+        out = cli("standing", "--tmux-socket", socket_name, "start", name)
         assert out.returncode == 0, out.stderr
     key = f"standing-{ops}"
     wait_for(lambda: len(standin.starts(key)) == 2)
@@ -167,13 +184,13 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
     assert argvs[1][3:] == [FLAG, "watch the fleet"]
     assert all(DENY_TOKEN not in a for a in argvs)
     assert all("THE_LOOP_WORK_ITEM" not in s["env"] for s in standin.starts(key))
-    again = the_loop(env, "standing", "--tmux-socket", socket_name, "start", "supervisor")
+    again = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")
     assert again.returncode == 2 and "already running" in again.stderr
-    listing = the_loop(env, "standing", "--tmux-socket", socket_name, "list")
+    listing = cli("standing", "--tmux-socket", socket_name, "list")
     assert "supervisor" in listing.stdout and "running" in listing.stdout
-    stop = the_loop(env, "standing", "--tmux-socket", socket_name, "stop", "supervisor")
+    stop = cli("standing", "--tmux-socket", socket_name, "stop", "supervisor")
     assert stop.returncode == 0 and "stopped supervisor" in stop.stdout
-    unknown = the_loop(env, "standing", "--tmux-socket", socket_name, "start", "nope")
+    unknown = cli("standing", "--tmux-socket", socket_name, "start", "nope")
     assert unknown.returncode == 2 and "declared: supervisor, bare" in unknown.stderr
 
 
