@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.gate.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from app.store.models import Once, WorkItem
 from channels import blocks, outbox
-from channels.checklist import execute_text, pressed_tokens
+from channels.checklist import execute_text
 from channels.context import NOT_MAPPED, SlackDeps, attributed
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,9 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         return
     assert login is not None
     if item.frozen is not None:
+        deps.update(
+            press.channel, press.message_ts, blocks.checklist_closed(item.frozen, item.html_url)
+        )
         deps.tell(press.channel, press.member, "Already executed: the selection is frozen.")
         return
     with Session(deps.engine) as session:
@@ -127,13 +130,9 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     outcome = submit_execute(deps, item, login, press.member, text, press.ref)
     if outcome is None:
         return
-    sent = blocks.checklist_sent(
-        checklist,
-        item.html_url,
-        pressed_tokens(checklist, press.values),
-        login,
-        describe(outcome),
-    )
-    deps.update(press.channel, press.message_ts, sent)
-    if outcome.status is not ExecuteStatus.FROZEN:
+    if outcome.status is ExecuteStatus.FROZEN and outcome.frozen is not None:
+        deps.update(
+            press.channel, press.message_ts, blocks.checklist_closed(outcome.frozen, item.html_url)
+        )
+    else:
         deps.tell(press.channel, press.member, f"Execute {describe(outcome)}.", press.thread_ts)

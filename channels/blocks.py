@@ -102,36 +102,39 @@ def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
     return _finish(fallback, [intro, *control_blocks(payload, work_item)], url)
 
 
-def checklist_sent(
-    payload: Mapping[str, Any], url: str, ticked: set[str], login: str, outcome: str
-) -> Message:
-    """The checklist message after Execute: what was sent, by whom, and what came of it."""
-    lines = summary_lines(payload, ticked)
-    blocks = [
-        section("*Phase selection sent to GitHub.*\n" + "\n".join(lines)),
-        context(f"Executed from Slack by @{escape(login)} — {escape(outcome)}"),
+def choice_facts(record: Mapping[str, Any]) -> list[str]:
+    """Harness, model, effort, skipped phases and dropped ticks, one mrkdwn line each."""
+    skips = record.get("skips") or {}
+    facts = [
+        f"*Harness:* {_value(record.get('harness'))}",
+        f"*Model:* {_value(record.get('model'))}",
+        f"*Effort:* {_value(record.get('effort'))}",
+        "*Skipped:* " + (", ".join(f"`{escape(str(s))}`" for s in skips) or "nothing"),
     ]
-    text = f"Phase selection executed from Slack by @{login}: {outcome}"
-    return _finish(text, blocks, url)
+    for drop in record.get("dropped") or []:
+        if isinstance(drop, Mapping):
+            token, reason = drop.get("token", ""), drop.get("reason", "")
+            facts.append(f"*Dropped:* `{escape(str(token))}` — {escape(str(reason))}")
+    return facts
+
+
+def checklist_closed(frozen: Mapping[str, Any], url: str) -> Message:
+    """The checklist message once the selection is frozen (from Slack or GitHub): the
+    control is replaced by what was decided, so nobody ticks a closed checklist."""
+    decision = (frozen.get("decisions") or {}).get("phase-selection") or {}
+    by = str(decision.get("by") or "someone")
+    blocks = [
+        section(f":lock: *Phase selection frozen by @{escape(by)}.*"),
+        section("\n".join(choice_facts(frozen))),
+    ]
+    return _finish(f"Phase selection frozen by @{by}.", blocks, url)
 
 
 def confirmation(payload: Mapping[str, Any], url: str) -> Message:
     markdown = str(payload.get("markdown") or "")
-    skips = payload.get("skips") or {}
-    dropped = payload.get("dropped") or []
-    facts = [
-        f"*Harness:* {_value(payload.get('harness'))}",
-        f"*Model:* {_value(payload.get('model'))}",
-        f"*Effort:* {_value(payload.get('effort'))}",
-        "*Skipped:* " + (", ".join(f"`{escape(str(s))}`" for s in skips) or "nothing"),
-    ]
-    for drop in dropped:
-        if isinstance(drop, Mapping):
-            token, reason = drop.get("token", ""), drop.get("reason", "")
-            facts.append(f"*Dropped:* `{escape(str(token))}` — {escape(str(reason))}")
     blocks = [
         section(":white_check_mark: *Selection frozen — starting.*"),
-        section("\n".join(facts)),
+        section("\n".join(choice_facts(payload))),
     ]
     if markdown:
         blocks.append(section(to_mrkdwn(markdown)))

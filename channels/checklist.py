@@ -220,17 +220,15 @@ def execute_text(checklist: Mapping[str, Any], values: Mapping[str, Any]) -> str
     return "\n".join(lines)
 
 
-def summary_lines(checklist: Mapping[str, Any], ticked: set[str] | None = None) -> list[str]:
-    """One line per section naming what is (or was) ticked — for fallbacks and receipts."""
+def summary_lines(checklist: Mapping[str, Any]) -> list[str]:
+    """One line per section naming what is ticked as rendered (for the plain-text fallback)."""
     lines: list[str] = []
     for section in sections_of(checklist):
-        if ticked is None and section.single:
+        if section.single:
             first = default_row(section)
             chosen = [first.token] if first is not None else []
-        elif ticked is None:
-            chosen = [row.token for row in section.rows if row.checked]
         else:
-            chosen = [row.token for row in section.rows if row.token in ticked]
+            chosen = [row.token for row in section.rows if row.checked]
         shown = ", ".join(f"`{escape(token)}`" for token in chosen) or "none"
         lines.append(f"*{escape(section.title)}*: {shown}")
     return lines

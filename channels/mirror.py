@@ -23,9 +23,9 @@ from sqlalchemy import Engine, event, update
 from sqlalchemy.orm import Session
 
 from app.events import EventLog
-from app.store.models import WorkItem
+from app.store.models import Once, WorkItem
 from channels import outbox
-from channels.blocks import Message, render
+from channels.blocks import Kind, Message, checklist_closed, render
 from channels.errors import slack_error
 from channels.replies import receipt_target
 
@@ -35,6 +35,11 @@ DEFAULT_RATE_LIMIT_WAIT = 30.0
 RECEIPT = "eyes"  # on a Slack reply the session received (GitHub comments get the same)
 TEXT_ONLY_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 MESSAGE_ERRORS = frozenset({"msg_too_long", "no_text", "invalid_arguments", "too_many_blocks"})
+
+
+def checklist_key(work_item: str) -> str:
+    """Where the Slack `ts` of an item's checklist message is kept (in the `once` table)."""
+    return f"slack-checklist:{work_item}"
 
 
 def utcnow() -> datetime:
@@ -143,6 +148,8 @@ class SlackSender:
         ts = str(data.get("ts") or "")
         with Session(self.engine) as session, session.begin():
             outbox.mark_sent(session, row.id)
+            if row.kind == Kind.CHECKLIST and ts:
+                session.merge(Once(key=checklist_key(row.work_item), ref=ts))
             if thread_ts is None and ts:
                 session.execute(
                     update(WorkItem)
@@ -160,6 +167,22 @@ class SlackSender:
                 attempts=row.attempts,
             )
         self._receipt(row)
+        if row.kind == Kind.CONFIRMATION:
+            self._close_checklist(row.work_item, html_url)
+
+    def _close_checklist(self, work_item: str, url: str) -> None:
+        """Replace the thread's checklist control by the frozen decision, however it was made."""
+        with Session(self.engine) as session:
+            posted = session.get(Once, checklist_key(work_item))
+            item = session.get(WorkItem, work_item)
+            frozen = item.frozen if item is not None else None
+        if posted is None or not posted.ref or not frozen or not self.channel:
+            return
+        message = checklist_closed(frozen, url)
+        try:
+            self.client.chat_update(channel=self.channel, ts=posted.ref, **message.as_kwargs())
+        except (SlackApiError, OSError) as exc:  # the confirmation itself was sent
+            log.warning("closing the checklist of %s failed: %s", work_item, slack_error(exc))
 
     def _receipt(self, row: outbox.Claimed) -> None:
         """React on a Slack thread reply once the session has it (like GitHub's receipt)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from channels.blocks import Kind, render
+from channels.blocks import Kind, checklist_closed, render
 from channels.checklist import EXECUTE_ACTION, OPEN_ACTION
 from tests.fakes.slack_api import block_problems
 from tests.slack_support import ISSUE_URL, assert_snapshot, sample_checklist
@@ -144,3 +144,20 @@ def test_markers_never_show_in_slack() -> None:
     message = render(Kind.CONFIRMATION, PAYLOADS[Kind.CONFIRMATION], ITEM)
     rendered = str(message.blocks) + message.text
     assert "the-loop:confirmation" not in rendered
+
+
+FROZEN = {
+    "decisions": {"phase-selection": {"at": "2026-01-01T00:00:00+00:00", "by": "octocat"}},
+    "skips": {"test-planning": {"by": "octocat"}},
+    "harness": "claude",
+    "model": "",
+    "effort": "high",
+    "dropped": [{"token": "model-gpt", "reason": "not offered"}],
+}
+
+
+def test_a_frozen_checklist_matches_its_snapshot_and_has_no_controls() -> None:
+    message = checklist_closed(FROZEN, ISSUE_URL)
+    assert_snapshot("checklist_closed", {"text": message.text, "blocks": message.blocks})
+    assert not any(b["type"] == "input" for b in message.blocks)
+    assert block_problems(message.blocks) == []

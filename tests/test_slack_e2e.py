@@ -160,9 +160,11 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
     with Session(running_app.state.engine) as session:
         [job] = session.scalars(select(Job).where(Job.kind == JobKind.SPAWN)).all()
     assert job.payload["frozen"]["model"] == "sonnet"
-    [update] = wait_for(lambda: slack.updates)
-    assert update["ts"] == checklist["ts"] and "by @octocat" in update["text"]
-    assert not any(b["type"] == "input" for b in update["blocks"])
+    updates = wait_for(lambda: slack.updates)
+    for update in updates:  # from the press, and again when the confirmation is mirrored
+        assert update["ts"] == checklist["ts"] and "frozen by @octocat" in update["text"]
+        assert not any(b["type"] == "input" for b in update["blocks"])
+        assert "*Model:* `sonnet`" in str(update["blocks"])
     confirmation = wait_for(lambda: (t := thread(slack, 3)) and t[2])
     assert confirmation["text"].startswith("Selection frozen")
 
@@ -218,3 +220,20 @@ def test_a_slack_outage_never_holds_up_github_and_messages_follow_once_it_recove
     assert item(running_app).slack_ts == parent["ts"]
     mirrored = wait_for(lambda: (e := running_app.events("slack.mirrored")) and len(e) == 2 and e)
     assert [e["kind"] for e in mirrored] == ["item_started", "checklist"]
+
+
+def test_an_execute_typed_on_github_closes_the_slack_control(
+    running_app: RunningApp, fake_github: tuple[FakeGitHub, str], fake_slack: tuple[FakeSlack, str]
+) -> None:
+    github, slack = fake_github[0], fake_slack[0]
+    github.grant(REPO, "Codertocat", "write")
+    label(running_app)
+    _parent, checklist = wait_for(lambda: thread(slack, 2))
+    reply = copy.deepcopy(fixture_json("github/issue_comment.created.with-installation.json"))
+    reply["comment"]["body"] = "the-loop execute\n- [x] model-opus"
+    assert post_webhook(running_app.url, "issue_comment", reply).status_code == 202
+    [update] = wait_for(lambda: slack.updates)
+    assert update["ts"] == checklist["ts"] and "frozen by @Codertocat" in update["text"]
+    assert "*Model:* `opus`" in str(update["blocks"])
+    confirmation = wait_for(lambda: (t := thread(slack, 3)) and t[2])
+    assert confirmation["text"].startswith("Selection frozen")
