@@ -9,7 +9,7 @@ Errors are JSON `{"error": "…"}` with a status that says whose fault it is.
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -21,7 +21,7 @@ from app.github.client import GitHubNotConfigured
 from app.spawnerevents import ingest
 from app.spawnerjobs import OfferError, apply_result, prepare_offer, send_receipt
 from app.spawnertokens import Principal, TokenError, authenticate, register, scope_of
-from app.store import jobs
+from app.store import jobs, jobwake
 from app.store.models import Job, JobKind, Spawner, WorkItem
 
 bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
@@ -30,6 +30,7 @@ MAX_WAIT = 30.0
 DEFAULT_WAIT = 25.0
 LEASE_CONFIG = "THE_LOOP_JOB_LEASE_SECONDS"  # Flask config keys; tests change them
 POLL_CONFIG = "THE_LOOP_JOB_POLL_SECONDS"
+LAST_SEEN_EVERY = timedelta(seconds=60)
 
 
 class ApiError(Exception):
@@ -51,8 +52,13 @@ def _lease() -> timedelta:
     return timedelta(seconds=float(current_app.config.get(LEASE_CONFIG, jobs.LEASE.seconds)))
 
 
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes for what was stored as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _poll_interval(state: Any) -> float:
-    return float(current_app.config.get(POLL_CONFIG) or jobs.poll_interval(state.engine))
+    return float(current_app.config.get(POLL_CONFIG) or jobwake.poll_interval(state.engine))
 
 
 def _json() -> dict[str, Any]:
@@ -135,27 +141,33 @@ def next_job() -> Response | tuple[str, int]:
     wait = _wait_seconds()
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
-        spawner.last_seen = state.services.clock()
-    jobs.listen_for_jobs(state.engine)
+        now = state.services.clock()
+        if spawner.last_seen is None or now - _aware(spawner.last_seen) > LAST_SEEN_EVERY:
+            spawner.last_seen = now  # a write per minute, not per poll
+    jobwake.listen_for_jobs(state.engine)
+    _give_up_expired(state)
     deadline = time.monotonic() + wait
     lease = _lease()
     while True:
-        seen = jobs.JOB_SIGNAL.generation()
+        seen = jobwake.JOB_SIGNAL.generation()
         job = _claim(state, spawner, lease)
         if job is not None:
             return jsonify(job=job)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return "", 204
-        jobs.JOB_SIGNAL.wait(seen, min(remaining, _poll_interval(state)))
+        jobwake.JOB_SIGNAL.wait(seen, min(remaining, _poll_interval(state)), scope_of(spawner))
+
+
+def _give_up_expired(state: Any) -> None:
+    for failed in jobs.give_up_expired(state.engine, state.services.clock()):
+        state.services.events.emit(
+            "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
+        )
 
 
 def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
     now = state.services.clock()
-    for failed in jobs.give_up_expired(state.engine, now):
-        state.services.events.emit(
-            "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
-        )
     job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease)
     if job is None:
         return None

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,8 +20,6 @@ from app.store import make_engine, migrate
 from app.store.jobs import (
     MAX_ATTEMPTS,
     Finish,
-    JobListener,
-    JobSignal,
     claim_job,
     finish,
     give_up_expired,
@@ -28,6 +27,7 @@ from app.store.jobs import (
     queue_job,
     release,
 )
+from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
 from app.store.models import Job, JobKind, JobState, WorkItem, WorkItemStatus
 from tests.spawnerapi_support import scratch_database
 
@@ -228,8 +228,6 @@ def test_a_job_nobody_finishes_is_given_up_after_max_attempts(engine, repo):
 
 
 def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(engine, repo):
-    from app.store.jobs import JOB_SIGNAL
-
     seen = JOB_SIGNAL.generation()
     with Session(engine) as session:
         session.begin()
@@ -242,21 +240,42 @@ def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(engine, 
     assert JOB_SIGNAL.wait(seen, 0.01)
 
 
-@pytest.mark.parametrize(
-    "db_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
-)
 def test_a_job_queued_by_another_replica_wakes_this_one(db_url, repo):
-    """Two engines stand for two App replicas; only LISTEN/NOTIFY connects their waiters."""
+    """Two engines stand for two App processes; only the database connects their waiters:
+    LISTEN/NOTIFY on PostgreSQL, the data-version watcher on SQLite."""
     here, there = make_engine(db_url), make_engine(db_url)
-    signal = JobSignal()  # this replica's waiters, which the other's commit cannot touch
-    listener = JobListener(here, signal).start()
+    signal = JobSignal()  # this process's waiters, which the other's commit cannot touch
+    if db_url.startswith("postgresql"):
+        watcher = JobListener(here, signal).start()
+        ready = watcher.listening
+    else:
+        watcher = SqliteJobWatcher(here.url.database, signal).start()
+        ready = watcher.watching
     try:
-        assert listener.listening.wait(10)
+        assert ready.wait(10)
         seen = signal.generation()
         with Session(there) as session, session.begin():
             queue_job(session, JobKind.SPAWN, f"n:{repo}", f"github:{repo}#1", repo, {})
-        assert signal.wait(seen, 2.0)
+        queued = time.monotonic()
+        assert signal.wait(seen, 5.0, scope=[repo])
+        assert time.monotonic() - queued < 1.0
     finally:
-        listener.stop()
+        watcher.stop()
         here.dispose()
         there.dispose()
+
+
+def test_waiters_are_woken_only_for_their_repositories():
+    signal = JobSignal()
+    seen = signal.generation()
+    signal.notify(["other/repo"])
+    assert not signal.wait(seen, 0.05, scope=["mine/repo"])
+    assert signal.wait(seen, 0.05, scope=["*"])
+    signal.notify(["Mine/Repo"])
+    assert signal.wait(seen, 0.05, scope=["mine/repo"])
+    later = signal.generation()
+    signal.notify(None)  # a job handed back: everyone looks
+    assert signal.wait(later, 0.05, scope=["mine/repo"])
+    for _ in range(JobSignal.HISTORY + 1):
+        signal.notify(["other/repo"])
+    assert signal.wait(later, 0.05, scope=["mine/repo"])  # history lost: look rather than miss

@@ -9,70 +9,37 @@ spawner whose tmux holds that item's session.
 
 Claiming is `SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL; on SQLite a conditional UPDATE
 under the database's single-writer lock, checked by its row count. Waiting spawners are
-woken when a job commits: in this process through `JOB_SIGNAL`, in other replicas through
-PostgreSQL `LISTEN/NOTIFY` on `NOTIFY_CHANNEL`.
+woken when a job commits (see `app.store.jobwake`).
 """
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, and_, event, exists, func, or_, select, text, update
+from sqlalchemy import (
+    Boolean,
+    Engine,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.store import is_postgres
+from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
 from app.store.models import Job, JobKind, JobState, WorkItem
 
-NOTIFY_CHANNEL = "the_loop_jobs"
 LEASE = timedelta(seconds=120)
 MAX_ATTEMPTS = 5  # claims whose lease ran out before the job is given up as failed
-ANY_REPOSITORY = "*"
-_QUEUED_FLAG = "the-loop:job-queued"
-
-
-class JobSignal:
-    """An in-process wake-up for long polls: a generation counter under a condition.
-
-    A waiter reads `generation()` before it looks at the database and then waits for the
-    number to change, so a job committed between the look and the wait is never missed.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._generation = 0
-
-    def generation(self) -> int:
-        with self._cond:
-            return self._generation
-
-    def notify(self) -> None:
-        with self._cond:
-            self._generation += 1
-            self._cond.notify_all()
-
-    def wait(self, seen: int, timeout: float) -> bool:
-        """Block until the generation moves past `seen` or `timeout` seconds pass."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._generation != seen, timeout=timeout)
-
-
-JOB_SIGNAL = JobSignal()
-
-
-@event.listens_for(Session, "after_commit")
-def _wake_after_commit(session: Session) -> None:
-    if session.info.pop(_QUEUED_FLAG, False):
-        JOB_SIGNAL.notify()
-
-
-@event.listens_for(Session, "after_rollback")
-def _forget_after_rollback(session: Session) -> None:
-    session.info.pop(_QUEUED_FLAG, None)
 
 
 def queue_job(
@@ -99,10 +66,11 @@ def queue_job(
     )
     session.add(job)
     session.flush()
-    session.info[_QUEUED_FLAG] = True
+    wake_on_commit(session, repo_full_name)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
-            text("SELECT pg_notify(:channel, :id)"), {"channel": NOTIFY_CHANNEL, "id": str(job.id)}
+            text("SELECT pg_notify(:channel, :repo)"),
+            {"channel": NOTIFY_CHANNEL, "repo": repo_full_name},
         )
     return job
 
@@ -127,25 +95,46 @@ def retarget(session: Session, work_item: str, spawner_id: int) -> None:
     )
 
 
-def _claimable(now: datetime, spawner_id: int, scope: list[str]) -> ColumnElement[bool]:
+def _build_claimable() -> ColumnElement[bool]:
+    """Which jobs a spawner may take now; parameters `now`, `spawner`, `any_repo`, `scope`.
+
+    Built once: a claim runs on every long-poll wake-up, and composing this expression costs
+    more than running it.
+    """
     earlier = aliased(Job)
     blocked = exists().where(
         earlier.work_item == Job.work_item,
         earlier.id < Job.id,
         earlier.state.in_([JobState.QUEUED, JobState.CLAIMED]),
     )
-    condition = and_(
+    return and_(
         or_(
             Job.state == JobState.QUEUED,
-            and_(Job.state == JobState.CLAIMED, Job.lease_until < now),
+            and_(Job.state == JobState.CLAIMED, Job.lease_until < bindparam("now")),
         ),
         Job.attempts < MAX_ATTEMPTS,
-        or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == spawner_id),
+        or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == bindparam("spawner")),
+        or_(
+            bindparam("any_repo", type_=Boolean),
+            func.lower(Job.repo_full_name).in_(bindparam("scope", expanding=True)),
+        ),
         ~blocked,
     )
-    if ANY_REPOSITORY not in scope:
-        condition = and_(condition, func.lower(Job.repo_full_name).in_([s.lower() for s in scope]))
-    return condition
+
+
+_CLAIMABLE = _build_claimable()
+_CANDIDATES = select(Job.id).where(_CLAIMABLE).order_by(Job.id).limit(5)
+_TAKE = (
+    update(Job)
+    .where(Job.id == bindparam("job"), _CLAIMABLE)
+    .values(
+        state=JobState.CLAIMED,
+        spawner_id=bindparam("claimer"),
+        lease_until=bindparam("until"),
+        attempts=Job.attempts + 1,
+    )
+    .execution_options(synchronize_session=False)
+)
 
 
 def claim_job(
@@ -154,28 +143,25 @@ def claim_job(
     """Take the oldest job `spawner_id` may run, for `lease`; None when there is none."""
     if not scope:
         return None
+    params = {
+        "now": now,
+        "spawner": spawner_id,
+        "any_repo": ANY_REPOSITORY in scope,
+        "scope": [s.lower() for s in scope],
+    }
+    candidates = _CANDIDATES
+    if is_postgres(engine):
+        candidates = candidates.with_for_update(skip_locked=True, of=Job)
     with Session(engine, expire_on_commit=False) as session, session.begin():
-        query = select(Job).where(_claimable(now, spawner_id, scope)).order_by(Job.id).limit(5)
-        if is_postgres(engine):
-            query = query.with_for_update(skip_locked=True, of=Job)
-        for row in session.scalars(query).all():
+        for job_id in session.scalars(candidates, params).all():
             try:
                 taken = session.execute(
-                    update(Job)
-                    .where(Job.id == row.id, _claimable(now, spawner_id, scope))
-                    .values(
-                        state=JobState.CLAIMED,
-                        spawner_id=spawner_id,
-                        lease_until=now + lease,
-                        attempts=Job.attempts + 1,
-                    )
-                    .execution_options(synchronize_session=False)
+                    _TAKE, {**params, "job": job_id, "claimer": spawner_id, "until": now + lease}
                 )
             except OperationalError:  # SQLite: another writer held the lock too long
                 return None
             if taken.rowcount == 1:  # type: ignore[attr-defined]
-                session.refresh(row)
-                return row
+                return session.get(Job, job_id)
     return None
 
 
@@ -216,7 +202,7 @@ def release(engine: Engine, job_id: int, spawner_id: int) -> None:
             .where(Job.id == job_id, Job.spawner_id == spawner_id, Job.state == JobState.CLAIMED)
             .values(state=JobState.QUEUED, lease_until=None, attempts=Job.attempts - 1)
         )
-        session.info[_QUEUED_FLAG] = True
+        wake_on_commit(session, None)
 
 
 class Finish(StrEnum):
@@ -245,73 +231,3 @@ def finish(
     job.result = result
     job.lease_until = None
     return Finish.FINISHED, job
-
-
-class JobListener:
-    """`LISTEN the_loop_jobs` on a dedicated PostgreSQL connection: a job queued by another
-    replica wakes this process's long polls. Reconnects with backoff; stops when the engine
-    is disposed."""
-
-    def __init__(self, engine: Engine, signal: JobSignal = JOB_SIGNAL) -> None:
-        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
-            hide_password=False
-        )
-        self._signal = signal
-        self._stop = threading.Event()
-        self.listening = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="job-listener", daemon=True)
-
-    def start(self) -> JobListener:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        import psycopg
-
-        delay = 0.5
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    self.listening.set()
-                    delay = 0.5
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self._signal.notify()
-            except psycopg.Error:
-                self.listening.clear()
-                self._stop.wait(delay)
-                delay = min(delay * 2, 30.0)
-
-
-_LISTENERS: dict[int, JobListener] = {}
-_LISTENERS_LOCK = threading.Lock()
-
-
-def listen_for_jobs(engine: Engine) -> JobListener | None:
-    """Start (once per engine) the cross-replica wake-up; None on SQLite, where waiters
-    re-check the table every `poll_interval(engine)` seconds instead."""
-    if not is_postgres(engine):
-        return None
-    with _LISTENERS_LOCK:
-        listener = _LISTENERS.get(id(engine))
-        if listener is None:
-            listener = _LISTENERS[id(engine)] = JobListener(engine).start()
-            event.listen(engine, "engine_disposed", lambda _conn: _forget(engine))
-        return listener
-
-
-def _forget(engine: Engine) -> None:
-    with _LISTENERS_LOCK:
-        listener = _LISTENERS.pop(id(engine), None)
-    if listener is not None:
-        listener.stop()
-
-
-def poll_interval(engine: Engine) -> float:
-    """How often a waiting poll re-checks the table without a wake-up: often on SQLite (other
-    processes cannot notify it), rarely on PostgreSQL (only expired leases need it)."""
-    return 2.0 if is_postgres(engine) else 0.5

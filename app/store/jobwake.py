@@ -1,0 +1,227 @@
+"""Waking long polls when a job is queued, in this process and in the App's other replicas.
+
+`JOB_SIGNAL` is this process's wake-up: `queue_job` arms it and it fires when the queuing
+transaction commits (never before, never on rollback), waking only the polls whose spawner
+serves the job's repository. Other processes learn of new jobs from the database itself:
+PostgreSQL `LISTEN the_loop_jobs` (the queue sends `NOTIFY` with the repository name), or on
+SQLite a watcher that asks `PRAGMA data_version` every few milliseconds and looks at the
+newest job id only when another connection committed something.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Protocol
+
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session
+
+from app.store import is_postgres
+
+NOTIFY_CHANNEL = "the_loop_jobs"
+ANY_REPOSITORY = "*"
+_QUEUED_FLAG = "the-loop:job-queued"
+
+
+class JobSignal:
+    """An in-process wake-up for long polls: a generation counter under a condition, with
+    the repositories each generation concerns.
+
+    A waiter reads `generation()` before it looks at the database and then waits for a
+    generation that concerns its repositories, so a job committed between the look and the
+    wait is never missed, and a spawner is not woken for other repositories' jobs.
+    """
+
+    HISTORY = 1024
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._recent: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=self.HISTORY)
+
+    def generation(self) -> int:
+        with self._cond:
+            return self._generation
+
+    def notify(self, repositories: Iterable[str] | None = None) -> None:
+        """Wake the waiters serving `repositories` (None: every waiter)."""
+        names = None if repositories is None else frozenset(r.lower() for r in repositories)
+        with self._cond:
+            self._generation += 1
+            self._recent.append((self._generation, names))
+            self._cond.notify_all()
+
+    def _concerns(self, seen: int, scope: frozenset[str] | None) -> bool:
+        if self._generation == seen:
+            return False
+        if scope is None or ANY_REPOSITORY in scope:
+            return True
+        if not self._recent or self._recent[0][0] > seen + 1:
+            return True  # what happened since `seen` is no longer known: look anyway
+        for generation, names in reversed(self._recent):
+            if generation <= seen:
+                return False
+            if names is None or names & scope:
+                return True
+        return False
+
+    def wait(self, seen: int, timeout: float, scope: Iterable[str] | None = None) -> bool:
+        """Block until a generation after `seen` concerns `scope`, or `timeout` seconds pass."""
+        wanted = None if scope is None else frozenset(s.lower() for s in scope)
+        with self._cond:
+            return self._cond.wait_for(lambda: self._concerns(seen, wanted), timeout=timeout)
+
+
+JOB_SIGNAL = JobSignal()
+
+
+@event.listens_for(Session, "after_commit")
+def _wake_after_commit(session: Session) -> None:
+    pending: set[str | None] | None = session.info.pop(_QUEUED_FLAG, None)
+    if pending:
+        JOB_SIGNAL.notify(None if None in pending else {r for r in pending if r is not None})
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_after_rollback(session: Session) -> None:
+    session.info.pop(_QUEUED_FLAG, None)
+
+
+def wake_on_commit(session: Session, repo_full_name: str | None) -> None:
+    """Wake the pollers serving `repo_full_name` (None: all) once `session` commits."""
+    session.info.setdefault(_QUEUED_FLAG, set()).add(repo_full_name)
+
+
+class JobListener:
+    """`LISTEN the_loop_jobs` on a dedicated PostgreSQL connection: a job queued by another
+    replica wakes this process's long polls. Reconnects with backoff; stops when the engine
+    is disposed."""
+
+    def __init__(self, engine: Engine, signal: JobSignal = JOB_SIGNAL) -> None:
+        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
+            hide_password=False
+        )
+        self._signal = signal
+        self._stop = threading.Event()
+        self.listening = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-listener", daemon=True)
+
+    def start(self) -> JobListener:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        import psycopg
+
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.listening.set()
+                    delay = 0.5
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0, stop_after=1):
+                            self._signal.notify([note.payload] if note.payload else None)
+            except psycopg.Error:
+                self.listening.clear()
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+
+
+class Watcher(Protocol):
+    def stop(self) -> None: ...
+
+
+class SqliteJobWatcher:
+    """Notices jobs another process queued in the same SQLite file.
+
+    `PRAGMA data_version` changes when another connection commits; only then is the newest
+    job id read. Cheap enough to ask every `interval` seconds while nothing happens.
+    """
+
+    def __init__(self, path: str, signal: JobSignal = JOB_SIGNAL, interval: float = 0.03) -> None:
+        self._path = path
+        self._signal = signal
+        self._interval = interval
+        self._stop = threading.Event()
+        self.watching = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-watcher", daemon=True)
+
+    def start(self) -> SqliteJobWatcher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                self._watch()
+            except sqlite3.Error:
+                self.watching.clear()
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+
+    def _watch(self) -> None:
+        conn = sqlite3.connect(self._path, timeout=5, isolation_level=None)
+        try:
+            version, newest = None, self._newest(conn)
+            self.watching.set()
+            while not self._stop.wait(self._interval):
+                now = conn.execute("PRAGMA data_version").fetchone()[0]
+                if now == version:
+                    continue
+                version, latest = now, self._newest(conn)
+                if latest > newest:
+                    newest = latest
+                    self._signal.notify(None)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _newest(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT coalesce(max(id), 0) FROM jobs").fetchone()[0])
+
+
+_LISTENERS: dict[int, Watcher] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+def listen_for_jobs(engine: Engine) -> Watcher | None:
+    """Start (once per engine) the wake-up for jobs other processes queue; stopped when the
+    engine is disposed. None for an in-memory SQLite database (no other process sees it)."""
+    with _LISTENERS_LOCK:
+        listener = _LISTENERS.get(id(engine))
+        if listener is None:
+            path = engine.url.database or ""
+            if is_postgres(engine):
+                listener = JobListener(engine).start()
+            elif path and path != ":memory:":
+                listener = SqliteJobWatcher(path).start()
+            else:
+                return None
+            _LISTENERS[id(engine)] = listener
+            event.listen(engine, "engine_disposed", lambda _conn: _forget(engine))
+        return listener
+
+
+def _forget(engine: Engine) -> None:
+    with _LISTENERS_LOCK:
+        listener = _LISTENERS.pop(id(engine), None)
+    if listener is not None:
+        listener.stop()
+
+
+def poll_interval(engine: Engine) -> float:
+    """How often a waiting poll re-checks the table without a wake-up: only leases that ran
+    out and jobs handed back need it, so seldom."""
+    return 2.0
