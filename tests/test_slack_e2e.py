@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.store.models import Job, JobKind, WorkItem
+from app.store.models import Job, JobKind, Spawner, WorkItem
 from channels.checklist import EXECUTE_ACTION
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
@@ -26,6 +26,9 @@ ITEM = f"github:{REPO}#1"
 CHANNEL = "C0LOOP0001"
 MEMBER = "U024BE7LH"
 CONFIG = f"""
+harnesses:
+  - {{name: claude, default: true}}
+  - {{name: codex}}
 models:
   - {{name: opus}}
   - {{name: sonnet}}
@@ -129,9 +132,15 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
 ) -> None:
     github, slack = fake_github[0], fake_slack[0]
     github.grant(REPO, "octocat", "write")
+    with Session(running_app.state.engine) as session, session.begin():
+        session.add(Spawner(name="devbox", token_hash="x" * 64, harnesses=["claude", "codex"]))
     label(running_app)
     parent, checklist = wait_for(lambda: thread(slack, 2))
     assert "Codertocat/Hello-World#1" in parent["text"]
+    radios = [b["element"] for b in checklist["blocks"] if b["type"] == "input"]
+    harness = next(r for r in radios if r["options"][0]["value"].startswith("harness-"))
+    assert harness["type"] == "radio_buttons"
+    assert harness["initial_option"]["value"] == "harness-claude"  # the default, pre-selected
     executes = [
         e["value"]
         for b in checklist["blocks"]
@@ -141,12 +150,13 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
     ]
     assert executes == [ITEM]
 
-    values = press(checklist["blocks"], untick={"design"}, pick={"model-sonnet", "effort-high"})
+    picks = {"harness-codex", "model-sonnet", "effort-high"}
+    values = press(checklist["blocks"], untick={"design"}, pick=picks)
     body = execute_press(MEMBER, parent, checklist, values)
     assert post_slack(running_app.url, body, form=True).status_code == 200
 
     frozen = wait_for(lambda: (found := item(running_app)) and found.frozen)
-    assert (frozen["model"], frozen["effort"]) == ("sonnet", "high")
+    assert (frozen["harness"], frozen["model"], frozen["effort"]) == ("codex", "sonnet", "high")
     assert "design" in frozen["skips"]  # unticked in Slack
     assert not {"requirements-definition", "test-planning"} & set(frozen["skips"])
     assert frozen["decisions"]["phase-selection"]["by"] == "octocat"
@@ -167,6 +177,7 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
         assert "*Model:* `sonnet`" in str(update["blocks"])
     confirmation = wait_for(lambda: (t := thread(slack, 3)) and t[2])
     assert confirmation["text"].startswith("Selection frozen")
+    assert "*Harness:* `codex`" in str(confirmation["blocks"])  # the mirror names the harness
 
     again = execute_press(MEMBER, parent, checklist, values).replace("1767326130", "1767326199")
     assert post_slack(running_app.url, again, form=True).status_code == 200
