@@ -1,19 +1,85 @@
 """The spawner `the-loop up` starts beside the App: a child `the-loop spawner` process with
-a token minted for it in the local store."""
+a token minted for it in the local store.
+
+The token is kept in the spawner's state directory (mode 0600) and reused on the next `up`,
+so the local spawner stays one row in the store and keeps the sessions it hosts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from app.settings import Settings
+
+LOCAL_NAME = "local"
+TOKEN_FILE = "local-spawner.token"
+
+
+def local_url(args: argparse.Namespace, settings: Settings) -> str:
+    """Where the child reaches the App: the bind address, or loopback for a wildcard bind."""
+    bind = getattr(args, "bind", None) or f"127.0.0.1:{settings.port}"
+    host, _, port = bind.rpartition(":")
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
+def local_token(settings: Settings) -> str:
+    """The local spawner's token: the saved one while the store still knows it, else new."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from app.spawner.wiring import spawner_state_dir
+    from app.spawnertokens import create_token, hash_token
+    from app.store import make_engine, migrate
+    from app.store.models import Spawner
+
+    path = spawner_state_dir(settings) / TOKEN_FILE
+    saved = path.read_text().strip() if path.exists() else ""
+    engine = make_engine(settings.database_url)
+    try:
+        migrate(engine)
+        with Session(engine) as session, session.begin():
+            known = (
+                saved
+                and session.scalars(
+                    select(Spawner).where(Spawner.token_hash == hash_token(saved))
+                ).first()
+            )
+            if known:
+                return saved
+            token = create_token(session, LOCAL_NAME, [])
+    finally:
+        engine.dispose()
+    _save(path, token)
+    return token
+
+
+def _save(path: Path, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
 
 
 def start(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[Any] | None:
     if getattr(args, "no_spawner", False):
         return None
-    return None
+    env = {
+        **os.environ,
+        "THE_LOOP_SPAWNER_TOKEN": local_token(settings),
+        "THE_LOOP_URL": local_url(args, settings),
+    }
+    return subprocess.Popen(
+        # The App is on this machine: reconnect quickly while it starts or restarts.
+        [sys.executable, "-m", "app.cli", "spawner", "--name", LOCAL_NAME, "--max-backoff", "2"],
+        env=env,
+    )
 
 
 def stop(child: subprocess.Popen[Any] | None) -> None:

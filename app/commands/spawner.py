@@ -20,6 +20,7 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.spawner.wiring import build_context
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
     settings = load_settings()
     if not settings.the_loop_spawner_token:
         print("the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token "
@@ -34,6 +35,7 @@ def run_agent(args: argparse.Namespace) -> int:
         wait=args.wait,
         concurrency=args.concurrency,
         watchdog_interval=args.watchdog_interval,
+        max_backoff=args.max_backoff,
     )
     agent = Agent(ctx, client, options)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -84,6 +86,9 @@ def register(subparsers: Any) -> None:
     spawner.add_argument("--concurrency", type=int, default=4, help="jobs run at once")
     spawner.add_argument(
         "--watchdog-interval", type=float, default=5.0, help="seconds between session checks"
+    )
+    spawner.add_argument(
+        "--max-backoff", type=float, default=30.0, help="longest wait between reconnects"
     )
     spawner.set_defaults(func=run_agent)
     commands = spawner.add_subparsers(dest="spawner_command", metavar="COMMAND")

@@ -1,0 +1,86 @@
+"""`the-loop up` runs a local spawner beside the App, with a token minted in the local store
+and reused on the next start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from app.commands.local_spawner import local_token, local_url
+from app.settings import load_settings
+from app.store.models import Spawner
+from tests.support import wait_for
+from tests.test_durability import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "THE_LOOP_", "DATABASE_URL", "TMUX"))}  # fmt: skip
+    env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "up"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    state = tmp_path / ".local/state/the-loop"
+    try:
+        wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), timeout=40)
+        events = state / "events.jsonl"
+        registered = wait_for(lambda: _events(events, "spawner.registered"), timeout=40)
+        assert registered[0]["spawner"] == "local"
+        token_file = state / "spawner" / "local-spawner.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert token not in events.read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:  # the App drains in-flight long-polls for its graceful timeout; no need to wait
+            proc.communicate(timeout=3)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+
+
+def test_the_local_token_is_reused_while_the_store_knows_it(tmp_path: Path) -> None:
+    settings = load_settings({"THE_LOOP_STATE_DIR": str(tmp_path), "PORT": "4321"}, dotenv=None)
+    first = local_token(settings)
+    assert local_token(settings) == first
+    engine = create_engine(settings.database_url)
+    with Session(engine) as session:
+        assert [s.name for s in session.scalars(select(Spawner))] == ["local"]
+    engine.dispose()
+
+
+def test_the_local_url_follows_the_bind_address() -> None:
+    settings = load_settings({"PORT": "4321"}, dotenv=None)
+
+    class Args:
+        bind: str | None = None
+
+    assert local_url(Args(), settings) == "http://127.0.0.1:4321"
+    Args.bind = "0.0.0.0:8080"
+    assert local_url(Args(), settings) == "http://127.0.0.1:8080"
+
+
+def _events(path: Path, name: str) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("event") == name]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
