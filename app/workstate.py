@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +72,8 @@ def read_state(path: Path) -> WorkItemState | None:
 
 def write_state(path: Path, state: WorkItemState) -> None:
     """Write atomically (temp file + rename) so a reader never sees half a file."""
+    import tempfile  # only writers pay for it; the stop gate only reads
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".work-item-state.")
     try:
