@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
@@ -21,6 +22,7 @@ from app.context import Services
 from channels.actions import Press, handle_execute
 from channels.checklist import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
 from channels.context import SlackDeps
+from channels.replies import thread_reply
 from channels.threads import handle_message
 from channels.wiring import web_client
 
@@ -36,13 +38,22 @@ class SlackNotConfigured(RuntimeError):
     """A Slack entry point was started without the settings it needs."""
 
 
-def _guard(deps: SlackDeps, work: Callable[[], None], press: Press | None = None) -> None:
+@dataclass(frozen=True)
+class Audience:
+    """Who to tell privately when handling their request failed."""
+
+    channel: str
+    member: str
+    thread_ts: str | None = None
+
+
+def _guard(deps: SlackDeps, work: Callable[[], None], audience: Audience | None) -> None:
     try:
         work()
     except Exception:  # listener edge: log it, tell the member, keep serving
         log.exception("Slack listener failed")
-        if press is not None and press.member:
-            deps.tell(press.channel, press.member, SOMETHING_WENT_WRONG, press.thread_ts)
+        if audience is not None and audience.member:
+            deps.tell(audience.channel, audience.member, SOMETHING_WENT_WRONG, audience.thread_ts)
 
 
 def register(app: App, deps: SlackDeps) -> None:
@@ -51,7 +62,9 @@ def register(app: App, deps: SlackDeps) -> None:
     @app.action(EXECUTE_ACTION)
     def on_execute(ack: Ack, body: dict[str, Any]) -> None:
         ack()
-        _guard(deps, lambda: handle_execute(deps, body), Press.from_body(body))
+        press = Press.from_body(body)
+        audience = Audience(press.channel, press.member, press.thread_ts)
+        _guard(deps, lambda: handle_execute(deps, body), audience)
 
     @app.action(re.compile(f"^({re.escape(ROWS_ACTION)}|{re.escape(OPEN_ACTION)})$"))
     def on_control(ack: Ack) -> None:
@@ -59,7 +72,9 @@ def register(app: App, deps: SlackDeps) -> None:
 
     @app.event("message")
     def on_message(event: Mapping[str, Any], context: BoltContext) -> None:
-        _guard(deps, lambda: handle_message(deps, event, context.bot_user_id))
+        reply = thread_reply(event, deps.config.slack.channel, context.bot_user_id)
+        audience = Audience(reply.channel, reply.user, reply.thread_ts) if reply else None
+        _guard(deps, lambda: handle_message(deps, event, context.bot_user_id), audience)
 
 
 def build_bolt_app(services: Services, engine: Engine, *, socket_mode: bool = False) -> App:

@@ -222,3 +222,23 @@ def test_a_typed_execute_in_the_thread_goes_through_the_gate(
     [reaction] = wait_for(lambda: slack.reactions)
     assert reaction == {"channel": CHANNEL, "timestamp": "1775407883.655979", "name": "rocket"}
     assert deliver_jobs(running_app) == []  # an execute is never a follow-up
+
+
+def test_when_github_refuses_the_reply_the_member_is_told_and_a_retry_can_succeed(
+    running_app: RunningApp,
+    fake_github: tuple[FakeGitHub, str],
+    fake_slack: tuple[FakeSlack, str],
+) -> None:
+    github, slack = fake_github[0], fake_slack[0]
+    github.grant(REPO, "octocat", "write")
+    add_item(running_app, WorkItemStatus.RUNNING, frozen=True)
+    github.fail_next(r"/issues/1/comments$", 422)
+    body = event_body("event_callback.message.thread_reply")
+    assert post_slack(running_app.url, body, form=False).status_code == 200
+    [note] = wait_for(lambda: slack.ephemerals)
+    assert note["user"] == MEMBER and note["text"].startswith("Something went wrong")
+    assert deliver_jobs(running_app) == []
+    assert post_slack(running_app.url, body, form=False).status_code == 200  # Slack retries
+    [comment] = wait_for(lambda: github.issue_comments(REPO, 1))
+    assert comment["body"].startswith("ping?")
+    wait_for(lambda: deliver_jobs(running_app))
