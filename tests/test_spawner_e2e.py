@@ -1,0 +1,146 @@
+"""Spec 000 R4, end to end: the App (real webhooks, gate, inbox worker, spawner API) and the
+spawner (real tmux, real git) composed the way `the-loop up` composes them.
+
+With the launch flag declared only under `harnesses[].args`, an issue released by an
+`issue_comment` gets a session whose argv carries every configured argument — checked from
+the spawner's `events.jsonl` alone — and the model frozen by that reply reaches its argv.
+Later comments reach the session; an unauthorized one does not.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session
+
+from app.config import parse_config
+from app.events import read_jsonl
+from app.spawner.agent import Agent, AgentOptions
+from app.spawner.argv import DENY_TOKEN
+from app.spawner.client import AppClient
+from app.spawner.launch import SpawnerContext
+from app.spawner.outbox import SpawnerEvents
+from app.spawner.registry import Registry
+from app.spawner.tmux import TmuxRunner
+from app.spawnertokens import create_token
+from app.store.models import WorkItemStatus
+from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
+    ITEM,
+    REPO,
+    comment,
+    deliver,
+    item_row,
+    labeled,
+    settings_env,
+)
+from tests.spawner_support import StandIn, bare_repository
+from tests.support import wait_for
+
+pytest_plugins = ["tests.spawner_support"]
+
+FLAGS = ["--dangerously-skip-permissions", "--add-dir", "/srv/shared docs"]
+SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
+@pytest.fixture
+def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+    return f"""
+harnesses:
+  - name: claude
+    default: true
+    command: {standin.path}
+    args: {FLAGS!r}
+models:
+  - {{name: opus, id: claude-opus-4-1}}
+  - {{name: sonnet}}
+effort: [low, high]
+routing:
+  workspace: {{root: {tmp_path / "work"}}}
+"""
+
+
+@pytest.fixture
+def devbox(
+    running_app: Any, operator_yaml: str, runner: TmuxRunner, home: Path, tmp_path: Path
+) -> Iterator[SpawnerContext]:
+    with Session(running_app.state.engine) as session, session.begin():
+        token = create_token(session, "devbox", [REPO])
+    client = AppClient(running_app.url, token)
+    state = tmp_path / "spawner-state"
+    ctx = SpawnerContext(
+        config=parse_config(__import__("yaml").safe_load(operator_yaml)), runner=runner,
+        registry=Registry(state / "sessions.json"), events=SpawnerEvents(state, client),
+        home=home, state_dir=state, app_url=running_app.url, hosts=frozenset({"claude"}),
+        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+    )  # fmt: skip
+    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=0.5))
+    thread = threading.Thread(target=agent.run)
+    thread.start()
+    wait_for(lambda: running_app.events("spawner.registered"))
+    yield ctx
+    agent.stop.set()
+    thread.join(timeout=30)
+    client.close()
+
+
+def released(app: Any, fake: Any, origin: Path, reply: str) -> None:
+    """Label the fixture issue (its repository cloned from `origin`), then answer the gate."""
+    fake.grant(REPO, "Codertocat", "write")
+    payload = copy.deepcopy(labeled())
+    payload["repository"]["clone_url"] = str(origin)
+    deliver(app, "issues", payload, "label-1")
+    deliver(app, "issue_comment", comment(reply), "exec-1")
+
+
+def spawned_with_missing_args(events_path: Path, configured: list[str]) -> list[dict[str, Any]]:
+    """The R4 check, on events.jsonl alone: released spawns lacking a configured argument."""
+    return [
+        e for e in read_jsonl(events_path)
+        if e["event"] == "session.spawned" and e.get("gh_event") == "issue_comment"
+        and not all(arg in e.get("harness_args", []) for arg in configured)
+    ]  # fmt: skip
+
+
+@SQLITE
+def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
+    running_app: Any, fake_github: Any, devbox: SpawnerContext, standin: StandIn, tmp_path: Path
+) -> None:
+    fake, _ = fake_github
+    origin = bare_repository(tmp_path)
+    released(running_app, fake, origin, "the-loop execute\n\n- [x] model-opus\n- [x] effort-high")
+    start = standin.wait_start(ITEM, timeout=30)
+    argv = start["argv"]
+    assert argv[0] == str(standin.path) and argv[1] == "--session-id"
+    assert argv[3:10] == [*FLAGS, "--model", "claude-opus-4-1", "--effort", "high"]
+    assert argv[10] == DENY_TOKEN and "Spelling error in the README file" in argv[11]
+    assert start["cwd"] == str(tmp_path / "work" / "Codertocat-Hello-World-1")
+    spawned = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.spawned"]
+    assert len(spawned) == 1 and spawned[0]["gh_event"] == "issue_comment"
+    assert spawned_with_missing_args(devbox.events.path, FLAGS) == []
+    assert spawned[0]["model"] == "opus" and spawned[0]["effort"] == "high"
+    wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING)
+    assert item_row(running_app).session["harness_args"] == spawned[0]["harness_args"]  # type: ignore[index]
+
+
+@SQLITE
+def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
+    running_app: Any, fake_github: Any, devbox: SpawnerContext, standin: StandIn, tmp_path: Path
+) -> None:
+    fake, _ = fake_github
+    released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+    standin.wait_start(ITEM, timeout=30)
+    wait_for(lambda: (standin.records / "github-Codertocat-Hello-World-1" / "stdin.bin").exists())
+    deliver(running_app, "issue_comment", comment("mallory says: rm -rf", login="mallory", cid=6),
+            "c-6")  # fmt: skip
+    deliver(running_app, "issue_comment", comment("please also cover the empty list", cid=7), "c-7")
+    wait_for(lambda: b"please also cover the empty list" in standin.stdin(ITEM), timeout=20)
+    wait_for(lambda: any(r["target_id"] == 7 for r in fake.reactions), timeout=20)
+    assert b"mallory" not in standin.stdin(ITEM)
+    assert not any(r["target_id"] == 6 for r in fake.reactions)
+    assert running_app.events("comment.ignored")
