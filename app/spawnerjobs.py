@@ -171,13 +171,28 @@ def _session_facts(result: dict[str, Any], spawner: Spawner) -> dict[str, Any]:
     return {**facts, "spawner_id": spawner.id, "spawner": spawner.name}
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """One finished job, as reported, with what it concerns."""
+
+    services: Services
+    session: Session
+    job: Job
+    spawner: Spawner
+    item: WorkItem
+    ok: bool
+    result: dict[str, Any]
+    error: str | None
+
+    def mirror(self, payload: dict[str, Any]) -> None:
+        _mirror(self.services, self.session, self.item, payload)
+
+
 def apply_result(
     services: Services, session: Session, job: Job, spawner: Spawner, report: dict[str, Any]
 ) -> None:
     """Record a finished job's outcome on its work item (inside the caller's transaction)."""
     ok = bool(report.get("ok"))
-    result = report.get("result") or {}
-    item = session.get(WorkItem, job.work_item)
     services.events.emit(
         "job.done" if ok else "job.failed",
         job.work_item,
@@ -187,63 +202,52 @@ def apply_result(
         spawner=spawner.name,
         error=report.get("error"),
     )
+    item = session.get(WorkItem, job.work_item)
+    if item is None:
+        return
+    result = report.get("result") or {}
+    outcome = _Outcome(services, session, job, spawner, item, ok, result, report.get("error"))
     if job.kind == JobKind.SPAWN:
-        _spawned(services, session, item, job, spawner, ok, result, report.get("error"))
+        _spawned(outcome)
     elif job.kind == JobKind.DELIVER:
-        _delivered(services, session, item, job, spawner, ok, result, report.get("error"))
+        _delivered(outcome)
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         set_status(item, "stop.ok")
         revoke_session_tokens(session, job.work_item)
 
 
-def _spawned(
-    services: Services,
-    session: Session,
-    item: WorkItem | None,
-    job: Job,
-    spawner: Spawner,
-    ok: bool,
-    result: dict[str, Any],
-    error: str | None,
-) -> None:
-    if item is None:
+def _spawned(out: _Outcome) -> None:
+    if not out.ok:
+        set_status(out.item, "spawn.failed")
+        out.mirror({"event": "session.spawn_failed", "error": out.error})
         return
-    if not ok:
-        set_status(item, "spawn.failed")
-        _mirror(services, session, item, {"event": "session.spawn_failed", "error": error})
-        return
-    item.session = _session_facts(result, spawner)
-    set_status(item, "spawn.ok")
-    retarget(session, item.id, spawner.id)
+    out.item.session = _session_facts(out.result, out.spawner)
+    set_status(out.item, "spawn.ok")
+    retarget(out.session, out.item.id, out.spawner.id)
 
 
-def _delivered(
-    services: Services,
-    session: Session,
-    item: WorkItem | None,
-    job: Job,
-    spawner: Spawner,
-    ok: bool,
-    result: dict[str, Any],
-    error: str | None,
-) -> None:
-    if item is None:
-        return
-    payload = job.payload
+def _delivered(out: _Outcome) -> None:
+    payload, result, item = out.job.payload, out.result, out.item
     source = {"source": payload.get("source"), "ref": payload.get("ref")}
-    if not ok or not result.get("delivered"):
-        fields = {"event": "session.delivery_failed", "error": error, **source}
-        _mirror(services, session, item, fields)
+    if not out.ok or not result.get("delivered"):
+        out.mirror({"event": "session.delivery_failed", "error": out.error, **source})
         return
     if result.get("respawned"):
-        facts = {**(item.session or {}), "spawner_id": spawner.id, "spawner": spawner.name}
+        facts = {**(item.session or {}), "spawner_id": out.spawner.id, "spawner": out.spawner.name}
         if result.get("session_id"):
             facts["session_id"] = result["session_id"]
         item.session = {**facts, "respawned": True}
         set_status(item, "deliver.respawned")
-        retarget(session, item.id, spawner.id)
-    fields = {"event": "session.delivered", "respawned": bool(result.get("respawned")), **source}
-    _mirror(services, session, item, {**fields, "comment_id": payload.get("comment_id")})
+        retarget(out.session, item.id, out.spawner.id)
+    respawned = bool(result.get("respawned"))
+    out.mirror(
+        {
+            "event": "session.delivered",
+            "respawned": respawned,
+            "comment_id": payload.get("comment_id"),
+            **source,
+        }
+    )
 
 
 def _mirror(services: Services, session: Session, item: WorkItem, payload: dict[str, Any]) -> None:
