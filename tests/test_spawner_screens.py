@@ -1,0 +1,115 @@
+"""The real Claude Code binary in tmux, offline, launched by the spawner: the trust pre-seed
+and the bypass pre-accept remove the dialogs they are for, and the watchdog names the screen
+a session really waits at (or sees it die) instead of calling it running."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import parse_config
+from app.events import read_jsonl
+from app.spawner.client import ClaimedJob
+from app.spawner.jobs import run_job
+from app.spawner.launch import SpawnerContext
+from app.spawner.outbox import SpawnerEvents
+from app.spawner.registry import Registry
+from app.spawner.tmux import TmuxRunner
+from app.spawner.watchdog import Watchdog
+from tests.spawner_support import bare_repository
+from tests.support import wait_for
+
+pytestmark = [
+    pytest.mark.claude,
+    pytest.mark.skipif(shutil.which("claude") is None, reason="claude is not installed"),
+]
+KEY = "sk-ant-dummy-key-for-tests"
+BYPASS = "--dangerously-skip-permissions"
+
+
+@dataclass
+class Box:
+    ctx: SpawnerContext
+    dog: Watchdog
+    item: str
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in read_jsonl(self.ctx.events.path) if e["event"] == name]
+
+
+def make_box(base: Path, name: str, *, args: list[str], trust: bool, env: dict[str, str],
+             approve_key: bool = False) -> Box:  # fmt: skip
+    home = base / name / "home"
+    home.mkdir(parents=True)
+    claude_json: dict[str, Any] = {"hasCompletedOnboarding": True}
+    if approve_key:
+        claude_json["customApiKeyResponses"] = {"approved": [KEY[-20:]], "rejected": []}
+    (home / ".claude.json").write_text(json.dumps(claude_json))
+    config = parse_config({
+        "harnesses": [{"name": "claude", "args": args}],
+        "routing": {"workspace": {"root": str(base / name / "work")},
+                    "harnessTrust": {"enabled": trust}},
+    })  # fmt: skip
+    full_env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_API_KEY": KEY, **env}
+    runner = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:8]}", env=full_env, size=(120, 36))
+    state = base / name / "state"
+    ctx = SpawnerContext(
+        config=config, runner=runner, registry=Registry(state / "sessions.json"),
+        events=SpawnerEvents(state), home=home, state_dir=state, app_url="http://127.0.0.1:9",
+        hosts=frozenset({"claude"}), env=full_env,
+    )  # fmt: skip
+    item = f"github:o/{name}#1"
+    origin = bare_repository(base / name)
+    payload = {"work_item": item, "spec_id": "issue-1", "repo": f"o/{name}", "issue_number": 1,
+               "clone_url": str(origin), "frozen": {}, "gh_event": "issue_comment",
+               "action": "created", "prompt": "hello"}  # fmt: skip
+    ok, _, error = run_job(ctx, ClaimedJob(1, "spawn", item, f"o/{name}", payload, 60))
+    assert ok, error
+    return Box(ctx, Watchdog(runner, ctx.registry, ctx.events.emit), item)
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Iterator[dict[str, Box]]:
+    made: dict[str, Box] = {}
+    try:
+        made["trusted"] = make_box(tmp_path, "trusted", args=[], trust=True, env={})
+        made["untrusted"] = make_box(tmp_path, "untrusted", args=[], trust=False, env={})
+        made["bypass"] = make_box(tmp_path, "bypass", args=[BYPASS], trust=True,
+                                  env={"IS_SANDBOX": "1"}, approve_key=True)  # fmt: skip
+        if os.geteuid() == 0:
+            made["root"] = make_box(tmp_path, "root", args=[BYPASS], trust=True, env={},
+                                    approve_key=True)  # fmt: skip
+        yield made
+    finally:
+        for box in made.values():
+            box.ctx.runner.kill_server()
+
+
+def settled(box: Box, event: str) -> list[dict[str, Any]]:
+    box.dog.tick()
+    return box.events(event)
+
+
+def test_real_screens_after_the_spawner_prepared_each_session(boxes: dict[str, Box]) -> None:
+    trusted = wait_for(lambda: settled(boxes["trusted"], "session.stalled"), timeout=60)
+    untrusted = wait_for(lambda: settled(boxes["untrusted"], "session.stalled"), timeout=60)
+    # Pre-trusted: no trust dialog; the next blocker, the API-key prompt, is named.
+    assert trusted[0]["screen"] == "api-key-prompt"
+    assert "Quick safety check" not in boxes["trusted"].ctx.runner.capture("o-trusted-1")
+    # Without the pre-seed the real trust dialog blocks, and is named as such.
+    assert untrusted[0]["screen"] == "trust-dialog"
+    # Bypass pre-accepted and key approved: the session runs in bypass mode, not stalled.
+    bypass = boxes["bypass"]
+    wait_for(lambda: "bypass permissions on" in bypass.ctx.runner.capture("o-bypass-1"), timeout=60)
+    assert settled(bypass, "session.stalled") == []
+    if "root" in boxes:  # as root without a sandbox, Claude Code refuses the flag and exits
+        exited = wait_for(lambda: settled(boxes["root"], "session.exited"), timeout=60)
+        assert any("root/sudo" in line for line in exited[0]["last_lines"])
