@@ -54,6 +54,10 @@ class Press:
         )
 
 
+NOT_A_WORK_ITEM = "This is not a work item the App knows."
+ALREADY = "Already executed: the selection is frozen."
+NO_CHECKLIST = "The checklist for this item was not found; execute on GitHub instead."
+
 OUTCOME_TEXT = {
     ExecuteStatus.FROZEN: "selection frozen; the session is starting",
     ExecuteStatus.ALREADY_FROZEN: "already frozen; nothing changed",
@@ -108,7 +112,7 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         return
     item = deps.item(press.work_item)
     if item is None:
-        deps.tell(press.channel, press.member, "This is not a work item the App knows.")
+        deps.tell(press.channel, press.member, NOT_A_WORK_ITEM, press.thread_ts)
         return
     login, why = deps.refusal(item, press.member)
     if why is not None:
@@ -119,12 +123,12 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         deps.update(
             press.channel, press.message_ts, blocks.checklist_closed(item.frozen, item.html_url)
         )
-        deps.tell(press.channel, press.member, "Already executed: the selection is frozen.")
+        deps.tell(press.channel, press.member, ALREADY, press.thread_ts)
         return
     with Session(deps.engine) as session:
         checklist = outbox.latest_payload(session, item.id, blocks.Kind.CHECKLIST)
     if checklist is None:
-        deps.tell(press.channel, press.member, "The checklist for this item was not found.")
+        deps.tell(press.channel, press.member, NO_CHECKLIST, press.thread_ts)
         return
     text = execute_text(checklist, press.values)
     outcome = submit_execute(deps, item, login, press.member, text, press.ref)
