@@ -168,7 +168,8 @@ def _give_up_expired(state: Any) -> None:
 
 def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
     now = state.services.clock()
-    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease)
+    hosts = [str(h) for h in spawner.harnesses or []]
+    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease, hosts)
     if job is None:
         return None
     try:

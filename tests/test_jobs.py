@@ -279,3 +279,18 @@ def test_waiters_are_woken_only_for_their_repositories():
     for _ in range(JobSignal.HISTORY + 1):
         signal.notify(["other/repo"])
     assert signal.wait(later, 0.05, scope=["mine/repo"])  # history lost: look rather than miss
+
+
+def test_a_spawn_goes_to_a_spawner_that_hosts_its_frozen_harness(engine, repo):
+    with Session(engine) as session, session.begin():
+        codex = queue_job(
+            session, JobKind.SPAWN, f"c:{repo}", f"github:{repo}#1", repo,
+            {"frozen": {"harness": "codex"}},
+        ).id  # fmt: skip
+        default = queue_job(
+            session, JobKind.SPAWN, f"d:{repo}", f"github:{repo}#2", repo,
+            {"frozen": {"harness": ""}},
+        ).id  # fmt: skip
+    assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]).id == default
+    assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]) is None
+    assert claim_job(engine, 2, [repo], T0, LEASE, harnesses=["claude", "codex"]).id == codex

@@ -286,3 +286,15 @@ def test_a_job_whose_claimers_keep_dying_is_given_up(api):
     assert spawner.job() is None
     assert api.job(job_id).state == JobState.FAILED
     assert "lease expired" in api.events("job.failed", item)[0]["error"]
+
+
+@SQLITE_ONLY
+def test_a_spawn_frozen_on_a_harness_waits_for_a_spawner_that_hosts_it(api):
+    claude_only = api.spawner(api.token("claude-box"))
+    both = api.spawner(api.token("both-box"))
+    claude_only.register(harnesses=["claude"])
+    item = api.work_item()
+    job_id = api.queue(JobKind.SPAWN, "spawn:codex", item, frozen={"harness": "codex"})
+    assert claude_only.job() is None
+    both.register(harnesses=["claude", "codex"])
+    assert both.job()["id"] == job_id

@@ -63,6 +63,7 @@ def queue_job(
         repo_full_name=repo_full_name,
         payload=payload,
         target_spawner_id=None if kind == JobKind.SPAWN else _host_of(session, work_item),
+        harness=_frozen_harness(payload) if kind == JobKind.SPAWN else None,
     )
     session.add(job)
     session.flush()
@@ -73,6 +74,13 @@ def queue_job(
             {"channel": NOTIFY_CHANNEL, "repo": repo_full_name},
         )
     return job
+
+
+def _frozen_harness(payload: dict[str, Any]) -> str | None:
+    """The harness a spawn was frozen on ("" or None: the spawner's default)."""
+    frozen = payload.get("frozen")
+    harness = frozen.get("harness") if isinstance(frozen, dict) else None
+    return harness if isinstance(harness, str) and harness else None
 
 
 def _host_of(session: Session, work_item: str) -> int | None:
@@ -96,7 +104,9 @@ def retarget(session: Session, work_item: str, spawner_id: int) -> None:
 
 
 def _build_claimable() -> ColumnElement[bool]:
-    """Which jobs a spawner may take now; parameters `now`, `spawner`, `any_repo`, `scope`.
+    """Which jobs a spawner may take now: due, in order for its work item, meant for it, of a
+    harness it hosts and of a repository it serves (parameters `now`, `spawner`,
+    `any_harness`, `harnesses`, `any_repo`, `scope`).
 
     Built once: a claim runs on every long-poll wake-up, and composing this expression costs
     more than running it.
@@ -114,6 +124,11 @@ def _build_claimable() -> ColumnElement[bool]:
         ),
         Job.attempts < MAX_ATTEMPTS,
         or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == bindparam("spawner")),
+        or_(
+            bindparam("any_harness", type_=Boolean),
+            Job.harness.is_(None),
+            Job.harness.in_(bindparam("harnesses", expanding=True)),
+        ),
         or_(
             bindparam("any_repo", type_=Boolean),
             func.lower(Job.repo_full_name).in_(bindparam("scope", expanding=True)),
@@ -138,14 +153,25 @@ _TAKE = (
 
 
 def claim_job(
-    engine: Engine, spawner_id: int, scope: list[str], now: datetime, lease: timedelta = LEASE
+    engine: Engine,
+    spawner_id: int,
+    scope: list[str],
+    now: datetime,
+    lease: timedelta = LEASE,
+    harnesses: list[str] | None = None,
 ) -> Job | None:
-    """Take the oldest job `spawner_id` may run, for `lease`; None when there is none."""
+    """Take the oldest job `spawner_id` may run, for `lease`; None when there is none.
+
+    With `harnesses`, a spawn frozen on a harness outside that list is left for a spawner
+    that hosts it.
+    """
     if not scope:
         return None
     params = {
         "now": now,
         "spawner": spawner_id,
+        "any_harness": harnesses is None,
+        "harnesses": list(harnesses or []),
         "any_repo": ANY_REPOSITORY in scope,
         "scope": [s.lower() for s in scope],
     }
