@@ -138,6 +138,7 @@ class Job(Base):
     spawner_id: Mapped[int | None] = mapped_column(Integer)
     # deliver/stop jobs go to the spawner hosting the item's session (None: any server of repo)
     target_spawner_id: Mapped[int | None] = mapped_column(Integer)
+    harness: Mapped[str | None] = mapped_column(String(64))  # a spawn's frozen harness
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)

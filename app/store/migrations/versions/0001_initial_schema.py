@@ -68,6 +68,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("spawner_id", sa.Integer(), nullable=True),
         sa.Column("target_spawner_id", sa.Integer(), nullable=True),
+        sa.Column("harness", sa.String(length=64), nullable=True),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("result", sa.JSON(), nullable=True),
