@@ -3,7 +3,9 @@
 The file is the outbox. `events.sent` holds how many bytes of it the App has acknowledged,
 so events written while the App is down (or before a spawner restart) are sent when it is
 back, in order, none lost. Each event carries an `id` the App records once, so a batch
-resent after a crash between "App accepted" and "offset saved" is not counted twice.
+resent after a crash between "App accepted" and "offset saved" is not counted twice. Lines
+are written here, in the App's event shape, rather than through `app.events`, which would
+load the database layer into a process that never opens a database.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import logging
 import os
 import threading
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.events import EventLog
 from app.spawner.client import AppClient, AppUnavailable, Rejected, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -32,12 +34,22 @@ class SpawnerEvents:
         self.path = state_dir / "events.jsonl"
         self.offset_path = state_dir / "events.sent"
         self.client = client
-        self._log = EventLog(self.path)
+        self._append_lock = threading.Lock()
+        state_dir.mkdir(parents=True, exist_ok=True)
         self._wake = threading.Event()
         self._send_lock = threading.Lock()
 
     def emit(self, event: str, work_item: str | None = None, **fields: Any) -> dict[str, Any]:
-        record = self._log.emit(event, work_item, id=uuid.uuid4().hex, **fields)
+        """Append one event (the App's event shape: `ts`, `event`, `work_item`, fields)."""
+        record = {"ts": datetime.now(UTC).isoformat(), "event": event, "work_item": work_item,
+                  "id": uuid.uuid4().hex, **fields}  # fmt: skip
+        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+        with self._append_lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
         level = logging.WARNING if fields.get("level") == "warning" else logging.INFO
         log.log(level, "%s %s", event, work_item or "")
         self._wake.set()
