@@ -50,7 +50,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def summary(name: str, seconds: list[float]) -> str:
     ms = [s * 1000 for s in seconds]
-    return (f"{name}: n={len(ms)} p50={percentile(ms, 0.5):.0f} ms p99={percentile(ms, 0.99):.0f} ms "
+    p50, p99 = percentile(ms, 0.5), percentile(ms, 0.99)
+    return (f"{name}: n={len(ms)} p50={p50:.0f} ms p99={p99:.0f} ms "
             f"max={max(ms):.0f} ms mean={statistics.mean(ms):.0f} ms")  # fmt: skip
 
 
@@ -127,10 +128,11 @@ class Stack:
                "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
                "THE_LOOP_STATE_DIR": str(self.tmp / "spawner-state")}  # fmt: skip
         (self.tmp / "home").mkdir()
+        self._log = open(self.tmp / "spawner.log", "wb")  # noqa: SIM115 (closed in __exit__)
         self.spawner = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "spawner", "--name", "bench", "--tmux-socket",
              self.socket, "--concurrency", str(self.concurrency), "--watchdog-interval", "5"],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(self.tmp / "spawner.log", "wb"),
+            env=env, stdout=subprocess.DEVNULL, stderr=self._log,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while not self._registered():
@@ -154,6 +156,7 @@ class Stack:
                 self.spawner.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.spawner.kill()
+            self._log.close()
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
         self.server.stop()
         self.state.stop_workers()
