@@ -213,11 +213,11 @@ def test_a_forged_or_unhostable_frozen_value_falls_back_with_a_warning(
 
 
 def test_a_refused_probe_verdict_drops_that_choice() -> None:
-    result = validate_choice(
-        CHOICES, Choice("claude", "opus", "low"), refused={("claude", "model", "opus")}
-    )
-    assert result.choice == Choice("claude", "", "low")
-    assert "refused" in result.warnings[0]
+    result = validate_choice(CHOICES, Choice("claude", "opus", "high"), refused={"model-opus"})
+    assert result.choice == Choice("claude", "", "high")
+    assert "opus" in result.warnings[0]
+    result = validate_choice(CHOICES, Choice("claude", "opus", "high"), refused={"effort-high"})
+    assert result.choice == Choice("claude", "opus", "")
 
 
 # -- what the real Claude Code binary accepts ----------------------------------------------

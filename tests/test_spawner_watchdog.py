@@ -46,7 +46,9 @@ def test_the_question_menu_from_spec_001_is_a_blocking_screen() -> None:
 
 
 def test_a_conversation_that_quotes_a_phrase_is_not_a_screen() -> None:
-    assert classify_screen("\u276f hello\n⏺ Do you want to use this API key? I cannot tell.") is None
+    assert (
+        classify_screen("\u276f hello\n⏺ Do you want to use this API key? I cannot tell.") is None
+    )
 
 
 def test_last_lines_drop_tmux_s_dead_pane_line() -> None:
