@@ -280,3 +280,25 @@ def test_a_failing_clone_is_reported_without_the_token(ctx: SpawnerContext, tmp_
     assert not ok and error is not None and "git clone failed" in error
     assert TOKEN not in error
     assert TOKEN not in ctx.events.path.read_text()
+
+
+def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
+    standin: StandIn, origin: Path, runner: TmuxRunner, home: Path, tmp_path: Path
+) -> None:
+    from app.settings import load_settings
+    from app.spawner.wiring import build_context
+
+    config = parse_config({
+        "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+        "routing": {"harnessArgs": {"claude": ["--permission-mode", "plan"]},
+                    "workspace": {"root": str(tmp_path / "work")}},
+    })  # fmt: skip
+    settings = load_settings({"THE_LOOP_STATE_DIR": str(tmp_path / "st")}, dotenv=None)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    ctx = build_context(settings, config, client=None, socket=runner.socket, env=env)
+    assert ctx.hosts == frozenset({"claude"})
+    run_ok(ctx, spawn_job(origin))
+    assert standin.wait_start(WI)["argv"][3:5] == [FLAG, DENY_TOKEN]
+    run_ok(ctx, deliver_job(origin))
+    (conflict,) = events(ctx, "config.conflict")
+    assert conflict["key"] == "routing.harnessArgs.claude" and "wins" in conflict["message"]
