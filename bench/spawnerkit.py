@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.spawner.tmux import TmuxRunner  # noqa: E402
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem  # noqa: E402
 from tests.fakes.server import LiveServer  # noqa: E402
 from tests.support import fixture_json, post_webhook, with_installation  # noqa: E402
@@ -157,7 +158,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 self.spawner.kill()
             self._log.close()
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+        TmuxRunner(self.socket).kill_server()
         self.server.stop()
         self.state.stop_workers()
         self.state.engine.dispose()

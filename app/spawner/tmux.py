@@ -257,5 +257,13 @@ class TmuxRunner:
         """End a session (and its process); False when there was none."""
         return self._run(["kill-session", "-t", f"={name}"], check=False).returncode == 0
 
+    @property
+    def socket_path(self) -> Path:
+        """Where tmux puts a `-L` socket (it leaves the file behind when the server ends)."""
+        base = self._env.get("TMUX_TMPDIR") or "/tmp"
+        return Path(base) / f"tmux-{os.getuid()}" / self.socket
+
     def kill_server(self) -> None:
+        """End the server and every session on it, and remove its socket file."""
         self._run(["kill-server"], check=False)
+        self.socket_path.unlink(missing_ok=True)
