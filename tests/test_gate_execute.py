@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.context import HandlerContext
@@ -19,7 +18,7 @@ from app.gate.markers import MarkerKind
 from app.gate.offers import refused_choices
 from app.runtime import AppState, build_state
 from app.settings import load_settings
-from app.store.models import JobKind, WorkItem
+from app.store.models import JobKind, ModelVerdict, WorkItem
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,
@@ -120,11 +119,8 @@ def test_choices_models_check_refused_are_hidden_and_dropped(state, fake_github)
     fake.grant(REPO, "Codertocat", "write")
     with Session(state.engine) as session, session.begin():
         assert refused_choices(session) == set()
-        session.execute(
-            text("CREATE TABLE model_verdicts (token VARCHAR(200), verdict VARCHAR(16))")
-        )
-        session.execute(text("INSERT INTO model_verdicts VALUES ('model-haiku', 'refused')"))
-        session.execute(text("INSERT INTO model_verdicts VALUES ('model-opus', 'ok')"))
+        session.add(ModelVerdict(token="model-haiku", verdict="refused"))
+        session.add(ModelVerdict(token="model-opus", verdict="ok"))
     handle(state, "issues", "labeled", labeled())
     body = checklist_comments(fake)[0]["body"]
     assert "`model-opus`" in body and "haiku" not in body

@@ -6,24 +6,20 @@ with the operator config through the pure `build_offer`.
 
 from __future__ import annotations
 
-from sqlalchemy import inspect, select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE, OperatorConfig
 from app.gate.checklist import Offer, build_offer
 from app.harnesses import HOSTING_ADAPTERS
-from app.store.models import Spawner
-
-# The seam for `the-loop models check` verdicts: a table with one row per probed choice,
-# `token` (`model-<name>` / `effort-<level>`) and `verdict` (`ok` / `refused` / `unknown`).
-# Until that table exists nothing is hidden.
-VERDICTS_TABLE = "model_verdicts"
+from app.store.models import ModelVerdict, Spawner
 
 
 def spawner_hosts(session: Session) -> frozenset[str]:
     """The union of harnesses registered spawners can host; the built-in adapters when none
-    is registered. Names that are not valid harness names are ignored."""
-    reported = session.scalars(select(Spawner.harnesses)).all()
+    is registered yet (a token minted but never used registers nothing). Names that are not
+    valid harness names are ignored."""
+    reported = session.scalars(select(Spawner.harnesses).where(Spawner.serves.is_not(None))).all()
     if not reported:
         return HOSTING_ADAPTERS
     return frozenset(
@@ -35,15 +31,9 @@ def spawner_hosts(session: Session) -> frozenset[str]:
 
 
 def refused_choices(session: Session) -> set[str]:
-    """Row tokens `models check` refused (`model-opus`, `effort-max`); empty without verdicts."""
-    connection = session.connection()
-    if not inspect(connection).has_table(VERDICTS_TABLE):
-        return set()
-    rows = connection.execute(
-        text(f"SELECT token FROM {VERDICTS_TABLE} WHERE verdict = :verdict"),
-        {"verdict": "refused"},
-    )
-    return {str(token) for (token,) in rows}
+    """Row tokens `models check` refused (`model-opus`, `effort-max`)."""
+    query = select(ModelVerdict.token).where(ModelVerdict.verdict == "refused")
+    return set(session.scalars(query))
 
 
 def current_offer(session: Session, config: OperatorConfig) -> Offer:
