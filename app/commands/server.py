@@ -63,6 +63,7 @@ def run_worker(args: argparse.Namespace) -> int:
     state = build_state(load_settings())
     worker = InboxWorker(state.services, state.engine, state.router)
     stop = threading.Event()
+
     def shut_down(*_: object) -> None:
         worker.stop()
         stop.set()
