@@ -214,6 +214,8 @@ def test_a_resume_that_dies_at_once_becomes_a_fresh_session(
     result = run_ok(ctx, deliver_job(origin))
     fresh = standin.wait_start(WI, count=3)["argv"]
     assert fresh[1] == "--session-id" and fresh[2] == result["session_id"] != spawned["session_id"]
+    assert "docs/specs/issue-7/work-item-state.json" in fresh[-1]
+    assert fresh[-1].endswith(followup_text(deliver_job(origin).payload))
     (failed,) = events(ctx, "session.resume_failed")
     assert any("No conversation found" in line for line in failed["last_lines"])
 
@@ -302,3 +304,13 @@ def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
     run_ok(ctx, deliver_job(origin))
     (conflict,) = events(ctx, "config.conflict")
     assert conflict["key"] == "routing.harnessArgs.claude" and "wins" in conflict["message"]
+
+
+def test_a_followup_for_an_item_this_spawner_never_ran_starts_a_fresh_session(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    result = run_ok(ctx, deliver_job(origin, "pick this up please"))
+    argv = standin.wait_start(WI)["argv"]
+    assert result["respawned"] is True and argv[1:3] == ["--session-id", result["session_id"]]
+    assert argv[3] == FLAG and argv[-2] == DENY_TOKEN and "pick this up please" in argv[-1]
+    assert events(ctx, "session.respawned")[0]["reason"] == "no session on this spawner"

@@ -48,6 +48,16 @@ def followup_text(payload: Mapping[str, Any]) -> str:
     return f"Follow-up from @{author} on {source}:\n\n{payload_text(payload, 'body')}"
 
 
+def fresh_prompt(job: ClaimedJob, spec_id: str, text: str) -> str:
+    """A follow-up that starts a new conversation: where the work stands comes first, since
+    the earlier conversation is not there to say it."""
+    return (
+        f"You are resuming work item {job.work_item} in this checkout; the earlier "
+        f"conversation could not be restored. Where it stands: "
+        f"docs/specs/{spec_id}/work-item-state.json and `the-loop check`.\n\n{text}"
+    )
+
+
 def spawn_prompt(payload: Mapping[str, Any]) -> str:
     prompt = payload_text(payload, "prompt")
     if prompt.strip():
@@ -157,7 +167,8 @@ def _respawn(
         choice = frozen_choice(ctx, job.work_item, checkout, spec_id, harness=harness,
                                fallback=record)  # fmt: skip
         session_id = record.session_id if record else str(uuid.uuid4())
-        launch = build_launch(ctx.config, choice, session_id=session_id, prompt=text,
+        prompt = text if record is not None else fresh_prompt(job, spec_id, text)
+        launch = build_launch(ctx.config, choice, session_id=session_id, prompt=prompt,
                               resume=record is not None)  # fmt: skip
     started = start_session(ctx, job, checkout, launch, event="session.respawned", **facts)
     if launch.resumed:
@@ -166,7 +177,8 @@ def _respawn(
             ctx.events.emit("session.resume_failed", job.work_item, level="warning",
                             session_id=launch.session_id, last_lines=died)  # fmt: skip
             fresh = build_launch(ctx.config, Choice(launch.harness, launch.model, launch.effort),
-                                 session_id=str(uuid.uuid4()), prompt=text)  # fmt: skip
+                                 session_id=str(uuid.uuid4()),
+                                 prompt=fresh_prompt(job, spec_id, text))  # fmt: skip
             started = start_session(ctx, job, checkout, fresh, event="session.respawned",
                                     reason="resume failed")  # fmt: skip
     _delivered(ctx, job, started.session_id, respawned=True)
