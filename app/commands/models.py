@@ -53,7 +53,10 @@ def _setup() -> tuple[Any, Any, Any, list[Any]]:
     hosts = hostable_harnesses(config, os.environ)
     if not hosts:
         print("no declared harness can run here (is its executable on PATH?)", file=sys.stderr)
-    return settings, config, verdict_cache(settings), plan_probes(config, hosts)
+    probes = plan_probes(config, hosts)
+    if hosts and not probes:
+        print(f"{config.source}: no models or effort levels are declared", file=sys.stderr)
+    return settings, config, verdict_cache(settings), probes
 
 
 def run_list(args: argparse.Namespace) -> int:
