@@ -16,6 +16,8 @@ from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import WEBHOOK_SECRET, RunningApp
 
+pytest_plugins = ["tests.spawner_support"]  # tmux, git and stand-in harness fixtures
+
 POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 APP_ID = 4242
 

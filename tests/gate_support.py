@@ -114,4 +114,12 @@ def jobs(app: Any, kind: JobKind | None = None) -> list[Job]:
 
 def register_spawner(app: Any, harnesses: list[str]) -> None:
     with Session(app.state.engine) as s, s.begin():
-        s.add(Spawner(name="devbox", token_hash="h" * 64, repositories=[REPO], harnesses=harnesses))
+        s.add(
+            Spawner(
+                name="devbox",
+                token_hash="h" * 64,
+                repositories=[REPO],
+                serves=[REPO],
+                harnesses=harnesses,
+            )
+        )

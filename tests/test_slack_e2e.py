@@ -133,7 +133,9 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
     github, slack = fake_github[0], fake_slack[0]
     github.grant(REPO, "octocat", "write")
     with Session(running_app.state.engine) as session, session.begin():
-        session.add(Spawner(name="devbox", token_hash="x" * 64, harnesses=["claude", "codex"]))
+        session.add(
+            Spawner(name="devbox", token_hash="x" * 64, serves=["*"], harnesses=["claude", "codex"])
+        )
     label(running_app)
     parent, checklist = wait_for(lambda: thread(slack, 2))
     assert "Codertocat/Hello-World#1" in parent["text"]

@@ -27,8 +27,6 @@ from tests.spawner_support import StandIn, bare_repository
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 FLAG = "--dangerously-skip-permissions"
 
 

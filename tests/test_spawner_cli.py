@@ -28,8 +28,6 @@ from tests.spawner_support import StandIn
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 FLAG = "--dangerously-skip-permissions"
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,8 +42,6 @@ from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 FLAGS = ["--dangerously-skip-permissions", "--add-dir", "/srv/shared docs"]
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 

@@ -23,8 +23,6 @@ from app.spawner.tmux import TmuxRunner
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import FIXTURES, wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 FLAG = "--dangerously-skip-permissions"
 WI = "github:o/r#7"
 TOKEN = "ghs_InstallationTokenNeverLogged42"

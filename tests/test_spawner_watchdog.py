@@ -15,8 +15,6 @@ from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Screen, Watchdog, classify_screen, last_lines
 from tests.support import FIXTURES, wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 SCREENS = FIXTURES / "claude-screens"
 
 

@@ -13,8 +13,6 @@ from app.spawner.tmux import TmuxError, TmuxRunner, session_name
 from tests.spawner_support import StandIn
 from tests.support import wait_for
 
-pytest_plugins = ["tests.spawner_support"]
-
 WI = "github:o/r#7"
 
 
