@@ -10,23 +10,33 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.config import NAME_RE
 from app.context import Services
 from app.spawnerjobs import set_status
 from app.spawnertokens import scope_of, serves
-from app.store.models import Once, Spawner, WorkItem
+from app.store.models import ModelVerdict, Once, Spawner, WorkItem
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+VERDICTS = frozenset({"ok", "refused", "unknown"})
 MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers.
 NOT_MIRRORED = frozenset({"session.delivered"})
 STATUS_EVENTS = frozenset(
-    {"session.spawned", "session.respawned", "session.stalled", "session.exited"}
+    {
+        "session.spawned",
+        "session.respawned",
+        "session.stalled",
+        "session.unstalled",
+        "session.exited",
+    }
 )
 # Field names the event log itself uses; a reported field of that name is kept renamed.
 _RESERVED = frozenset({"session"})
@@ -83,6 +93,38 @@ def _first_time(session: Session, spawner: Spawner, event_id: Any) -> bool:
     return True
 
 
+def verdict_rows(verdicts: Any) -> list[ModelVerdict]:
+    """The well-formed verdicts of a `models.checked` event (pure): a row token of a declared
+    kind (`model-<name>` / `effort-<name>`) and a known verdict; anything else is skipped."""
+    rows: list[ModelVerdict] = []
+    for entry in verdicts if isinstance(verdicts, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        token, verdict = entry.get("token"), entry.get("verdict")
+        if not (isinstance(token, str) and VERDICT_TOKEN_RE.match(token)):
+            continue
+        if verdict not in VERDICTS:
+            continue
+        harness = entry.get("harness")
+        detail = entry.get("detail")
+        rows.append(
+            ModelVerdict(
+                token=token,
+                verdict=verdict,
+                harness=harness if isinstance(harness, str) and NAME_RE.match(harness) else "",
+                detail=detail[:2000] if isinstance(detail, str) else "",
+                probed_at=datetime.now(UTC),
+            )
+        )
+    return rows
+
+
+def record_verdicts(session: Session, verdicts: Any) -> None:
+    """What a devbox's `the-loop models check` found becomes what the gate offers."""
+    for row in verdict_rows(verdicts):
+        session.merge(row)
+
+
 def ingest(services: Services, session: Session, spawner: Spawner, events: list[Any]) -> Ingested:
     """Record a batch of reported events inside the caller's transaction."""
     out = Ingested()
@@ -104,6 +146,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
         fields = event_fields(raw, spawner)
         services.events.emit(name, raw.get("work_item"), session=session, **fields)
         out.accepted += 1
+        if name == "models.checked":
+            record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
         if name in STATUS_EVENTS:

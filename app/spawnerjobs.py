@@ -41,6 +41,7 @@ _OUTCOMES: dict[str, WorkItemStatus] = {
     "session.spawned": S.RUNNING,
     "session.respawned": S.RUNNING,
     "session.stalled": S.STALLED,
+    "session.unstalled": S.RUNNING,  # someone answered the prompt in tmux
     "session.exited": S.EXITED,
 }
 _FIRST_START = frozenset({"spawn.ok", "session.spawned"})

@@ -8,8 +8,9 @@ import pytest
 from sqlalchemy import select
 
 from app.gate.markers import find_marker, is_own_comment
+from app.gate.offers import refused_choices
 from app.spawnertokens import mint_session_token
-from app.store.models import Job, SlackOutbox, WorkItemStatus
+from app.store.models import Job, ModelVerdict, SlackOutbox, WorkItemStatus
 from tests.spawnerapi_support import serve_api
 from tests.support import wait_for
 from tests.test_followups import comment_delivery, send
@@ -132,6 +133,8 @@ def test_reported_events_are_recorded_and_move_the_item_status(api):
     assert recorded["reported_session"] == "tmux-target-clash"
     assert recorded["spawner"] == "devbox"
     assert api.item(item).state == WorkItemStatus.STALLED
+    spawner.events({"event": "session.unstalled", "work_item": item, "screen": "trust-dialog"})
+    assert api.item(item).state == WorkItemStatus.RUNNING
     spawner.events({"event": "session.exited", "work_item": item, "exit_code": 0})
     assert api.item(item).state == WorkItemStatus.EXITED
     jsonl = api.state.settings.events_path.read_text()
@@ -194,3 +197,27 @@ def test_session_events_and_agent_words_reach_the_mirror(api, recording_mirror):
     ]
     assert rows[0].payload["url"] == f"https://github.com/{api.repo}/issues/20"
     assert rows[1].payload["body"] == "Which database should the tests use?"
+
+
+def test_a_devbox_models_check_decides_what_the_gate_hides(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    checked = {
+        "event": "models.checked",
+        "work_item": None,
+        "verdicts": [
+            {"harness": "claude", "token": "model-opus", "verdict": "ok", "detail": ""},
+            {
+                "harness": "claude",
+                "token": "effort-max",
+                "verdict": "refused",
+                "detail": "Unknown --effort",
+            },
+            {"harness": "claude", "token": "--model=evil", "verdict": "refused"},
+            {"harness": "claude", "token": "model-haiku", "verdict": "maybe"},
+        ],
+    }
+    assert spawner.events(checked).json()["accepted"] == 1
+    with api.session() as db:
+        assert refused_choices(db) == {"effort-max"}
+        assert {v.token for v in db.scalars(select(ModelVerdict))} == {"model-opus", "effort-max"}

@@ -39,6 +39,7 @@ HAPPENINGS = [
         (S.STALLED, "spawn.ok", None),  # the watchdog saw the new session wait on a prompt
         (S.RUNNING, "session.stalled", S.STALLED),
         (S.STALLED, "session.respawned", S.RUNNING),
+        (S.STALLED, "session.unstalled", S.RUNNING),  # answered in tmux by a human
         (S.EXITED, "deliver.respawned", S.RUNNING),
         (S.RUNNING, "session.exited", S.EXITED),
         (S.RUNNING, "stop.ok", S.STOPPED),
