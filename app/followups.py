@@ -68,6 +68,8 @@ def deliver_payload(
         "ref": ref,
         "gh_event": "issue_comment" if from_github else source,
         "action": "created" if from_github else "thread_reply",
+        # A spawner that never ran this item relaunches it on what the gate froze.
+        "frozen": item.frozen or {},
     }
 
 

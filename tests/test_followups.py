@@ -90,6 +90,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "ref": str(comment["id"]),
         "gh_event": "issue_comment",
         "action": "created",
+        "frozen": {"harness": "claude", "model": "", "effort": "", "skips": {}},
     }
     assert api.events("job.queued", item)[0]["key"] == job.key
 

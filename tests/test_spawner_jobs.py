@@ -74,11 +74,15 @@ def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -
 
 
 def deliver_job(
-    origin: Path, body: str = "please also handle the empty list", jid: int = 2
+    origin: Path,
+    body: str = "please also handle the empty list",
+    jid: int = 2,
+    frozen: dict[str, Any] | None = None,
 ) -> ClaimedJob:
     payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
                "clone_url": str(origin), "comment_id": 99, "body": body, "author": "octocat",
-               "source": "github", "ref": "99", "gh_event": "issue_comment", "action": "created"}  # fmt: skip
+               "source": "github", "ref": "99", "gh_event": "issue_comment", "action": "created",
+               "frozen": frozen or {}}  # fmt: skip
     return ClaimedJob(jid, "deliver", WI, "o/r", payload, 60, TOKEN, "tlss_second")
 
 
@@ -312,3 +316,13 @@ def test_a_followup_for_an_item_this_spawner_never_ran_starts_a_fresh_session(
     assert result["respawned"] is True and argv[1:3] == ["--session-id", result["session_id"]]
     assert argv[3] == FLAG and argv[-2] == DENY_TOKEN and "pick this up please" in argv[-1]
     assert events(ctx, "session.respawned")[0]["reason"] == "no session on this spawner"
+
+
+def test_a_followup_for_an_item_this_spawner_never_ran_keeps_the_frozen_choice(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    frozen = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {},
+              "harness": "claude", "model": "opus", "effort": "high", "dropped": []}  # fmt: skip
+    run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
+    argv = standin.wait_start(WI)["argv"]
+    assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]

@@ -33,6 +33,7 @@ from app.spawner.launch import (
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.tmux import TmuxError
 from app.spawner.watchdog import HINTS, classify_screen, last_lines
+from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
@@ -162,6 +163,13 @@ def _respawn(
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
+    frozen = job.payload.get("frozen")
+    if (
+        record is None
+        and isinstance(frozen, dict)
+        and read_state(state_path(checkout, spec_id)) is None
+    ):
+        write_frozen_state(checkout, spec_id, frozen)  # never ran here: start from the App's record
     if launch is None:
         harness = record.harness if record else None
         choice = frozen_choice(ctx, job.work_item, checkout, spec_id, harness=harness,
