@@ -109,6 +109,7 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert record["cwd"] == str(checkout)
     assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
     assert record["env"]["THE_LOOP_WORK_ITEM_ID"] == WI
+    assert record["env"]["THE_LOOP_GATE_MAX_ATTEMPTS"] == "3"  # stopGate.maxAttempts
     assert record["env"]["THE_LOOP_SESSION_TOKEN"] == SESSION_TOKEN
     assert result == {
         "session_id": sid, "tmux_target": f"{ctx.runner.socket}:o-r-7", "harness": "claude",

@@ -137,6 +137,8 @@ def start_session(
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
         "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
         "THE_LOOP_URL": ctx.app_url,
+        # The stop gate reads its cap from here rather than parsing YAML on every turn.
+        "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
     target = ctx.runner.start(name, checkout, launch.argv, env=env, hidden_env=hidden)
