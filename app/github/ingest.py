@@ -20,7 +20,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from app.events import EventLog, event_line
+from app.events import EventLog
 from app.store.models import Delivery, Event
 
 MAX_BATCH = 500
@@ -50,7 +50,7 @@ class IngestWriter:
         self._insert = (
             dialect_insert(Delivery)
             .on_conflict_do_nothing(index_elements=["delivery_id"])
-            .returning(Delivery.id)
+            .returning(Delivery.delivery_id)
         )
         self._queue: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -86,39 +86,19 @@ class IngestWriter:
             self._write(batch)
 
     def _write(self, batch: list[_Pending]) -> None:
-        lines: list[str] = []
+        now = datetime.now(UTC)
+        rows = [
+            {"delivery_id": item.delivery_id, "event": item.event, "action": item.action,
+             "body": item.body, "state": "queued", "attempts": 0, "next_attempt_at": now,
+             "received_at": now}
+            for item in batch
+        ]  # fmt: skip
         try:
-            now = datetime.now(UTC)
             with self.engine.begin() as conn:
-                events: list[dict[str, Any]] = []
-                for item in batch:
-                    params = {
-                        "delivery_id": item.delivery_id,
-                        "event": item.event,
-                        "action": item.action,
-                        "body": item.body,
-                        "state": "queued",
-                        "attempts": 0,
-                        "next_attempt_at": now,
-                        "received_at": now,
-                    }
-                    item.new = conn.execute(self._insert, params).scalar() is not None
-                    if item.new:
-                        fields = {
-                            "delivery": item.delivery_id,
-                            "gh_event": item.event,
-                            "action": item.action,
-                        }
-                        line = event_line("webhook.received", None, fields, now)
-                        lines.append(line)
-                        events.append(
-                            {
-                                "ts": now,
-                                "event": "webhook.received",
-                                "work_item": None,
-                                "data": json.loads(line),
-                            }
-                        )
+                # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING for the whole batch:
+                # the ids it returns are the deliveries not seen before.
+                inserted = {row.delivery_id for row in conn.execute(self._insert, rows)}
+                lines, events = self._received_events(batch, inserted, now)
                 if events:
                     conn.execute(insert(Event), events)
         except Exception as exc:  # the store is down or refused: every waiter answers 503
@@ -129,3 +109,24 @@ class IngestWriter:
         self.events.append_lines(lines)
         for item in batch:
             item.done.set()
+
+    @staticmethod
+    def _received_events(
+        batch: list[_Pending], inserted: set[str], now: datetime
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        lines: list[str] = []
+        events: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for item in batch:
+            # A delivery id repeated inside one batch is new only the first time.
+            item.new = item.delivery_id in inserted and item.delivery_id not in seen
+            seen.add(item.delivery_id)
+            if not item.new:
+                continue
+            record = {"ts": now.isoformat(), "event": "webhook.received", "work_item": None,
+                      "delivery": item.delivery_id, "gh_event": item.event,
+                      "action": item.action}  # fmt: skip
+            lines.append(json.dumps(record, separators=(",", ":")))
+            events.append({"ts": now, "event": "webhook.received", "work_item": None,
+                           "data": record})  # fmt: skip
+        return lines, events
