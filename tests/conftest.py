@@ -4,21 +4,17 @@ API on loopback, and the App served by a real HTTP server."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
-from tests.support import WEBHOOK_SECRET, RunningApp
+from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_database
 
 pytest_plugins = ["tests.spawner_support"]  # tmux, git and stand-in harness fixtures
 
-POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 APP_ID = 4242
 
 
@@ -37,21 +33,8 @@ def app_private_key() -> str:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database: a SQLite file, or a new PostgreSQL database per test."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'the-loop.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

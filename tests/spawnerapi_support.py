@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from app.spawnertokens import create_token
 from app.store.jobs import queue_job
 from app.store.models import Job, JobKind, WorkItem, WorkItemStatus
-from tests.conftest import APP_ID, POSTGRES_URL
+from tests.conftest import APP_ID
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
-from tests.support import WEBHOOK_SECRET
+from tests.support import WEBHOOK_SECRET, scratch_database
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 1
@@ -152,26 +148,6 @@ class SpawnerClient:
         return self.client.post(
             "/comments", json={"work_item": work_item, "kind": kind, "body": body}
         )
-
-
-@contextmanager
-def scratch_database(kind: str, directory: Path) -> Iterator[str]:
-    """A fresh database shared by one test module: a SQLite file, or a new PostgreSQL one."""
-    if kind == "sqlite":
-        yield f"sqlite:///{directory / 'the-loop.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def serve_api(

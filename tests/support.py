@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: published fixtures, signing, a running App."""
+"""Helpers shared by the tests: published fixtures, signing, scratch databases, a running App."""
 
 from __future__ import annotations
 
@@ -6,18 +6,23 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from githubkit.webhooks import sign
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 FIXTURES = Path(
     os.environ.get("THE_LOOP_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
 )
 WEBHOOK_SECRET = "test-webhook-secret"
+POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 
 
 def fixture_bytes(name: str) -> bytes:
@@ -63,6 +68,27 @@ def post_webhook(
         headers=signed_headers(event, raw, secret, delivery),
         timeout=10,
     )
+
+
+@contextmanager
+def scratch_database(kind: str, directory: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file in `directory`, or a new PostgreSQL database
+    (dropped afterwards) on the server THE_LOOP_TEST_POSTGRES_URL names."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'the-loop.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:

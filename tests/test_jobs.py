@@ -29,7 +29,7 @@ from app.store.jobs import (
 )
 from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
 from app.store.models import Job, JobKind, JobState, WorkItem, WorkItemStatus
-from tests.spawnerapi_support import scratch_database
+from tests.support import scratch_database
 
 LEASE = timedelta(seconds=60)
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
