@@ -13,7 +13,10 @@ from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_database
 
-pytest_plugins = ["tests.spawner_support"]  # tmux, git and stand-in harness fixtures
+pytest_plugins = [
+    "tests.spawner_support",  # tmux, git and stand-in harness fixtures
+    "tests.slack_support",  # the fake Slack Web API
+]
 
 APP_ID = 4242
 

@@ -1,5 +1,5 @@
-"""Shared pieces of the Slack tests: a checklist in the gate's mirror shape, snapshots, and
-Slack request signing."""
+"""Shared pieces of the Slack tests: the fake Slack Web API fixture, a checklist in the gate's
+mirror shape, snapshots, and Slack request signing."""
 
 from __future__ import annotations
 
@@ -8,16 +8,29 @@ import hmac
 import json
 import os
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
+
+from tests.fakes.server import LiveServer
+from tests.fakes.slack_api import FakeSlack
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "slack"
 SIGNING_SECRET = "test-slack-signing-secret"
 ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[tuple[FakeSlack, str]]:
+    """The fake Slack Web API on loopback, and the base URL a WebClient is given for it."""
+    fake = FakeSlack()
+    with LiveServer(fake.wsgi()) as server:
+        yield fake, server.url + "/api/"
 
 
 def row(token: str, label: str, checked: bool) -> dict[str, Any]:

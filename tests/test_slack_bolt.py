@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from sqlalchemy.orm import Session
 from app.gate.markers import MarkerKind, find_marker
 from app.store.models import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
-from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import (
     interaction_body,
@@ -45,13 +43,6 @@ slack:
 def database_url(tmp_path: Path) -> str:
     """Dispatch does not depend on the backend (the outbox and e2e tests run on both)."""
     return f"sqlite:///{tmp_path / 'the-loop.db'}"
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[tuple[FakeSlack, str]]:
-    fake = FakeSlack()
-    with LiveServer(fake.wsgi()) as server:
-        yield fake, server.url + "/api/"
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from sqlalchemy.orm import Session
 from app.store import make_engine, migrate
 from app.store.models import Job, JobKind, SlackOutbox, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
-from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_socket import FakeSocketMode
 from tests.support import fixture_json, wait_for
@@ -32,13 +30,6 @@ THREAD = "1775407823.782829"
 @pytest.fixture
 def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'the-loop.db'}"
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[tuple[FakeSlack, str]]:
-    fake = FakeSlack()
-    with LiveServer(fake.wsgi()) as server:
-        yield fake, server.url + "/api/"
 
 
 @pytest.fixture

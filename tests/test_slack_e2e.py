@@ -5,7 +5,6 @@ hold up GitHub. Real App, inbox worker and sender; fake GitHub and Slack APIs on
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from app.gate.markers import MarkerKind, find_marker
 from app.store.models import Job, JobKind, Spawner, WorkItem
 from channels.checklist import EXECUTE_ACTION
 from tests.fakes.github_api import FakeGitHub
-from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import interaction_body, post_slack, slack_env
 from tests.support import RunningApp, fixture_json, post_webhook, wait_for, with_installation
@@ -37,13 +35,6 @@ slack:
   channel: {CHANNEL}
   users: {{{MEMBER}: octocat}}
 """
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[tuple[FakeSlack, str]]:
-    fake = FakeSlack()
-    with LiveServer(fake.wsgi()) as server:
-        yield fake, server.url + "/api/"
 
 
 @pytest.fixture

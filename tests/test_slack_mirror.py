@@ -18,19 +18,11 @@ from app.store.models import Event, SlackOutbox, WorkItem, WorkItemStatus
 from channels import outbox
 from channels.mirror import SlackMirror, SlackSender
 from channels.wiring import web_client
-from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import ISSUE_URL, FakeClock, sample_checklist
 from tests.support import wait_for
 
 CHANNEL = "C0LOOP0001"
-
-
-@pytest.fixture
-def fake_slack() -> Iterator[tuple[FakeSlack, str]]:
-    fake = FakeSlack()
-    with LiveServer(fake.wsgi()) as server:
-        yield fake, server.url + "/api/"
 
 
 @pytest.fixture
