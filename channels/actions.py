@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.gate.execute import ExecuteOutcome, ExecuteStatus, execute_reply
-from app.store.models import Once, WorkItem
+from app.store.models import WorkItem
 from channels import blocks, outbox
 from channels.checklist import execute_text
-from channels.context import NOT_MAPPED, SlackDeps, attributed
+from channels.context import NOT_MAPPED, SlackDeps
 
 log = logging.getLogger(__name__)
 
@@ -79,21 +79,7 @@ def submit_execute(
 
     Returns the gate's outcome, or None when this `ref` was already submitted.
     """
-    if not deps.claim(ref):
-        return None
-    posted = deps.post_claimed(ref, item, attributed(text, login, member))
-    with Session(deps.engine, expire_on_commit=False) as session, session.begin():
-        session.merge(Once(key=ref, ref=str(posted.id)))
-        return execute_reply(
-            deps.services,
-            session,
-            item.id,
-            author=login,
-            body=text,
-            ref=ref,
-            source="slack",
-            comment_id=posted.id,
-        )
+    return deps.post_once(ref, item, login, member, text, execute_reply)
 
 
 def refuse(deps: SlackDeps, press: Press, who: str, why: str, work_item: str | None) -> None:

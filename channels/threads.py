@@ -13,41 +13,16 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.followups import FollowupOutcome, deliver_comment
 from app.gate.execute import ExecuteStatus
-from app.store.models import Once, WorkItem
 from channels.actions import describe, submit_execute
-from channels.context import SlackDeps, attributed
-from channels.replies import Reply, reply_ref, starts_with_keyword, thread_reply
+from channels.context import SlackDeps
+from channels.replies import reply_ref, starts_with_keyword, thread_reply
 from channels.text import from_slack
 
 log = logging.getLogger(__name__)
 
 EXECUTED_REACTION = "rocket"
-
-
-def _deliver(
-    deps: SlackDeps, reply: Reply, item: WorkItem, login: str, text: str
-) -> FollowupOutcome | None:
-    """Post the reply on the issue and queue it for the session, once per Slack message."""
-    ref = reply_ref(reply.channel, reply.ts)
-    if not deps.claim(ref):
-        return None
-    posted = deps.post_claimed(ref, item, attributed(text, login, reply.user))
-    with Session(deps.engine, expire_on_commit=False) as session, session.begin():
-        session.merge(Once(key=ref, ref=str(posted.id)))
-        return deliver_comment(
-            deps.services,
-            session,
-            item.id,
-            author=login,
-            body=text,
-            ref=ref,
-            source="slack",
-            comment_id=posted.id,
-        )
 
 
 def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str | None) -> None:
@@ -77,7 +52,8 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
         else:
             deps.tell(reply.channel, reply.user, f"Execute {describe(executed)}.", reply.thread_ts)
         return
-    outcome = _deliver(deps, reply, item, login, text)
+    ref = reply_ref(reply.channel, reply.ts)
+    outcome = deps.post_once(ref, item, login, reply.user, text, deliver_comment)
     if outcome is FollowupOutcome.NOT_LIVE:
         note = f"Posted on the issue; the work item is {item.state}, so no session receives it."
         deps.tell(reply.channel, reply.user, note, reply.thread_ts)
