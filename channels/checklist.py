@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.gate.checklist import Row
 from channels.text import escape, truncate
 
 BLOCK_PREFIX = "the-loop-rows"
@@ -31,14 +32,10 @@ LABEL_LIMIT = 2000
 
 
 @dataclass(frozen=True)
-class Row:
-    token: str
-    label: str
-    checked: bool
-
-
-@dataclass(frozen=True)
 class Section:
+    """A section as the mirror payload carries it: the gate's `Section` less its `hint`,
+    which `Checklist.to_mirror()` leaves out, with `kind` as sent."""
+
     kind: str
     title: str
     single: bool
