@@ -17,9 +17,10 @@ import shlex
 import shutil
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from app.jsonfile import write_json
 
 GATE_COMMAND = "the-loop-gate"
 DEFAULT_TIMEOUT = 30
@@ -148,16 +149,7 @@ def write_settings(path: Path, settings: dict[str, Any]) -> None:
         mode = stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:
         mode = 0o600
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".settings.json.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(settings, fh, indent=2)
-            fh.write("\n")
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(target, settings, mode)
 
 
 def _settings_path(args: Any) -> Path:

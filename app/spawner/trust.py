@@ -14,14 +14,13 @@ The edit functions are pure; `pretrust` is the thin I/O around them.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
+from app.jsonfile import write_json
 from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"
@@ -136,16 +135,7 @@ def update_json_file(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]
     if updated is None:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(updated, fh, indent=2)
-            fh.write("\n")
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, updated, mode)
     return True
 
 
