@@ -17,6 +17,12 @@ from app.store.models import Event
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def events_cli(path: Path, *args: str) -> str:
+    """The stdout of `the-loop events --file <path> --json <args>`, run as a real process."""
+    command = [sys.executable, "-m", "app.cli", "events", "--file", str(path), "--json", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
 def test_events_in_a_transaction_reach_the_file_only_on_commit(tmp_path, database_url):
     engine = make_engine(database_url)
     migrate(engine)
@@ -50,42 +56,8 @@ def test_events_command_filters_and_prints_json(tmp_path):
     log.emit("session.delivered", "github:o/r#1")
     log.emit("session.spawned", "github:o/r#2", harness="claude", harness_args=[])
     path.open("a").write('{"torn line\n')
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "events",
-            "--file",
-            str(path),
-            "--json",
-            "--event",
-            "session.spawned",
-            "--work-item",
-            "github:o/r#1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = events_cli(path, "--event", "session.spawned", "--work-item", "github:o/r#1")
     records = [json.loads(line) for line in out.splitlines()]
     assert [(r["event"], r["harness_args"]) for r in records] == [("session.spawned", ["--x"])]
-    family = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "events",
-            "--file",
-            str(path),
-            "--json",
-            "--event",
-            "session",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    family = events_cli(path, "--event", "session")
     assert len(family.splitlines()) == 3
