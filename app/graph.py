@@ -20,10 +20,9 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.workstate import STATE_FILENAME, WorkItemState, read_state, state_path
 
@@ -44,8 +43,7 @@ class NodeStatus(StrEnum):
 SATISFIED = frozenset({NodeStatus.PASS, NodeStatus.SKIP})
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One step of the outer loop.
 
     `requires` lists artifacts; each entry is a tuple of alternatives, one of which must
@@ -81,8 +79,7 @@ NODE_NAMES: tuple[str, ...] = tuple(n.name for n in NODES)
 START_NODE = NODES[0].name
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """What a checkout holds for one item: its non-empty and empty artifacts, its task list."""
 
     present: frozenset[str] = frozenset()
@@ -91,8 +88,7 @@ class Evidence:
     tasks_total: int = 0
 
 
-@dataclass(frozen=True)
-class NodeResult:
+class NodeResult(NamedTuple):
     node: str
     status: NodeStatus
     messages: tuple[str, ...] = ()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,37 @@ def state_path(checkout: Path, spec_id: str) -> Path:
     return checkout / "docs" / "specs" / spec_id / STATE_FILENAME
 
 
-@dataclass
 class WorkItemState:
-    workItem: str
-    currentNode: str = "phase-selection"
-    decisions: dict[str, Any] = field(default_factory=dict)
-    parked: dict[str, Any] | None = None
-    skips: dict[str, Any] = field(default_factory=dict)
-    harness: str = ""
-    model: str = ""
-    effort: str = ""
+    """The file's record. A plain class, not a dataclass: importing dataclasses would cost
+    the stop gate ~20 ms on every turn."""
+
+    __slots__ = (*CHOICE_KEYS, "workItem", "currentNode", "decisions", "parked", "skips")
+
+    def __init__(
+        self,
+        workItem: str,  # the file's own key names
+        currentNode: str = "phase-selection",
+        decisions: dict[str, Any] | None = None,
+        parked: dict[str, Any] | None = None,
+        skips: dict[str, Any] | None = None,
+        harness: str = "",
+        model: str = "",
+        effort: str = "",
+    ) -> None:
+        self.workItem = workItem
+        self.currentNode = currentNode
+        self.decisions = decisions if decisions is not None else {}
+        self.parked = parked
+        self.skips = skips if skips is not None else {}
+        self.harness = harness
+        self.model = model
+        self.effort = effort
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WorkItemState) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"WorkItemState({self.to_dict()!r})"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorkItemState:
@@ -58,7 +78,17 @@ class WorkItemState:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The file's shape, in the file's key order."""
+        return {
+            "workItem": self.workItem,
+            "currentNode": self.currentNode,
+            "decisions": self.decisions,
+            "parked": self.parked,
+            "skips": self.skips,
+            "harness": self.harness,
+            "model": self.model,
+            "effort": self.effort,
+        }
 
 
 def read_state(path: Path) -> WorkItemState | None:
