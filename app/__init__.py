@@ -25,8 +25,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from flask import Flask, jsonify
     from flask.typing import ResponseReturnValue
 
-    from app.github.webhooks import MAX_BODY
-    from app.github.webhooks import bp as github_bp
+    from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
     from app.spawnerapi import bp as spawner_bp
@@ -42,7 +41,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.extensions["the-loop"] = state
-    app.register_blueprint(github_bp)
+    app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(status_bp)
     app.register_blueprint(spawner_bp)
