@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, Self
 
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
@@ -95,66 +95,20 @@ def wake_on_commit(session: Session, repo_full_name: str | None) -> None:
     session.info.setdefault(_QUEUED_FLAG, set()).add(repo_full_name)
 
 
-class JobListener:
-    """`LISTEN the_loop_jobs` on a dedicated PostgreSQL connection: a job queued by another
-    replica wakes this process's long polls. Reconnects with backoff; stops when the engine
-    is disposed."""
+class _Watcher:
+    """A daemon thread that runs `_watch` until stopped, reconnecting with backoff (0.5 s,
+    doubling to 30 s) whenever the database connection fails. `ready` is set while watching."""
 
-    def __init__(self, engine: Engine, signal: JobSignal = JOB_SIGNAL) -> None:
-        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
-            hide_password=False
-        )
+    name = "job-watcher"
+    errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, signal: JobSignal) -> None:
         self._signal = signal
         self._stop = threading.Event()
-        self.listening = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="job-listener", daemon=True)
+        self.ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
-    def start(self) -> JobListener:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        import psycopg
-
-        delay = 0.5
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    self.listening.set()
-                    delay = 0.5
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=1.0, stop_after=1):
-                            self._signal.notify([note.payload] if note.payload else None)
-            except psycopg.Error:
-                self.listening.clear()
-                self._stop.wait(delay)
-                delay = min(delay * 2, 30.0)
-
-
-class Watcher(Protocol):
-    def stop(self) -> None: ...
-
-
-class SqliteJobWatcher:
-    """Notices jobs another process queued in the same SQLite file.
-
-    `PRAGMA data_version` changes when another connection commits; only then is the newest
-    job id read. Cheap enough to ask every `interval` seconds while nothing happens.
-    """
-
-    def __init__(self, path: str, signal: JobSignal = JOB_SIGNAL, interval: float = 0.03) -> None:
-        self._path = path
-        self._signal = signal
-        self._interval = interval
-        self._stop = threading.Event()
-        self.watching = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="job-watcher", daemon=True)
-
-    def start(self) -> SqliteJobWatcher:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -166,16 +120,74 @@ class SqliteJobWatcher:
         while not self._stop.is_set():
             try:
                 self._watch()
-            except sqlite3.Error:
-                self.watching.clear()
+            except self.errors:
+                if self.ready.is_set():  # it had connected: start the backoff afresh
+                    delay = 0.5
+                self.ready.clear()
                 self._stop.wait(delay)
                 delay = min(delay * 2, 30.0)
+
+    def _watch(self) -> None:
+        raise NotImplementedError
+
+
+class JobListener(_Watcher):
+    """`LISTEN the_loop_jobs` on a dedicated PostgreSQL connection: a job queued by another
+    replica wakes this process's long polls. Stops when the engine is disposed."""
+
+    name = "job-listener"
+
+    def __init__(self, engine: Engine, signal: JobSignal = JOB_SIGNAL) -> None:
+        import psycopg
+
+        super().__init__(signal)
+        self.errors = (psycopg.Error,)
+        self._conninfo = engine.url.set(drivername="postgresql").render_as_string(
+            hide_password=False
+        )
+
+    @property
+    def listening(self) -> threading.Event:
+        return self.ready
+
+    def _watch(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self._conninfo, autocommit=True) as conn:
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self.ready.set()
+            while not self._stop.is_set():
+                for note in conn.notifies(timeout=1.0, stop_after=1):
+                    self._signal.notify([note.payload] if note.payload else None)
+
+
+class Watcher(Protocol):
+    def stop(self) -> None: ...
+
+
+class SqliteJobWatcher(_Watcher):
+    """Notices jobs another process queued in the same SQLite file.
+
+    `PRAGMA data_version` changes when another connection commits; only then is the newest
+    job id read. Cheap enough to ask every `interval` seconds while nothing happens.
+    """
+
+    errors = (sqlite3.Error,)
+
+    def __init__(self, path: str, signal: JobSignal = JOB_SIGNAL, interval: float = 0.03) -> None:
+        super().__init__(signal)
+        self._path = path
+        self._interval = interval
+
+    @property
+    def watching(self) -> threading.Event:
+        return self.ready
 
     def _watch(self) -> None:
         conn = sqlite3.connect(self._path, timeout=5, isolation_level=None)
         try:
             version, newest = None, self._newest(conn)
-            self.watching.set()
+            self.ready.set()
             while not self._stop.wait(self._interval):
                 now = conn.execute("PRAGMA data_version").fetchone()[0]
                 if now == version:
