@@ -13,9 +13,13 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.store import make_engine
+from app.context import utcnow
+from app.store import make_engine, migrate
 from app.store.models import Delivery, Event, InboxState, Installation
+from channels import outbox
+from tests.slack_support import ISSUE_URL
 from tests.support import fixture_bytes, post_webhook, wait_for
+from tests.test_slack_mirror import CHANNEL, add_item, started
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +97,22 @@ def _state(engine, delivery_id: str) -> str:
         return session.scalars(
             select(Delivery.state).where(Delivery.delivery_id == delivery_id)
         ).one()
+
+
+def test_the_worker_command_also_sends_queued_slack_messages(settings_env, fake_slack):
+    """`the-loop worker` on its own (no HTTP server) delivers what the mirror queued."""
+    fake, slack_url = fake_slack
+    Path(settings_env["THE_LOOP_CONFIG"]).write_text(f"slack: {{channel: {CHANNEL}}}\n")
+    env = {**os.environ, **settings_env, "SLACK_BOT_TOKEN": fake.token, "SLACK_API_URL": slack_url}
+    engine = make_engine(settings_env["DATABASE_URL"])
+    migrate(engine)
+    item = add_item(engine, 5)
+    with Session(engine) as session, session.begin():
+        outbox.enqueue(session, item, "item_started", {"url": ISSUE_URL, **started(5)}, utcnow())
+    worker = start(["worker"], env)
+    try:
+        wait_for(lambda: fake.messages, timeout=30)
+    finally:
+        kill_group(worker)
+        engine.dispose()
+    assert "Issue 5" in str(fake.messages[0])

@@ -56,24 +56,24 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    """Inbox workers (THE_LOOP_INBOX_WORKERS, at least one) and the chat mirror's sender,
+    without the HTTP server; `--drain` handles what is due and exits."""
     from app.runtime import build_state
     from app.settings import load_settings
     from app.worker import InboxWorker
 
-    state = build_state(load_settings())
-    worker = InboxWorker(state.services, state.engine, state.router)
-    stop = threading.Event()
-
-    def shut_down(*_: object) -> None:
-        worker.stop()
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, shut_down)
+    settings = load_settings()
+    state = build_state(settings)
     if args.drain:
+        worker = InboxWorker(state.services, state.engine, state.router)
         print(f"handled {worker.drain()} deliveries")
         return 0
-    worker.run_forever()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    state.start_workers(max(1, settings.the_loop_inbox_workers))
+    stop.wait()
+    state.stop_workers()
     return 0
 
 
