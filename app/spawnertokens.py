@@ -93,6 +93,15 @@ def create_token(session: Session, name: str, repositories: Sequence[str]) -> st
     return token
 
 
+def revoke_spawner(session: Session, name: str) -> int:
+    """Withdraw the credentials of every spawner called `name`; returns how many.
+
+    A job such a spawner held is offered again when its lease runs out.
+    """
+    result = session.execute(delete(Spawner).where(Spawner.name == name))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
 def mint_session_token(session: Session, work_item: str) -> str:
     """A new credential that lets a session post on `work_item` only."""
     token = SESSION_PREFIX + secrets.token_urlsafe(32)

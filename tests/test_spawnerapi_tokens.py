@@ -18,6 +18,7 @@ from app.spawnertokens import (
     normalize_repositories,
     register,
     revoke_session_tokens,
+    revoke_spawner,
     serves,
 )
 from app.store import make_engine, migrate
@@ -93,6 +94,24 @@ def test_revoked_session_tokens_stop_working(engine):
         assert authenticate(session, f"Bearer {first}") is None
         assert authenticate(session, f"Bearer {second}") is None
         assert authenticate(session, f"Bearer {other}") is not None
+
+
+def test_a_revoked_spawner_token_stops_working(engine, settings_env, monkeypatch, capsys):
+    from app.cli import main
+
+    with Session(engine) as session, session.begin():
+        gone = create_token(session, "devbox-1", [])
+        kept = create_token(session, "devbox-2", [])
+    for key, value in settings_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DATABASE_URL", str(engine.url.render_as_string(hide_password=False)))
+    assert main(["spawner", "token", "revoke", "--name", "devbox-1"]) == 0
+    assert main(["spawner", "token", "revoke", "--name", "devbox-1"]) == 1
+    assert "no spawner named 'devbox-1'" in capsys.readouterr().err
+    with Session(engine) as session:
+        assert authenticate(session, f"Bearer {gone}") is None
+        assert authenticate(session, f"Bearer {kept}") is not None
+        assert revoke_spawner(session, "nobody") == 0
 
 
 def test_bad_names_are_refused_with_the_offending_value():

@@ -73,6 +73,27 @@ def create_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def revoke_token(args: argparse.Namespace) -> int:
+    from sqlalchemy.orm import Session
+
+    from app.settings import load_settings
+    from app.spawnertokens import revoke_spawner
+    from app.store import make_engine, migrate
+
+    engine = make_engine(load_settings().database_url)
+    try:
+        migrate(engine)
+        with Session(engine) as session, session.begin():
+            count = revoke_spawner(session, args.name)
+    finally:
+        engine.dispose()
+    if not count:
+        print(f"the-loop spawner token revoke: no spawner named {args.name!r}", file=sys.stderr)
+        return 1
+    print(f"Revoked the token of spawner {args.name!r}; its jobs return to the queue.")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     spawner = subparsers.add_parser(
         "spawner", help="run the devbox agent that starts sessions in tmux"
@@ -100,3 +121,6 @@ def register(subparsers: Any) -> None:
         "--repo", action="append", metavar="OWNER/REPO", help="allow only these (default: all)"
     )
     create.set_defaults(func=create_token)
+    revoke = token_commands.add_parser("revoke", help="withdraw a spawner's token")
+    revoke.add_argument("--name", required=True, help="the spawner's name")
+    revoke.set_defaults(func=revoke_token)
