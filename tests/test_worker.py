@@ -13,6 +13,7 @@ from app.config import OperatorConfig
 from app.context import HandlerContext, Services, utcnow
 from app.events import EventLog
 from app.github.client import GitHubApp
+from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.settings import load_settings
 from app.store import inbox, make_engine, migrate
@@ -48,10 +49,9 @@ def store(database_url, tmp_path):
 
 
 def store_delivery(engine, delivery_id="d-1", event="issues", action="opened"):
-    with Session(engine) as session, session.begin():
-        assert inbox.add_delivery(
-            session, delivery_id, event, action, json.dumps({"n": 1}).encode()
-        )
+    """Store through the App's own intake, as the webhook endpoint does."""
+    writer = IngestWriter(engine, EventLog(None))
+    assert writer.store(delivery_id, event, action, json.dumps({"n": 1}).encode())
 
 
 def effects(engine):

@@ -1,13 +1,12 @@
-"""The durable inbox of webhook deliveries: stored before the ack, done only after the
-handler committed, retried with backoff, parked (never dropped) when it keeps failing."""
+"""The durable inbox of webhook deliveries (stored by `app.github.ingest` before the ack),
+done only after the handler committed, retried with backoff, parked (never dropped) when
+it keeps failing."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.store import is_postgres
@@ -20,22 +19,6 @@ LEASE = timedelta(minutes=5)
 def backoff(attempts: int) -> timedelta:
     """1 s, 2 s, 4 s … capped at 5 minutes."""
     return timedelta(seconds=min(300, 2 ** max(0, attempts - 1)))
-
-
-def add_delivery(
-    session: Session, delivery_id: str, event: str, action: str | None, body: bytes
-) -> bool:
-    """Store a delivery once; returns False when this delivery id was already stored."""
-    values = {"delivery_id": delivery_id, "event": event, "action": action, "body": body}
-    dialect = session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    stmt = (
-        insert(Delivery)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["delivery_id"])
-        .returning(Delivery.id)
-    )
-    return session.execute(stmt).scalar() is not None
 
 
 def _claimable(now: datetime) -> ColumnElement[bool]:
