@@ -10,9 +10,7 @@ a bounded time, keyed by the full argv probed, so a changed config is probed afr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +21,7 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.harnesses import models_for
+from app.jsonfile import write_json
 from app.spawner.argv import adapter_for, effort_fragment, model_fragment, probe_argv
 from app.spawner.tmux import without_secrets
 
@@ -158,10 +157,7 @@ class VerdictCache:
             data[self.key(r.probe.argv)] = {"verdict": r.verdict.value, "detail": r.detail,
                                             "at": now}  # fmt: skip
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".models-cache.")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-        os.replace(tmp, self.path)
+        write_json(self.path, data, 0o600)
 
 
 def check(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from app.jsonfile import write_json
 from app.spawner.argv import Launch
 
 
@@ -149,14 +148,7 @@ class Registry:
 
     def _save(self, records: dict[str, SessionRecord]) -> None:
         body = {"sessions": {k: r.to_dict() for k, r in records.items()}}
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".sessions.")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh, indent=1)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(self.path, body, 0o600)
 
     def get(self, work_item: str) -> SessionRecord | None:
         return self._load().get(work_item)
