@@ -27,8 +27,15 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def event_record(
+    event: str, work_item: str | None, fields: dict[str, Any], ts: datetime
+) -> dict[str, Any]:
+    """The one shape of an event, in the file and in the table's `data`."""
+    return {"ts": ts.isoformat(), "event": event, "work_item": work_item, **fields}
+
+
 def event_line(event: str, work_item: str | None, fields: dict[str, Any], ts: datetime) -> str:
-    record = {"ts": ts.isoformat(), "event": event, "work_item": work_item, **fields}
+    record = event_record(event, work_item, fields, ts)
     return json.dumps(record, default=str, separators=(",", ":"))
 
 

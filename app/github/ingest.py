@@ -20,7 +20,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from app.events import EventLog
+from app.events import EventLog, event_record
 from app.store.models import Delivery, Event
 
 MAX_BATCH = 500
@@ -123,9 +123,8 @@ class IngestWriter:
             seen.add(item.delivery_id)
             if not item.new:
                 continue
-            record = {"ts": now.isoformat(), "event": "webhook.received", "work_item": None,
-                      "delivery": item.delivery_id, "gh_event": item.event,
-                      "action": item.action}  # fmt: skip
+            fields = {"delivery": item.delivery_id, "gh_event": item.event, "action": item.action}
+            record = event_record("webhook.received", None, fields, now)
             lines.append(json.dumps(record, separators=(",", ":")))
             events.append({"ts": now, "event": "webhook.received", "work_item": None,
                            "data": record})  # fmt: skip
