@@ -26,7 +26,3 @@ class Router:
         for handler in handlers:
             handler(ctx)
         return len(handlers)
-
-    @property
-    def routes(self) -> list[tuple[str, str | None]]:
-        return sorted(self._table, key=lambda k: (k[0], k[1] or ""))
