@@ -32,7 +32,7 @@ class AppState:
     ingest: IngestWriter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.ingest = IngestWriter(self.engine, self.services.events)
+        self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
 
     def wake_workers(self) -> None:
         for worker in self.workers:
@@ -55,6 +55,12 @@ class AppState:
         stop_mirror = getattr(self.services.mirror, "stop", None)
         if callable(stop_mirror):
             stop_mirror()
+
+    def close(self) -> None:
+        """Stop everything this state started and release the database."""
+        self.stop_workers()
+        self.ingest.close()
+        self.engine.dispose()
 
 
 def build_state(settings: Settings) -> AppState:

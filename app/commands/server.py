@@ -1,5 +1,8 @@
 """`the-loop serve` (the App under gunicorn), `the-loop worker` (inbox worker only) and
-`the-loop up` (everything on one machine: App, worker, local spawner)."""
+`the-loop up` (everything on one machine: App, worker, local spawner).
+
+The App runs on gunicorn's asgi worker (`app.asgi`): webhooks are acknowledged on the event
+loop and the Flask routes run on `--threads` threads behind it."""
 
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ from gunicorn.app.base import BaseApplication
 class _Gunicorn(BaseApplication):
     """Runs `create_app()` under gunicorn's arbiter with options given in code."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: dict[str, Any], wsgi_threads: int) -> None:
         self.options = options
+        self.wsgi_threads = wsgi_threads
         super().__init__()
 
     def load_config(self) -> None:
@@ -26,17 +30,17 @@ class _Gunicorn(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        from app import create_app
+        from app.asgi import create_asgi_app
 
-        return create_app()
+        return create_asgi_app(wsgi_threads=self.wsgi_threads)
 
 
 def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
     return {
         "bind": args.bind or f"127.0.0.1:{port}",
         "workers": args.workers,
-        "threads": args.threads,
-        "worker_class": "gthread",
+        "worker_class": "asgi",
+        "asgi_lifespan": "on",
         "timeout": 60,
         "graceful_timeout": 10,
         "accesslog": "-" if args.access_log else None,
@@ -51,7 +55,7 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = load_settings()
     # Fail fast in the parent with a clear message rather than in every gunicorn worker.
     create_app(settings, start_workers=False).extensions["the-loop"].engine.dispose()
-    _Gunicorn(gunicorn_options(args, settings.port)).run()
+    _Gunicorn(gunicorn_options(args, settings.port), wsgi_threads=args.threads).run()
     return 0
 
 
@@ -116,7 +120,12 @@ def run_up(args: argparse.Namespace) -> int:
 def _add_server_args(parser: argparse.ArgumentParser, workers: int) -> None:
     parser.add_argument("--bind", help="host:port (default 127.0.0.1:$PORT)")
     parser.add_argument("--workers", type=int, default=workers, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=32,
+        help="threads per worker for the Flask routes (Slack, spawner API, status)",
+    )
     parser.add_argument("--access-log", action="store_true", help="log every request")
 
 

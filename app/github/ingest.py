@@ -1,27 +1,39 @@
 """Durable intake of webhook deliveries with group commit.
 
-Request threads hand a verified delivery to the process's one writer thread and wait; the
-writer stores everything that arrived meanwhile in a single transaction (inbox rows and their
-`webhook.received` events), commits, and only then releases the waiting requests to answer
-202. One writer per process means no lock contention between request threads, and one commit
-covers many deliveries under load while costing nothing extra when idle.
+Requests (threads under WSGI, coroutines under ASGI) hand a verified delivery to the
+process's one writer thread and wait; the writer stores everything that arrived meanwhile in
+a single transaction, commits, and only then
+releases the waiting requests to answer 202. One writer per process means no lock contention
+between requests, and one commit covers many deliveries under load while costing nothing
+extra when idle.
+
+The same transaction records `webhook.received` for each new delivery. A delivery no handler
+acts on (`routed` says which; most of what GitHub sends is such) is stored already done: it
+is kept for dedupe and audit, and the worker never has to touch it.
+
+On SQLite the writer also takes the file's `WriteLock` (writers in other processes queue
+rather than poll) and leaves WAL checkpoints to a `WalCheckpointer`, so a commit never stops
+to copy the WAL into the database file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.events import EventLog, event_record
-from app.store.models import Delivery, Event
+from app.store.models import Delivery, Event, InboxState, compress_body
+from app.store.sqlite_writes import WalCheckpointer, sqlite_path, write_lock
 
 MAX_BATCH = 500
 WAIT_SECONDS = 15.0
@@ -31,101 +43,192 @@ class IngestUnavailable(RuntimeError):
     """The delivery could not be stored; the caller answers 503 so GitHub can redeliver."""
 
 
+_TIMED_OUT = IngestUnavailable("the store did not answer in time")
+
+
+# Called on the writer thread once the delivery is stored (new?) or could not be (error).
+Done = Callable[[bool, BaseException | None], None]
+
+
 @dataclass
 class _Pending:
     delivery_id: str
     event: str
     action: str | None
     body: bytes
-    done: threading.Event = field(default_factory=threading.Event)
-    new: bool = False
-    error: BaseException | None = None
+    done: Done
 
 
 class IngestWriter:
-    def __init__(self, engine: Engine, events: EventLog) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        events: EventLog,
+        routed: Callable[[str, str | None], bool] = lambda _event, _action: True,
+    ) -> None:
         self.engine = engine
         self.events = events
+        self.routed = routed
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
             dialect_insert(Delivery)
             .on_conflict_do_nothing(index_elements=["delivery_id"])
             .returning(Delivery.delivery_id)
         )
-        self._queue: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._lock = write_lock(engine)
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._checkpointer: WalCheckpointer | None = None
+        self._conn: Connection | None = None
         self._start_lock = threading.Lock()
 
     def store(self, delivery_id: str, event: str, action: str | None, body: bytes) -> bool:
         """Store one delivery durably; True when new, False for a repeated delivery id."""
-        self._ensure_started()
-        item = _Pending(delivery_id, event, action, body)
-        self._queue.put(item)
-        if not item.done.wait(WAIT_SECONDS):
-            raise IngestUnavailable("the store did not answer in time")
-        if item.error is not None:
-            raise IngestUnavailable(str(item.error)) from item.error
-        return item.new
+        finished = threading.Event()
+        outcome: list[Any] = []
 
-    def _ensure_started(self) -> None:
-        if self._thread is not None:
-            return
+        def done(new: bool, error: BaseException | None) -> None:
+            outcome.extend((new, error))
+            finished.set()
+
+        self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
+        if not finished.wait(WAIT_SECONDS):
+            raise IngestUnavailable("the store did not answer in time")
+        return self._outcome(*outcome)
+
+    async def store_async(
+        self, delivery_id: str, event: str, action: str | None, body: bytes
+    ) -> bool:
+        """`store` for a coroutine: the event loop serves other requests meanwhile."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[bool, BaseException | None]] = loop.create_future()
+
+        def settle(new: bool, error: BaseException | None) -> None:
+            if not future.done():
+                future.set_result((new, error))
+
+        def done(new: bool, error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, new, error)
+
+        # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
+        timer = loop.call_later(WAIT_SECONDS, settle, False, _TIMED_OUT)
+        self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
+        try:
+            new, error = await future
+        finally:
+            timer.cancel()
+        return self._outcome(new, error)
+
+    @staticmethod
+    def _outcome(new: bool, error: BaseException | None) -> bool:
+        if error is not None:
+            raise IngestUnavailable(str(error)) from error
+        return new
+
+    def close(self) -> None:
+        """Stop the writer (after what is queued) and the checkpointer; for tests and exit."""
         with self._start_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ingest-writer", daemon=True)
-                self._thread.start()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout=WAIT_SECONDS)
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
+
+    def _submit(self, item: _Pending) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="ingest-writer", daemon=True
+                    )
+                    self._thread.start()
+        self._queue.put(item)
 
     def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            self._write(batch)
+        if sqlite_path(self.engine) is not None and self._checkpointer is None:
+            self._checkpointer = WalCheckpointer(self.engine).start()
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    return
+                batch = [first]
+                while len(batch) < MAX_BATCH:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        self._write(batch)
+                        return
+                    batch.append(item)
+                self._write(batch)
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connection(self) -> Connection:
+        """The writer's own connection, held across batches; on SQLite its commits never run
+        a checkpoint (the `WalCheckpointer` does)."""
+        if self._conn is None:
+            self._conn = self.engine.connect()
+            if self._checkpointer is not None:
+                self._conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
+                self._conn.commit()
+        return self._conn
 
     def _write(self, batch: list[_Pending]) -> None:
         now = datetime.now(UTC)
-        rows = [
-            {"delivery_id": item.delivery_id, "event": item.event, "action": item.action,
-             "body": item.body, "state": "queued", "attempts": 0, "next_attempt_at": now,
-             "received_at": now}
-            for item in batch
-        ]  # fmt: skip
-        try:
-            with self.engine.begin() as conn:
-                # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING for the whole batch:
-                # the ids it returns are the deliveries not seen before.
-                inserted = {row.delivery_id for row in conn.execute(self._insert, rows)}
-                lines, events = self._received_events(batch, inserted, now)
-                if events:
-                    conn.execute(insert(Event), events)
-        except Exception as exc:  # the store is down or refused: every waiter answers 503
-            for item in batch:
-                item.error = exc
-                item.done.set()
-            return
-        self.events.append_lines(lines)
+        rows = []
+        received = {}
         for item in batch:
-            item.done.set()
-
-    @staticmethod
-    def _received_events(
-        batch: list[_Pending], inserted: set[str], now: datetime
-    ) -> tuple[list[str], list[dict[str, Any]]]:
-        lines: list[str] = []
-        events: list[dict[str, Any]] = []
+            routed = self.routed(item.event, item.action)
+            rows.append(
+                {"delivery_id": item.delivery_id, "event": item.event, "action": item.action,
+                 "body": item.body, "attempts": 0, "next_attempt_at": now, "received_at": now,
+                 "state": InboxState.QUEUED if routed else InboxState.DONE,
+                 "done_at": None if routed else now}
+            )  # fmt: skip
+            fields = {"delivery": item.delivery_id, "gh_event": item.event,
+                      "action": item.action, "routed": routed}  # fmt: skip
+            received[item.delivery_id] = event_record("webhook.received", None, fields, now)
+        try:
+            with self._lock:
+                conn = self._connection()
+                with conn.begin():
+                    # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING for the batch:
+                    # the ids it returns are the deliveries not seen before.
+                    inserted = {row.delivery_id for row in conn.execute(self._insert, rows)}
+                    records = [received[d] for d in received if d in inserted]
+                    if records:
+                        conn.execute(
+                            insert(Event),
+                            [{"ts": now, "event": "webhook.received", "work_item": None,
+                              "data": record} for record in records],
+                        )  # fmt: skip
+        except Exception as exc:  # the store is down or refused: every waiter answers 503
+            self._discard_connection()
+            for item in batch:
+                item.done(False, exc)
+            return
+        self.events.append_lines([json.dumps(r, separators=(",", ":")) for r in records])
         seen: set[str] = set()
         for item in batch:
             # A delivery id repeated inside one batch is new only the first time.
-            item.new = item.delivery_id in inserted and item.delivery_id not in seen
+            new = item.delivery_id in inserted and item.delivery_id not in seen
             seen.add(item.delivery_id)
-            if not item.new:
-                continue
-            fields = {"delivery": item.delivery_id, "gh_event": item.event, "action": item.action}
-            record = event_record("webhook.received", None, fields, now)
-            lines.append(json.dumps(record, separators=(",", ":")))
-            events.append({"ts": now, "event": "webhook.received", "work_item": None,
-                           "data": record})  # fmt: skip
-        return lines, events
+            item.done(new, None)
+
+    def _discard_connection(self) -> None:
+        """After a failed batch start the next one on a fresh connection (a PostgreSQL
+        restart leaves the held one broken)."""
+        if self._conn is not None:
+            try:
+                self._conn.invalidate()
+                self._conn.close()
+            except Exception:  # already unusable; dropping it is the point
+                pass
+            self._conn = None

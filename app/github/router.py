@@ -20,6 +20,10 @@ class Router:
         exact = self._table.get((event, action), ()) if action is not None else ()
         return exact + self._table.get((event, None), ())
 
+    def routes(self, event: str, action: str | None) -> bool:
+        """Whether any handler acts on this delivery (the intake stores the rest as done)."""
+        return bool(self.handlers_for(event, action))
+
     def dispatch(self, ctx: HandlerContext) -> int:
         """Run every handler for the context's delivery; returns how many ran."""
         handlers = self.handlers_for(ctx.event, ctx.action)

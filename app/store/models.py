@@ -2,16 +2,59 @@
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# The first byte of every stream `zlib.compress` writes; no JSON text can start with it.
+_ZLIB_HEADER = 0x78
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def compress_body(body: bytes) -> bytes:
+    """A JSON webhook body as stored: zlib level 1, about a sixth of GitHub's verbose JSON.
+    Already-compressed input comes back unchanged, so callers may compress early."""
+    if body[:1] == bytes((_ZLIB_HEADER,)):
+        return body
+    return zlib.compress(body, 1)
+
+
+def decompress_body(stored: bytes) -> bytes:
+    """The JSON body back from `compress_body`; an uncompressed row reads back as it is."""
+    if stored[:1] == bytes((_ZLIB_HEADER,)):
+        return zlib.decompress(stored)
+    return stored
+
+
+class CompressedBody(TypeDecorator[bytes]):
+    """A JSON body kept compressed: less for every delivery to write, checkpoint and keep."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: bytes | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else compress_body(value)
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else decompress_body(value)
 
 
 class Base(DeclarativeBase):
@@ -59,7 +102,7 @@ class Delivery(Base):
     delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
     event: Mapped[str] = mapped_column(String(64))
     action: Mapped[str | None] = mapped_column(String(64))
-    body: Mapped[bytes] = mapped_column(LargeBinary)
+    body: Mapped[bytes] = mapped_column(CompressedBody)
     state: Mapped[str] = mapped_column(String(16), default=InboxState.QUEUED, index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
