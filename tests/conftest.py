@@ -11,7 +11,7 @@ import pytest
 
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
-from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_database
+from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_database, wsgi_app
 
 pytest_plugins = [
     "tests.spawner_support",  # tmux, git and stand-in harness fixtures
@@ -69,12 +69,5 @@ def settings_env(
 @pytest.fixture
 def running_app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
     """The App (with its inbox worker) served by a real HTTP server on 127.0.0.1."""
-    from app import create_app
-    from app.settings import load_settings
-
-    app = create_app(load_settings(settings_env, dotenv=None))
-    state = app.extensions["the-loop"]
-    with LiveServer(app) as server:
-        yield RunningApp(url=server.url, state=state)
-    state.stop_workers()
-    state.engine.dispose()
+    with wsgi_app(settings_env) as app:
+        yield app

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -119,3 +124,64 @@ class RunningApp:
             if name:
                 query = query.where(Event.event == name)
             return [row.data for row in session.scalars(query)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
+    """`the-loop serve` (gunicorn's asgi worker, as deployed) in its own process group on a
+    free port; `state.engine` reads the same database. Stopped with SIGTERM, and the exit
+    status checked: a clean shutdown is part of what is tested."""
+    from app.store import make_engine
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--workers", "1", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, **env, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    engine = make_engine(env["DATABASE_URL"])
+    try:
+        wait_for(lambda: healthy(url) or proc.poll() is not None, timeout=30)
+        if proc.poll() is not None:
+            raise AssertionError(f"the-loop serve exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        yield RunningApp(url=url, state=SimpleNamespace(engine=engine))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+        engine.dispose()
+    assert proc.returncode == 0, err.decode()[-2000:]
+
+
+@contextmanager
+def wsgi_app(env: dict[str, str]) -> Iterator[RunningApp]:
+    """The App as plain WSGI (`gunicorn 'app:create_app()'`), with its inbox worker, on a
+    threaded server on 127.0.0.1 in this process."""
+    from app import create_app
+    from app.settings import load_settings
+    from tests.fakes.server import LiveServer
+
+    app = create_app(load_settings(env, dotenv=None))
+    state = app.extensions["the-loop"]
+    try:
+        with LiveServer(app) as server:
+            yield RunningApp(url=server.url, state=state)
+    finally:
+        state.close()

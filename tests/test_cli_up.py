@@ -12,8 +12,7 @@ from pathlib import Path
 import httpx
 from dotenv import dotenv_values
 
-from tests.support import fixture_bytes, post_webhook, wait_for
-from tests.test_durability import free_port
+from tests.support import fixture_bytes, free_port, post_webhook, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +17,10 @@ from app.store import make_engine, migrate
 from app.store.models import Delivery, Event, InboxState, Installation
 from channels import outbox
 from tests.slack_support import ISSUE_URL
-from tests.support import fixture_bytes, post_webhook, wait_for
+from tests.support import fixture_bytes, free_port, post_webhook, wait_for
 from tests.test_slack_mirror import CHANNEL, add_item, started
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

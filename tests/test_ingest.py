@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.events import EventLog, read_jsonl
 from app.github.ingest import IngestUnavailable, IngestWriter
 from app.store import make_engine, migrate
-from app.store.models import Delivery, Event
+from app.store.models import Delivery, Event, InboxState
+from app.store.sqlite_writes import write_lock
+from tests.support import fixture_bytes
 
 
 def test_concurrent_stores_with_repeats_keep_one_row_per_delivery(database_url, tmp_path):
@@ -52,4 +55,101 @@ def test_a_store_that_cannot_write_answers_unavailable(tmp_path):
     else:
         raise AssertionError("a delivery was acknowledged without being stored")
     finally:
+        engine.dispose()
+
+
+def test_coroutines_waiting_on_the_writer_each_learn_whether_theirs_was_new(database_url):
+    engine = make_engine(database_url)
+    migrate(engine)
+    writer = IngestWriter(engine, EventLog(None))
+
+    async def send_all() -> list[tuple[str, bool]]:
+        ids = [f"d-{n % 20}" for n in range(60)]
+        news = await asyncio.gather(
+            *(writer.store_async(d, "issues", "opened", b'{"action":"opened"}') for d in ids)
+        )
+        return list(zip(ids, news, strict=True))
+
+    try:
+        answers = asyncio.run(send_all())
+        for delivery in {d for d, _ in answers}:
+            assert [new for d, new in answers if d == delivery].count(True) == 1
+        with Session(engine) as session:
+            assert session.scalar(select(func.count()).select_from(Delivery)) == 20
+    finally:
+        writer.close()
+        engine.dispose()
+
+
+def test_a_delivery_nothing_routes_is_stored_done_and_one_that_is_routed_queued(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
+    migrate(engine)
+    writer = IngestWriter(engine, EventLog(None), routed=lambda event, _action: event == "push")
+    try:
+        assert writer.store("d-1", "issues", "opened", b"{}")
+        assert writer.store("d-2", "push", None, b"{}")
+        with Session(engine) as session:
+            states = dict(session.execute(select(Delivery.delivery_id, Delivery.state)).all())
+            received = [e.data for e in session.scalars(select(Event).order_by(Event.id))]
+        assert states == {"d-1": InboxState.DONE, "d-2": InboxState.QUEUED}
+        assert [(e["delivery"], e["routed"]) for e in received] == [("d-1", False), ("d-2", True)]
+    finally:
+        writer.close()
+        engine.dispose()
+
+
+def test_a_writer_stuck_on_the_lock_answers_unavailable_and_the_redelivery_is_a_duplicate(
+    tmp_path,
+):
+    """Someone holds the SQLite write lock too long: requests answer 503 (GitHub redelivers)
+    rather than hang; the delivery is stored once the lock is free, and the redelivery is
+    acknowledged as a duplicate."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
+    migrate(engine)
+    writer = IngestWriter(engine, EventLog(None), wait_seconds=0.3)
+    try:
+        with write_lock(engine):
+            try:
+                writer.store("d-1", "issues", "opened", b"{}")
+            except IngestUnavailable as exc:
+                assert "in time" in str(exc)
+            else:
+                raise AssertionError("acknowledged while the store could not write")
+            try:
+                asyncio.run(writer.store_async("d-2", "issues", "opened", b"{}"))
+            except IngestUnavailable:
+                pass
+            else:
+                raise AssertionError("acknowledged while the store could not write")
+        assert writer.store("d-1", "issues", "opened", b"{}") is False
+        assert asyncio.run(writer.store_async("d-2", "issues", "opened", b"{}")) is False
+    finally:
+        writer.close()
+        engine.dispose()
+
+
+def test_bodies_are_stored_compressed_and_older_plain_rows_still_read(database_url):
+    engine = make_engine(database_url)
+    migrate(engine)
+    body = fixture_bytes("github/issue_comment.created.json")
+    writer = IngestWriter(engine, EventLog(None))
+    try:
+        writer.store("d-1", "issue_comment", "created", body)
+        with engine.begin() as conn:
+            stored = conn.execute(text("SELECT body FROM inbox")).scalar_one()
+            conn.execute(
+                insert(Delivery.__table__).values(
+                    delivery_id="plain-1", event="issues", action=None, body=b"{}", state="done"
+                )
+            )
+            conn.execute(
+                text("UPDATE inbox SET body = :raw WHERE delivery_id = 'plain-1'"),
+                {"raw": b'{"action":"opened"}'},
+            )
+        assert len(bytes(stored)) * 4 < len(body)
+        with Session(engine) as session:
+            bodies = dict(session.execute(select(Delivery.delivery_id, Delivery.body)).all())
+        assert bodies == {"d-1": body, "plain-1": b'{"action":"opened"}'}
+    finally:
+        writer.close()
         engine.dispose()

@@ -18,8 +18,7 @@ from sqlalchemy.orm import Session
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
 from app.store.models import Spawner
-from tests.support import wait_for
-from tests.test_durability import free_port
+from tests.support import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

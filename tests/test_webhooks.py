@@ -1,15 +1,56 @@
-"""Webhook ingress over a real HTTP server: verify, store, acknowledge, dedupe, route."""
+"""Webhook ingress over real HTTP servers: verify, store, acknowledge, dedupe, route.
+
+Every test runs against both fronts of the App: `the-loop serve` (gunicorn's asgi worker,
+what is deployed; on SQLite, as test_durability runs it on PostgreSQL too) and the plain
+WSGI App (`gunicorn 'app:create_app()'`) on SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
-from sqlalchemy import select
+import pytest
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.store.models import Delivery, InboxState, Installation, Repository
-from tests.support import fixture_bytes, post_webhook, signed_headers, wait_for
+from tests.support import (
+    RunningApp,
+    fixture_bytes,
+    post_webhook,
+    scratch_database,
+    served_app,
+    signed_headers,
+    wait_for,
+    wsgi_app,
+)
+
+
+@pytest.fixture(
+    params=[
+        ("serve", "sqlite"),
+        ("wsgi", "sqlite"),
+        pytest.param(("wsgi", "postgres"), marks=pytest.mark.postgres),
+    ],
+    ids=lambda pair: "-".join(pair),
+)
+def front(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param
+
+
+@pytest.fixture
+def database_url(front: tuple[str, str], tmp_path: Path) -> Iterator[str]:
+    with scratch_database(front[1], tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def running_app(front: tuple[str, str], settings_env: dict[str, str]) -> Iterator[RunningApp]:
+    with (served_app if front[0] == "serve" else wsgi_app)(settings_env) as app:
+        yield app
 
 
 def test_ping_is_answered(running_app):
@@ -96,3 +137,43 @@ def test_repositories_added_and_removed(running_app):
 
 def test_healthz(running_app):
     assert httpx.get(f"{running_app.url}/healthz").json()["ok"] is True
+
+
+def test_only_post_is_allowed(running_app):
+    resp = httpx.get(f"{running_app.url}/github/webhooks")
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "POST"
+
+
+def test_a_body_that_is_not_a_json_object_is_a_400(running_app):
+    body = b'["an", "array"]'
+    resp = httpx.post(
+        f"{running_app.url}/github/webhooks", content=body, headers=signed_headers("issues", body)
+    )
+    assert resp.status_code == 400
+
+
+def test_a_delivery_no_handler_routes_is_stored_done_and_recorded(running_app):
+    body = fixture_bytes("github/issues.opened.json")
+    resp = post_webhook(running_app.url, "issues", body, delivery="opened-1")
+    assert resp.status_code == 202 and resp.json() == {"delivery": "opened-1", "duplicate": False}
+    with Session(running_app.state.engine) as s:
+        row = s.scalars(select(Delivery).where(Delivery.delivery_id == "opened-1")).one()
+        assert row.state == InboxState.DONE and row.done_at is not None
+        assert row.body == body  # read back whole, however it is stored
+        stored = s.execute(text("SELECT body FROM inbox WHERE delivery_id = 'opened-1'")).scalar()
+        assert len(stored) < len(body) / 3  # kept compressed
+    received = running_app.events("webhook.received")
+    assert [(e["delivery"], e["action"], e["routed"]) for e in received] == [
+        ("opened-1", "opened", False)
+    ]
+    again = post_webhook(running_app.url, "issues", body, delivery="opened-1")
+    assert again.json()["duplicate"] is True
+    assert len(running_app.events("webhook.received")) == 1
+
+
+def test_a_routed_delivery_is_recorded_when_received(running_app):
+    body = fixture_bytes("github/installation.created.json")
+    post_webhook(running_app.url, "installation", body, delivery="inst-9")
+    received = running_app.events("webhook.received")
+    assert [(e["delivery"], e["routed"]) for e in received] == [("inst-9", True)]

@@ -41,6 +41,9 @@ def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
         "workers": args.workers,
         "worker_class": "asgi",
         "asgi_lifespan": "on",
+        # gunicorn's control socket (a fixed path in $HOME) is not used, and two Apps on one
+        # machine would fight over it.
+        "control_socket_disable": True,
         "timeout": 60,
         "graceful_timeout": 10,
         "accesslog": "-" if args.access_log else None,

@@ -19,6 +19,7 @@ to copy the WAL into the database file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import threading
@@ -65,10 +66,12 @@ class IngestWriter:
         engine: Engine,
         events: EventLog,
         routed: Callable[[str, str | None], bool] = lambda _event, _action: True,
+        wait_seconds: float = WAIT_SECONDS,
     ) -> None:
         self.engine = engine
         self.events = events
         self.routed = routed
+        self.wait_seconds = wait_seconds  # then a waiting request answers 503
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
             dialect_insert(Delivery)
@@ -92,7 +95,7 @@ class IngestWriter:
             finished.set()
 
         self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
-        if not finished.wait(WAIT_SECONDS):
+        if not finished.wait(self.wait_seconds):
             raise IngestUnavailable("the store did not answer in time")
         return self._outcome(*outcome)
 
@@ -108,10 +111,11 @@ class IngestWriter:
                 future.set_result((new, error))
 
         def done(new: bool, error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(settle, new, error)
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
+                loop.call_soon_threadsafe(settle, new, error)
 
         # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
-        timer = loop.call_later(WAIT_SECONDS, settle, False, _TIMED_OUT)
+        timer = loop.call_later(self.wait_seconds, settle, False, _TIMED_OUT)
         self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
         try:
             new, error = await future
@@ -131,7 +135,7 @@ class IngestWriter:
             thread, self._thread = self._thread, None
         if thread is not None:
             self._queue.put(None)
-            thread.join(timeout=WAIT_SECONDS)
+            thread.join(timeout=self.wait_seconds)
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
