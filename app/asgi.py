@@ -12,7 +12,6 @@ Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +20,12 @@ from app.github.webhooks import (
     HEADERS,
     MAX_BODY,
     PATH,
-    UNAVAILABLE,
     Answer,
-    acknowledged,
+    accepted,
     precheck,
     screen,
     too_large,
+    unavailable,
 )
 
 if TYPE_CHECKING:
@@ -41,8 +40,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Threads for the Flask side; a spawner's long-poll holds one for up to a minute.
 WSGI_THREADS = 32
-
-log = logging.getLogger(__name__)
 
 
 class ClientGone(Exception):
@@ -118,24 +115,15 @@ class AsgiApp:
         if body is None:
             return too_large(headers)
         client = scope.get("client")
-        verdict = screen(
-            self.state.services.settings.github_webhook_secret,
-            headers,
-            body,
-            client[0] if client else None,
-        )
-        if isinstance(verdict, Answer):
-            return verdict
+        secret = self.state.services.settings.github_webhook_secret
+        v = screen(secret, headers, body, client[0] if client else None)
+        if isinstance(v, Answer):
+            return v
         try:
-            new = await self.state.ingest.store_async(
-                verdict.delivery_id, verdict.event, verdict.action, verdict.body
-            )
+            new = await self.state.ingest.store_async(v.delivery_id, v.event, v.action, v.body)
         except IngestUnavailable as exc:
-            log.error("delivery %s not stored: %s", verdict.delivery_id, exc)
-            return UNAVAILABLE
-        if new and self.state.router.routes(verdict.event, verdict.action):
-            self.state.wake_workers()
-        return acknowledged(verdict, new)
+            return unavailable(v, exc)
+        return accepted(self.state, v, new)
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 from dotenv import dotenv_values
 
-from tests.support import fixture_bytes, free_port, post_webhook, wait_for
+from tests.support import fixture_bytes, free_port, healthy, post_webhook, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +34,7 @@ def test_up_on_a_fresh_directory(tmp_path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _healthy(url), timeout=30)
+        wait_for(lambda: healthy(url), timeout=30)
         secret = dotenv_values(tmp_path / ".env")["GITHUB_WEBHOOK_SECRET"]
         assert secret and len(secret) == 64
         ping = fixture_bytes("github/ping.json")
@@ -50,8 +49,40 @@ def test_up_on_a_fresh_directory(tmp_path):
     assert "wrote a new GITHUB_WEBHOOK_SECRET" in out
 
 
-def _healthy(url: str) -> bool:
+def test_plain_gunicorn_serves_the_wsgi_app(settings_env):
+    """`gunicorn 'app:create_app()'` with a stock worker: the App as plain WSGI."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-k",
+            "gthread",
+            "--threads",
+            "4",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "app:create_app()",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **settings_env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
     try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+        wait_for(lambda: healthy(url) or proc.poll() is not None, timeout=30)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        body = fixture_bytes("github/installation.created.json")
+        first = post_webhook(url, "installation", body, delivery="g-1")
+        again = post_webhook(url, "installation", body, delivery="g-1")
+        assert first.status_code == 202 and first.json()["duplicate"] is False
+        assert again.json()["duplicate"] is True
+        forged = post_webhook(url, "ping", fixture_bytes("github/ping.json"), secret="forged")
+        assert forged.status_code == 401
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0

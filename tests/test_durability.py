@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,7 +16,7 @@ from app.store import make_engine, migrate
 from app.store.models import Delivery, Event, InboxState, Installation
 from channels import outbox
 from tests.slack_support import ISSUE_URL
-from tests.support import fixture_bytes, free_port, post_webhook, wait_for
+from tests.support import fixture_bytes, free_port, healthy, post_webhook, wait_for
 from tests.test_slack_mirror import CHANNEL, add_item, started
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +44,7 @@ def test_sigkill_after_ack_then_restart_runs_the_handler_exactly_once(settings_e
     server = start(["serve", "--workers", "1"], env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _healthy(url), timeout=30)
+        wait_for(lambda: healthy(url), timeout=30)
         resp = post_webhook(
             url,
             "installation",
@@ -76,13 +75,6 @@ def test_sigkill_after_ack_then_restart_runs_the_handler_exactly_once(settings_e
         ).all()
         assert len(recorded) == 1
     engine.dispose()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _state(engine, delivery_id: str) -> str:

@@ -11,14 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
 from app.store.models import Spawner
-from tests.support import free_port, wait_for
+from tests.support import free_port, healthy, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +32,7 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
                             start_new_session=True)  # fmt: skip
     state = tmp_path / ".local/state/the-loop"
     try:
-        wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), timeout=40)
+        wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), timeout=40)
         events = state / "events.jsonl"
         registered = wait_for(lambda: _events(events, "spawner.registered"), timeout=40)
         assert registered[0]["spawner"] == "local"
@@ -76,10 +75,3 @@ def _events(path: Path, name: str) -> list[dict[str, object]]:
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("event") == name]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False

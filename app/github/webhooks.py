@@ -145,6 +145,18 @@ def acknowledged(delivery: Verified, new: bool) -> Answer:
     return Answer("202 Accepted", {"delivery": delivery.delivery_id, "duplicate": not new})
 
 
+def accepted(state: AppState, delivery: Verified, new: bool) -> Answer:
+    """The 202 for a stored delivery; a new one some handler acts on wakes the workers."""
+    if new and state.router.routes(delivery.event, delivery.action):
+        state.wake_workers()
+    return acknowledged(delivery, new)
+
+
+def unavailable(delivery: Verified, error: IngestUnavailable) -> Answer:
+    log.error("delivery %s not stored: %s", delivery.delivery_id, error)
+    return UNAVAILABLE
+
+
 class WebhookIngress:
     """The webhook path as WSGI middleware; every other path goes on to `app` unchanged."""
 
@@ -175,24 +187,15 @@ class WebhookIngress:
         if isinstance(length, Answer):
             return length
         body = environ["wsgi.input"].read(length) if length else b""
-        verdict = screen(
-            self.state.services.settings.github_webhook_secret,
-            headers,
-            body,
-            environ.get("REMOTE_ADDR"),
-        )
-        if isinstance(verdict, Answer):
-            return verdict
+        secret = self.state.services.settings.github_webhook_secret
+        v = screen(secret, headers, body, environ.get("REMOTE_ADDR"))
+        if isinstance(v, Answer):
+            return v
         try:
-            new = self.state.ingest.store(
-                verdict.delivery_id, verdict.event, verdict.action, verdict.body
-            )
+            new = self.state.ingest.store(v.delivery_id, v.event, v.action, v.body)
         except IngestUnavailable as exc:
-            log.error("delivery %s not stored: %s", verdict.delivery_id, exc)
-            return UNAVAILABLE
-        if new and self.state.router.routes(verdict.event, verdict.action):
-            self.state.wake_workers()
-        return acknowledged(verdict, new)
+            return unavailable(v, exc)
+        return accepted(self.state, v, new)
 
 
 def _environ_key(header: str) -> str:
