@@ -38,6 +38,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+_HEADER_NAMES = frozenset(name.encode() for name in HEADERS)
 # Threads for the Flask side; a spawner's long-poll holds one for up to a minute.
 WSGI_THREADS = 32
 
@@ -85,11 +86,11 @@ class AsgiApp:
                 return
 
     async def webhook(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {}
-        for raw_name, raw_value in scope["headers"]:
-            name = raw_name.decode("latin-1").lower()
-            if name in HEADERS:
-                headers[name] = raw_value.decode("latin-1")
+        headers = {
+            name.decode(): value.decode("latin-1")
+            for name, value in scope["headers"]
+            if name in _HEADER_NAMES  # ASGI servers send names in lower case
+        }
         try:
             answer = await self.receive(scope, receive, headers)
         except ClientGone:

@@ -47,17 +47,27 @@ class IngestUnavailable(RuntimeError):
 _TIMED_OUT = IngestUnavailable("the store did not answer in time")
 
 
-# Called on the writer thread once the delivery is stored (new?) or could not be (error).
-Done = Callable[[bool, BaseException | None], None]
+# Whether a delivery was new, or why it could not be stored.
+Outcome = tuple[bool, BaseException | None]
 
 
 @dataclass
 class _Pending:
+    """A delivery waiting for the writer, and who waits for it: a thread (`done`, called on
+    the writer thread) or a coroutine (`future`, settled on its own event loop)."""
+
     delivery_id: str
     event: str
     action: str | None
     body: bytes
-    done: Done
+    done: Callable[[bool, BaseException | None], None] | None = None
+    future: asyncio.Future[Outcome] | None = None
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:
+    for future, outcome in outcomes:
+        if not future.done():  # it may have timed out
+            future.set_result(outcome)
 
 
 class IngestWriter:
@@ -94,7 +104,7 @@ class IngestWriter:
             outcome.extend((new, error))
             finished.set()
 
-        self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
+        self._submit(_Pending(delivery_id, event, action, compress_body(body), done=done))
         if not finished.wait(self.wait_seconds):
             raise IngestUnavailable("the store did not answer in time")
         return self._outcome(*outcome)
@@ -104,19 +114,11 @@ class IngestWriter:
     ) -> bool:
         """`store` for a coroutine: the event loop serves other requests meanwhile."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[bool, BaseException | None]] = loop.create_future()
-
-        def settle(new: bool, error: BaseException | None) -> None:
-            if not future.done():
-                future.set_result((new, error))
-
-        def done(new: bool, error: BaseException | None) -> None:
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
-                loop.call_soon_threadsafe(settle, new, error)
-
+        future: asyncio.Future[Outcome] = loop.create_future()
         # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
-        timer = loop.call_later(self.wait_seconds, settle, False, _TIMED_OUT)
-        self._submit(_Pending(delivery_id, event, action, compress_body(body), done))
+        timed_out: list[tuple[asyncio.Future[Outcome], Outcome]] = [(future, (False, _TIMED_OUT))]
+        timer = loop.call_later(self.wait_seconds, _settle, timed_out)
+        self._submit(_Pending(delivery_id, event, action, compress_body(body), future=future))
         try:
             new, error = await future
         finally:
@@ -215,16 +217,32 @@ class IngestWriter:
                         )  # fmt: skip
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             self._discard_connection()
-            for item in batch:
-                item.done(False, exc)
+            self._finish([(item, (False, exc)) for item in batch])
             return
         self.events.append_lines([json.dumps(r, separators=(",", ":")) for r in records])
         seen: set[str] = set()
+        outcomes: list[tuple[_Pending, Outcome]] = []
         for item in batch:
             # A delivery id repeated inside one batch is new only the first time.
-            new = item.delivery_id in inserted and item.delivery_id not in seen
+            outcomes.append(
+                (item, (item.delivery_id in inserted and item.delivery_id not in seen, None))
+            )
             seen.add(item.delivery_id)
-            item.done(new, None)
+        self._finish(outcomes)
+
+    @staticmethod
+    def _finish(outcomes: list[tuple[_Pending, Outcome]]) -> None:
+        """Tell every waiter; coroutines get one wake-up per event loop per batch."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Outcome], Outcome]]]
+        by_loop = {}
+        for item, outcome in outcomes:
+            if item.future is not None:
+                by_loop.setdefault(item.future.get_loop(), []).append((item.future, outcome))
+            elif item.done is not None:
+                item.done(*outcome)
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
+                loop.call_soon_threadsafe(_settle, settled)
 
     def _discard_connection(self) -> None:
         """After a failed batch start the next one on a fresh connection (a PostgreSQL

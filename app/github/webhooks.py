@@ -9,7 +9,6 @@ machinery, which cost as much as storing the delivery (measured with `bench/inge
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ class Answer:
     event: tuple[str, dict[str, Any]] | None = None
 
     def encoded(self) -> tuple[bytes, list[tuple[str, str]]]:
-        payload = json.dumps(self.body).encode()
+        payload = orjson.dumps(self.body)
         headers = [
             ("Content-Type", "application/json"),
             *self.headers,
