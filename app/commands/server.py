@@ -18,7 +18,7 @@ from gunicorn.app.base import BaseApplication
 
 
 class _Gunicorn(BaseApplication):
-    """Runs `create_app()` under gunicorn's arbiter with options given in code."""
+    """Runs the App (`app.asgi.create_asgi_app`) under gunicorn's arbiter, options in code."""
 
     def __init__(self, options: dict[str, Any], wsgi_threads: int) -> None:
         self.options = options
