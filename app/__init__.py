@@ -25,10 +25,10 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from flask import Flask, jsonify
     from flask.typing import ResponseReturnValue
 
+    from app.fleet.api import bp as spawner_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
-    from app.spawnerapi import bp as spawner_bp
     from app.status import bp as status_bp
     from channels import web as slack_web
 

@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
+from app.audit import EventLog
 from app.config import config_findings, load_config
-from app.context import Services
-from app.events import EventLog
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.routes import build_router
+from app.github.worker import InboxWorker
+from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
-from app.worker import InboxWorker
 from channels.wiring import build_mirror
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.store.models import Delivery, Job, SlackOutbox, WorkItem
+from app.store.tables import Delivery, Job, SlackOutbox, WorkItem
 
 bp = Blueprint("status", __name__)
 

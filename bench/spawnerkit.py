@@ -95,8 +95,8 @@ class Stack:
         from sqlalchemy.orm import Session
 
         from app import create_app
+        from app.fleet.tokens import create_token
         from app.settings import load_settings
-        from app.spawnertokens import create_token
 
         key = generate_private_key_pem()
         self.fake = FakeGitHub(app_id=4242, private_key_pem=key)
@@ -145,7 +145,7 @@ class Stack:
         from sqlalchemy import select
         from sqlalchemy.orm import Session
 
-        from app.store.models import Spawner
+        from app.store.tables import Spawner
 
         with Session(self.state.engine) as session:
             return any(s.serves is not None for s in session.scalars(select(Spawner)))
@@ -187,7 +187,7 @@ class Stack:
         self.webhook("issue_comment", payload)
 
     def checklist_posted(self, number: int) -> bool:
-        from app.store.models import WorkItem
+        from app.store.tables import WorkItem
 
         with self._session() as session:
             item = session.get(WorkItem, f"github:{REPO}#{number}")

@@ -16,11 +16,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.execute import ExecuteOutcome, ExecuteStatus, execute_reply
-from app.store.models import WorkItem
+from app.store.tables import WorkItem
+from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from channels import blocks, outbox
 from channels.checklist import execute_text
-from channels.context import NOT_MAPPED, SlackDeps
+from channels.deps import NOT_MAPPED, SlackDeps
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from slack_bolt import Ack, App, BoltContext
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import Engine
 
-from app.context import Services
+from app.services import Services
 from channels.actions import Press, handle_execute
 from channels.checklist import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
-from channels.context import SlackDeps
+from channels.deps import SlackDeps
 from channels.replies import thread_reply
 from channels.threads import handle_message
 from channels.wiring import web_client

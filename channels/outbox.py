@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, Engine, and_, exists, func, or_, select, u
 from sqlalchemy.orm import Session, aliased
 
 from app.store import is_postgres
-from app.store.models import SlackOutbox
+from app.store.tables import SlackOutbox
 
 LEASE = timedelta(minutes=2)
 MAX_BACKOFF = 300.0

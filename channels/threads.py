@@ -13,10 +13,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from app.followups import FollowupOutcome, deliver_comment
-from app.gate.execute import ExecuteStatus
+from app.workitems.execute import ExecuteStatus
+from app.workitems.followups import FollowupOutcome, deliver_comment
 from channels.actions import describe, submit_execute
-from channels.context import SlackDeps
+from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply
 from channels.text import from_slack
 

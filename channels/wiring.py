@@ -11,11 +11,11 @@ import logging
 from slack_sdk import WebClient
 from sqlalchemy import Engine
 
+from app.audit import EventLog
 from app.config import OperatorConfig
-from app.events import EventLog
 from app.mirror import Mirror, NullMirror
 from app.settings import Settings
-from channels.mirror import SlackMirror, SlackSender
+from channels.sender import SlackMirror, SlackSender
 
 log = logging.getLogger(__name__)
 

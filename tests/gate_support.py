@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.store.models import Delivery, InboxState, Job, JobKind, Spawner, WorkItem
+from app.store.tables import Delivery, InboxState, Job, JobKind, Spawner, WorkItem
 from tests.support import fixture_json, post_webhook, wait_for, with_installation
 
 REPO = "Codertocat/Hello-World"

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 from sqlalchemy.orm import Session
 
-from app.spawnertokens import create_token
-from app.store.jobs import queue_job
-from app.store.models import Job, JobKind, WorkItem, WorkItemStatus
+from app.fleet.tokens import create_token
+from app.store.jobqueue import queue_job
+from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.conftest import APP_ID
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
@@ -96,7 +96,7 @@ class Api:
     def events(self, name: str, work_item: str | None = None) -> list[dict[str, Any]]:
         from sqlalchemy import select
 
-        from app.store.models import Event
+        from app.store.tables import Event
 
         with self.session() as db:
             query = select(Event).where(Event.event == name).order_by(Event.id)
@@ -162,8 +162,8 @@ def serve_api(
     Tests share it and keep apart by repository: `api.fresh()` gives each test its own.
     """
     from app import create_app
+    from app.fleet.api import LEASE_CONFIG
     from app.settings import load_settings
-    from app.spawnerapi import LEASE_CONFIG
 
     fake = FakeGitHub(app_id=APP_ID, private_key_pem=private_key)
     config = directory / "cli-config.yaml"

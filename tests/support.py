@@ -117,7 +117,7 @@ class RunningApp:
         from sqlalchemy import select
         from sqlalchemy.orm import Session
 
-        from app.store.models import Event
+        from app.store.tables import Event
 
         with Session(self.state.engine) as session:
             query = select(Event).order_by(Event.id)

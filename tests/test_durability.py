@@ -11,9 +11,9 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.context import utcnow
+from app.services import utcnow
 from app.store import make_engine, migrate
-from app.store.models import Delivery, Event, InboxState, Installation
+from app.store.tables import Delivery, Event, InboxState, Installation
 from channels import outbox
 from tests.slack_support import ISSUE_URL
 from tests.support import fixture_bytes, free_port, healthy, post_webhook, wait_for

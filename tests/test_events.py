@@ -10,9 +10,9 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.events import EventLog, read_jsonl
+from app.audit import EventLog, read_jsonl
 from app.store import make_engine, migrate
-from app.store.models import Event
+from app.store.tables import Event
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from app.followups import FollowupOutcome, deliver_comment
 from app.gate.markers import MarkerKind, marker
-from app.store.models import Job, JobKind, WorkItemStatus
+from app.store.tables import Job, JobKind, WorkItemStatus
+from app.workitems.followups import FollowupOutcome, deliver_comment
 from tests.spawnerapi_support import serve_api
 from tests.support import fixture_json, post_webhook, wait_for
 
@@ -54,7 +54,7 @@ def deliver_jobs(api, item: str) -> list[Job]:
 
 
 def _inbox(api, delivery: str):
-    from app.store.models import Delivery
+    from app.store.tables import Delivery
 
     with api.session() as db:
         return list(db.scalars(select(Delivery).where(Delivery.delivery_id == delivery)))
@@ -131,7 +131,7 @@ def test_an_execute_reply_is_left_to_the_gate(api):
 def test_comments_before_the_selection_is_frozen_are_not_follow_ups(api):
     item = api.work_item(number=7, status=WorkItemStatus.PARKED)
     with api.session() as db, db.begin():
-        from app.store.models import WorkItem
+        from app.store.tables import WorkItem
 
         db.get(WorkItem, item).frozen = None
     api.fake.grant(api.repo, "octocat", "write")

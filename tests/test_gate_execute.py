@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.context import HandlerContext
-from app.gate.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from app.gate.markers import MarkerKind
-from app.gate.offers import refused_choices
 from app.runtime import AppState, build_state
+from app.services import HandlerContext
 from app.settings import load_settings
-from app.store.models import JobKind, ModelVerdict, WorkItem
+from app.store.tables import JobKind, ModelVerdict, WorkItem
+from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
+from app.workitems.offers import refused_choices
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,

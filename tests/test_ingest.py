@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
-from app.events import EventLog, read_jsonl
+from app.audit import EventLog, read_jsonl
 from app.github.ingest import IngestUnavailable, IngestWriter
 from app.store import make_engine, migrate
-from app.store.models import Delivery, Event, InboxState
 from app.store.sqlite_writes import write_lock
+from app.store.tables import Delivery, Event, InboxState
 from tests.support import fixture_bytes
 
 

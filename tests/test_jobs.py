@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.store import make_engine, migrate
-from app.store.jobs import (
+from app.store.jobqueue import (
     MAX_ATTEMPTS,
     Finish,
     claim_job,
@@ -28,7 +28,7 @@ from app.store.jobs import (
     release,
 )
 from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
-from app.store.models import Job, JobKind, JobState, WorkItem, WorkItemStatus
+from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
 from tests.support import scratch_database
 
 LEASE = timedelta(seconds=60)
@@ -102,7 +102,7 @@ CLAIMER = """
 import json, sys, time
 from datetime import datetime, timedelta
 from app.store import make_engine
-from app.store.jobs import claim_job
+from app.store.jobqueue import claim_job
 url, repo, spawner, now = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 engine = make_engine(url)
 engine.connect().close()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.jsonfile import write_json
+from app.files import write_json
 
 
 def test_writes_indented_json_with_the_given_mode(tmp_path: Path) -> None:

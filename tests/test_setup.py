@@ -10,8 +10,14 @@ import stat
 import httpx
 import pytest
 
+from app.github.manifest import (
+    SetupError,
+    build_manifest,
+    build_setup_app,
+    load_manifest,
+    merge_env_file,
+)
 from app.settings import load_settings
-from app.setup import SetupError, build_manifest, build_setup_app, load_manifest, merge_env_file
 from tests.fakes.server import LiveServer
 
 

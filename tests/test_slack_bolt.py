@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.store.models import Job, JobKind, WorkItem, WorkItemStatus
+from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import (

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.store import make_engine, migrate
-from app.store.models import Job, JobKind, SlackOutbox, WorkItem, WorkItemStatus
+from app.store.tables import Job, JobKind, SlackOutbox, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_socket import FakeSocketMode

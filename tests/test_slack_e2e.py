@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.store.models import Job, JobKind, Spawner, WorkItem
+from app.store.tables import Job, JobKind, Spawner, WorkItem
 from channels.checklist import EXECUTE_ACTION
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack

@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.events import EventLog
+from app.audit import EventLog
 from app.settings import load_settings
 from app.store import make_engine, migrate
-from app.store.models import Event, SlackOutbox, WorkItem, WorkItemStatus
+from app.store.tables import Event, SlackOutbox, WorkItem, WorkItemStatus
 from channels import outbox
-from channels.mirror import SlackMirror, SlackSender
+from channels.sender import SlackMirror, SlackSender
 from channels.wiring import web_client
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import ISSUE_URL, FakeClock, sample_checklist

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from werkzeug.serving import make_server
 
+from app.audit import read_jsonl
 from app.config import parse_config
-from app.events import read_jsonl
 from app.spawner.agent import Agent, AgentOptions
+from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.client import AppClient
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.outbox import SpawnerEvents
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
-from app.store.models import JobKind, WorkItemStatus
+from app.store.tables import JobKind, WorkItemStatus
 from tests.spawner_support import StandIn, bare_repository
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for

@@ -17,13 +17,13 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from app.cli import main
+from app.fleet.tokens import hash_token, mint_session_token
 from app.gate.markers import MarkerKind, find_marker
-from app.gate.offers import refused_choices
 from app.spawner.argv import DENY_TOKEN
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.tmux import TmuxRunner
-from app.spawnertokens import hash_token, mint_session_token
-from app.store.models import Spawner
+from app.store.tables import Spawner
+from app.workitems.offers import refused_choices
 from tests.spawner_support import StandIn
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for

@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
+from app.audit import read_jsonl
 from app.config import parse_config
-from app.events import read_jsonl
+from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
+from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.client import AppClient
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.outbox import SpawnerEvents
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
-from app.spawnertokens import create_token
-from app.store.models import WorkItemStatus
+from app.store.tables import WorkItemStatus
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,

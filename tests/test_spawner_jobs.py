@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from app.audit import read_jsonl
 from app.config import parse_config
-from app.events import read_jsonl
+from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.client import ClaimedJob
-from app.spawner.jobs import followup_text, run_job
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.jobkinds import followup_text, run_job
 from app.spawner.launch import SpawnerContext
-from app.spawner.outbox import SpawnerEvents
 from app.spawner.registry import Registry, SessionState
 from app.spawner.tmux import TmuxRunner
 from tests.spawner_support import StandIn, bare_repository
@@ -291,7 +291,7 @@ def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
     standin: StandIn, origin: Path, runner: TmuxRunner, home: Path, tmp_path: Path
 ) -> None:
     from app.settings import load_settings
-    from app.spawner.wiring import build_context
+    from app.spawner.assembly import build_context
 
     config = parse_config({
         "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from app.audit import read_jsonl
 from app.config import parse_config
-from app.events import read_jsonl
-from app.spawner.client import ClaimedJob
-from app.spawner.jobs import run_job
+from app.spawner.appclient import ClaimedJob
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
-from app.spawner.outbox import SpawnerEvents
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Watchdog

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
-from app.store.models import Spawner
+from app.store.tables import Spawner
 from tests.support import free_port, healthy, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.events import read_jsonl
-from app.spawner.outbox import SpawnerEvents
+from app.audit import read_jsonl
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Screen, Watchdog, classify_screen, last_lines

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from app.spawnerapi import POLL_CONFIG
-from app.store.models import JobKind, JobState, WorkItemStatus
+from app.fleet.api import POLL_CONFIG
+from app.store.tables import JobKind, JobState, WorkItemStatus
 from tests.spawnerapi_support import serve_api
 
 # Behaviour that does not depend on the backend runs on SQLite; claiming, leases, wake-ups and
@@ -35,7 +35,7 @@ def test_calls_without_a_valid_spawner_token_are_refused(api):
     assert api.spawner("tlsp_not-a-token").poll().status_code == 401
     assert httpx.post(f"{api.url}/spawner/v1/register", json={}).status_code == 401
     item = api.work_item()
-    from app.spawnertokens import mint_session_token
+    from app.fleet.tokens import mint_session_token
 
     with api.session() as db, db.begin():
         session_token = mint_session_token(db, item)
@@ -271,14 +271,14 @@ def test_a_respawning_delivery_records_the_new_session(api):
 
 @SQLITE_ONLY
 def test_a_job_whose_claimers_keep_dying_is_given_up(api):
-    from app.store.jobs import MAX_ATTEMPTS
+    from app.store.jobqueue import MAX_ATTEMPTS
 
     spawner = api.spawner(api.token())
     spawner.register()
     item = api.work_item()
     job_id = api.queue(JobKind.SPAWN, "spawn:poison", item)
     with api.session() as db, db.begin():
-        from app.store.models import Job
+        from app.store.tables import Job
 
         db.get(Job, job_id).attempts = MAX_ATTEMPTS - 1
     assert spawner.job()["id"] == job_id

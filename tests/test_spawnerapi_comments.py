@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from app.fleet.tokens import mint_session_token
 from app.gate.markers import find_marker, is_own_comment
-from app.gate.offers import refused_choices
-from app.spawnertokens import mint_session_token
-from app.store.models import Job, ModelVerdict, SlackOutbox, WorkItemStatus
+from app.store.tables import Job, ModelVerdict, SlackOutbox, WorkItemStatus
+from app.workitems.offers import refused_choices
 from tests.spawnerapi_support import serve_api
 from tests.support import wait_for
 from tests.test_followups import comment_delivery, send

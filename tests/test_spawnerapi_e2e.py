@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind
-from app.spawnertokens import create_token
-from app.store.models import JobState, WorkItemStatus
+from app.store.tables import JobState, WorkItemStatus
 from tests.gate_support import (
     ITEM,
     REPO,

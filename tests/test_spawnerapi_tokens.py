@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
-from app.spawnertokens import (
+from app.fleet.tokens import (
     TokenError,
     authenticate,
     create_token,
@@ -22,7 +22,7 @@ from app.spawnertokens import (
     serves,
 )
 from app.store import make_engine, migrate
-from app.store.models import Spawner
+from app.store.tables import Spawner
 
 
 @pytest.fixture

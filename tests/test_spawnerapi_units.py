@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.agentcomments import AgentComment, AgentCommentKind, CommentRefused, parse_request, render
-from app.followups import deliver_key
+from app.fleet.comments import AgentComment, AgentCommentKind, CommentRefused, parse_request, render
+from app.fleet.handover import next_status
+from app.fleet.reports import check_event, event_fields
 from app.gate.markers import find_marker, has_marker
-from app.spawnerevents import check_event, event_fields
-from app.spawnerjobs import next_status
-from app.store.models import Spawner, WorkItemStatus
+from app.store.tables import Spawner, WorkItemStatus
+from app.workitems.followups import deliver_key
 
 S = WorkItemStatus
 HAPPENINGS = [

@@ -6,7 +6,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from app.store import make_engine, migrate
-from app.store.models import Base
+from app.store.tables import Base
 
 
 def test_migrations_match_models(database_url):

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from app.store.models import Delivery, InboxState, Installation, Repository
+from app.store.tables import Delivery, InboxState, Installation, Repository
 from tests.support import (
     RunningApp,
     fixture_bytes,

@@ -9,16 +9,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.audit import EventLog
 from app.config import OperatorConfig
-from app.context import HandlerContext, Services, utcnow
-from app.events import EventLog
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.router import Router
+from app.github.worker import InboxWorker
+from app.services import HandlerContext, Services, utcnow
 from app.settings import load_settings
 from app.store import inbox, make_engine, migrate
-from app.store.models import Delivery, Event, InboxState, Once
-from app.worker import InboxWorker
+from app.store.tables import Delivery, Event, InboxState, Once
 
 
 class Clock:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from app import workitems
 from app.gate.markers import MarkerKind
 from app.github.routes import build_router
-from app.store.models import JobKind, JobState, WorkItemStatus
+from app.store.tables import JobKind, JobState, WorkItemStatus
+from app.workitems import handlers as workitems
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,

@@ -42,7 +42,7 @@ def body_of(words: list[str], stdin: Any) -> str:
 
 
 def post(kind: str, args: argparse.Namespace) -> int:
-    from app.spawner.client import AppClient, AppError
+    from app.spawner.appclient import AppClient, AppError
 
     try:
         url, item, token = target(os.environ)

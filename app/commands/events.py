@@ -62,7 +62,7 @@ def _print(records: Iterable[dict[str, Any]], as_json: bool) -> int:
 
 
 def run_events(args: argparse.Namespace) -> int:
-    from app.events import read_jsonl
+    from app.audit import read_jsonl
     from app.settings import load_settings
 
     path = Path(args.file) if args.file else load_settings().events_path
@@ -86,11 +86,11 @@ def run_inbox(args: argparse.Namespace) -> int:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from app.context import utcnow
+    from app.services import utcnow
     from app.settings import load_settings
     from app.store import make_engine, migrate
     from app.store.inbox import requeue
-    from app.store.models import Delivery
+    from app.store.tables import Delivery
 
     engine = make_engine(load_settings().database_url)
     migrate(engine)

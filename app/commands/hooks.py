@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.jsonfile import write_json
+from app.files import write_json
 
 GATE_COMMAND = "the-loop-gate"
 DEFAULT_TIMEOUT = 30

@@ -34,10 +34,10 @@ def local_token(settings: Settings) -> str:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from app.spawner.wiring import spawner_state_dir
-    from app.spawnertokens import create_token, hash_token
+    from app.fleet.tokens import create_token, hash_token
+    from app.spawner.assembly import spawner_state_dir
     from app.store import make_engine, migrate
-    from app.store.models import Spawner
+    from app.store.tables import Spawner
 
     path = spawner_state_dir(settings) / TOKEN_FILE
     saved = path.read_text().strip() if path.exists() else ""

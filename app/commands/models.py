@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app.spawner.models import PROBE_TIMEOUT, Result
+from app.spawner.probes import PROBE_TIMEOUT, Result
 
 
 def _print_results(rows: Sequence[tuple[Any, Result | None]], as_json: bool) -> None:
@@ -43,8 +43,8 @@ def _setup() -> tuple[Any, Any, Any, list[Any]]:
     from app.config import config_findings, load_config
     from app.settings import load_settings
     from app.spawner.agent import hostable_harnesses
-    from app.spawner.models import plan_probes
-    from app.spawner.wiring import verdict_cache
+    from app.spawner.assembly import verdict_cache
+    from app.spawner.probes import plan_probes
 
     settings = load_settings()
     config = load_config(settings.the_loop_config)
@@ -60,7 +60,7 @@ def _setup() -> tuple[Any, Any, Any, list[Any]]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.spawner.models import cached_results
+    from app.spawner.probes import cached_results
 
     _settings, _config, cache, probes = _setup()
     _print_results(list(zip(probes, cached_results(probes, cache), strict=True)), args.json)
@@ -72,7 +72,7 @@ def record_verdicts(database_url: str, results: Sequence[Result]) -> None:
     from sqlalchemy.orm import Session
 
     from app.store import make_engine, migrate
-    from app.store.models import ModelVerdict
+    from app.store.tables import ModelVerdict
 
     engine = make_engine(database_url)
     try:
@@ -87,9 +87,9 @@ def record_verdicts(database_url: str, results: Sequence[Result]) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from app.spawner.models import Verdict, check
-    from app.spawner.outbox import SpawnerEvents
-    from app.spawner.wiring import spawner_state_dir
+    from app.spawner.assembly import spawner_state_dir
+    from app.spawner.eventqueue import SpawnerEvents
+    from app.spawner.probes import Verdict, check
 
     settings, _config, cache, probes = _setup()
     results = check(probes, cache, os.environ, fresh=args.fresh, timeout=args.timeout)

@@ -65,9 +65,9 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_worker(args: argparse.Namespace) -> int:
     """Inbox workers (THE_LOOP_INBOX_WORKERS, at least one) and the chat mirror's sender,
     without the HTTP server; `--drain` handles what is due and exits."""
+    from app.github.worker import InboxWorker
     from app.runtime import build_state
     from app.settings import load_settings
-    from app.worker import InboxWorker
 
     settings = load_settings()
     state = build_state(settings)
@@ -90,8 +90,8 @@ def ensure_webhook_secret(env_file: Path) -> str | None:
     `the-loop setup` later replaces it with the one GitHub registered. Returns the new secret,
     or None when one was already configured.
     """
+    from app.github.manifest import merge_env_file
     from app.settings import load_settings
-    from app.setup import merge_env_file
 
     if load_settings(dotenv=env_file).github_webhook_secret:
         return None

@@ -24,8 +24,8 @@ def run_sessions(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from app.settings import load_settings
+    from app.spawner.assembly import registry_for
     from app.spawner.tmux import TmuxRunner
-    from app.spawner.wiring import registry_for
 
     records = registry_for(load_settings()).all()
     if not args.all:

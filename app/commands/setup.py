@@ -12,8 +12,8 @@ from typing import Any
 def run_setup(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
+    from app.github.manifest import build_manifest, build_setup_app, load_manifest
     from app.settings import load_settings
-    from app.setup import build_manifest, build_setup_app, load_manifest
 
     settings = load_settings()
     local = f"http://127.0.0.1:{args.port}"

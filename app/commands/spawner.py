@@ -16,8 +16,8 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.config import load_config
     from app.settings import load_settings
     from app.spawner.agent import Agent, AgentOptions
-    from app.spawner.client import AppClient
-    from app.spawner.wiring import build_context
+    from app.spawner.appclient import AppClient
+    from app.spawner.assembly import build_context
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
@@ -52,9 +52,9 @@ def run_agent(args: argparse.Namespace) -> int:
 def create_token(args: argparse.Namespace) -> int:
     from sqlalchemy.orm import Session
 
+    from app.fleet.tokens import TokenError
+    from app.fleet.tokens import create_token as mint
     from app.settings import load_settings
-    from app.spawnertokens import TokenError
-    from app.spawnertokens import create_token as mint
     from app.store import make_engine, migrate
 
     engine = make_engine(load_settings().database_url)
@@ -76,8 +76,8 @@ def create_token(args: argparse.Namespace) -> int:
 def revoke_token(args: argparse.Namespace) -> int:
     from sqlalchemy.orm import Session
 
+    from app.fleet.tokens import revoke_spawner
     from app.settings import load_settings
-    from app.spawnertokens import revoke_spawner
     from app.store import make_engine, migrate
 
     engine = make_engine(load_settings().database_url)

@@ -12,7 +12,7 @@ from app.spawner.tmux import DEFAULT_SOCKET
 def _context(args: argparse.Namespace) -> Any:
     from app.config import load_config
     from app.settings import load_settings
-    from app.spawner.wiring import build_context
+    from app.spawner.assembly import build_context
 
     settings = load_settings()
     return build_context(settings, load_config(settings.the_loop_config), client=None,
@@ -23,7 +23,7 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from app.spawner.standing import statuses
+    from app.spawner.standing_sessions import statuses
 
     table = Table("name", "state", "harness", "harness args", "cwd", "session id", box=None)
     for status in statuses(_context(args)):
@@ -37,7 +37,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from app.spawner import standing
+    from app.spawner import standing_sessions as standing
 
     try:
         record = standing.start(_context(args), args.name, restart=args.restart)
@@ -50,7 +50,7 @@ def run_start(args: argparse.Namespace) -> int:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    from app.spawner import standing
+    from app.spawner import standing_sessions as standing
 
     try:
         killed = standing.stop(_context(args), args.name)

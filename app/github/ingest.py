@@ -32,9 +32,9 @@ from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from app.events import EventLog, event_record
-from app.store.models import Delivery, Event, InboxState, compress_body
+from app.audit import EventLog, event_record
 from app.store.sqlite_writes import WalCheckpointer, sqlite_path, write_lock
+from app.store.tables import Delivery, Event, InboxState, compress_body
 
 MAX_BATCH = 500
 WAIT_SECONDS = 15.0

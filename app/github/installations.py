@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from app.context import HandlerContext
-from app.store.models import Installation, Repository
+from app.services import HandlerContext
+from app.store.tables import Installation, Repository
 
 
 def _upsert_repositories(ctx: HandlerContext, installation_id: int, repos: list[Any]) -> None:

@@ -6,9 +6,10 @@ marked done without effect.
 
 from __future__ import annotations
 
-from app import followups, workitems
 from app.github import installations
 from app.github.router import Router, RouteTable
+from app.workitems import followups
+from app.workitems import handlers as workitems
 
 ROUTES: RouteTable = {
     ("installation", "created"): [installations.record_installation],

@@ -19,9 +19,9 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.harnesses import HOSTING_ADAPTERS, offered_harnesses
+from app.spawner.appclient import AppClient, AppUnavailable, ClaimedJob, Rejected, Unauthorized
 from app.spawner.argv import adapter_for
-from app.spawner.client import AppClient, AppUnavailable, ClaimedJob, Rejected, Unauthorized
-from app.spawner.jobs import run_job
+from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.watchdog import Watchdog
 

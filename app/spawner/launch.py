@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from app.config import OperatorConfig
+from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
-from app.spawner.client import ClaimedJob
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.locks import ItemLocks
-from app.spawner.outbox import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.tmux import TmuxRunner, session_name
 from app.spawner.trust import TrustOutcome, pretrust

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from app.jsonfile import write_json
+from app.files import write_json
 from app.spawner.argv import Launch
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
-from app.jsonfile import write_json
+from app.files import write_json
 from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"

@@ -10,8 +10,8 @@ from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.store import is_postgres
-from app.store.models import Delivery, InboxState
 from app.store.sqlite_writes import write_lock
+from app.store.tables import Delivery, InboxState
 
 MAX_ATTEMPTS = 8
 LEASE = timedelta(minutes=5)

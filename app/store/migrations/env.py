@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from app.store.models import Base
+from app.store.tables import Base
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, write_frozen_state
-from app.spawner.client import ClaimedJob
 from app.spawner.launch import (
     SpawnerContext,
     checkout_for,

@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.audit import EventLog
 from app.config import OperatorConfig
-from app.events import EventLog
 from app.github.client import GitHubApp
 from app.mirror import Mirror, NullMirror
 from app.settings import Settings

@@ -22,8 +22,8 @@ from slack_sdk.errors import SlackApiError
 from sqlalchemy import Engine, event, update
 from sqlalchemy.orm import Session
 
-from app.events import EventLog
-from app.store.models import Once, WorkItem
+from app.audit import EventLog
+from app.store.tables import Once, WorkItem
 from channels import outbox
 from channels.blocks import Kind, Message, checklist_closed, render
 from channels.errors import slack_error

@@ -18,9 +18,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from app.authz import PermissionCache, why_not_authorized
 from app.config import InteractionMode
-from app.context import Services
 from app.gate.checklist import Checklist, build_checklist
 from app.gate.classify import Selection, classify
 from app.gate.confirm import (
@@ -31,13 +29,15 @@ from app.gate.confirm import (
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import spec_id
-from app.gate.issue_io import IssueIO
 from app.gate.markers import MarkerKind
-from app.gate.offers import current_offer
 from app.gate.parse import Tick, is_execute, parse_rows
 from app.github.client import GitHubApp
-from app.store.jobs import queue_job
-from app.store.models import JobKind, WorkItem, WorkItemStatus
+from app.github.issues import IssueIO
+from app.services import Services
+from app.store.jobqueue import queue_job
+from app.store.tables import JobKind, WorkItem, WorkItemStatus
+from app.workitems.authz import PermissionCache, why_not_authorized
+from app.workitems.offers import current_offer
 
 
 class ExecuteStatus(StrEnum):

@@ -19,12 +19,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from app.authz import why_not_authorized
 from app.config import OperatorConfig
-from app.context import Services
-from app.gate.execute import permission_cache
 from app.gate.markers import MarkerKind, marker
-from app.store.models import Once, WorkItem
+from app.services import Services
+from app.store.tables import Once, WorkItem
+from app.workitems.authz import why_not_authorized
+from app.workitems.execute import permission_cache
 from channels.blocks import Message
 from channels.errors import slack_error
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from app.config import OperatorConfig, config_findings
 from app.settings import Settings
 from app.spawner.agent import hostable_harnesses
-from app.spawner.client import AppClient
+from app.spawner.appclient import AppClient
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.models import VerdictCache, plan_probes, refused_tokens
-from app.spawner.outbox import SpawnerEvents
+from app.spawner.probes import VerdictCache, plan_probes, refused_tokens
 from app.spawner.registry import Registry
 from app.spawner.tmux import DEFAULT_SOCKET, TmuxRunner
 

@@ -15,14 +15,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.authz import why_not_authorized
-from app.context import HandlerContext, Services
-from app.gate.execute import permission_cache
 from app.gate.ids import spec_id
 from app.gate.markers import is_own_comment
 from app.gate.parse import is_execute
-from app.store.jobs import queue_job
-from app.store.models import JobKind, WorkItem, WorkItemStatus
+from app.services import HandlerContext, Services
+from app.store.jobqueue import queue_job
+from app.store.tables import JobKind, WorkItem, WorkItemStatus
+from app.workitems.authz import why_not_authorized
+from app.workitems.execute import permission_cache
 
 # A session exists, is being started, or can be respawned to take the comment.
 LIVE_STATES = frozenset(

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.context import Services
 from app.gate.markers import MarkerKind, marker
-from app.store.models import WorkItem
+from app.services import Services
+from app.store.tables import WorkItem
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65 536 characters; leave room for framing
 

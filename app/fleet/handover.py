@@ -19,11 +19,11 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.context import Services
+from app.fleet.tokens import mint_session_token, revoke_session_tokens
 from app.github.client import GitHubNotConfigured
-from app.spawnertokens import mint_session_token, revoke_session_tokens
-from app.store.jobs import retarget
-from app.store.models import Job, JobKind, Once, Spawner, WorkItem, WorkItemStatus
+from app.services import Services
+from app.store.jobqueue import retarget
+from app.store.tables import Job, JobKind, Once, Spawner, WorkItem, WorkItemStatus
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import traceback
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.context import HandlerContext, Services
 from app.github.router import Router
+from app.services import HandlerContext, Services
 from app.store import inbox
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from app.store import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
-from app.store.models import Job, JobKind, JobState, WorkItem
+from app.store.tables import Job, JobKind, JobState, WorkItem
 
 LEASE = timedelta(seconds=120)
 MAX_ATTEMPTS = 5  # claims whose lease ran out before the job is given up as failed

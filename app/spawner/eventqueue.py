@@ -4,7 +4,7 @@ The file is the outbox. `events.sent` holds how many bytes of it the App has ack
 so events written while the App is down (or before a spawner restart) are sent when it is
 back, in order, none lost. Each event carries an `id` the App records once, so a batch
 resent after a crash between "App accepted" and "offset saved" is not counted twice. Lines
-are written here, in the App's event shape, rather than through `app.events`, which would
+are written here, in the App's event shape, rather than through `app.audit`, which would
 load the database layer into a process that never opens a database.
 """
 
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.spawner.client import AppClient, AppUnavailable, Rejected, Unauthorized
+from app.spawner.appclient import AppClient, AppUnavailable, Rejected, Unauthorized
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session
 
-from app.store.models import Event
+from app.store.tables import Event
 
 _PENDING = "the-loop.pending-event-lines"
 

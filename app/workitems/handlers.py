@@ -12,17 +12,17 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.context import HandlerContext
 from app.gate.checklist import build_checklist
-from app.gate.execute import ExecuteStatus, execute_reply, lock_work_item
 from app.gate.ids import spec_id, work_item_id
-from app.gate.issue_io import IssueIO
 from app.gate.markers import MarkerKind, is_own_comment
-from app.gate.offers import current_offer
 from app.gate.parse import is_execute
 from app.gate.render import render_checklist
-from app.store.jobs import queue_job
-from app.store.models import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+from app.github.issues import IssueIO
+from app.services import HandlerContext
+from app.store.jobqueue import queue_job
+from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+from app.workitems.execute import ExecuteStatus, execute_reply, lock_work_item
+from app.workitems.offers import current_offer
 
 __all__ = ["spec_id", "work_item_id"]
 

@@ -17,10 +17,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.context import Services
-from app.spawnerjobs import set_status
-from app.spawnertokens import scope_of, serves
-from app.store.models import ModelVerdict, Once, Spawner, WorkItem
+from app.fleet.handover import set_status
+from app.fleet.tokens import scope_of, serves
+from app.services import Services
+from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.config import NAME_RE, OperatorConfig
 from app.gate.checklist import Offer, build_offer
 from app.harnesses import HOSTING_ADAPTERS
-from app.store.models import ModelVerdict, Spawner
+from app.store.tables import ModelVerdict, Spawner
 
 
 def spawner_hosts(session: Session) -> frozenset[str]:

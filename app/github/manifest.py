@@ -22,7 +22,7 @@ from dotenv import dotenv_values
 from flask import Flask, request
 from githubkit import GitHub
 
-MANIFEST_PATH = Path(__file__).resolve().parent.parent / "manifest.yaml"
+MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifest.yaml"
 
 
 class SetupError(RuntimeError):

@@ -16,13 +16,14 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.agentcomments import CommentRefused, parse_request, post
+from app.fleet.comments import CommentRefused, parse_request, post
+from app.fleet.handover import OfferError, apply_result, prepare_offer, send_receipt
+from app.fleet.reports import ingest
+from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
 from app.github.client import GitHubNotConfigured
-from app.spawnerevents import ingest
-from app.spawnerjobs import OfferError, apply_result, prepare_offer, send_receipt
-from app.spawnertokens import Principal, TokenError, authenticate, register, scope_of
-from app.store import jobs, jobwake
-from app.store.models import Job, JobKind, Spawner, WorkItem
+from app.store import jobqueue as jobs
+from app.store import jobwake
+from app.store.tables import Job, JobKind, Spawner, WorkItem
 
 bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
 

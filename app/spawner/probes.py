@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from app.config import OperatorConfig
+from app.files import write_json
 from app.harnesses import models_for
-from app.jsonfile import write_json
 from app.spawner.argv import adapter_for, effort_fragment, model_fragment, probe_argv
 from app.spawner.tmux import without_secrets
 

@@ -23,7 +23,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.store.models import SessionToken, Spawner
+from app.store.tables import SessionToken, Spawner
 
 SPAWNER_PREFIX = "tlsp_"
 SESSION_PREFIX = "tlss_"
