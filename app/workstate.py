@@ -9,7 +9,6 @@ turn of every session.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +100,8 @@ def read_state(path: Path) -> WorkItemState | None:
 
 
 def write_state(path: Path, state: WorkItemState) -> None:
-    """Write atomically (temp file + rename) so a reader never sees half a file."""
-    import tempfile  # only writers pay for it; the stop gate only reads
+    """Write atomically, so a reader never sees half a file."""
+    from app.files import write_json  # only writers pay for it; the stop gate only reads
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".work-item-state.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(state.to_dict(), fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, state.to_dict(), 0o644)

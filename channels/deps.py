@@ -23,8 +23,7 @@ from app.config import OperatorConfig
 from app.gate.markers import MarkerKind, marker
 from app.services import Services
 from app.store.tables import Once, WorkItem
-from app.workitems.authz import why_not_authorized
-from app.workitems.execute import permission_cache
+from app.workitems.authz import refusal
 from channels.blocks import Message
 from channels.errors import slack_error
 
@@ -84,14 +83,7 @@ class SlackDeps:
         login = self.login_for(member)
         if login is None:
             return None, NOT_MAPPED
-        reason = why_not_authorized(
-            self.config,
-            self.services.github,
-            permission_cache(self.services.github),
-            item.installation_id,
-            item.repo_full_name,
-            login,
-        )
+        reason = refusal(self.services, item.installation_id, item.repo_full_name, login)
         return login, reason
 
     def item(self, work_item_id: str) -> WorkItem | None:

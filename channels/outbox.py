@@ -21,7 +21,6 @@ from app.store import is_postgres
 from app.store.tables import SlackOutbox
 
 LEASE = timedelta(minutes=2)
-MAX_BACKOFF = 300.0
 
 
 class OutboxState(StrEnum):
@@ -43,11 +42,6 @@ class Claimed:
     kind: str
     payload: dict[str, Any]
     attempts: int
-
-
-def backoff(attempts: int, base: float = 1.0) -> float:
-    """Seconds before retry `attempts`: base, doubling each time, capped at 5 minutes."""
-    return min(MAX_BACKOFF, base * 2 ** max(0, attempts - 1))
 
 
 def enqueue(

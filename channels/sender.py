@@ -23,6 +23,7 @@ from sqlalchemy import Engine, event, update
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
+from app.retry import queue_delay
 from app.store.tables import Once, WorkItem
 from channels import outbox
 from channels.blocks import Kind, Message, checklist_closed, render
@@ -74,8 +75,8 @@ def classify(exc: Exception, attempts: int, base: float) -> Failure:
             return Failure(error, status, wait, rate_limited=True)
         if error in MESSAGE_ERRORS:
             return Failure(error, status, 0.0, permanent=True)
-        return Failure(error, status, outbox.backoff(attempts, base))
-    return Failure(f"{type(exc).__name__}: {exc}", None, outbox.backoff(attempts, base))
+        return Failure(error, status, queue_delay(attempts, base))
+    return Failure(f"{type(exc).__name__}: {exc}", None, queue_delay(attempts, base))
 
 
 class SlackSender:

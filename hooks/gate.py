@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from app import graph
+from app.files import write_text_atomic
 
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_STATE_DIR = "~/.local/state/the-loop"
@@ -124,9 +125,7 @@ def save_counts(path: Path, checkout: Path, item: str, counts: Mapping[str, int]
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     record = {"checkout": str(checkout), "workItem": item, "attempts": dict(counts)}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(record) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(record) + "\n")
 
 
 def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:

@@ -13,6 +13,7 @@ import httpx
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
+from app.protocol import parse_payload
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.conftest import APP_ID
@@ -77,7 +78,8 @@ class Api:
         repo = item_id.split(":", 1)[1].split("#", 1)[0]
         with self.session() as db, db.begin():
             unique = f"{key}@{item_id}"  # keys are global; tests share the database
-            job = queue_job(db, kind, unique, item_id, repo, {"work_item": item_id, **payload})
+            typed = parse_payload(kind, {"work_item": item_id, "repo": repo, **payload})
+            job = queue_job(db, unique, typed)
             assert job is not None
             return job.id
 

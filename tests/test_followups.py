@@ -78,7 +78,10 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
     comment = payload["comment"]
     assert job.key == f"deliver:{comment['id']}"
     assert job.payload == {
+        "kind": "deliver",
         "work_item": item,
+        "installation_id": 1,
+        "html_url": f"https://github.com/{api.repo}/issues/3",
         "spec_id": "issue-3",
         "repo": api.repo,
         "issue_number": 3,
@@ -90,8 +93,9 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "ref": str(comment["id"]),
         "gh_event": "issue_comment",
         "action": "created",
-        "frozen": {"harness": "claude", "model": "", "effort": "", "skips": {}},
-    }
+        "frozen": {"decisions": {}, "skips": {}, "harness": "claude", "model": "", "effort": "",
+                   "dropped": []},
+    }  # fmt: skip
     assert api.events("job.queued", item)[0]["key"] == job.key
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
+from app.protocol import Frozen, SpawnJob, parse_payload
 from app.store import make_engine, migrate
 from app.store.jobqueue import (
     MAX_ATTEMPTS,
@@ -58,20 +59,25 @@ def repo():
     return f"o{uuid.uuid4().hex[:10]}/repo"
 
 
+def _spawn(repo: str, number: int = 1, harness: str = "") -> SpawnJob:
+    return SpawnJob(work_item=f"github:{repo}#{number}", repo=repo, frozen=Frozen(harness=harness))
+
+
 def _queue(engine, repo: str, n: int, kind: JobKind = JobKind.SPAWN, item: int | None = None):
     ids = []
     with Session(engine) as session, session.begin():
         for i in range(n):
             work_item = f"github:{repo}#{item if item is not None else i}"
-            job = queue_job(session, kind, f"{kind}:{uuid.uuid4()}", work_item, repo, {"i": i})
+            payload = parse_payload(kind, {"work_item": work_item, "repo": repo})
+            job = queue_job(session, f"{kind}:{uuid.uuid4()}", payload)
             ids.append(job.id)
     return ids
 
 
 def test_queue_is_idempotent_by_key(engine, repo):
     with Session(engine) as session, session.begin():
-        first = queue_job(session, JobKind.SPAWN, f"spawn:{repo}", f"github:{repo}#1", repo, {})
-        again = queue_job(session, JobKind.SPAWN, f"spawn:{repo}", f"github:{repo}#1", repo, {})
+        first = queue_job(session, f"spawn:{repo}", _spawn(repo))
+        again = queue_job(session, f"spawn:{repo}", _spawn(repo))
     assert first is not None and again is None
 
 
@@ -232,12 +238,12 @@ def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(engine, 
     seen = JOB_SIGNAL.generation()
     with Session(engine) as session:
         session.begin()
-        queue_job(session, JobKind.SPAWN, f"rb:{repo}", f"github:{repo}#1", repo, {})
+        queue_job(session, f"rb:{repo}", _spawn(repo))
         assert JOB_SIGNAL.generation() == seen  # not before the commit
         session.rollback()
     assert not JOB_SIGNAL.wait(seen, 0.2)
     with Session(engine) as session, session.begin():
-        queue_job(session, JobKind.SPAWN, f"ok:{repo}", f"github:{repo}#1", repo, {})
+        queue_job(session, f"ok:{repo}", _spawn(repo))
     assert JOB_SIGNAL.wait(seen, 0.01)
 
 
@@ -256,7 +262,7 @@ def test_a_job_queued_by_another_replica_wakes_this_one(db_url, repo):
         assert ready.wait(10)
         seen = signal.generation()
         with Session(there) as session, session.begin():
-            queue_job(session, JobKind.SPAWN, f"n:{repo}", f"github:{repo}#1", repo, {})
+            queue_job(session, f"n:{repo}", _spawn(repo))
         queued = time.monotonic()
         assert signal.wait(seen, 5.0, scope=[repo])
         assert time.monotonic() - queued < 1.0
@@ -284,14 +290,8 @@ def test_waiters_are_woken_only_for_their_repositories():
 
 def test_a_spawn_goes_to_a_spawner_that_hosts_its_frozen_harness(engine, repo):
     with Session(engine) as session, session.begin():
-        codex = queue_job(
-            session, JobKind.SPAWN, f"c:{repo}", f"github:{repo}#1", repo,
-            {"frozen": {"harness": "codex"}},
-        ).id  # fmt: skip
-        default = queue_job(
-            session, JobKind.SPAWN, f"d:{repo}", f"github:{repo}#2", repo,
-            {"frozen": {"harness": ""}},
-        ).id  # fmt: skip
+        codex = queue_job(session, f"c:{repo}", _spawn(repo, 1, harness="codex")).id
+        default = queue_job(session, f"d:{repo}", _spawn(repo, 2, harness="")).id
     assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]).id == default
     assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]) is None
     assert claim_job(engine, 2, [repo], T0, LEASE, harnesses=["claude", "codex"]).id == codex

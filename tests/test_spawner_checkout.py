@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.protocol import Frozen
 from app.spawner.checkout import (
     CheckoutError,
     checkout_dir,
@@ -106,7 +107,7 @@ def test_the_frozen_record_is_written_and_the_pointer_kept_on_reuse(tmp_path: Pa
         "effort": "high",
         "dropped": [],
     }
-    path = write_frozen_state(tmp_path, "issue-7", frozen)
+    path = write_frozen_state(tmp_path, "issue-7", Frozen.model_validate(frozen))
     assert path == state_path(tmp_path, "issue-7")
     data = json.loads(path.read_text())
     assert data == {
@@ -122,11 +123,11 @@ def test_the_frozen_record_is_written_and_the_pointer_kept_on_reuse(tmp_path: Pa
     data["currentNode"] = "design"
     data["model"] = "--dangerously-skip-permissions"  # an agent edited it
     path.write_text(json.dumps(data))
-    write_frozen_state(tmp_path, "issue-7", frozen)
+    write_frozen_state(tmp_path, "issue-7", Frozen.model_validate(frozen))
     state = read_state(path)
     assert state is not None and state.currentNode == "design" and state.model == "opus"
 
 
 def test_an_unsafe_spec_id_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckoutError):
-        write_frozen_state(tmp_path, "../../etc", {})
+        write_frozen_state(tmp_path, "../../etc", Frozen())

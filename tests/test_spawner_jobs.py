@@ -13,6 +13,7 @@ import pytest
 
 from app.audit import read_jsonl
 from app.config import parse_config
+from app.protocol import DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
 from app.spawner.eventqueue import SpawnerEvents
@@ -70,7 +71,7 @@ def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -
     payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
                "clone_url": str(origin), "frozen": record, "gh_event": "issue_comment",
                "action": "created", "prompt": prompt}  # fmt: skip
-    return ClaimedJob(1, "spawn", WI, "o/r", payload, 60, TOKEN, SESSION_TOKEN)
+    return ClaimedJob(1, SpawnJob.model_validate(payload), 60, TOKEN, SESSION_TOKEN)
 
 
 def deliver_job(
@@ -83,7 +84,7 @@ def deliver_job(
                "clone_url": str(origin), "comment_id": 99, "body": body, "author": "octocat",
                "source": "github", "ref": "99", "gh_event": "issue_comment", "action": "created",
                "frozen": frozen or {}}  # fmt: skip
-    return ClaimedJob(jid, "deliver", WI, "o/r", payload, 60, TOKEN, "tlss_second")
+    return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
 
 
 def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:
@@ -185,7 +186,7 @@ def test_a_followup_is_pasted_into_the_live_session(
     result = run_ok(ctx, deliver_job(origin, "handle `$(id)`; and -rf"))
     assert result == {"delivered": True, "respawned": False, "session_id": spawned["session_id"]}
     text = followup_text(
-        {"author": "octocat", "source": "github", "body": "handle `$(id)`; and -rf"}
+        DeliverJob(work_item=WI, author="octocat", source="github", body="handle `$(id)`; and -rf")
     )
     pasted = b"\x01\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
     wait_for(lambda: standin.stdin(WI) == pasted)
@@ -270,7 +271,7 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
 def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Path) -> None:
     run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)
-    stop = ClaimedJob(3, "stop", WI, "o/r", {"work_item": WI, "reason": "issue closed"}, 60)
+    stop = ClaimedJob(3, StopJob(work_item=WI, repo="o/r", reason="issue closed"), 60)
     assert run_ok(ctx, stop) == {"stopped": True, "found": True}
     assert not ctx.runner.exists("o-r-7")
     saved = ctx.registry.get(WI)
@@ -280,7 +281,8 @@ def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Pa
 
 def test_a_failing_clone_is_reported_without_the_token(ctx: SpawnerContext, tmp_path: Path) -> None:
     job = spawn_job(tmp_path / "nowhere.git")
-    job = replace(job, payload={**job.payload, "clone_url": f"{tmp_path}/nowhere-{TOKEN}.git"})
+    bad_url = f"{tmp_path}/nowhere-{TOKEN}.git"
+    job = replace(job, payload=job.payload.model_copy(update={"clone_url": bad_url}))
     ok, _, error = run_job(ctx, job)
     assert not ok and error is not None and "git clone failed" in error
     assert TOKEN not in error

@@ -17,6 +17,7 @@ import pytest
 
 from app.audit import read_jsonl
 from app.config import parse_config
+from app.protocol import SpawnJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
@@ -71,7 +72,7 @@ def make_box(base: Path, name: str, *, args: list[str], trust: bool, env: dict[s
     payload = {"work_item": item, "spec_id": "issue-1", "repo": f"o/{name}", "issue_number": 1,
                "clone_url": str(origin), "frozen": {}, "gh_event": "issue_comment",
                "action": "created", "prompt": "hello"}  # fmt: skip
-    ok, _, error = run_job(ctx, ClaimedJob(1, "spawn", item, f"o/{name}", payload, 60))
+    ok, _, error = run_job(ctx, ClaimedJob(1, SpawnJob.model_validate(payload), 60))
     assert ok, error
     return Box(ctx, Watchdog(runner, ctx.registry, ctx.events.emit), item)
 

@@ -1,4 +1,4 @@
-"""Pure rules behind the spawner API: status changes, event checks, agent comment text."""
+"""Pure rules behind the spawner API: event checks, agent comment text."""
 
 from __future__ import annotations
 
@@ -7,62 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.fleet.comments import AgentComment, AgentCommentKind, CommentRefused, parse_request, render
-from app.fleet.handover import next_status
 from app.fleet.reports import check_event, event_fields
 from app.gate.markers import find_marker, has_marker
-from app.store.tables import Spawner, WorkItemStatus
+from app.store.tables import Spawner
 from app.workitems.followups import deliver_key
-
-S = WorkItemStatus
-HAPPENINGS = [
-    "spawn.claimed",
-    "spawn.ok",
-    "spawn.failed",
-    "deliver.respawned",
-    "stop.ok",
-    "session.spawned",
-    "session.respawned",
-    "session.stalled",
-    "session.exited",
-    "session.delivered",
-    "workspace.trusted",
-]
-
-
-@pytest.mark.parametrize(
-    ("current", "happened", "expected"),
-    [
-        (S.FROZEN, "spawn.claimed", S.SPAWNING),
-        (S.EXITED, "spawn.claimed", None),  # a re-offered spawn does not hide the exit
-        (S.SPAWNING, "spawn.ok", S.RUNNING),
-        (S.SPAWNING, "spawn.failed", S.EXITED),
-        (S.STALLED, "spawn.ok", None),  # the watchdog saw the new session wait on a prompt
-        (S.RUNNING, "session.stalled", S.STALLED),
-        (S.STALLED, "session.respawned", S.RUNNING),
-        (S.STALLED, "session.unstalled", S.RUNNING),  # answered in tmux by a human
-        (S.EXITED, "deliver.respawned", S.RUNNING),
-        (S.RUNNING, "session.exited", S.EXITED),
-        (S.RUNNING, "stop.ok", S.STOPPED),
-        (S.STALLED, "stop.ok", S.STOPPED),
-        (S.CLOSED, "stop.ok", None),
-        (S.RUNNING, "session.delivered", None),
-        (S.RUNNING, "session.spawned", None),  # already so
-    ],
-)
-def test_status_changes(current, happened, expected):
-    assert next_status(current, happened) == expected
-
-
-@given(st.sampled_from([S.STOPPED, S.CLOSED, S.UNLABELED, S.PARKED]), st.sampled_from(HAPPENINGS))
-def test_nothing_revives_an_ended_item(current, happened):
-    after = next_status(current, happened)
-    assert after in (None, S.STOPPED)
-
-
-@given(st.sampled_from(list(S)), st.sampled_from(HAPPENINGS))
-def test_a_stalled_report_is_never_shown_as_running_by_a_first_start(current, happened):
-    if current == S.STALLED and happened in ("spawn.ok", "session.spawned"):
-        assert next_status(current, happened) is None
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.files import write_text_atomic
 from app.settings import Settings
 
 LOCAL_NAME = "local"
@@ -61,10 +62,8 @@ def local_token(settings: Settings) -> str:
 
 
 def _save(path: Path, token: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_text_atomic(path, token + "\n", 0o600)
 
 
 def start(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[Any] | None:

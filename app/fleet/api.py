@@ -17,8 +17,9 @@ from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
 from app.fleet.comments import CommentRefused, parse_request, post
-from app.fleet.handover import OfferError, apply_result, prepare_offer, send_receipt
+from app.fleet.handover import OfferError, prepare_offer
 from app.fleet.reports import ingest
+from app.fleet.results import apply_result, send_receipt
 from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
 from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs

@@ -17,10 +17,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.fleet.handover import set_status
 from app.fleet.tokens import scope_of, serves
 from app.services import Services
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
+from app.workitems.states import transition
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -151,7 +151,7 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
         if item is None:
             continue
         if name in STATUS_EVENTS:
-            set_status(item, name)
+            transition(item, name)
         if name.startswith("session.") and name not in NOT_MIRRORED:
             payload = {"event": name, **fields, "url": item.html_url}
             services.mirror.post(session, item.id, "session", payload)

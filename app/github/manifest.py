@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import secrets
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,8 @@ import yaml
 from dotenv import dotenv_values
 from flask import Flask, request
 from githubkit import GitHub
+
+from app.files import write_text_atomic
 
 MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifest.yaml"
 
@@ -74,15 +74,7 @@ def merge_env_file(path: Path, updates: dict[str, str]) -> None:
             ) from exc
     merged = {**existing, **updates}
     lines = [f"{key}={json.dumps(value)}" for key, value in merged.items()]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".env.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, "\n".join(lines) + "\n", 0o600)
 
 
 def exchange_code(api_url: str, code: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ the event sender (the outbox) and the watchdog. Only a rejected token stops it.
 from __future__ import annotations
 
 import logging
-import random
 import shutil
 import threading
 from collections.abc import Mapping
@@ -19,7 +18,15 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.harnesses import HOSTING_ADAPTERS, offered_harnesses
-from app.spawner.appclient import AppClient, AppUnavailable, ClaimedJob, Rejected, Unauthorized
+from app.retry import Backoff
+from app.spawner.appclient import (
+    AppClient,
+    AppUnavailable,
+    ClaimedJob,
+    MalformedJob,
+    Rejected,
+    Unauthorized,
+)
 from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
@@ -44,21 +51,6 @@ class AgentOptions:
     concurrency: int = 4
     watchdog_interval: float = 5.0
     max_backoff: float = 30.0
-
-
-class Backoff:
-    """Capped exponential delays with jitter; `reset` after a success."""
-
-    def __init__(self, first: float = 0.5, cap: float = 30.0) -> None:
-        self.first, self.cap, self.current = first, cap, first
-
-    def next(self) -> float:
-        delay = self.current * random.uniform(0.8, 1.2)
-        self.current = min(self.current * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self.current = self.first
 
 
 class Agent:
@@ -116,6 +108,10 @@ class Agent:
                     self._slots.release()
                     continue
                 self._pool.submit(self._handle, job)
+            except MalformedJob as exc:
+                log.error("job %s cannot be read: %s", exc.job_id, exc)
+                if exc.job_id:
+                    self._report(exc.job_id, False, {}, f"malformed job: {exc}")
             except Unauthorized as exc:
                 log.error("the App rejected this spawner's token: %s", exc)
                 return 2
@@ -160,7 +156,7 @@ class Agent:
         finally:
             beat_stop.set()
             self._slots.release()
-        self._report(job, ok, result, error)
+        self._report(job.id, ok, result, error)
 
     def _heartbeat(self, job: ClaimedJob, done: threading.Event) -> None:
         interval = max(job.lease_seconds / 3, 1.0)
@@ -170,19 +166,19 @@ class Agent:
             except (AppUnavailable, Rejected, Unauthorized) as exc:
                 log.warning("heartbeat for job %s failed: %s", job.id, exc)
 
-    def _report(self, job: ClaimedJob, ok: bool, result: dict[str, Any], error: str | None) -> None:
+    def _report(self, job_id: int, ok: bool, result: dict[str, Any], error: str | None) -> None:
         """Send the result until the App has it; a 4xx (job no longer ours) ends the attempt."""
         backoff = Backoff(cap=self.options.max_backoff)
         while True:
             try:
-                self.client.result(job.id, ok, result, error)
+                self.client.result(job_id, ok, result, error)
                 return
             except (Rejected, Unauthorized) as exc:
-                log.warning("the App refused the result of job %s: %s", job.id, exc)
+                log.warning("the App refused the result of job %s: %s", job_id, exc)
                 return
             except AppUnavailable as exc:
                 delay = backoff.next()
-                log.warning("result of job %s not sent (%s); retrying in %.1fs", job.id, exc, delay)
+                log.warning("result of job %s not sent (%s); retrying in %.1fs", job_id, exc, delay)
                 if self.stop.wait(delay):
-                    log.warning("stopping with job %s unreported; it is offered again", job.id)
+                    log.warning("stopping with job %s unreported; it is offered again", job_id)
                     return

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from app import __version__
+from app.protocol import JobPayload, PayloadError, parse_payload
 
 API = "/spawner/v1"
 
@@ -37,29 +38,47 @@ class Rejected(AppError):
         self.status = status
 
 
+class MalformedJob(AppError):
+    """The App handed over a job this spawner cannot read; it is reported failed, not run."""
+
+    def __init__(self, job_id: int, message: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
 @dataclass(frozen=True)
 class ClaimedJob:
-    """A job handed to this spawner. Credentials are kept out of `repr`."""
+    """A job handed to this spawner, its payload parsed into its kind's type. Credentials are
+    kept out of `repr`."""
 
     id: int
-    kind: str
-    work_item: str
-    repo: str
-    payload: dict[str, Any]
-    lease_seconds: int
+    payload: JobPayload
+    lease_seconds: int = 60
     github_token: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
 
+    @property
+    def kind(self) -> str:
+        return self.payload.kind
+
+    @property
+    def work_item(self) -> str:
+        return self.payload.work_item
+
+    @property
+    def repo(self) -> str:
+        return self.payload.repo
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClaimedJob:
+        """Parse a job as `/jobs` hands it over; raises PayloadError for a malformed one."""
         token = data.get("github_token")
-        payload = data.get("payload")
+        raw = data.get("payload")
+        fields = raw if isinstance(raw, dict) else {}
+        payload = {"work_item": data.get("work_item"), "repo": data.get("repo", ""), **fields}
         return cls(
             id=int(data["id"]),
-            kind=str(data["kind"]),
-            work_item=str(data["work_item"]),
-            repo=str(data.get("repo", "")),
-            payload=payload if isinstance(payload, dict) else {},
+            payload=parse_payload(str(data.get("kind")), payload),
             lease_seconds=int(data.get("lease_seconds") or 60),
             github_token=token.get("token") if isinstance(token, dict) else None,
             session_token=data.get("session_token") or None,
@@ -117,7 +136,12 @@ class AppClient:
         if response.status_code == 204:
             return None
         job = response.json().get("job")
-        return ClaimedJob.from_json(job) if isinstance(job, dict) else None
+        if not isinstance(job, dict):
+            return None
+        try:
+            return ClaimedJob.from_json(job)
+        except (PayloadError, KeyError, TypeError, ValueError) as exc:
+            raise MalformedJob(int(job.get("id") or 0), str(exc)) from exc
 
     def heartbeat(self, job_id: int) -> None:
         self._call("POST", f"/jobs/{job_id}/heartbeat")

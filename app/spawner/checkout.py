@@ -18,11 +18,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from app.config import NAME_RE
 from app.graph import START_NODE
+from app.protocol import Frozen
 from app.workstate import WorkItemState, read_state, state_path, write_state
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
@@ -134,7 +134,7 @@ def prepare_checkout(
     return Checkout(target, reused=False)
 
 
-def write_frozen_state(checkout: Path, spec_id: str, frozen: Mapping[str, Any]) -> Path:
+def write_frozen_state(checkout: Path, spec_id: str, frozen: Frozen) -> Path:
     """Write `docs/specs/<spec>/work-item-state.json` from the App's frozen record.
 
     The pointer already in a reused checkout is kept; the decisions and choices are the
@@ -144,24 +144,15 @@ def write_frozen_state(checkout: Path, spec_id: str, frozen: Mapping[str, Any]) 
         raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
     path = state_path(checkout, spec_id)
     previous = read_state(path)
-
-    def text(key: str) -> str:
-        value = frozen.get(key, "")
-        return value if isinstance(value, str) else ""
-
-    def mapping(key: str) -> dict[str, Any]:
-        value = frozen.get(key)
-        return value if isinstance(value, dict) else {}
-
     state = WorkItemState(
         workItem=spec_id,
         currentNode=previous.currentNode if previous and previous.currentNode else START_NODE,
-        decisions=mapping("decisions"),
+        decisions=dict(frozen.decisions),
         parked=None,
-        skips=mapping("skips"),
-        harness=text("harness"),
-        model=text("model"),
-        effort=text("effort"),
+        skips=dict(frozen.skips),
+        harness=frozen.harness,
+        model=frozen.model,
+        effort=frozen.effort,
     )
     write_state(path, state)
     return path

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.files import write_text_atomic
+from app.retry import Backoff
 from app.spawner.appclient import AppClient, AppUnavailable, Rejected, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -62,9 +64,7 @@ class SpawnerEvents:
             return 0
 
     def _save_offset(self, offset: int) -> None:
-        tmp = self.offset_path.with_name(".events.sent.tmp")
-        tmp.write_text(str(offset))
-        os.replace(tmp, self.offset_path)
+        write_text_atomic(self.offset_path, str(offset))
 
     def _pending(self, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Up to BATCH complete lines after `offset`, and the offset after them."""
@@ -118,15 +118,15 @@ class SpawnerEvents:
     def run(self, stop: threading.Event, *, interval: float = 5.0) -> None:
         """The sender loop: send when woken (or every `interval`), back off while the App is
         unreachable, until `stop` is set."""
-        backoff = 0.5
+        backoff = Backoff(cap=MAX_BACKOFF)
         while not stop.is_set():
             self._wake.wait(interval)
             self._wake.clear()
             try:
                 self.flush()
-                backoff = 0.5
+                backoff.reset()
             except (AppUnavailable, Unauthorized) as exc:
-                log.warning("events not sent yet (%s); retrying in %.1fs", exc, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                delay = backoff.next()
+                log.warning("events not sent yet (%s); retrying in %.1fs", exc, delay)
+                stop.wait(delay)
                 self._wake.set()

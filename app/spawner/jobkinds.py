@@ -1,8 +1,9 @@
 """What the spawner does with each kind of job: spawn, deliver, stop.
 
-- spawn: clone or reuse the checkout, write the frozen record into it, read the choice back
-  (re-validated), launch. A spawn job offered again after its session already started (a
-  lease that ran out while the result was in flight) reports that session: never two.
+- spawn: clone or reuse the checkout, write the App's frozen record into it (the state file
+  the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
+  again after its session already started (a lease that ran out while the result was in
+  flight) reports that session: never two.
 - deliver: paste the comment into the live session. A session that waits at a blocking
   screen is not pasted into (the text would be lost in a menu); a dead session is respawned
   with `--resume` and the comment as its prompt (fresh `--session-id` if the resume dies at
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from app.protocol import DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, write_frozen_state
@@ -26,7 +26,6 @@ from app.spawner.launch import (
     SpawnerContext,
     checkout_for,
     frozen_choice,
-    payload_text,
     session_result,
     start_session,
 )
@@ -42,11 +41,11 @@ class JobFailed(RuntimeError):
     """The job cannot be done; the message is reported to the App."""
 
 
-def followup_text(payload: Mapping[str, Any]) -> str:
+def followup_text(payload: DeliverJob) -> str:
     """A follow-up as the session reads it: who said it, where, then their words verbatim."""
-    author = payload_text(payload, "author") or "someone"
-    source = "Slack" if payload_text(payload, "source") == "slack" else "GitHub"
-    return f"Follow-up from @{author} on {source}:\n\n{payload_text(payload, 'body')}"
+    author = payload.author or "someone"
+    source = "Slack" if payload.source == "slack" else "GitHub"
+    return f"Follow-up from @{author} on {source}:\n\n{payload.body}"
 
 
 def fresh_prompt(job: ClaimedJob, spec_id: str, text: str) -> str:
@@ -59,12 +58,10 @@ def fresh_prompt(job: ClaimedJob, spec_id: str, text: str) -> str:
     )
 
 
-def spawn_prompt(payload: Mapping[str, Any]) -> str:
-    prompt = payload_text(payload, "prompt")
-    if prompt.strip():
-        return prompt
-    url, title = payload_text(payload, "html_url"), payload_text(payload, "title")
-    return PROMPT_FALLBACK.format(url=url, title=title)
+def spawn_prompt(payload: SpawnJob) -> str:
+    if payload.prompt.strip():
+        return payload.prompt
+    return PROMPT_FALLBACK.format(url=payload.html_url, title=payload.title)
 
 
 def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
@@ -74,37 +71,28 @@ def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
     return pane is not None and not pane.dead
 
 
-def spawn(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, Any]:
     existing = ctx.registry.get(job.work_item)
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
-    spec_id = payload_text(job.payload, "spec_id")
     checkout = checkout_for(ctx, job)
-    frozen = job.payload.get("frozen")
-    write_frozen_state(checkout.path, spec_id, frozen if isinstance(frozen, dict) else {})
-    choice = frozen_choice(ctx, job.work_item, checkout.path, spec_id)
+    write_frozen_state(checkout.path, payload.spec_id, payload.frozen)
+    choice = frozen_choice(ctx, job)
     launch = build_launch(
-        ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(job.payload)
+        ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(payload)
     )
     record = start_session(ctx, job, checkout.path, launch, event="session.spawned")
     return session_result(record, respawned=False)
 
 
-def _resolved_now(ctx: SpawnerContext, job: ClaimedJob, record: SessionRecord) -> Choice:
-    """The choice a relaunch of `record` would use: its own harness, the frozen model/effort."""
-    spec_id = record.spec_id or payload_text(job.payload, "spec_id")
-    return frozen_choice(
-        ctx, job.work_item, Path(record.checkout), spec_id, harness=record.harness, fallback=record
-    )
-
-
-def deliver(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
-    text = followup_text(job.payload)
+def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[str, Any]:
+    text = followup_text(payload)
     record = ctx.registry.get(job.work_item)
     if record is None or not _alive(ctx, record):
         reason = "no session on this spawner" if record is None else "session ended"
         return _respawn(ctx, job, record, text, reason=reason)
-    choice = _resolved_now(ctx, job, record)
+    # A relaunch keeps its session's harness and runs the App's frozen model and effort.
+    choice = frozen_choice(ctx, job, harness=record.harness, fallback=record)
     now = build_launch(ctx.config, choice, session_id=record.session_id, prompt=text, resume=True)
     moved = drift(record, now)
     if moved is not None:
@@ -124,14 +112,15 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
 
 def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool) -> None:
     payload = job.payload
+    assert isinstance(payload, DeliverJob)
     ctx.events.emit(
         "session.delivered",
         job.work_item,
         session_id=session_id,
         respawned=respawned,
-        source=payload_text(payload, "source"),
-        ref=payload_text(payload, "ref"),
-        comment_id=payload.get("comment_id"),
+        source=payload.source,
+        ref=payload.ref,
+        comment_id=payload.comment_id,
         job=job.id,
     )
 
@@ -158,22 +147,17 @@ def _respawn(
     launch: Launch | None = None,
 ) -> dict[str, Any]:
     """Relaunch a work item's session with `text` as its prompt, resuming when it can."""
-    spec_id = payload_text(job.payload, "spec_id") or (record.spec_id if record else "")
+    payload = job.payload
+    spec_id = payload.spec_id or (record.spec_id if record else "")
     checkout = checkout_for(ctx, job).path
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
-    frozen = job.payload.get("frozen")
-    if (
-        record is None
-        and isinstance(frozen, dict)
-        and read_state(state_path(checkout, spec_id)) is None
-    ):
-        write_frozen_state(checkout, spec_id, frozen)  # never ran here: start from the App's record
+    if record is None and read_state(state_path(checkout, spec_id)) is None:
+        write_frozen_state(checkout, spec_id, payload.frozen)  # never ran here
     if launch is None:
         harness = record.harness if record else None
-        choice = frozen_choice(ctx, job.work_item, checkout, spec_id, harness=harness,
-                               fallback=record)  # fmt: skip
+        choice = frozen_choice(ctx, job, harness=harness, fallback=record)
         session_id = record.session_id if record else str(uuid.uuid4())
         prompt = text if record is not None else fresh_prompt(job, spec_id, text)
         launch = build_launch(ctx.config, choice, session_id=session_id, prompt=prompt,
@@ -193,28 +177,32 @@ def _respawn(
     return {"delivered": True, "respawned": True, "session_id": started.session_id}
 
 
-def stop(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     record = ctx.registry.get(job.work_item)
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
-    reason = payload_text(job.payload, "reason")
-    ctx.events.emit("session.stopped", job.work_item, session_id=record.session_id, reason=reason)
+    ctx.events.emit(
+        "session.stopped", job.work_item, session_id=record.session_id, reason=payload.reason
+    )
     return {"stopped": True, "found": True}
 
 
-HANDLERS = {"spawn": spawn, "deliver": deliver, "stop": stop}
+def _dispatch(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
+    payload = job.payload
+    if isinstance(payload, SpawnJob):
+        return spawn(ctx, job, payload)
+    if isinstance(payload, DeliverJob):
+        return deliver(ctx, job, payload)
+    return stop(ctx, job, payload)
 
 
 def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any], str | None]:
     """Run one job under its work item's lock: (ok, result, error)."""
-    handler = HANDLERS.get(job.kind)
-    if handler is None:
-        return False, {}, f"this spawner does not know job kind {job.kind!r}"
     with ctx.locks.hold(job.work_item):
         try:
-            return True, handler(ctx, job), None
+            return True, _dispatch(ctx, job), None
         except (JobFailed, CheckoutError, TmuxError, OSError, ValueError) as exc:
             error = str(exc)
             if job.github_token:

@@ -1,5 +1,5 @@
-"""The steps every launch of a work item's session shares: the checkout, the frozen choice
-read back from it, the trust pre-seed, the tmux session, the registry record and the
+"""The steps every launch of a work item's session shares: the checkout, the App's frozen
+choice re-validated, the trust pre-seed, the tmux session, the registry record and the
 `session.spawned` / `session.respawned` event that says exactly what was launched."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.tmux import TmuxRunner, session_name
 from app.spawner.trust import TrustOutcome, pretrust
-from app.workstate import read_state, state_path
 
 RUNNER = "tmux"
 
@@ -46,24 +45,14 @@ class SpawnerContext:
         return self.config.routing.workspace.resolved_root
 
 
-def payload_text(payload: Mapping[str, Any], key: str) -> str:
-    value = payload.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def payload_int(payload: Mapping[str, Any], key: str) -> int:
-    value = payload.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     """Clone (or reuse) the work item's tree; reports `workspace.cloned` on a fresh clone."""
     payload = job.payload
     checkout = prepare_checkout(
         ctx.workspace_root,
-        job.repo or payload_text(payload, "repo"),
-        payload_int(payload, "issue_number"),
-        payload_text(payload, "clone_url"),
+        payload.repo,
+        payload.issue_number,
+        payload.clone_url,
         token=job.github_token,
         askpass=write_askpass(ctx.state_dir),
         env=ctx.env,
@@ -75,28 +64,28 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
 
 def frozen_choice(
     ctx: SpawnerContext,
-    work_item: str,
-    checkout: Path,
-    spec_id: str,
+    job: ClaimedJob,
     *,
     harness: str | None = None,
     fallback: SessionRecord | None = None,
 ) -> Choice:
-    """The choice recorded in the checkout's state file, re-validated against this spawner's
-    config (the file is agent-writable). `harness` pins the harness (a respawn keeps its
-    session's); `fallback` stands in when the file is gone. Every fallback is a warning."""
-    state = read_state(state_path(checkout, spec_id))
-    if state is not None:
-        raw = Choice(state.harness, state.model, state.effort)
-    elif fallback is not None:
-        raw = Choice(fallback.harness, fallback.model, fallback.effort)
+    """The choice the App froze for the job's item, re-validated against this spawner's
+    config (declared, hostable, not refused). The checkout's state file is never read for
+    it: that file is agent-writable, and the App's record travels in every job.
+
+    `harness` pins the harness (a relaunch keeps its session's); `fallback` stands in for a
+    job that carries no frozen record. Every fallback is reported as a warning.
+    """
+    frozen = job.payload.frozen
+    if frozen.decisions or fallback is None:
+        raw = Choice(frozen.harness, frozen.model, frozen.effort)
     else:
-        raw = Choice("")
+        raw = Choice(fallback.harness, fallback.model, fallback.effort)
     if harness:
         raw = Choice(harness, raw.model, raw.effort)
     checked = validate_choice(ctx.config, raw, ctx.hosts, ctx.refused)
     for warning in checked.warnings:
-        ctx.events.emit("session.choice_fallback", work_item, level="warning", warning=warning)
+        ctx.events.emit("session.choice_fallback", job.work_item, level="warning", warning=warning)
     return checked.choice
 
 
@@ -128,7 +117,7 @@ def start_session(
 ) -> SessionRecord:
     """Pre-trust, start in tmux, record, announce. `facts` join the event (reason, drift…)."""
     payload = job.payload
-    spec_id = payload_text(payload, "spec_id")
+    spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
     outcome = pretrust(ctx.home, checkout, ctx.workspace_root, trust, launch.harness_args)
     report_trust(ctx, job.work_item, outcome)
@@ -149,9 +138,9 @@ def start_session(
         target,
         checkout,
         spec_id=spec_id,
-        repo=job.repo or payload_text(payload, "repo"),
-        issue_number=payload_int(payload, "issue_number"),
-        clone_url=payload_text(payload, "clone_url"),
+        repo=payload.repo,
+        issue_number=payload.issue_number,
+        clone_url=payload.clone_url,
     )
     ctx.registry.put(record)
     ctx.events.emit(
@@ -163,8 +152,8 @@ def start_session(
         effort=launch.effort,
         runner=RUNNER,
         interaction=launch.interaction,
-        gh_event=payload_text(payload, "gh_event"),
-        action=payload_text(payload, "action"),
+        gh_event=getattr(payload, "gh_event", ""),
+        action=getattr(payload, "action", ""),
         session_id=launch.session_id,
         resumed=launch.resumed,
         tmux_target=target,

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.retry import queue_delay
 from app.store import is_postgres
 from app.store.sqlite_writes import write_lock
 from app.store.tables import Delivery, InboxState
@@ -18,8 +19,8 @@ LEASE = timedelta(minutes=5)
 
 
 def backoff(attempts: int) -> timedelta:
-    """1 s, 2 s, 4 s … capped at 5 minutes."""
-    return timedelta(seconds=min(300, 2 ** max(0, attempts - 1)))
+    """How long a failed delivery waits before its next attempt."""
+    return timedelta(seconds=queue_delay(attempts))
 
 
 def _claimable(now: datetime) -> ColumnElement[bool]:

@@ -34,6 +34,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.protocol import JobPayload, dump_payload
 from app.store import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
 from app.store.tables import Job, JobKind, JobState, WorkItem
@@ -42,45 +43,34 @@ LEASE = timedelta(seconds=120)
 MAX_ATTEMPTS = 5  # claims whose lease ran out before the job is given up as failed
 
 
-def queue_job(
-    session: Session,
-    kind: JobKind,
-    key: str,
-    work_item: str,
-    repo_full_name: str,
-    payload: dict[str, Any],
-) -> Job | None:
-    """Add a job unless one with `key` exists; returns the new job, or None for a repeat.
+def queue_job(session: Session, key: str, payload: JobPayload) -> Job | None:
+    """Add the job `payload` describes unless one with `key` exists; returns the new job, or
+    None for a repeat.
 
     Waiting spawners are woken when the caller's transaction commits.
     """
     if session.scalars(select(Job).where(Job.key == key)).first() is not None:
         return None
+    spawn = payload.kind == JobKind.SPAWN
     job = Job(
         key=key,
-        kind=kind,
-        work_item=work_item,
-        repo_full_name=repo_full_name,
-        payload=payload,
-        target_spawner_id=None if kind == JobKind.SPAWN else _host_of(session, work_item),
-        harness=_frozen_harness(payload) if kind == JobKind.SPAWN else None,
+        kind=payload.kind,
+        work_item=payload.work_item,
+        repo_full_name=payload.repo,
+        payload=dump_payload(payload),
+        target_spawner_id=None if spawn else _host_of(session, payload.work_item),
+        # A spawn frozen on a harness goes only to a spawner that hosts it ("": any).
+        harness=(payload.frozen.harness or None) if spawn else None,
     )
     session.add(job)
     session.flush()
-    wake_on_commit(session, repo_full_name)
+    wake_on_commit(session, payload.repo)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
             text("SELECT pg_notify(:channel, :repo)"),
-            {"channel": NOTIFY_CHANNEL, "repo": repo_full_name},
+            {"channel": NOTIFY_CHANNEL, "repo": payload.repo},
         )
     return job
-
-
-def _frozen_harness(payload: dict[str, Any]) -> str | None:
-    """The harness a spawn was frozen on ("" or None: the spawner's default)."""
-    frozen = payload.get("frozen")
-    harness = frozen.get("harness") if isinstance(frozen, dict) else None
-    return harness if isinstance(harness, str) and harness else None
 
 
 def _host_of(session: Session, work_item: str) -> int | None:

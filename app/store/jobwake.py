@@ -19,6 +19,7 @@ from typing import Protocol, Self
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
+from app.retry import Backoff
 from app.store import is_postgres
 
 NOTIFY_CHANNEL = "the_loop_jobs"
@@ -116,16 +117,15 @@ class _Watcher:
         self._stop.set()
 
     def _run(self) -> None:
-        delay = 0.5
+        backoff = Backoff()
         while not self._stop.is_set():
             try:
                 self._watch()
             except self.errors:
                 if self.ready.is_set():  # it had connected: start the backoff afresh
-                    delay = 0.5
+                    backoff.reset()
                 self.ready.clear()
-                self._stop.wait(delay)
-                delay = min(delay * 2, 30.0)
+                self._stop.wait(backoff.next())
 
     def _watch(self) -> None:
         raise NotImplementedError

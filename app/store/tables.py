@@ -86,6 +86,7 @@ class WorkItemStatus(StrEnum):
     EXITED = "exited"  # session process ended
     STOPPED = "stopped"  # stopped because the issue closed
     CLOSED = "closed"  # issue closed before any session
+    DONE = "done"  # walked to `complete` (or its pull request merged)
 
 
 class JobKind(StrEnum):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from githubkit.exception import RequestFailed
 
 from app.config import OperatorConfig
 from app.github.client import GitHubApp
+from app.services import Services
 
 PERMITTED_ROLES = frozenset({"write", "maintain", "admin"})
 CACHE_SECONDS = 60.0
@@ -70,3 +72,25 @@ def why_not_authorized(
     if role in PERMITTED_ROLES:
         return None
     return f"@{login} has {role!r} permission; write, maintain or admin is required"
+
+
+_CACHES: weakref.WeakKeyDictionary[GitHubApp, PermissionCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def permission_cache(github: GitHubApp) -> PermissionCache:
+    """The process's permission cache for this App identity (60 s lifetime per entry)."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get(github)
+        if cache is None:
+            cache = _CACHES[github] = PermissionCache()
+        return cache
+
+
+def refusal(services: Services, installation_id: int | None, repo: str, login: str) -> str | None:
+    """`why_not_authorized` with the process's permission cache: the one rule every surface
+    (an execute, a follow-up, a Slack press, an approval) applies."""
+    github = services.github
+    return why_not_authorized(
+        services.config, github, permission_cache(github), installation_id, repo, login
+    )

@@ -9,8 +9,6 @@ crash re-runs it; every GitHub write is found-or-posted through its marker.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -31,13 +29,13 @@ from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind
 from app.gate.parse import Tick, is_execute, parse_rows
-from app.github.client import GitHubApp
 from app.github.issues import IssueIO
 from app.services import Services
-from app.store.jobqueue import queue_job
-from app.store.tables import JobKind, WorkItem, WorkItemStatus
-from app.workitems.authz import PermissionCache, why_not_authorized
+from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.authz import refusal
+from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
+from app.workitems.states import Happened, transition
 
 
 class ExecuteStatus(StrEnum):
@@ -56,19 +54,6 @@ class ExecuteOutcome:
     frozen: dict[str, Any] | None = None
     job_id: int | None = None
     confirmation_comment_id: int | None = None
-
-
-_CACHES: weakref.WeakKeyDictionary[GitHubApp, PermissionCache] = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
-def permission_cache(github: GitHubApp) -> PermissionCache:
-    """The process's permission cache for this App identity (60 s lifetime per entry)."""
-    with _CACHES_LOCK:
-        cache = _CACHES.get(github)
-        if cache is None:
-            cache = _CACHES[github] = PermissionCache()
-        return cache
 
 
 def lock_work_item(session: Session, work_item_id: str) -> WorkItem | None:
@@ -166,16 +151,9 @@ def _issue_text(
     )
 
 
-def _spawn_payload(
-    services: Services,
-    item: WorkItem,
-    selection: Selection,
-    frozen: dict[str, Any],
-    title: str,
-    body: str,
-) -> dict[str, Any]:
+def _prompt(services: Services, item: WorkItem, selection: Selection, title: str, body: str) -> str:
     unattended = services.config.interaction_mode is InteractionMode.WORK_ITEM
-    prompt = initial_prompt(
+    return initial_prompt(
         title=title,
         body=body,
         url=item.html_url,
@@ -183,21 +161,6 @@ def _spawn_payload(
         selection=selection,
         unattended=unattended,
     )
-    return {
-        "work_item": item.id,
-        "spec_id": spec_id(item.issue_number),
-        "repo": item.repo_full_name,
-        "issue_number": item.issue_number,
-        "installation_id": item.installation_id,
-        "clone_url": item.clone_url,
-        "title": title,
-        "body": body,
-        "html_url": item.html_url,
-        "frozen": frozen,
-        "gh_event": "issue_comment",
-        "action": "created",
-        "prompt": prompt,
-    }
 
 
 def _confirm(
@@ -243,7 +206,7 @@ def _freeze(
     selection = _select(services, session, item, io, reply.body)
     frozen = frozen_record(selection, reply.author, services.clock())
     item.frozen = frozen
-    item.state = WorkItemStatus.FROZEN
+    transition(item, Happened.EXECUTED)
     fields = _choice_fields(selection, frozen)
     _emit(
         services,
@@ -257,13 +220,10 @@ def _freeze(
     )
     _confirm(services, session, item, io, selection, frozen)
     title, body = _issue_text(io, item, issue)
-    payload = _spawn_payload(services, item, selection, frozen, title, body)
-    key = f"spawn:{reply.ref}"
-    job = queue_job(session, JobKind.SPAWN, key, item.id, item.repo_full_name, payload)
-    if job is not None:
-        _emit(
-            services, session, "job.queued", item.id, kind=JobKind.SPAWN.value, key=key, job=job.id
-        )
+    prompt = _prompt(services, item, selection, title, body)
+    job = enqueue(
+        services, session, f"spawn:{reply.ref}", spawn_job(item, title=title, prompt=prompt)
+    )
     return ExecuteOutcome(
         ExecuteStatus.FROZEN,
         frozen=frozen,
@@ -304,14 +264,7 @@ def execute_reply(
             f"the reply does not start with `{keyword}`",
             "not-an-execute",
         )
-    why = why_not_authorized(
-        config,
-        services.github,
-        permission_cache(services.github),
-        item.installation_id,
-        item.repo_full_name,
-        author,
-    )
+    why = refusal(services, item.installation_id, item.repo_full_name, author)
     if why is not None:
         return _refuse(services, session, item, reply, why, "unauthorized")
     if item.frozen is not None:

@@ -15,25 +15,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.gate.ids import spec_id
 from app.gate.markers import is_own_comment
 from app.gate.parse import is_execute
 from app.services import HandlerContext, Services
-from app.store.jobqueue import queue_job
-from app.store.tables import JobKind, WorkItem, WorkItemStatus
-from app.workitems.authz import why_not_authorized
-from app.workitems.execute import permission_cache
-
-# A session exists, is being started, or can be respawned to take the comment.
-LIVE_STATES = frozenset(
-    {
-        WorkItemStatus.FROZEN,
-        WorkItemStatus.SPAWNING,
-        WorkItemStatus.RUNNING,
-        WorkItemStatus.STALLED,
-        WorkItemStatus.EXITED,
-    }
-)
+from app.store.tables import WorkItem
+from app.workitems.authz import refusal
+from app.workitems.jobs import deliver_job, enqueue
+from app.workitems.states import is_live
 
 
 class FollowupOutcome(StrEnum):
@@ -48,29 +36,6 @@ class FollowupOutcome(StrEnum):
 def deliver_key(source: str, ref: str) -> str:
     """The idempotency key of a follow-up: one deliver job per comment, however often seen."""
     return f"deliver:{ref}" if source == "github" else f"deliver:{source}:{ref}"
-
-
-def deliver_payload(
-    item: WorkItem, author: str, body: str, *, ref: str, source: str, comment_id: int | None
-) -> dict[str, Any]:
-    """The deliver job's payload (the spawner protocol's shape)."""
-    from_github = source == "github"
-    return {
-        "work_item": item.id,
-        "spec_id": spec_id(item.issue_number),
-        "repo": item.repo_full_name,
-        "issue_number": item.issue_number,
-        "clone_url": item.clone_url,
-        "comment_id": comment_id,
-        "body": body,
-        "author": author,
-        "source": source,
-        "ref": ref,
-        "gh_event": "issue_comment" if from_github else source,
-        "action": "created" if from_github else "thread_reply",
-        # A spawner that never ran this item relaunches it on what the gate froze.
-        "frozen": item.frozen or {},
-    }
 
 
 def deliver_comment(
@@ -91,26 +56,15 @@ def deliver_comment(
     item = session.get(WorkItem, work_item_id)
     if item is None:
         return FollowupOutcome.UNKNOWN_ITEM
-    if item.frozen is None or item.state not in LIVE_STATES:
+    if item.frozen is None or not is_live(item.state):
         _ignored(services, session, item.id, f"work item is {item.state}", author, ref, source)
         return FollowupOutcome.NOT_LIVE
-    payload = deliver_payload(item, author, body, ref=ref, source=source, comment_id=comment_id)
-    key = deliver_key(source, ref)
-    job = queue_job(session, JobKind.DELIVER, key, item.id, item.repo_full_name, payload)
-    if job is None:
-        return FollowupOutcome.REPEAT
-    services.events.emit(
-        "job.queued",
-        item.id,
-        session=session,
-        job=job.id,
-        kind=JobKind.DELIVER.value,
-        key=key,
-        author=author,
-        source=source,
-        ref=ref,
+    payload = deliver_job(
+        item, author=author, body=body, ref=ref, source=source, comment_id=comment_id
     )
-    return FollowupOutcome.QUEUED
+    key = deliver_key(source, ref)
+    job = enqueue(services, session, key, payload, author=author, source=source, ref=ref)
+    return FollowupOutcome.QUEUED if job is not None else FollowupOutcome.REPEAT
 
 
 def _ignored(
@@ -160,14 +114,7 @@ def on_issue_comment(ctx: HandlerContext) -> None:
             services, ctx.session, item.id, "written by a bot or the App", author, ref, "github"
         )
         return
-    why = why_not_authorized(
-        ctx.config,
-        ctx.github,
-        permission_cache(ctx.github),
-        ctx.installation_id or item.installation_id,
-        repo,
-        author,
-    )
+    why = refusal(ctx.services, ctx.installation_id or item.installation_id, repo, author)
     if why is not None:
         _ignored(services, ctx.session, item.id, why, author, ref, "github")
         return

@@ -19,23 +19,14 @@ from app.gate.parse import is_execute
 from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
-from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.execute import ExecuteStatus, execute_reply, lock_work_item
+from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
+from app.workitems.states import Happened, is_live, transition
 
 __all__ = ["spec_id", "work_item_id"]
 
-# A session may be live (or about to be) in these states: closing the issue must stop it.
-MAY_BE_LIVE = frozenset(
-    {
-        WorkItemStatus.FROZEN,
-        WorkItemStatus.SPAWNING,
-        WorkItemStatus.RUNNING,
-        WorkItemStatus.STALLED,
-        WorkItemStatus.EXITED,
-    }
-)
 SPAWN_DEFERRED_REASON = "parked-at-human-start-gate"
 
 
@@ -147,7 +138,7 @@ def start_work_item(ctx: HandlerContext) -> None:
     item = _item_for(ctx) or _new_item(ctx, installation_id)
     if item.state in (WorkItemStatus.UNLABELED, WorkItemStatus.CLOSED):
         ctx.emit("workitem.relabeled", item.id, previous=item.state)
-        item.state = WorkItemStatus.PARKED
+        transition(item, Happened.RELABELED)
     elif item.state != WorkItemStatus.PARKED or item.checklist_comment_id is not None:
         ctx.emit("workitem.label_ignored", item.id, state=item.state)
         return
@@ -163,8 +154,7 @@ def park_unlabeled(ctx: HandlerContext) -> None:
     item = _item_for(ctx)
     if item is None:
         return
-    if item.state == WorkItemStatus.PARKED:
-        item.state = WorkItemStatus.UNLABELED
+    if transition(item, Happened.UNLABELED) is not None:
         ctx.emit("workitem.unlabeled", item.id)
     else:
         ctx.emit("workitem.unlabel_ignored", item.id, state=item.state)
@@ -189,30 +179,13 @@ def stop_on_close(ctx: HandlerContext) -> None:
     if item is None:
         return
     previous = item.state
-    if previous in MAY_BE_LIVE:
+    if is_live(previous):
         cancelled = _cancel_queued_spawns(ctx, item)
-        key = f"stop:{ctx.delivery_id}"
-        payload: dict[str, Any] = {
-            "work_item": item.id,
-            "spec_id": spec_id(item.issue_number),
-            "repo": item.repo_full_name,
-            "issue_number": item.issue_number,
-            "installation_id": item.installation_id,
-            "reason": "issue-closed",
-        }
-        job = queue_job(ctx.session, JobKind.STOP, key, item.id, item.repo_full_name, payload)
-        if job is not None:
-            ctx.emit(
-                "job.queued",
-                item.id,
-                kind=JobKind.STOP.value,
-                key=key,
-                job=job.id,
-                cancelled_spawns=cancelled,
-            )
-        item.state = WorkItemStatus.STOPPED
-    elif previous in (WorkItemStatus.PARKED, WorkItemStatus.UNLABELED):
-        item.state = WorkItemStatus.CLOSED
+        stop = stop_job(item, reason="issue-closed")
+        enqueue(
+            ctx.services, ctx.session, f"stop:{ctx.delivery_id}", stop, cancelled_spawns=cancelled
+        )
+    transition(item, Happened.CLOSED)
     ctx.emit("workitem.closed", item.id, previous=previous, state=item.state)
 
 

@@ -1,0 +1,162 @@
+"""What the App records when a spawner reports a finished job: the session it started,
+the comment it delivered, the session it stopped; and the 👀 receipt on a delivered comment.
+Status changes go through the lifecycle's one table (`app.workitems.states`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+from githubkit.exception import GitHubException
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.fleet.tokens import revoke_session_tokens
+from app.github.client import GitHubNotConfigured
+from app.protocol import DeliverJob, parse_payload
+from app.services import Services
+from app.store.jobqueue import retarget
+from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
+from app.workitems.states import Happened, transition
+
+log = logging.getLogger(__name__)
+
+RECEIPT_REACTION: Final = "eyes"  # on a delivered comment: the session has it
+
+
+def _session_facts(result: dict[str, Any], spawner: Spawner) -> dict[str, Any]:
+    keys = (
+        "session_id",
+        "tmux_target",
+        "harness",
+        "model",
+        "effort",
+        "harness_args",
+        "checkout",
+        "respawned",
+    )
+    facts = {key: result.get(key) for key in keys if key in result}
+    return {**facts, "spawner_id": spawner.id, "spawner": spawner.name}
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One finished job, as reported, with what it concerns."""
+
+    services: Services
+    session: Session
+    job: Job
+    spawner: Spawner
+    item: WorkItem
+    ok: bool
+    result: dict[str, Any]
+    error: str | None
+
+    def mirror(self, payload: dict[str, Any]) -> None:
+        _mirror(self.services, self.session, self.item, payload)
+
+
+def apply_result(
+    services: Services, session: Session, job: Job, spawner: Spawner, report: dict[str, Any]
+) -> None:
+    """Record a finished job's outcome on its work item (inside the caller's transaction)."""
+    ok = bool(report.get("ok"))
+    services.events.emit(
+        "job.done" if ok else "job.failed",
+        job.work_item,
+        session=session,
+        job=job.id,
+        kind=job.kind,
+        spawner=spawner.name,
+        error=report.get("error"),
+    )
+    item = session.get(WorkItem, job.work_item)
+    if item is None:
+        return
+    result = report.get("result") or {}
+    outcome = _Outcome(services, session, job, spawner, item, ok, result, report.get("error"))
+    if job.kind == JobKind.SPAWN:
+        _spawned(outcome)
+    elif job.kind == JobKind.DELIVER:
+        _delivered(outcome)
+    elif job.kind == JobKind.STOP and ok and result.get("stopped"):
+        transition(item, Happened.STOP_OK)
+        revoke_session_tokens(session, job.work_item)
+
+
+def _spawned(out: _Outcome) -> None:
+    if not out.ok:
+        transition(out.item, Happened.SPAWN_FAILED)
+        out.mirror({"event": "session.spawn_failed", "error": out.error})
+        return
+    out.item.session = _session_facts(out.result, out.spawner)
+    transition(out.item, Happened.SPAWN_OK)
+    retarget(out.session, out.item.id, out.spawner.id)
+
+
+def _delivered(out: _Outcome) -> None:
+    payload, result, item = _deliver_payload(out.job), out.result, out.item
+    source = {"source": payload.source, "ref": payload.ref}
+    if not out.ok or not result.get("delivered"):
+        out.mirror({"event": "session.delivery_failed", "error": out.error, **source})
+        return
+    if result.get("respawned"):
+        facts = {**(item.session or {}), "spawner_id": out.spawner.id, "spawner": out.spawner.name}
+        if result.get("session_id"):
+            facts["session_id"] = result["session_id"]
+        item.session = {**facts, "respawned": True}
+        transition(item, Happened.DELIVER_RESPAWNED)
+        retarget(out.session, item.id, out.spawner.id)
+    respawned = bool(result.get("respawned"))
+    out.mirror(
+        {
+            "event": "session.delivered",
+            "respawned": respawned,
+            "comment_id": payload.comment_id,
+            **source,
+        }
+    )
+
+
+def _deliver_payload(job: Job) -> DeliverJob:
+    payload = parse_payload(job.kind, job.payload)
+    assert isinstance(payload, DeliverJob)
+    return payload
+
+
+def _mirror(services: Services, session: Session, item: WorkItem, payload: dict[str, Any]) -> None:
+    services.mirror.post(session, item.id, "session", {**payload, "url": item.html_url})
+
+
+def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
+    """React on the delivered GitHub comment, once per job; False when GitHub refused.
+
+    Called after the result committed: a receipt that fails is logged and recorded, never
+    allowed to undo the delivery.
+    """
+    payload = _deliver_payload(job)
+    comment_id = payload.comment_id
+    if payload.source != "github" or comment_id is None:
+        return True
+    key = f"receipt:{job.id}"
+    with Session(engine) as session:
+        if session.get(Once, key) is not None:
+            return True
+        item = session.get(WorkItem, job.work_item)
+        installation = item.installation_id if item is not None else None
+    if installation is None:
+        return False
+    owner, name = job.repo_full_name.split("/", 1)
+    try:
+        client = services.github.installation(installation)
+        client.rest.reactions.create_for_issue_comment(
+            owner, name, comment_id, content=RECEIPT_REACTION
+        )
+    except (GitHubException, GitHubNotConfigured) as exc:
+        log.warning("receipt on comment %s failed: %s", comment_id, exc)
+        services.events.emit("receipt.failed", job.work_item, job=job.id, error=str(exc))
+        return False
+    with Session(engine) as session, session.begin():
+        session.merge(Once(key=key, ref=str(comment_id)))
+    return True

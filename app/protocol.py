@@ -1,0 +1,105 @@
+"""The spawner protocol's job shapes: one type per job kind, built once by the App and parsed
+once by the spawner (`docs/spawner-protocol.md` is the prose of the same thing).
+
+A job's payload travels as JSON in the job row and over `/spawner/v1/jobs`. The App builds it
+from these models, so a field can never be misspelled on one side only; the spawner parses
+it with the same models, so a malformed job fails as a whole with a message instead of as a
+`KeyError` halfway through a launch. Unknown fields are ignored (an older spawner keeps
+working when the App adds one).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+JobKindName = Literal["spawn", "deliver", "stop"]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Frozen(_Shape):
+    """What an authorized human froze at execute: phase decisions, skips and the choice.
+
+    `""` for harness/model/effort means no choice (the default runs). Also the record
+    written into the checkout's `work-item-state.json`.
+    """
+
+    decisions: dict[str, Any] = Field(default_factory=dict)
+    skips: dict[str, Any] = Field(default_factory=dict)
+    harness: str = ""
+    model: str = ""
+    effort: str = ""
+    dropped: list[dict[str, str]] = Field(default_factory=list)
+
+
+class ItemJob(_Shape):
+    """What every job says about its work item."""
+
+    work_item: str
+    spec_id: str = ""
+    repo: str = ""
+    issue_number: int = 0
+    installation_id: int | None = None
+    clone_url: str = ""
+    html_url: str = ""
+    frozen: Frozen = Field(default_factory=Frozen)
+
+
+class SpawnJob(ItemJob):
+    """Start the item's session on its frozen choice with `prompt` as the first message."""
+
+    kind: Literal["spawn"] = "spawn"
+    title: str = ""
+    prompt: str = ""
+    gh_event: str = "issue_comment"
+    action: str = "created"
+
+
+class DeliverJob(ItemJob):
+    """Hand a human's follow-up to the live session (or relaunch it with the text)."""
+
+    kind: Literal["deliver"] = "deliver"
+    body: str = ""
+    author: str = ""
+    source: str = "github"  # github | slack | app (a notice the App itself sends)
+    ref: str = ""
+    comment_id: int | None = None
+    gh_event: str = "issue_comment"
+    action: str = "created"
+
+
+class StopJob(ItemJob):
+    """End the item's session."""
+
+    kind: Literal["stop"] = "stop"
+    reason: str = ""
+
+
+JobPayload = SpawnJob | DeliverJob | StopJob
+PAYLOADS: dict[str, type[JobPayload]] = {"spawn": SpawnJob, "deliver": DeliverJob, "stop": StopJob}
+
+
+class PayloadError(ValueError):
+    """A job's payload does not have its kind's shape; the message names the field."""
+
+
+def parse_payload(kind: str, data: Any) -> JobPayload:
+    """The typed payload of a job of `kind` (raises PayloadError)."""
+    model = PAYLOADS.get(kind)
+    if model is None:
+        raise PayloadError(f"unknown job kind {kind!r}")
+    try:
+        return model.model_validate(data if isinstance(data, dict) else {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        raise PayloadError(f"{kind} job: {where}: {first['msg']}") from exc
+
+
+def dump_payload(payload: JobPayload) -> dict[str, Any]:
+    """The JSON a job row stores (every field, so the spawner never guesses a default)."""
+    return payload.model_dump(mode="json")

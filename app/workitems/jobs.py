@@ -1,0 +1,75 @@
+"""The jobs a work item sends its spawner, built in one place from the item's record.
+
+Every job carries the item's frozen record (`frozen`), so a spawner that never ran the item
+can still launch it on what the human chose, and a relaunch never takes its choice from the
+agent-writable state file. `enqueue` stores the job once per key and records `job.queued`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.gate.ids import spec_id
+from app.protocol import DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
+from app.services import Services
+from app.store.jobqueue import queue_job
+from app.store.tables import Job, WorkItem
+
+
+def _item_fields(item: WorkItem) -> dict[str, Any]:
+    return {
+        "work_item": item.id,
+        "spec_id": spec_id(item.issue_number),
+        "repo": item.repo_full_name,
+        "issue_number": item.issue_number,
+        "installation_id": item.installation_id,
+        "clone_url": item.clone_url,
+        "html_url": item.html_url,
+        "frozen": Frozen.model_validate(item.frozen or {}),
+    }
+
+
+def spawn_job(item: WorkItem, *, title: str, prompt: str) -> SpawnJob:
+    """Start the item's session on its frozen choice with `prompt`."""
+    return SpawnJob(**_item_fields(item), title=title, prompt=prompt)
+
+
+def deliver_job(
+    item: WorkItem, *, author: str, body: str, ref: str, source: str, comment_id: int | None
+) -> DeliverJob:
+    """Hand a follow-up to the item's session."""
+    from_github = source == "github"
+    return DeliverJob(
+        **_item_fields(item),
+        author=author,
+        body=body,
+        ref=ref,
+        source=source,
+        comment_id=comment_id,
+        gh_event="issue_comment" if from_github else source,
+        action="created" if from_github else "thread_reply",
+    )
+
+
+def stop_job(item: WorkItem, *, reason: str) -> StopJob:
+    return StopJob(**_item_fields(item), reason=reason)
+
+
+def enqueue(
+    services: Services, session: Session, key: str, payload: JobPayload, **facts: Any
+) -> Job | None:
+    """Queue `payload` once per `key` in the caller's transaction; None for a repeat."""
+    job = queue_job(session, key, payload)
+    if job is not None:
+        services.events.emit(
+            "job.queued",
+            payload.work_item,
+            session=session,
+            kind=payload.kind,
+            key=key,
+            job=job.id,
+            **facts,
+        )
+    return job
