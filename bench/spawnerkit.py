@@ -52,14 +52,21 @@ def percentile(values: list[float], q: float) -> float:
 def summary(name: str, seconds: list[float]) -> str:
     ms = [s * 1000 for s in seconds]
     p50, p99 = percentile(ms, 0.5), percentile(ms, 0.99)
-    return (f"{name}: n={len(ms)} p50={p50:.0f} ms p99={p99:.0f} ms "
-            f"max={max(ms):.0f} ms mean={statistics.mean(ms):.0f} ms")  # fmt: skip
+    return (
+        f"{name}: n={len(ms)} p50={p50:.0f} ms p99={p99:.0f} ms "
+        f"max={max(ms):.0f} ms mean={statistics.mean(ms):.0f} ms"
+    )
 
 
 def git(*args: str, cwd: Path) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_AUTHOR_NAME": "b",
-           "GIT_AUTHOR_EMAIL": "b@example.com", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@example.com"}  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(cwd),
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@example.com",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@example.com",
+    }
     subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
 
 
@@ -109,11 +116,15 @@ class Stack:
             f"models: [{{name: opus}}]\neffort: [high]\n"
             f"routing: {{workspace: {{root: {self.work}}}}}\n"
         )
-        self.env = {"GITHUB_APP_ID": "4242", "GITHUB_PRIVATE_KEY": key,
-                    "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_API_URL": self.github.url,
-                    "DATABASE_URL": f"sqlite:///{self.tmp / 'the-loop.db'}",
-                    "THE_LOOP_STATE_DIR": str(self.tmp / "state"),
-                    "THE_LOOP_CONFIG": str(config)}  # fmt: skip
+        self.env = {
+            "GITHUB_APP_ID": "4242",
+            "GITHUB_PRIVATE_KEY": key,
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_API_URL": self.github.url,
+            "DATABASE_URL": f"sqlite:///{self.tmp / 'the-loop.db'}",
+            "THE_LOOP_STATE_DIR": str(self.tmp / "state"),
+            "THE_LOOP_CONFIG": str(config),
+        }
         self.app = create_app(load_settings(self.env, dotenv=None))
         self.state = self.app.extensions["the-loop"]
         self.server = LiveServer(self.app).start()
@@ -123,18 +134,37 @@ class Stack:
         return self
 
     def _start_spawner(self, token: str) -> None:
-        env = {"PATH": os.environ["PATH"], "HOME": str(self.tmp / "home"),
-               "PYTHONPATH": str(ROOT), "BENCH_DIR": str(self.bench_dir),
-               "THE_LOOP_URL": self.server.url, "THE_LOOP_SPAWNER_TOKEN": token,
-               "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
-               "THE_LOOP_STATE_DIR": str(self.tmp / "spawner-state")}  # fmt: skip
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.tmp / "home"),
+            "PYTHONPATH": str(ROOT),
+            "BENCH_DIR": str(self.bench_dir),
+            "THE_LOOP_URL": self.server.url,
+            "THE_LOOP_SPAWNER_TOKEN": token,
+            "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
+            "THE_LOOP_STATE_DIR": str(self.tmp / "spawner-state"),
+        }
         (self.tmp / "home").mkdir()
         self._log = open(self.tmp / "spawner.log", "wb")  # noqa: SIM115 (closed in __exit__)
         self.spawner = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "spawner", "--name", "bench", "--tmux-socket",
-             self.socket, "--concurrency", str(self.concurrency), "--watchdog-interval", "5"],
-            env=env, stdout=subprocess.DEVNULL, stderr=self._log,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "spawner",
+                "--name",
+                "bench",
+                "--tmux-socket",
+                self.socket,
+                "--concurrency",
+                str(self.concurrency),
+                "--watchdog-interval",
+                "5",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+        )
         deadline = time.monotonic() + 30
         while not self._registered():
             if time.monotonic() > deadline:
@@ -201,8 +231,13 @@ class Stack:
     def warm_checkout(self, number: int) -> None:
         """Clone the item's tree ahead of time, as a respawn or an earlier run left it."""
         self.work.mkdir(exist_ok=True)
-        git("clone", "-q", str(self.origin), str(self.work / f"Codertocat-Hello-World-{number}"),
-            cwd=self.tmp)  # fmt: skip
+        git(
+            "clone",
+            "-q",
+            str(self.origin),
+            str(self.work / f"Codertocat-Hello-World-{number}"),
+            cwd=self.tmp,
+        )
 
     # -- what the stand-in harness saw ------------------------------------------------------
 

@@ -1,26 +1,85 @@
 #!/usr/bin/env bash
-# Run the whole test suite. Installs the project with its test extras first; uses the
-# PostgreSQL server named by THE_LOOP_TEST_POSTGRES_URL when set (CI always sets it).
-# Extra arguments go to pytest.
+# The whole test suite, set up from nothing: installs what the tests run for real when it is
+# missing (tmux, git, bubblewrap, the claude CLI, PostgreSQL), starts PostgreSQL, installs
+# the project with its test extras, then runs pytest. Extra arguments go to pytest.
+#
+# Safe to run again: every step checks before it acts. THE_LOOP_TEST_POSTGRES_URL, when
+# already set, names the PostgreSQL server to use instead of a local one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-for tool in git tmux claude; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "scripts/test.sh: missing ${missing[*]} (tests run the real tmux, git and claude)." >&2
-  echo "  install: apt-get install -y tmux git && npm install -g @anthropic-ai/claude-code" >&2
-  exit 2
+say() { echo "scripts/test.sh: $*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"; else return 1; fi
+}
+
+# --- system packages ---------------------------------------------------------------------
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ -z "${THE_LOOP_TEST_POSTGRES_URL:-}" ] && ! command -v pg_ctlcluster >/dev/null 2>&1; then
+  need_apt+=(postgresql)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "installing ${need_apt[*]}"
+  if command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq >/dev/null && as_root apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+      || say "could not install ${need_apt[*]} (not root and no sudo?)"
+  else
+    say "no apt-get here: install ${need_apt[*]} yourself"
+  fi
 fi
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' || exit 2
+# --- the claude CLI ----------------------------------------------------------------------
+if ! command -v claude >/dev/null 2>&1; then
+  say "installing the claude CLI (npm @anthropic-ai/claude-code)"
+  as_root npm install -g --silent @anthropic-ai/claude-code >/dev/null 2>&1 \
+    || npm install -g --silent --prefix "$HOME/.local" @anthropic-ai/claude-code >/dev/null 2>&1 \
+    || say "could not install the claude CLI"
+  export PATH="$PATH:$HOME/.local/bin"
+fi
+
+for tool in git tmux claude; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    say "$tool is missing and could not be installed; the tests run the real $tool"
+    exit 2
+  fi
+done
+
+# --- PostgreSQL --------------------------------------------------------------------------
+if [ -z "${THE_LOOP_TEST_POSTGRES_URL:-}" ] && command -v pg_ctlcluster >/dev/null 2>&1; then
+  if as_root true 2>/dev/null; then
+    as_root service postgresql start >/dev/null 2>&1 || true
+    for _ in $(seq 1 30); do
+      as_root su postgres -c "pg_isready -q" 2>/dev/null && break
+      sleep 1
+    done
+    if as_root su postgres -c "pg_isready -q" 2>/dev/null; then
+      as_root su postgres -c "psql -tAc \"SELECT 1 FROM pg_roles WHERE rolname='loop'\"" | grep -q 1 \
+        || as_root su postgres -c "psql -qc \"CREATE ROLE loop LOGIN SUPERUSER PASSWORD 'loop'\""
+      as_root su postgres -c "psql -tAc \"SELECT 1 FROM pg_database WHERE datname='the_loop_test'\"" | grep -q 1 \
+        || as_root su postgres -c "createdb -O loop the_loop_test"
+      export THE_LOOP_TEST_POSTGRES_URL="postgresql+psycopg://loop:loop@127.0.0.1/the_loop_test"
+    else
+      say "PostgreSQL did not start; its tests are skipped outside CI"
+    fi
+  else
+    say "PostgreSQL is installed but cannot be started without root; its tests are skipped"
+  fi
+fi
+
+# --- the project -------------------------------------------------------------------------
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>/dev/null \
+  || python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' || exit 2
 
 python3 -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
-  echo "scripts/test.sh: pytest collected no tests; that is a failure here." >&2
+  say "pytest collected no tests; that is a failure here."
   exit 1
 fi
 exit "$rc"

@@ -4,6 +4,8 @@ API on loopback, and the App served by a real HTTP server."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,30 @@ pytest_plugins = [
 ]
 
 APP_ID = 4242
+_HOME = pytest.StashKey[tuple[str | None, Path]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test, and every process a test starts, gets a HOME of its own: nothing a test
+    runs (claude, git, gunicorn, the CLI) may read or write the real one."""
+    home = Path(tempfile.mkdtemp(prefix="the-loop-test-home-"))
+    config.stash[_HOME] = (os.environ.get("HOME"), home)
+    os.environ["HOME"] = str(home)
+    for name, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
+        os.environ[name] = str(home / sub)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    real, home = config.stash.get(_HOME, (None, None))
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+    if real is not None:
+        os.environ["HOME"] = real
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

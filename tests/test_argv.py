@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,17 @@ def test_model_and_effort_fragments_follow_the_operator_args_in_order() -> None:
     )
     result = launch(cfg, Choice("claude", "opus", "high"))
     assert result.argv == [
-        "claude", "--session-id", SID, FLAG,
-        "--model", "claude-opus-4-1", "--effort", "high", DENY_TOKEN, "Work on issue 42",
-    ]  # fmt: skip
+        "claude",
+        "--session-id",
+        SID,
+        FLAG,
+        "--model",
+        "claude-opus-4-1",
+        "--effort",
+        "high",
+        DENY_TOKEN,
+        "Work on issue 42",
+    ]
     assert result.harness_args == (FLAG, "--model", "claude-opus-4-1", "--effort", "high")
 
 
@@ -231,21 +240,30 @@ PARSE_FAILURES = (
 )
 
 
+def _own_session(argv: list[str]) -> list[str]:
+    """`argv` with a session id of its own: concurrent runs must never share one."""
+    return [str(uuid.uuid4()) if word == SID else word for word in argv]
+
+
 def run_claude_print(argvs: list[list[str]], home: Path) -> list[str]:
-    """Run each argv with `-p` after the executable, concurrently, offline, in a temp HOME."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
-    procs = [
-        subprocess.Popen(
-            [argv[0], "-p", *argv[1:]],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=home,
+    """Run each argv with `-p` after the executable, concurrently, offline, each in a temp
+    HOME of its own and with a session id of its own."""
+    procs = []
+    for index, argv in enumerate(argvs):
+        own_home = home / f"home-{index}"
+        own_home.mkdir(parents=True, exist_ok=True)
+        env = {"PATH": os.environ["PATH"], "HOME": str(own_home)}
+        procs.append(
+            subprocess.Popen(
+                [argv[0], "-p", *_own_session(argv)[1:]],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                cwd=own_home,
+            )
         )
-        for argv in argvs
-    ]
     return [proc.communicate(timeout=60)[0] for proc in procs]
 
 

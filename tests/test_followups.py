@@ -93,9 +93,15 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "ref": str(comment["id"]),
         "gh_event": "issue_comment",
         "action": "created",
-        "frozen": {"decisions": {}, "skips": {}, "harness": "claude", "model": "", "effort": "",
-                   "dropped": []},
-    }  # fmt: skip
+        "frozen": {
+            "decisions": {},
+            "skips": {},
+            "harness": "claude",
+            "model": "",
+            "effort": "",
+            "dropped": [],
+        },
+    }
     assert api.events("job.queued", item)[0]["key"] == job.key
 
 

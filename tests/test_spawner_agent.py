@@ -32,8 +32,9 @@ FLAG = "--dangerously-skip-permissions"
 
 @pytest.fixture(scope="module")
 def shared_api(tmp_path_factory: pytest.TempPathFactory, app_private_key: str) -> Iterator[Api]:
-    yield from serve_api("sqlite", tmp_path_factory.mktemp("agent"), app_private_key,
-                         lease_seconds=30)  # fmt: skip
+    yield from serve_api(
+        "sqlite", tmp_path_factory.mktemp("agent"), app_private_key, lease_seconds=30
+    )
 
 
 @pytest.fixture
@@ -62,22 +63,38 @@ class Server:
 
 
 class Devbox:
-    def __init__(self, api: Api, url: str, tmp_path: Path, runner: TmuxRunner, standin: StandIn,
-                 home: Path, token: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api: Api,
+        url: str,
+        tmp_path: Path,
+        runner: TmuxRunner,
+        standin: StandIn,
+        home: Path,
+        token: str | None = None,
+    ) -> None:
         self.api, self.standin = api, standin
         self.origin = bare_repository(tmp_path)
-        config = parse_config({
-            "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
-            "models": [{"name": "opus"}],
-            "routing": {"workspace": {"root": str(tmp_path / "work")}},
-        })  # fmt: skip
+        config = parse_config(
+            {
+                "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+                "models": [{"name": "opus"}],
+                "routing": {"workspace": {"root": str(tmp_path / "work")}},
+            }
+        )
         self.client = AppClient(url, token or api.token())
         state = tmp_path / "state"
         self.ctx = SpawnerContext(
-            config=config, runner=runner, registry=Registry(state / "sessions.json"),
-            events=SpawnerEvents(state, self.client), home=home, state_dir=state, app_url=url,
-            hosts=frozenset({"claude"}), env={"PATH": os.environ["PATH"], "HOME": str(home)},
-        )  # fmt: skip
+            config=config,
+            runner=runner,
+            registry=Registry(state / "sessions.json"),
+            events=SpawnerEvents(state, self.client),
+            home=home,
+            state_dir=state,
+            app_url=url,
+            hosts=frozenset({"claude"}),
+            env={"PATH": os.environ["PATH"], "HOME": str(home)},
+        )
         options = AgentOptions(name="devbox", wait=1, watchdog_interval=0.3, max_backoff=0.5)
         self.agent = Agent(self.ctx, self.client, options)
         self.code: list[int] = []
@@ -94,12 +111,28 @@ class Devbox:
 
     def spawn(self, number: int = 1, model: str = "opus") -> tuple[str, int]:
         item = self.api.work_item(number)
-        frozen = {"decisions": {}, "skips": {}, "harness": "claude", "model": model,
-                  "effort": "", "dropped": []}  # fmt: skip
-        job = self.api.queue(JobKind.SPAWN, f"spawn-{number}", item, spec_id=f"issue-{number}",
-                             repo=self.api.repo, issue_number=number, installation_id=1,
-                             clone_url=str(self.origin), frozen=frozen, gh_event="issue_comment",
-                             action="created", prompt=f"Work on issue {number}")  # fmt: skip
+        frozen = {
+            "decisions": {},
+            "skips": {},
+            "harness": "claude",
+            "model": model,
+            "effort": "",
+            "dropped": [],
+        }
+        job = self.api.queue(
+            JobKind.SPAWN,
+            f"spawn-{number}",
+            item,
+            spec_id=f"issue-{number}",
+            repo=self.api.repo,
+            issue_number=number,
+            installation_id=1,
+            clone_url=str(self.origin),
+            frozen=frozen,
+            gh_event="issue_comment",
+            action="created",
+            prompt=f"Work on issue {number}",
+        )
         return item, job
 
     def local_events(self, name: str) -> list[dict[str, Any]]:
@@ -145,9 +178,20 @@ def test_a_followup_is_delivered_and_receipted_and_stop_ends_it(
         item, _ = box.spawn()
         box.standin.wait_start(item)
         wait_for(lambda: api.item(item).state == WorkItemStatus.RUNNING)
-        api.queue(JobKind.DELIVER, "d1", item, spec_id="issue-1", repo=api.repo, issue_number=1,
-                  clone_url=str(box.origin), comment_id=4242, body="also the empty case",
-                  author="octocat", source="github", ref="4242")  # fmt: skip
+        api.queue(
+            JobKind.DELIVER,
+            "d1",
+            item,
+            spec_id="issue-1",
+            repo=api.repo,
+            issue_number=1,
+            clone_url=str(box.origin),
+            comment_id=4242,
+            body="also the empty case",
+            author="octocat",
+            source="github",
+            ref="4242",
+        )
         wait_for(lambda: b"also the empty case" in box.standin.stdin(item))
         wait_for(lambda: any(r["target_id"] == 4242 for r in api.fake.reactions))
         api.queue(JobKind.STOP, "s1", item, reason="issue closed")

@@ -35,13 +35,15 @@ def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
     origin = bare_repository(tmp_path)
     root = tmp_path / "work"
     askpass = write_askpass(tmp_path / "state")
-    first = prepare_checkout(root, "o/r", 7, str(origin), token=None, askpass=askpass,
-                             env=env(tmp_path))  # fmt: skip
+    first = prepare_checkout(
+        root, "o/r", 7, str(origin), token=None, askpass=askpass, env=env(tmp_path)
+    )
     assert first.path == root / "o-r-7" and not first.reused
     assert (first.path / "README.md").read_text() == "hello\n"
     (first.path / "work-in-progress.txt").write_text("kept")
-    again = prepare_checkout(root, "o/r", 7, str(origin), token=None, askpass=askpass,
-                             env=env(tmp_path))  # fmt: skip
+    again = prepare_checkout(
+        root, "o/r", 7, str(origin), token=None, askpass=askpass, env=env(tmp_path)
+    )
     assert again.reused and (again.path / "work-in-progress.txt").read_text() == "kept"
     assert [p.name for p in root.iterdir()] == ["o-r-7"]  # no staging leftovers
 
@@ -49,8 +51,15 @@ def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
 def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
     root = tmp_path / "work"
     with pytest.raises(CheckoutError, match="git clone failed"):
-        prepare_checkout(root, "o/r", 7, str(tmp_path / "missing.git"), token=None,
-                         askpass=write_askpass(tmp_path), env=env(tmp_path))  # fmt: skip
+        prepare_checkout(
+            root,
+            "o/r",
+            7,
+            str(tmp_path / "missing.git"),
+            token=None,
+            askpass=write_askpass(tmp_path),
+            env=env(tmp_path),
+        )
     assert list(root.iterdir()) == []
 
 
@@ -60,8 +69,15 @@ def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
 )
 def test_a_dangerous_clone_url_is_refused(tmp_path: Path, url: str) -> None:
     with pytest.raises(CheckoutError):
-        prepare_checkout(tmp_path / "w", "o/r", 7, url, token=None,
-                         askpass=write_askpass(tmp_path), env=env(tmp_path))  # fmt: skip
+        prepare_checkout(
+            tmp_path / "w",
+            "o/r",
+            7,
+            url,
+            token=None,
+            askpass=write_askpass(tmp_path),
+            env=env(tmp_path),
+        )
 
 
 def test_directories_stay_inside_the_root() -> None:
@@ -79,13 +95,25 @@ def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
     server = GitHttp(projects, TOKEN)
     with LiveServer(server) as live:
         url = f"{live.url}/r.git"
-        checkout = prepare_checkout(tmp_path / "work", "o/r", 9, url, token=TOKEN,
-                                    askpass=write_askpass(tmp_path / "state"),
-                                    env=env(tmp_path))  # fmt: skip
+        checkout = prepare_checkout(
+            tmp_path / "work",
+            "o/r",
+            9,
+            url,
+            token=TOKEN,
+            askpass=write_askpass(tmp_path / "state"),
+            env=env(tmp_path),
+        )
         with pytest.raises(CheckoutError) as refused:
-            prepare_checkout(tmp_path / "work", "o/r", 10, url, token="ghs_wrong",
-                             askpass=write_askpass(tmp_path / "state"),
-                             env=env(tmp_path))  # fmt: skip
+            prepare_checkout(
+                tmp_path / "work",
+                "o/r",
+                10,
+                url,
+                token="ghs_wrong",
+                askpass=write_askpass(tmp_path / "state"),
+                env=env(tmp_path),
+            )
     assert server.authorized >= 1 and server.refused >= 1
     assert (checkout.path / "README.md").exists()
     assert any("git" in table for table in server.process_tables)

@@ -48,8 +48,15 @@ print("OK")
 
 def the_loop(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """`the-loop …` as its own process (what an agent inside a session runs)."""
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
-                          input=stdin, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -110,12 +117,15 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
     fake = tmp_path / "fake-claude"
     fake.write_text(FAKE_CLAUDE.format(python=sys.executable, log=str(log)))
     fake.chmod(0o755)
-    write_config(env, {
-        "harnesses": [{"name": "claude", "command": str(fake), "args": [FLAG, "--verbose"]}],
-        "models": [{"name": "opus"}, {"name": "sonnet"}],
-        "effort": ["high", "bogus"],
-        "routing": {"harnessArgs": {"claude": ["--ignored"]}},
-    })  # fmt: skip
+    write_config(
+        env,
+        {
+            "harnesses": [{"name": "claude", "command": str(fake), "args": [FLAG, "--verbose"]}],
+            "models": [{"name": "opus"}, {"name": "sonnet"}],
+            "effort": ["high", "bogus"],
+            "routing": {"harnessArgs": {"claude": ["--ignored"]}},
+        },
+    )
     first = cli("models", "check", "--json", "--record")
     assert first.returncode == 1, first.stderr  # a choice was refused
     assert "harnesses[].args wins" in first.stderr
@@ -141,11 +151,20 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
 
 def test_sessions_shows_what_was_launched_and_what_tmux_says(tmp_path: Path, cli: Any) -> None:
     registry = Registry(tmp_path / "state" / "spawner" / "sessions.json")
-    registry.put(SessionRecord(work_item="github:o/r#7", harness="claude", model="opus",
-                               effort="high", harness_args=[FLAG, "--model", "opus"],
-                               session_id="3f0c3a36", tmux_session="o-r-7",
-                               tmux_target="x:o-r-7", checkout="/w/o-r-7",
-                               interaction="work-item"))  # fmt: skip
+    registry.put(
+        SessionRecord(
+            work_item="github:o/r#7",
+            harness="claude",
+            model="opus",
+            effort="high",
+            harness_args=[FLAG, "--model", "opus"],
+            session_id="3f0c3a36",
+            tmux_session="o-r-7",
+            tmux_target="x:o-r-7",
+            checkout="/w/o-r-7",
+            interaction="work-item",
+        )
+    )
     out = cli("sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}", "--json")
     (row,) = [json.loads(line) for line in out.stdout.splitlines()]
     assert row["work_item"] == "github:o/r#7" and row["pane"] == "gone"
@@ -165,13 +184,18 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
 ) -> None:
     ops = tmp_path / "ops"
     ops.mkdir()
-    write_config(env, {
-        "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
-        "standingSessions": {"sessions": [
-            {"name": "supervisor", "cwd": str(ops), "prompt": "watch the fleet"},
-            {"name": "bare", "cwd": str(ops), "harnessArgs": []},
-        ]},
-    })  # fmt: skip
+    write_config(
+        env,
+        {
+            "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+            "standingSessions": {
+                "sessions": [
+                    {"name": "supervisor", "cwd": str(ops), "prompt": "watch the fleet"},
+                    {"name": "bare", "cwd": str(ops), "harnessArgs": []},
+                ]
+            },
+        },
+    )
     for name in ("supervisor", "bare"):
         out = cli("standing", "--tmux-socket", socket_name, "start", name)
         assert out.returncode == 0, out.stderr
@@ -204,8 +228,13 @@ def test_comment_and_ask_post_on_the_issue_as_the_app_with_the_session_credentia
     item = api.work_item(5)
     with api.session() as db, db.begin():
         token = mint_session_token(db, item)
-    session_env = {**env, "THE_LOOP_WORK_ITEM": "issue-5", "THE_LOOP_WORK_ITEM_ID": item,
-                   "THE_LOOP_URL": api.url, "THE_LOOP_SESSION_TOKEN": token}  # fmt: skip
+    session_env = {
+        **env,
+        "THE_LOOP_WORK_ITEM": "issue-5",
+        "THE_LOOP_WORK_ITEM_ID": item,
+        "THE_LOOP_URL": api.url,
+        "THE_LOOP_SESSION_TOKEN": token,
+    }
     said = the_loop(session_env, "comment", "Design", "is", "ready")
     assert said.returncode == 0, said.stderr
     asked = the_loop(session_env, "ask", stdin="Should empty lists raise?\n")

@@ -72,11 +72,16 @@ def devbox(
     client = AppClient(running_app.url, token)
     state = tmp_path / "spawner-state"
     ctx = SpawnerContext(
-        config=parse_config(__import__("yaml").safe_load(operator_yaml)), runner=runner,
-        registry=Registry(state / "sessions.json"), events=SpawnerEvents(state, client),
-        home=home, state_dir=state, app_url=running_app.url, hosts=frozenset({"claude"}),
+        config=parse_config(__import__("yaml").safe_load(operator_yaml)),
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=SpawnerEvents(state, client),
+        home=home,
+        state_dir=state,
+        app_url=running_app.url,
+        hosts=frozenset({"claude"}),
         env={"PATH": os.environ["PATH"], "HOME": str(home)},
-    )  # fmt: skip
+    )
     agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=0.5))
     thread = threading.Thread(target=agent.run)
     thread.start()
@@ -99,10 +104,12 @@ def released(app: Any, fake: Any, origin: Path, reply: str) -> None:
 def spawned_with_missing_args(events_path: Path, configured: list[str]) -> list[dict[str, Any]]:
     """The R4 check, on events.jsonl alone: released spawns lacking a configured argument."""
     return [
-        e for e in read_jsonl(events_path)
-        if e["event"] == "session.spawned" and e.get("gh_event") == "issue_comment"
+        e
+        for e in read_jsonl(events_path)
+        if e["event"] == "session.spawned"
+        and e.get("gh_event") == "issue_comment"
         and not all(arg in e.get("harness_args", []) for arg in configured)
-    ]  # fmt: skip
+    ]
 
 
 @SQLITE
@@ -134,8 +141,9 @@ def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
     released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
     standin.wait_start(ITEM, timeout=30)
     wait_for(lambda: (standin.records / "github-Codertocat-Hello-World-1" / "stdin.bin").exists())
-    deliver(running_app, "issue_comment", comment("mallory says: rm -rf", login="mallory", cid=6),
-            "c-6")  # fmt: skip
+    deliver(
+        running_app, "issue_comment", comment("mallory says: rm -rf", login="mallory", cid=6), "c-6"
+    )
     deliver(running_app, "issue_comment", comment("please also cover the empty list", cid=7), "c-7")
     wait_for(lambda: b"please also cover the empty list" in standin.stdin(ITEM), timeout=20)
     wait_for(lambda: any(r["target_id"] == 7 for r in fake.reactions), timeout=20)

@@ -33,14 +33,15 @@ SESSION_TOKEN = "tlss_SessionCredential"
 def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
     return parse_config(
         {
-            "harnesses": [{"name": "claude", "default": True, "command": str(standin.path),
-                           "args": [FLAG]}],
+            "harnesses": [
+                {"name": "claude", "default": True, "command": str(standin.path), "args": [FLAG]}
+            ],
             "models": [{"name": "opus", "id": "claude-opus-4-1"}],
             "effort": ["high"],
             "routing": {"workspace": {"root": str(tmp_path / "work")}, **routing},
         },
         "test.yaml",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -66,11 +67,26 @@ def origin(tmp_path: Path) -> Path:
 
 
 def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -> ClaimedJob:
-    record = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {},
-              "harness": "claude", "model": "opus", "effort": "high", "dropped": [], **frozen}  # fmt: skip
-    payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
-               "clone_url": str(origin), "frozen": record, "gh_event": "issue_comment",
-               "action": "created", "prompt": prompt}  # fmt: skip
+    record = {
+        "decisions": {"phase-selection": {"at": "t", "by": "octocat"}},
+        "skips": {},
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+        "dropped": [],
+        **frozen,
+    }
+    payload = {
+        "work_item": WI,
+        "spec_id": "issue-7",
+        "repo": "o/r",
+        "issue_number": 7,
+        "clone_url": str(origin),
+        "frozen": record,
+        "gh_event": "issue_comment",
+        "action": "created",
+        "prompt": prompt,
+    }
     return ClaimedJob(1, SpawnJob.model_validate(payload), 60, TOKEN, SESSION_TOKEN)
 
 
@@ -80,10 +96,21 @@ def deliver_job(
     jid: int = 2,
     frozen: dict[str, Any] | None = None,
 ) -> ClaimedJob:
-    payload = {"work_item": WI, "spec_id": "issue-7", "repo": "o/r", "issue_number": 7,
-               "clone_url": str(origin), "comment_id": 99, "body": body, "author": "octocat",
-               "source": "github", "ref": "99", "gh_event": "issue_comment", "action": "created",
-               "frozen": frozen or {}}  # fmt: skip
+    payload = {
+        "work_item": WI,
+        "spec_id": "issue-7",
+        "repo": "o/r",
+        "issue_number": 7,
+        "clone_url": str(origin),
+        "comment_id": 99,
+        "body": body,
+        "author": "octocat",
+        "source": "github",
+        "ref": "99",
+        "gh_event": "issue_comment",
+        "action": "created",
+        "frozen": frozen or {},
+    }
     return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
 
 
@@ -103,9 +130,18 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     result = run_ok(ctx, spawn_job(origin))
     record = standin.wait_start(WI)
     sid = result["session_id"]
-    assert record["argv"] == [str(standin.path), "--session-id", sid, FLAG,
-                              "--model", "claude-opus-4-1", "--effort", "high",
-                              DENY_TOKEN, "Work on issue 7"]  # fmt: skip
+    assert record["argv"] == [
+        str(standin.path),
+        "--session-id",
+        sid,
+        FLAG,
+        "--model",
+        "claude-opus-4-1",
+        "--effort",
+        "high",
+        DENY_TOKEN,
+        "Work on issue 7",
+    ]
     checkout = tmp_path / "work" / "o-r-7"
     assert record["cwd"] == str(checkout)
     assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
@@ -113,10 +149,15 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert record["env"]["THE_LOOP_GATE_MAX_ATTEMPTS"] == "3"  # stopGate.maxAttempts
     assert record["env"]["THE_LOOP_SESSION_TOKEN"] == SESSION_TOKEN
     assert result == {
-        "session_id": sid, "tmux_target": f"{ctx.runner.socket}:o-r-7", "harness": "claude",
-        "model": "opus", "effort": "high", "harness_args": [FLAG, "--model", "claude-opus-4-1",
-        "--effort", "high"], "checkout": str(checkout), "respawned": False,
-    }  # fmt: skip
+        "session_id": sid,
+        "tmux_target": f"{ctx.runner.socket}:o-r-7",
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+        "harness_args": [FLAG, "--model", "claude-opus-4-1", "--effort", "high"],
+        "checkout": str(checkout),
+        "respawned": False,
+    }
     saved = ctx.registry.get(WI)
     assert saved is not None and DENY_TOKEN not in saved.harness_args
     (spawned,) = events(ctx, "session.spawned")
@@ -126,8 +167,10 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     (trusted,) = events(ctx, "workspace.trusted")
     assert trusted["directories"] == [str(checkout), str(tmp_path / "work")]
     projects = json.loads((home / ".claude.json").read_text())["projects"]
-    assert projects[str(checkout)] == {"hasTrustDialogAccepted": True,
-                                       "hasCompletedProjectOnboarding": True}  # fmt: skip
+    assert projects[str(checkout)] == {
+        "hasTrustDialogAccepted": True,
+        "hasCompletedProjectOnboarding": True,
+    }
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert settings == {"skipDangerousModePermissionPrompt": True}
     assert (
@@ -155,8 +198,9 @@ def test_a_frozen_choice_this_spawner_does_not_declare_falls_back_with_a_warning
     argv = standin.wait_start(WI)["argv"]
     assert argv[3:] == [FLAG, DENY_TOKEN, "Work on issue 7"]
     warnings = [e["warning"] for e in events(ctx, "session.choice_fallback")]
-    assert len(warnings) == 3 and all(e == "warning" for e in
-                                      [x["level"] for x in events(ctx, "session.choice_fallback")])  # fmt: skip
+    assert len(warnings) == 3 and all(
+        e == "warning" for e in [x["level"] for x in events(ctx, "session.choice_fallback")]
+    )
 
 
 def test_cli_mode_launches_without_the_deny_token(
@@ -295,11 +339,15 @@ def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
     from app.settings import load_settings
     from app.spawner.assembly import build_context
 
-    config = parse_config({
-        "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
-        "routing": {"harnessArgs": {"claude": ["--permission-mode", "plan"]},
-                    "workspace": {"root": str(tmp_path / "work")}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+            "routing": {
+                "harnessArgs": {"claude": ["--permission-mode", "plan"]},
+                "workspace": {"root": str(tmp_path / "work")},
+            },
+        }
+    )
     settings = load_settings({"THE_LOOP_STATE_DIR": str(tmp_path / "st")}, dotenv=None)
     env = {"PATH": os.environ["PATH"], "HOME": str(home)}
     ctx = build_context(settings, config, client=None, socket=runner.socket, env=env)
@@ -324,8 +372,14 @@ def test_a_followup_for_an_item_this_spawner_never_ran_starts_a_fresh_session(
 def test_a_followup_for_an_item_this_spawner_never_ran_keeps_the_frozen_choice(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
-    frozen = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {},
-              "harness": "claude", "model": "opus", "effort": "high", "dropped": []}  # fmt: skip
+    frozen = {
+        "decisions": {"phase-selection": {"at": "t", "by": "octocat"}},
+        "skips": {},
+        "harness": "claude",
+        "model": "opus",
+        "effort": "high",
+        "dropped": [],
+    }
     run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
     argv = standin.wait_start(WI)["argv"]
     assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]

@@ -46,32 +46,57 @@ class Box:
         return [e for e in read_jsonl(self.ctx.events.path) if e["event"] == name]
 
 
-def make_box(base: Path, name: str, *, args: list[str], trust: bool, env: dict[str, str],
-             approve_key: bool = False) -> Box:  # fmt: skip
+def make_box(
+    base: Path,
+    name: str,
+    *,
+    args: list[str],
+    trust: bool,
+    env: dict[str, str],
+    approve_key: bool = False,
+) -> Box:
     home = base / name / "home"
     home.mkdir(parents=True)
     claude_json: dict[str, Any] = {"hasCompletedOnboarding": True}
     if approve_key:
         claude_json["customApiKeyResponses"] = {"approved": [KEY[-20:]], "rejected": []}
     (home / ".claude.json").write_text(json.dumps(claude_json))
-    config = parse_config({
-        "harnesses": [{"name": "claude", "args": args}],
-        "routing": {"workspace": {"root": str(base / name / "work")},
-                    "harnessTrust": {"enabled": trust}},
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "harnesses": [{"name": "claude", "args": args}],
+            "routing": {
+                "workspace": {"root": str(base / name / "work")},
+                "harnessTrust": {"enabled": trust},
+            },
+        }
+    )
     full_env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_API_KEY": KEY, **env}
     runner = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:8]}", env=full_env, size=(120, 36))
     state = base / name / "state"
     ctx = SpawnerContext(
-        config=config, runner=runner, registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state), home=home, state_dir=state, app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude"}), env=full_env,
-    )  # fmt: skip
+        config=config,
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=SpawnerEvents(state),
+        home=home,
+        state_dir=state,
+        app_url="http://127.0.0.1:9",
+        hosts=frozenset({"claude"}),
+        env=full_env,
+    )
     item = f"github:o/{name}#1"
     origin = bare_repository(base / name)
-    payload = {"work_item": item, "spec_id": "issue-1", "repo": f"o/{name}", "issue_number": 1,
-               "clone_url": str(origin), "frozen": {}, "gh_event": "issue_comment",
-               "action": "created", "prompt": "hello"}  # fmt: skip
+    payload = {
+        "work_item": item,
+        "spec_id": "issue-1",
+        "repo": f"o/{name}",
+        "issue_number": 1,
+        "clone_url": str(origin),
+        "frozen": {},
+        "gh_event": "issue_comment",
+        "action": "created",
+        "prompt": "hello",
+    }
     ok, _, error = run_job(ctx, ClaimedJob(1, SpawnJob.model_validate(payload), 60))
     assert ok, error
     return Box(ctx, Watchdog(runner, ctx.registry, ctx.events.emit), item)
@@ -83,11 +108,13 @@ def boxes(tmp_path: Path) -> Iterator[dict[str, Box]]:
     try:
         made["trusted"] = make_box(tmp_path, "trusted", args=[], trust=True, env={})
         made["untrusted"] = make_box(tmp_path, "untrusted", args=[], trust=False, env={})
-        made["bypass"] = make_box(tmp_path, "bypass", args=[BYPASS], trust=True,
-                                  env={"IS_SANDBOX": "1"}, approve_key=True)  # fmt: skip
+        made["bypass"] = make_box(
+            tmp_path, "bypass", args=[BYPASS], trust=True, env={"IS_SANDBOX": "1"}, approve_key=True
+        )
         if os.geteuid() == 0:
-            made["root"] = make_box(tmp_path, "root", args=[BYPASS], trust=True, env={},
-                                    approve_key=True)  # fmt: skip
+            made["root"] = make_box(
+                tmp_path, "root", args=[BYPASS], trust=True, env={}, approve_key=True
+            )
         yield made
     finally:
         for box in made.values():

@@ -24,12 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GITHUB_", "THE_LOOP_", "DATABASE_URL", "TMUX"))}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GITHUB_", "THE_LOOP_", "DATABASE_URL", "TMUX"))
+    }
     env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "up"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     state = tmp_path / ".local/state/the-loop"
     try:
         wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), timeout=40)

@@ -68,10 +68,19 @@ class Fleet:
     def start(self, name: str, script: str) -> SessionRecord:
         target = self.runner.start(name, self.tmp, ["sh", "-c", script])
         return self.registry.put(
-            SessionRecord(work_item=f"github:o/r#{name}", harness="claude", model="", effort="",
-                          harness_args=[], session_id=f"sid-{name}", tmux_session=name,
-                          tmux_target=target, checkout=str(self.tmp), interaction="work-item")
-        )  # fmt: skip
+            SessionRecord(
+                work_item=f"github:o/r#{name}",
+                harness="claude",
+                model="",
+                effort="",
+                harness_args=[],
+                session_id=f"sid-{name}",
+                tmux_session=name,
+                tmux_target=target,
+                checkout=str(self.tmp),
+                interaction="work-item",
+            )
+        )
 
     def events_named(self, name: str) -> list[dict[str, Any]]:
         return [e for e in read_jsonl(self.events.path) if e["event"] == name]

@@ -41,20 +41,32 @@ def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
     }
     socket = f"the-loop-test-{os.getpid()}-{tmp_path.name}"
     # An operator started this server from a shell holding the secrets.
-    subprocess.run(["tmux", "-L", socket, "start-server", ";", "set", "-g", "exit-empty", "off"],
-                   env=dirty, check=True)  # fmt: skip
+    subprocess.run(
+        ["tmux", "-L", socket, "start-server", ";", "set", "-g", "exit-empty", "off"],
+        env=dirty,
+        check=True,
+    )
     tmux = TmuxRunner(socket, env=dirty)
     try:
-        tmux.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"},
-                   hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_a"})  # fmt: skip
+        tmux.start(
+            "a",
+            tmp_path,
+            [str(standin.path), "x"],
+            env={"THE_LOOP_WORK_ITEM": "a"},
+            hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_a"},
+        )
         tmux.start("b", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "b"})
         env_a = standin.wait_start("a")["env"]
         env_b = standin.wait_start("b")["env"]
     finally:
         tmux.kill_server()
     for env in (env_a, env_b):
-        assert not {"THE_LOOP_SPAWNER_TOKEN", "GITHUB_TOKEN", "SLACK_BOT_TOKEN",
-                    "GITHUB_WEBHOOK_SECRET"} & set(env)  # fmt: skip
+        assert not {
+            "THE_LOOP_SPAWNER_TOKEN",
+            "GITHUB_TOKEN",
+            "SLACK_BOT_TOKEN",
+            "GITHUB_WEBHOOK_SECRET",
+        } & set(env)
         assert env["ANTHROPIC_API_KEY"] == "sk-ant-keep"
     assert env_a["THE_LOOP_SESSION_TOKEN"] == "tlss_a"
     assert "THE_LOOP_SESSION_TOKEN" not in env_b
@@ -74,8 +86,13 @@ def test_a_session_credential_never_appears_on_a_tmux_command_line(
     env = {"PATH": os.environ["PATH"], "HOME": str(home)}
     tmux = TmuxRunner(f"the-loop-test-w{os.getpid()}", env=env, tmux=str(wrapper))
     try:
-        tmux.start("a", tmp_path, [str(standin.path), "x"], env={"THE_LOOP_WORK_ITEM": "a"},
-                   hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_hidden"})  # fmt: skip
+        tmux.start(
+            "a",
+            tmp_path,
+            [str(standin.path), "x"],
+            env={"THE_LOOP_WORK_ITEM": "a"},
+            hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_hidden"},
+        )
         assert standin.wait_start("a")["env"]["THE_LOOP_SESSION_TOKEN"] == "tlss_hidden"
     finally:
         tmux.kill_server()
@@ -139,8 +156,10 @@ def test_capture_many_returns_each_pane(runner: TmuxRunner, tmp_path: Path) -> N
     wait_for(lambda: "pane-c" in runner.capture("c"))
     screens = runner.capture_many(["a", "b", "c"])
     assert {name: screens[name].strip() for name in screens} == {
-        "a": "pane-a", "b": "pane-b", "c": "pane-c"
-    }  # fmt: skip
+        "a": "pane-a",
+        "b": "pane-b",
+        "c": "pane-c",
+    }
 
 
 def test_no_server_means_no_panes(runner: TmuxRunner) -> None:

@@ -27,8 +27,15 @@ def target(env: Mapping[str, str]) -> tuple[str, str, str]:
     item = next((env[k] for k in ENV_ITEM if env.get(k)), "")
     url = env.get("THE_LOOP_URL", "")
     token = env.get("THE_LOOP_SESSION_TOKEN") or env.get("THE_LOOP_SPAWNER_TOKEN", "")
-    missing = [name for name, value in (("THE_LOOP_WORK_ITEM_ID", item), ("THE_LOOP_URL", url),
-               ("THE_LOOP_SESSION_TOKEN", token)) if not value]  # fmt: skip
+    missing = [
+        name
+        for name, value in (
+            ("THE_LOOP_WORK_ITEM_ID", item),
+            ("THE_LOOP_URL", url),
+            ("THE_LOOP_SESSION_TOKEN", token),
+        )
+        if not value
+    ]
     if missing:
         raise ToolError(f"not inside a the-loop session: {', '.join(missing)} not set")
     return url, item, token
@@ -60,8 +67,10 @@ def post(kind: str, args: argparse.Namespace) -> int:
         return 1
     print(posted.get("html_url") or f"posted comment {posted.get('comment_id')}")
     if kind == "ask":
-        print("Your question is on the issue. End your turn now; the answer arrives as a "
-              "follow-up message.")  # fmt: skip
+        print(
+            "Your question is on the issue. End your turn now; the answer arrives as a "
+            "follow-up message."
+        )
     return 0
 
 

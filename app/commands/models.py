@@ -25,17 +25,30 @@ def _print_results(rows: Sequence[tuple[Any, Result | None]], as_json: bool) -> 
 
     if as_json:
         for probe, result in rows:
-            print(json.dumps({"harness": probe.harness, "kind": probe.kind.value,
-                              "name": probe.name, "argv": list(probe.argv),
-                              "verdict": result.verdict.value if result else None,
-                              "detail": result.detail if result else "",
-                              "cached": result.cached if result else False}))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "harness": probe.harness,
+                        "kind": probe.kind.value,
+                        "name": probe.name,
+                        "argv": list(probe.argv),
+                        "verdict": result.verdict.value if result else None,
+                        "detail": result.detail if result else "",
+                        "cached": result.cached if result else False,
+                    }
+                )
+            )
         return
     table = Table("harness", "choice", "verdict", "argv probed", "detail", box=None)
     for probe, result in rows:
         verdict = result.verdict.value + (" (cached)" if result.cached else "") if result else "-"
-        table.add_row(probe.harness, probe.token, verdict, " ".join(probe.argv),
-                      result.detail if result else "not probed yet")  # fmt: skip
+        table.add_row(
+            probe.harness,
+            probe.token,
+            verdict,
+            " ".join(probe.argv),
+            result.detail if result else "not probed yet",
+        )
     Console().print(table)
 
 
@@ -79,9 +92,15 @@ def record_verdicts(database_url: str, results: Sequence[Result]) -> None:
         migrate(engine)
         with Session(engine) as session, session.begin():
             for r in results:
-                session.merge(ModelVerdict(token=r.probe.token, verdict=r.verdict.value,
-                                           harness=r.probe.harness, detail=r.detail,
-                                           probed_at=datetime.now(UTC)))  # fmt: skip
+                session.merge(
+                    ModelVerdict(
+                        token=r.probe.token,
+                        verdict=r.verdict.value,
+                        harness=r.probe.harness,
+                        detail=r.detail,
+                        probed_at=datetime.now(UTC),
+                    )
+                )
     finally:
         engine.dispose()
 
@@ -95,10 +114,19 @@ def run_check(args: argparse.Namespace) -> int:
     results = check(probes, cache, os.environ, fresh=args.fresh, timeout=args.timeout)
     _print_results([(r.probe, r) for r in results], args.json)
     SpawnerEvents(spawner_state_dir(settings)).emit(
-        "models.checked", None,
-        verdicts=[{"harness": r.probe.harness, "token": r.probe.token, "verdict": r.verdict.value,
-                   "detail": r.detail, "argv": list(r.probe.argv)} for r in results],
-    )  # fmt: skip
+        "models.checked",
+        None,
+        verdicts=[
+            {
+                "harness": r.probe.harness,
+                "token": r.probe.token,
+                "verdict": r.verdict.value,
+                "detail": r.detail,
+                "argv": list(r.probe.argv),
+            }
+            for r in results
+        ],
+    )
     if args.record:
         record_verdicts(settings.database_url, results)
     return 1 if any(r.verdict is Verdict.REFUSED for r in results) else 0
@@ -112,8 +140,9 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(func=run_list)
     probe = commands.add_parser("check", help="probe each choice with the session's base args")
     probe.add_argument("--fresh", action="store_true", help="ignore cached verdicts")
-    probe.add_argument("--record", action="store_true",
-                       help="write verdicts to the App's database (DATABASE_URL)")  # fmt: skip
+    probe.add_argument(
+        "--record", action="store_true", help="write verdicts to the App's database (DATABASE_URL)"
+    )
     probe.add_argument("--timeout", type=float, default=PROBE_TIMEOUT, help="seconds per probe")
     probe.add_argument("--json", action="store_true")
     probe.set_defaults(func=run_check)

@@ -35,13 +35,34 @@ def run_sessions(args: argparse.Namespace) -> int:
         for record in records:
             print(json.dumps({**record.to_dict(), "pane": pane_state(record, panes)}))
         return 0
-    table = Table("work item", "state", "pane", "harness", "model", "effort", "harness args",
-                  "session id", "tmux", "updated", box=None, pad_edge=False)  # fmt: skip
+    table = Table(
+        "work item",
+        "state",
+        "pane",
+        "harness",
+        "model",
+        "effort",
+        "harness args",
+        "session id",
+        "tmux",
+        "updated",
+        box=None,
+        pad_edge=False,
+    )
     for r in sorted(records, key=lambda r: r.updated_at, reverse=True):
         state = f"{r.state} ({r.stall})" if r.stall else r.state
-        table.add_row(r.work_item, state, pane_state(r, panes), r.harness, r.model or "-",
-                      r.effort or "-", " ".join(r.harness_args) or "-", r.session_id,
-                      r.tmux_target, r.updated_at[:19])  # fmt: skip
+        table.add_row(
+            r.work_item,
+            state,
+            pane_state(r, panes),
+            r.harness,
+            r.model or "-",
+            r.effort or "-",
+            " ".join(r.harness_args) or "-",
+            r.session_id,
+            r.tmux_target,
+            r.updated_at[:19],
+        )
     Console().print(table)
     if not records:
         Console().print("no sessions" + ("" if args.all else " (use --all for ended ones)"))

@@ -23,8 +23,10 @@ def run_agent(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
     settings = load_settings()
     if not settings.the_loop_spawner_token:
-        print("the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token "
-              "create`)", file=sys.stderr)  # fmt: skip
+        print(
+            "the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token create`)",
+            file=sys.stderr,
+        )
         return 2
     config = load_config(settings.the_loop_config)
     client = AppClient(settings.the_loop_url, settings.the_loop_spawner_token)
@@ -68,8 +70,11 @@ def create_token(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     print(token)
-    print(f"Spawner {args.name!r} created. Keep this token: it is shown once. Run the spawner "
-          "with THE_LOOP_SPAWNER_TOKEN set to it.", file=sys.stderr)  # fmt: skip
+    print(
+        f"Spawner {args.name!r} created. Keep this token: it is shown once. Run the spawner "
+        "with THE_LOOP_SPAWNER_TOKEN set to it.",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -15,8 +15,9 @@ def _context(args: argparse.Namespace) -> Any:
     from app.spawner.assembly import build_context
 
     settings = load_settings()
-    return build_context(settings, load_config(settings.the_loop_config), client=None,
-                         socket=args.tmux_socket)  # fmt: skip
+    return build_context(
+        settings, load_config(settings.the_loop_config), client=None, socket=args.tmux_socket
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -29,9 +30,14 @@ def run_list(args: argparse.Namespace) -> int:
     for status in statuses(_context(args)):
         record = status.record
         state = "running" if status.alive else (record.state if record else "not started")
-        table.add_row(status.entry.name, state, record.harness if record else "",
-                      " ".join(record.harness_args) if record else "",
-                      str(status.entry.cwd), record.session_id if record else "")  # fmt: skip
+        table.add_row(
+            status.entry.name,
+            state,
+            record.harness if record else "",
+            " ".join(record.harness_args) if record else "",
+            str(status.entry.cwd),
+            record.session_id if record else "",
+        )
     Console().print(table)
     return 0
 

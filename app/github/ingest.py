@@ -193,13 +193,24 @@ class IngestWriter:
         for item in batch:
             routed = self.routed(item.event, item.action)
             rows.append(
-                {"delivery_id": item.delivery_id, "event": item.event, "action": item.action,
-                 "body": item.body, "attempts": 0, "next_attempt_at": now, "received_at": now,
-                 "state": InboxState.QUEUED if routed else InboxState.DONE,
-                 "done_at": None if routed else now}
-            )  # fmt: skip
-            fields = {"delivery": item.delivery_id, "gh_event": item.event,
-                      "action": item.action, "routed": routed}  # fmt: skip
+                {
+                    "delivery_id": item.delivery_id,
+                    "event": item.event,
+                    "action": item.action,
+                    "body": item.body,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "received_at": now,
+                    "state": InboxState.QUEUED if routed else InboxState.DONE,
+                    "done_at": None if routed else now,
+                }
+            )
+            fields = {
+                "delivery": item.delivery_id,
+                "gh_event": item.event,
+                "action": item.action,
+                "routed": routed,
+            }
             received[item.delivery_id] = event_record("webhook.received", None, fields, now)
         try:
             with self._lock:
@@ -212,9 +223,16 @@ class IngestWriter:
                     if records:
                         conn.execute(
                             insert(Event),
-                            [{"ts": now, "event": "webhook.received", "work_item": None,
-                              "data": record} for record in records],
-                        )  # fmt: skip
+                            [
+                                {
+                                    "ts": now,
+                                    "event": "webhook.received",
+                                    "work_item": None,
+                                    "data": record,
+                                }
+                                for record in records
+                            ],
+                        )
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             self._discard_connection()
             self._finish([(item, (False, exc)) for item in batch])

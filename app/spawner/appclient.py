@@ -124,8 +124,12 @@ class AppClient:
         return response
 
     def register(self, name: str, repositories: list[str], harnesses: list[str]) -> int:
-        body = {"name": name, "repositories": repositories, "harnesses": harnesses,
-                "version": __version__}  # fmt: skip
+        body = {
+            "name": name,
+            "repositories": repositories,
+            "harnesses": harnesses,
+            "version": __version__,
+        }
         return int(self._call("POST", "/register", json=body).json()["spawner_id"])
 
     def claim(self, wait: float) -> ClaimedJob | None:

@@ -45,8 +45,14 @@ def build_context(
     state_dir = spawner_state_dir(settings)
     events = SpawnerEvents(state_dir, client)
     for finding in config_findings(config):
-        events.emit("config.conflict", None, level="warning", key=finding.key,
-                    message=finding.message, file=config.source)  # fmt: skip
+        events.emit(
+            "config.conflict",
+            None,
+            level="warning",
+            key=finding.key,
+            message=finding.message,
+            file=config.source,
+        )
     hosts = frozenset(hostable_harnesses(config, env))
     probes = plan_probes(config, hosts)
     return SpawnerContext(

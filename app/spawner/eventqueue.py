@@ -43,8 +43,13 @@ class SpawnerEvents:
 
     def emit(self, event: str, work_item: str | None = None, **fields: Any) -> dict[str, Any]:
         """Append one event (the App's event shape: `ts`, `event`, `work_item`, fields)."""
-        record = {"ts": datetime.now(UTC).isoformat(), "event": event, "work_item": work_item,
-                  "id": uuid.uuid4().hex, **fields}  # fmt: skip
+        record = {
+            "ts": datetime.now(UTC).isoformat(),
+            "event": event,
+            "work_item": work_item,
+            "id": uuid.uuid4().hex,
+            **fields,
+        }
         line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
         with self._append_lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

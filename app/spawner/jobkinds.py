@@ -101,9 +101,14 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
     screen = classify_screen(ctx.runner.capture(record.tmux_session))
     if screen is not None:
         ctx.registry.update(job.work_item, state=SessionState.STALLED.value, stall=screen.value)
-        ctx.events.emit("session.stalled", job.work_item, screen=screen.value,
-                        hint=HINTS[screen], session_id=record.session_id,
-                        tmux_target=record.tmux_target)  # fmt: skip
+        ctx.events.emit(
+            "session.stalled",
+            job.work_item,
+            screen=screen.value,
+            hint=HINTS[screen],
+            session_id=record.session_id,
+            tmux_target=record.tmux_target,
+        )
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     ctx.runner.paste(record.tmux_session, text)
     _delivered(ctx, job, record.session_id, respawned=False)
@@ -160,19 +165,29 @@ def _respawn(
         choice = frozen_choice(ctx, job, harness=harness, fallback=record)
         session_id = record.session_id if record else str(uuid.uuid4())
         prompt = text if record is not None else fresh_prompt(job, spec_id, text)
-        launch = build_launch(ctx.config, choice, session_id=session_id, prompt=prompt,
-                              resume=record is not None)  # fmt: skip
+        launch = build_launch(
+            ctx.config, choice, session_id=session_id, prompt=prompt, resume=record is not None
+        )
     started = start_session(ctx, job, checkout, launch, event="session.respawned", **facts)
     if launch.resumed:
         died = _wait_for_early_exit(ctx, started)
         if died is not None:
-            ctx.events.emit("session.resume_failed", job.work_item, level="warning",
-                            session_id=launch.session_id, last_lines=died)  # fmt: skip
-            fresh = build_launch(ctx.config, Choice(launch.harness, launch.model, launch.effort),
-                                 session_id=str(uuid.uuid4()),
-                                 prompt=fresh_prompt(job, spec_id, text))  # fmt: skip
-            started = start_session(ctx, job, checkout, fresh, event="session.respawned",
-                                    reason="resume failed")  # fmt: skip
+            ctx.events.emit(
+                "session.resume_failed",
+                job.work_item,
+                level="warning",
+                session_id=launch.session_id,
+                last_lines=died,
+            )
+            fresh = build_launch(
+                ctx.config,
+                Choice(launch.harness, launch.model, launch.effort),
+                session_id=str(uuid.uuid4()),
+                prompt=fresh_prompt(job, spec_id, text),
+            )
+            started = start_session(
+                ctx, job, checkout, fresh, event="session.respawned", reason="resume failed"
+            )
     _delivered(ctx, job, started.session_id, respawned=True)
     return {"delivered": True, "respawned": True, "session_id": started.session_id}
 
@@ -207,6 +222,11 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
             error = str(exc)
             if job.github_token:
                 error = error.replace(job.github_token, "[token]")
-            ctx.events.emit(f"session.{job.kind}_failed", job.work_item, level="warning",
-                            error=error, job=job.id)  # fmt: skip
+            ctx.events.emit(
+                f"session.{job.kind}_failed",
+                job.work_item,
+                level="warning",
+                error=error,
+                job=job.id,
+            )
             return False, {}, error

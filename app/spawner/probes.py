@@ -154,8 +154,11 @@ class VerdictCache:
         now = self.clock()
         data = {k: v for k, v in data.items() if now - float(v.get("at", 0)) <= self.ttl}
         for r in results:
-            data[self.key(r.probe.argv)] = {"verdict": r.verdict.value, "detail": r.detail,
-                                            "at": now}  # fmt: skip
+            data[self.key(r.probe.argv)] = {
+                "verdict": r.verdict.value,
+                "detail": r.detail,
+                "at": now,
+            }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.path, data, 0o600)
 

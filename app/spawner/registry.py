@@ -76,8 +76,9 @@ class SessionRecord:
         return replace(self, updated_at=_now(), **changes)
 
 
-def record_for(launch: Launch, work_item: str, tmux_session: str, target: str, checkout: Path,
-               **extra: Any) -> SessionRecord:  # fmt: skip
+def record_for(
+    launch: Launch, work_item: str, tmux_session: str, target: str, checkout: Path, **extra: Any
+) -> SessionRecord:
     """The record of a launch: the recorded arguments exclude the deny token by construction."""
     return SessionRecord(
         work_item=work_item,
@@ -106,8 +107,12 @@ def drift(record: SessionRecord, now: Launch) -> Drift | None:
     """The differing launch facts between `record` and `now`, or None when they agree."""
     keys = ("harness", "model", "effort", "harness_args")
     old = {k: getattr(record, k) for k in keys}
-    new = {"harness": now.harness, "model": now.model, "effort": now.effort,
-           "harness_args": list(now.harness_args)}  # fmt: skip
+    new = {
+        "harness": now.harness,
+        "model": now.model,
+        "effort": now.effort,
+        "harness_args": list(now.harness_args),
+    }
     changed = [k for k in keys if old[k] != new[k]]
     if not changed:
         return None

@@ -46,8 +46,9 @@ def entry_named(ctx: SpawnerContext, name: str) -> StandingSession:
     entry = next((s for s in sessions if s.name == name), None)
     if entry is None:
         declared = ", ".join(s.name for s in sessions) or "none"
-        raise StandingError(f"no standing session {name!r} in {ctx.config.source} "
-                            f"(declared: {declared})")  # fmt: skip
+        raise StandingError(
+            f"no standing session {name!r} in {ctx.config.source} (declared: {declared})"
+        )
     return entry
 
 
@@ -66,24 +67,35 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     session = tmux_name(name)
     pane = ctx.runner.pane(session)
     if pane is not None and not pane.dead and not restart:
-        raise StandingError(f"{name!r} is already running: tmux -L {ctx.runner.socket} "
-                            f"attach -t {session} (or --restart)")  # fmt: skip
+        raise StandingError(
+            f"{name!r} is already running: tmux -L {ctx.runner.socket} "
+            f"attach -t {session} (or --restart)"
+        )
     harness = entry.harness or default_harness(ctx.config, ctx.hosts)
     if harness not in ctx.hosts:
         raise StandingError(f"harness {harness!r} cannot host a session on this machine")
     cwd = entry.cwd.expanduser()
     if not cwd.is_dir():
         raise StandingError(f"{name!r}: cwd {cwd} is not a directory")
-    launch = standing_launch(ctx.config, harness, entry.harness_args,
-                             session_id=str(uuid.uuid4()), prompt=entry.prompt)  # fmt: skip
+    launch = standing_launch(
+        ctx.config, harness, entry.harness_args, session_id=str(uuid.uuid4()), prompt=entry.prompt
+    )
     trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
     item = standing_item(name)
     report_trust(ctx, item, pretrust(ctx.home, cwd, cwd, trust, launch.harness_args))
     target = ctx.runner.start(session, cwd, launch.argv)
     record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))
-    ctx.events.emit("standing.started", item, name=name, harness=harness,
-                    harness_args=list(launch.harness_args), session_id=launch.session_id,
-                    tmux_target=target, argv=launch.recorded_argv, cwd=str(cwd))  # fmt: skip
+    ctx.events.emit(
+        "standing.started",
+        item,
+        name=name,
+        harness=harness,
+        harness_args=list(launch.harness_args),
+        session_id=launch.session_id,
+        tmux_target=target,
+        argv=launch.recorded_argv,
+        cwd=str(cwd),
+    )
     return record
 
 

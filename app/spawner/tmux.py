@@ -131,13 +131,26 @@ class TmuxRunner:
         """Start the server with the clean environment and set the options sessions rely on."""
         self._run(
             [
-                "start-server", ";",
-                "set-option", "-g", "exit-empty", "off", ";",
-                "set-option", "-wg", "remain-on-exit", "on", ";",
-                "set-option", "-g", "update-environment", " ".join(HIDDEN_VARIABLES), ";",
+                "start-server",
+                ";",
+                "set-option",
+                "-g",
+                "exit-empty",
+                "off",
+                ";",
+                "set-option",
+                "-wg",
+                "remain-on-exit",
+                "on",
+                ";",
+                "set-option",
+                "-g",
+                "update-environment",
+                " ".join(HIDDEN_VARIABLES),
+                ";",
                 *self._unset_secrets(),
             ]
-        )  # fmt: skip
+        )
 
     @staticmethod
     def _unset_secrets() -> list[str]:
@@ -194,8 +207,14 @@ class TmuxRunner:
         return panes
 
     def _list_panes(self) -> dict[str, Pane]:
-        fields = ("session_name", "pane_active", "pane_dead", "pane_dead_status",
-                  "pane_dead_signal", "pane_pid")  # fmt: skip
+        fields = (
+            "session_name",
+            "pane_active",
+            "pane_dead",
+            "pane_dead_status",
+            "pane_dead_signal",
+            "pane_pid",
+        )
         fmt = ":".join(f"#{{{f}}}" for f in fields)  # tmux names never hold ":"
         proc = self._run(["list-panes", "-a", "-F", fmt], check=False)
         if proc.returncode != 0:
@@ -230,8 +249,10 @@ class TmuxRunner:
         proc = self._run(args, check=False)
         parts = proc.stdout.split(_MARK + "\n")
         if proc.returncode != 0 or len(parts) != len(names):
-            return {name: self._run(["capture-pane", "-p", "-t", _target(name)], check=False)
-                    .stdout for name in names}  # fmt: skip
+            return {
+                name: self._run(["capture-pane", "-p", "-t", _target(name)], check=False).stdout
+                for name in names
+            }
         return dict(zip(names, parts, strict=True))
 
     def paste(self, name: str, text: str) -> None:
@@ -240,13 +261,43 @@ class TmuxRunner:
         target = _target(name)
         body, clear, enter = f"m{tag}", f"c{tag}", f"e{tag}"
         commands = [
-                "load-buffer", "-b", body, "-", ";",
-                "set-buffer", "-b", clear, CLEAR_LINE, ";",
-                "paste-buffer", "-d", "-b", clear, "-t", target, ";",
-                "paste-buffer", "-d", "-p", "-b", body, "-t", target, ";",
-                "set-buffer", "-b", enter, ENTER, ";",
-                "paste-buffer", "-d", "-b", enter, "-t", target,
-        ]  # fmt: skip
+            "load-buffer",
+            "-b",
+            body,
+            "-",
+            ";",
+            "set-buffer",
+            "-b",
+            clear,
+            CLEAR_LINE,
+            ";",
+            "paste-buffer",
+            "-d",
+            "-b",
+            clear,
+            "-t",
+            target,
+            ";",
+            "paste-buffer",
+            "-d",
+            "-p",
+            "-b",
+            body,
+            "-t",
+            target,
+            ";",
+            "set-buffer",
+            "-b",
+            enter,
+            ENTER,
+            ";",
+            "paste-buffer",
+            "-d",
+            "-b",
+            enter,
+            "-t",
+            target,
+        ]
         try:
             self._run(commands, stdin=text)
         except TmuxError:

@@ -8,7 +8,6 @@ from typing import Any
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -48,6 +47,3 @@ def migrate(engine: Engine) -> None:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
 
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
