@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from flask.typing import ResponseReturnValue
 
     from app.fleet.api import bp as spawner_bp
+    from app.fleet.phase_api import bp as phase_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(status_bp)
     app.register_blueprint(spawner_bp)
+    app.register_blueprint(phase_bp)
 
     @app.get("/healthz")
     def healthz() -> ResponseReturnValue:

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "models",
     "standing",
     "agent_tools",
+    "phase",
 )
 
 

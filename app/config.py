@@ -21,6 +21,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
 DEFAULT_LABEL = "the-loop: auto-execute"
 DEFAULT_EXECUTE_KEYWORD = "the-loop execute"
+DEFAULT_APPROVE_KEYWORD = "the-loop approve"
+DEFAULT_CHANGES_KEYWORD = "the-loop changes"
 
 
 class ConfigError(ValueError):
@@ -112,6 +114,19 @@ class HarnessTrust(_Model):
 class Trigger(_Model):
     label: str = DEFAULT_LABEL
     execute_keyword: str = DEFAULT_EXECUTE_KEYWORD
+    approve_keyword: str = DEFAULT_APPROVE_KEYWORD  # passes the review gate
+    changes_keyword: str = DEFAULT_CHANGES_KEYWORD  # sends the work back to implementation
+
+    @property
+    def keywords(self) -> tuple[str, str, str]:
+        """Every keyword that makes a comment a decision rather than a follow-up."""
+        return (self.execute_keyword, self.approve_keyword, self.changes_keyword)
+
+
+class Completion(_Model):
+    """What happens to the session when the item reaches `complete` (or its PR merges)."""
+
+    stop_session: bool = False
 
 
 class Routing(_Model):
@@ -121,6 +136,7 @@ class Routing(_Model):
     workspace: Workspace = Workspace()
     harness_trust: HarnessTrust = HarnessTrust()
     trigger: Trigger = Trigger()
+    completion: Completion = Completion()
     default_harness: str | None = None
 
 

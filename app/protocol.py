@@ -47,6 +47,10 @@ class ItemJob(_Shape):
     clone_url: str = ""
     html_url: str = ""
     frozen: Frozen = Field(default_factory=Frozen)
+    # Where the App's record says the item stands, and the human decisions taken at later
+    # gates: the spawner writes both into the checkout's state file the stop gate reads.
+    phase: str = ""
+    gates: dict[str, Any] = Field(default_factory=dict)
 
 
 class SpawnJob(ItemJob):

@@ -17,6 +17,7 @@ from app.github.worker import InboxWorker
 from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
+from app.workitems.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,11 @@ class AppState:
     router: Router
     workers: list[InboxWorker] = field(default_factory=list)
     ingest: IngestWriter = field(init=False)
+    progress: ProgressPublisher = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
+        self.progress = ProgressPublisher(self.services, self.engine)
 
     def wake_workers(self) -> None:
         for worker in self.workers:
@@ -44,6 +47,8 @@ class AppState:
             worker.name = f"{worker.name}:{index}"
             self.workers.append(worker)
             worker.start()
+        if count:
+            self.progress.start()
         # The chat mirror's sender (if the mirror has one) runs beside the inbox workers.
         start_mirror = getattr(self.services.mirror, "start", None)
         if callable(start_mirror):
@@ -52,6 +57,7 @@ class AppState:
     def stop_workers(self) -> None:
         for worker in self.workers:
             worker.stop()
+        self.progress.stop()
         stop_mirror = getattr(self.services.mirror, "stop", None)
         if callable(stop_mirror):
             stop_mirror()
@@ -66,6 +72,7 @@ class AppState:
 def build_state(settings: Settings) -> AppState:
     """Open the database (migrating it), read the operator config, build the clients."""
     config = load_config(settings.the_loop_config)
+    watch_changes()
     engine = make_engine(settings.database_url)
     migrate(engine)
     events = EventLog(settings.events_path, engine)

@@ -93,6 +93,8 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "ref": str(comment["id"]),
         "gh_event": "issue_comment",
         "action": "created",
+        "phase": "",
+        "gates": {},
         "frozen": {
             "decisions": {},
             "skips": {},

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from app.gate.classify import Selection
 from app.gate.markers import MarkerKind, marker
 from app.gate.phases import PHASES
+from app.graph import NODES, Node
 
 MAX_PROMPT_BODY = 20_000
 _NO_SKIPS = "- **Phases skipped:** none"
@@ -42,7 +43,8 @@ def confirmation_markdown(selection: Selection, author: str, work_item: str) -> 
 
 
 def who_may_execute(authorized_users: Sequence[str] | None, repo: str, keyword: str) -> str:
-    """One sentence naming who may start a work item (design.md's authorization rule)."""
+    """One sentence naming who may reply `keyword` (design.md's authorization rule: the same
+    for execute, approve and changes)."""
     if authorized_users is not None and not authorized_users:
         return "Nobody is listed in `routing.authorizedUsers`, so no comment can start it."
     if authorized_users is not None:
@@ -51,10 +53,12 @@ def who_may_execute(authorized_users: Sequence[str] | None, repo: str, keyword: 
     return f"People with write, maintain or admin access to {repo} may reply `{keyword}`."
 
 
-def refusal_markdown(who: str, why: str, may: str, work_item: str, ref: str) -> str:
-    """One short reply to a refused execute: why, and who may execute instead."""
+def refusal_markdown(
+    who: str, why: str, may: str, work_item: str, ref: str, action: str = "start the work"
+) -> str:
+    """One short reply to a refused decision: what it did not do, why, and who may."""
     lines = [
-        f"@{who}, this did not start the work: {why}. {may}",
+        f"@{who}, this did not {action}: {why}. {may}",
         "",
         marker(MarkerKind.REFUSAL, item=work_item, ref=ref),
     ]
@@ -63,6 +67,34 @@ def refusal_markdown(who: str, why: str, may: str, work_item: str, ref: str) -> 
 
 def _phases_in_force(skips: Sequence[str]) -> list[str]:
     return [p.node for p in PHASES if p.node not in skips]
+
+
+def _artifact(node: Node, spec_id: str) -> str:
+    if node.requires:
+        return " or ".join(f"docs/specs/{spec_id}/{name}" for name in node.requires[0])
+    if node.tasks_ticked:
+        return f"every task in docs/specs/{spec_id}/tasks.md ticked"
+    if node.human_gate:
+        return "a human decision on the issue"
+    return "nothing to write"
+
+
+def walk_instructions(spec_id: str, skips: Sequence[str]) -> list[str]:
+    """How the session walks its phases: what each needs, `phase next`, the stop gate."""
+    walked = _phases_in_force(skips)
+    lines = ["How to walk the phases:"]
+    lines += [f"- {n.name}: {_artifact(n, spec_id)}" for n in NODES if n.name in walked]
+    lines += [
+        "After producing a phase's artifact, run `the-loop phase next`: it moves the work item "
+        "to the next phase, or says exactly what is missing. `the-loop phase` shows where the "
+        "work item stands.",
+        "A stop gate checks the current phase whenever you end a turn: while its artifact is "
+        "missing, the turn does not end and you are told what to write.",
+        "At `review` a human approves or requests changes on the issue: end your turn and wait; "
+        "the decision arrives as a message. After approval, `the-loop phase next` completes "
+        "the work item.",
+    ]
+    return lines
 
 
 def initial_prompt(
@@ -74,7 +106,8 @@ def initial_prompt(
     selection: Selection,
     unattended: bool,
 ) -> str:
-    """The first prompt of the session: the issue, the phases in force, how to talk back."""
+    """The first prompt of the session: the issue, the phases in force, how to walk them and
+    how to talk back."""
     text = body.replace("\x00", "")
     if len(text) > MAX_PROMPT_BODY:
         text = text[:MAX_PROMPT_BODY] + f"\n\n[…issue body cut at {MAX_PROMPT_BODY} characters]"
@@ -87,6 +120,7 @@ def initial_prompt(
     ]
     if selection.skips:
         lines.append("Skipped by the human: " + ", ".join(selection.skips) + ".")
+    lines += ["", *walk_instructions(spec_id, selection.skips), ""]
     if unattended:
         lines.append(
             "Nobody is watching this terminal. Post progress with `the-loop comment` and put "

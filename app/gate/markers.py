@@ -29,6 +29,9 @@ class MarkerKind(StrEnum):
     REFUSAL = "refusal"  # the execute was refused; who may execute
     AGENT = "agent"  # written by a session through `the-loop comment` / `the-loop ask`
     SLACK = "slack"  # a Slack member's words, posted on the issue by the App
+    PROGRESS = "progress"  # the one progress comment of a work item, edited in place
+    REVIEW = "review"  # the item reached a human gate: ready for review
+    NOTICE = "notice"  # a one-line notice (a decision recorded, the item done, a stall)
 
 
 _KIND = r"[a-z][a-z0-9-]*"

@@ -47,10 +47,26 @@ class IssueIO:
         existing = self.find_marked(kind, **attrs)
         if existing is not None:
             return existing, True
+        return self.post(body), False
+
+    def post(self, body: str) -> int:
+        """Post a new comment; returns its id."""
         resp = self.client.rest.issues.create_comment(
             self.owner, self.name, self.number, data={"body": body}
         )
-        return int(resp.json()["id"]), False
+        return int(resp.json()["id"])
+
+    def edit(self, comment_id: int, body: str) -> bool:
+        """Replace one of the App's comments; False when it no longer exists."""
+        try:
+            self.client.rest.issues.update_comment(
+                self.owner, self.name, comment_id, data={"body": body}
+            )
+        except RequestFailed as exc:
+            if exc.response.status_code in GONE:
+                return False
+            raise
+        return True
 
     def comment_body(self, comment_id: int) -> str | None:
         """A comment's current body; None when it no longer exists."""

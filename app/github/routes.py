@@ -22,7 +22,11 @@ ROUTES: RouteTable = {
     ("issues", "labeled"): [workitems.start_work_item],
     ("issues", "unlabeled"): [workitems.park_unlabeled],
     ("issues", "closed"): [workitems.stop_on_close],
-    ("issue_comment", "created"): [workitems.freeze_on_execute, followups.on_issue_comment],
+    ("issue_comment", "created"): [
+        workitems.freeze_on_execute,
+        workitems.decide_review,
+        followups.on_issue_comment,
+    ],
     ("issue_comment", "edited"): [workitems.log_execute_edit],
 }
 

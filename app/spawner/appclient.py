@@ -161,6 +161,17 @@ class AppClient:
         data = self._call("POST", "/events", json={"events": events}).json()
         return data if isinstance(data, dict) else {}
 
+    def phase(self, work_item: str) -> dict[str, Any]:
+        """Where the App's record says `work_item` stands."""
+        data = self._call("GET", "/phase", params={"work_item": work_item}).json()
+        return data if isinstance(data, dict) else {}
+
+    def advance(self, work_item: str, from_node: str, artifacts: list[str]) -> dict[str, Any]:
+        """Ask the App to move `work_item` on from `from_node` (Rejected: refused, 409/422)."""
+        body = {"work_item": work_item, "from": from_node, "artifacts": artifacts}
+        data = self._call("POST", "/phase", json=body).json()
+        return data if isinstance(data, dict) else {}
+
     def comment(self, work_item: str, kind: str, body: str) -> dict[str, Any]:
         payload = {"work_item": work_item, "kind": kind, "body": body}
         data = self._call("POST", "/comments", json=payload).json()

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from app.config import NAME_RE
@@ -134,11 +135,18 @@ def prepare_checkout(
     return Checkout(target, reused=False)
 
 
-def write_frozen_state(checkout: Path, spec_id: str, frozen: Frozen) -> Path:
-    """Write `docs/specs/<spec>/work-item-state.json` from the App's frozen record.
+def write_frozen_state(
+    checkout: Path,
+    spec_id: str,
+    frozen: Frozen,
+    phase: str = "",
+    gates: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write `docs/specs/<spec>/work-item-state.json` from the App's record.
 
-    The pointer already in a reused checkout is kept; the decisions and choices are the
-    App's (it is the authority) and replace whatever an agent wrote there.
+    The pointer is the App's `phase` when the job carries one (else the one already in a
+    reused checkout is kept); the decisions and choices are the App's (it is the authority)
+    and replace whatever an agent wrote there.
     """
     if not NAME_RE.match(spec_id):
         raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
@@ -146,8 +154,10 @@ def write_frozen_state(checkout: Path, spec_id: str, frozen: Frozen) -> Path:
     previous = read_state(path)
     state = WorkItemState(
         workItem=spec_id,
-        currentNode=previous.currentNode if previous and previous.currentNode else START_NODE,
-        decisions=dict(frozen.decisions),
+        currentNode=phase
+        or (previous.currentNode if previous and previous.currentNode else "")
+        or START_NODE,
+        decisions={**frozen.decisions, **(gates or {})},
         parked=None,
         skips=dict(frozen.skips),
         harness=frozen.harness,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from app.protocol import DeliverJob, SpawnJob, StopJob
@@ -76,7 +77,7 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
     checkout = checkout_for(ctx, job)
-    write_frozen_state(checkout.path, payload.spec_id, payload.frozen)
+    write_frozen_state(checkout.path, payload.spec_id, payload.frozen, payload.phase, payload.gates)
     choice = frozen_choice(ctx, job)
     launch = build_launch(
         ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(payload)
@@ -98,6 +99,11 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
     if moved is not None:
         ctx.runner.kill(record.tmux_session)
         return _respawn(ctx, job, record, text, reason="drift", moved=moved, launch=now)
+    if payload.phase and record.spec_id:
+        # The App's record of where the item stands wins over whatever the agent wrote.
+        write_frozen_state(
+            Path(record.checkout), record.spec_id, payload.frozen, payload.phase, payload.gates
+        )
     screen = classify_screen(ctx.runner.capture(record.tmux_session))
     if screen is not None:
         ctx.registry.update(job.work_item, state=SessionState.STALLED.value, stall=screen.value)
@@ -159,7 +165,7 @@ def _respawn(
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
     if record is None and read_state(state_path(checkout, spec_id)) is None:
-        write_frozen_state(checkout, spec_id, payload.frozen)  # never ran here
+        write_frozen_state(checkout, spec_id, payload.frozen, payload.phase, payload.gates)
     if launch is None:
         harness = record.harness if record else None
         choice = frozen_choice(ctx, job, harness=harness, fallback=record)

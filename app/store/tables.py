@@ -162,6 +162,19 @@ class WorkItem(Base):
     frozen: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     session: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     slack_ts: Mapped[str | None] = mapped_column(String(64))
+    # Where the item stands in the process graph (the App's record is the authority), the
+    # human decisions taken at later gates, and the artifacts the session last reported.
+    phase: Mapped[str | None] = mapped_column(String(64))
+    gates: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    artifacts: Mapped[list[Any] | None] = mapped_column(JSON)
+    # The one progress comment, and when it must next be rendered (None: up to date).
+    progress_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    # Every change that the comment shows bumps `progress_rev`; the publisher records the
+    # revision it rendered, so a change made while it was posting is never lost.
+    progress_rev: Mapped[int] = mapped_column(Integer, default=0)
+    progress_posted_rev: Mapped[int] = mapped_column(Integer, default=0)
+    progress_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    progress_attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.config import InteractionMode
@@ -22,8 +21,6 @@ from app.gate.classify import Selection, classify
 from app.gate.confirm import (
     confirmation_markdown,
     initial_prompt,
-    refusal_markdown,
-    who_may_execute,
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import spec_id
@@ -35,7 +32,9 @@ from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
+from app.workitems.replies import Reply, emit, lock_work_item, refuse
 from app.workitems.states import Happened, transition
+from app.workitems.walk import first_phase
 
 
 class ExecuteStatus(StrEnum):
@@ -56,57 +55,11 @@ class ExecuteOutcome:
     confirmation_comment_id: int | None = None
 
 
-def lock_work_item(session: Session, work_item_id: str) -> WorkItem | None:
-    """The work item, locked until this transaction ends, so two executes (a comment and a
-    Slack press) can never both freeze it. PostgreSQL locks the row; SQLite has no row locks,
-    so a no-op UPDATE takes the database write lock before anything is read."""
-    if session.get_bind().dialect.name == "sqlite":
-        session.execute(
-            update(WorkItem)
-            .where(WorkItem.id == work_item_id)
-            .values(updated_at=WorkItem.updated_at)
-            .execution_options(synchronize_session=False)
-        )
-    return session.get(WorkItem, work_item_id, with_for_update=True, populate_existing=True)
-
-
-@dataclass(frozen=True)
-class _Reply:
-    author: str
-    body: str
-    ref: str
-    source: str
-
-
-def _emit(services: Services, session: Session, event: str, item: str, **fields: Any) -> None:
-    services.events.emit(event, item, session=session, **fields)
-
-
 def _refuse(
-    services: Services, session: Session, item: WorkItem, reply: _Reply, why: str, reason: str
+    services: Services, session: Session, item: WorkItem, reply: Reply, why: str, reason: str
 ) -> ExecuteOutcome:
-    """Record the refusal; on GitHub, answer the comment once with who may execute."""
-    config = services.config
-    _emit(
-        services,
-        session,
-        "gate.refused",
-        item.id,
-        who=reply.author,
-        why=why,
-        reason=reason,
-        source=reply.source,
-        ref=reply.ref,
-    )
-    if reply.source == "github" and item.installation_id is not None:
-        keyword = config.routing.trigger.execute_keyword
-        may = who_may_execute(config.routing.authorized_users, item.repo_full_name, keyword)
-        text = refusal_markdown(reply.author, why, may, item.id, reply.ref)
-        io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
-        io.post_once(text, MarkerKind.REFUSAL, item=item.id, ref=reply.ref)
-        services.mirror.post(
-            session, item.id, "refused", {"who": reply.author, "why": why, "url": item.html_url}
-        )
+    keyword = services.config.routing.trigger.execute_keyword
+    refuse(services, session, item, reply, why, reason, keyword=keyword)
     return ExecuteOutcome(ExecuteStatus.REFUSED, why=why)
 
 
@@ -196,7 +149,7 @@ def _freeze(
     services: Services,
     session: Session,
     item: WorkItem,
-    reply: _Reply,
+    reply: Reply,
     issue: dict[str, Any] | None,
 ) -> ExecuteOutcome:
     """Freeze the selection, confirm it once, queue the spawn job."""
@@ -207,8 +160,9 @@ def _freeze(
     frozen = frozen_record(selection, reply.author, services.clock())
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
+    item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
     fields = _choice_fields(selection, frozen)
-    _emit(
+    emit(
         services,
         session,
         "gate.frozen",
@@ -253,7 +207,7 @@ def execute_reply(
     if item is None:
         return ExecuteOutcome(ExecuteStatus.NOT_A_WORK_ITEM)
     config = services.config
-    reply = _Reply(author=author, body=body, ref=ref, source=source)
+    reply = Reply(author=author, body=body, ref=ref, source=source)
     keyword = config.routing.trigger.execute_keyword
     if not is_execute(body, keyword):
         return _refuse(
@@ -268,7 +222,7 @@ def execute_reply(
     if why is not None:
         return _refuse(services, session, item, reply, why, "unauthorized")
     if item.frozen is not None:
-        _emit(
+        emit(
             services,
             session,
             "gate.execute_ignored",

@@ -101,8 +101,8 @@ def on_issue_comment(ctx: HandlerContext) -> None:
     body = str(comment.get("body") or "")
     if not repo or "id" not in comment or "number" not in issue:
         return
-    if is_execute(body, ctx.config.routing.trigger.execute_keyword):
-        return  # the gate's: an execute reply is never a follow-up
+    if any(is_execute(body, keyword) for keyword in ctx.config.routing.trigger.keywords):
+        return  # a decision (execute, approve, changes) is never a plain follow-up
     item = _frozen_item(ctx.session, repo, int(issue["number"]))
     if item is None:
         return  # not a work item, or still at the human start gate (the gate's business)

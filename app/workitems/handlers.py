@@ -20,9 +20,11 @@ from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
-from app.workitems.execute import ExecuteStatus, execute_reply, lock_work_item
+from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
+from app.workitems.replies import Reply, lock_work_item
+from app.workitems.review import ReviewStatus, review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 
 __all__ = ["spec_id", "work_item_id"]
@@ -222,6 +224,23 @@ def freeze_on_execute(ctx: HandlerContext) -> None:
             comment_id=comment["id"],
             reason="not-a-work-item",
         )
+
+
+def decide_review(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the approve or changes keyword: a decision at
+    the review gate."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = str(comment.get("body") or "")
+    trigger = ctx.config.routing.trigger
+    if verdict_of(body, trigger.approve_keyword, trigger.changes_keyword) is None:
+        return
+    author = str((comment.get("user") or {}).get("login") or "")
+    reply = Reply(author, body, str(comment["id"]), "github", int(comment["id"]))
+    outcome = review_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
+    if outcome.status is ReviewStatus.NOT_A_WORK_ITEM:
+        ctx.emit("gate.review_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
 
 
 def log_execute_edit(ctx: HandlerContext) -> None:

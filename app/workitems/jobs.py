@@ -28,6 +28,8 @@ def _item_fields(item: WorkItem) -> dict[str, Any]:
         "clone_url": item.clone_url,
         "html_url": item.html_url,
         "frozen": Frozen.model_validate(item.frozen or {}),
+        "phase": item.phase or "",
+        "gates": dict(item.gates or {}),
     }
 
 

@@ -1,0 +1,136 @@
+"""Moving a work item's pointer: a session's `the-loop phase next`, a human's decision at a
+gate, and completion. The App's record is the authority; every move is recorded as a
+`workitem.phase` event and shows in the progress comment.
+
+Reaching `review` asks the humans on the issue (and in Slack) to approve or request changes;
+reaching `complete` finishes the item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.gate.ids import spec_id
+from app.gate.markers import MarkerKind, marker
+from app.github.issues import IssueIO
+from app.services import Services
+from app.store.tables import Event, WorkItem
+from app.workitems.jobs import enqueue, stop_job
+from app.workitems.states import Happened, transition
+from app.workitems.walk import (
+    COMPLETE_NODE,
+    REVIEW_NODE,
+    Walk,
+    clean_artifacts,
+    next_move,
+)
+
+
+def walk_of(item: WorkItem) -> Walk:
+    """The item's position as the App records it."""
+    frozen = item.frozen or {}
+    return Walk(
+        pointer=item.phase or "",
+        skips=frozenset(frozen.get("skips") or {}),
+        decisions={**(frozen.get("decisions") or {}), **(item.gates or {})},
+    )
+
+
+def record_move(
+    services: Services, session: Session, item: WorkItem, to: str, **facts: Any
+) -> None:
+    """Set the pointer and say so (the event names where it came from and why)."""
+    previous = item.phase
+    item.phase = to
+    services.events.emit(
+        "workitem.phase", item.id, session=session, **{"from": previous, "to": to}, **facts
+    )
+
+
+def advance(
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    asked_from: str,
+    artifacts: Iterable[Any] = (),
+) -> str:
+    """A session asks to move on from `asked_from`; returns the new pointer (raises
+    `MoveRefused` with the one line the agent is told)."""
+    target = next_move(walk_of(item), asked_from)
+    item.artifacts = clean_artifacts(artifacts)
+    record_move(services, session, item, target, by="session", artifacts=item.artifacts)
+    if target == REVIEW_NODE:
+        ask_for_review(services, session, item)
+    elif target == COMPLETE_NODE:
+        complete(services, session, item, reason="every phase in force is done")
+    return target
+
+
+def _review_round(session: Session, item: WorkItem) -> int:
+    """A number that grows with every move of the item: tells this review round's comment
+    from an earlier one's (and is the same when a failed request is retried)."""
+    moves = session.scalars(
+        select(func.count())
+        .select_from(Event)
+        .where(Event.work_item == item.id, Event.event == "workitem.phase")
+    ).one()
+    return int(moves)
+
+
+def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
+    """The "ready for review" comment (pure)."""
+    folder = f"docs/specs/{spec_id(item.issue_number)}/"
+    artifacts = ", ".join(f"`{folder}{name}`" for name in item.artifacts or []) or "none reported"
+    pr = getattr(item, "pull_request", None) or {}
+    lines = [
+        "### the-loop: ready for review",
+        "",
+        "The session finished the phases before `review` and waits for a human decision.",
+        "",
+        f"- **Artifacts:** {artifacts}",
+    ]
+    if pr.get("number"):
+        lines.append(f"- **Pull request:** [#{pr['number']}]({pr.get('html_url', '')})")
+    lines += [
+        "",
+        f"Reply `{approve}` to let it complete, or `{changes} <what to change>` to send it back "
+        "to implementation with your words.",
+        "",
+        marker(MarkerKind.REVIEW, item=item.id, round=round_),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def ask_for_review(services: Services, session: Session, item: WorkItem) -> None:
+    """Post "ready for review" on the issue once per round and show Approve/Changes in Slack."""
+    trigger = services.config.routing.trigger
+    round_ = _review_round(session, item)
+    text = review_text(item, trigger.approve_keyword, trigger.changes_keyword, round_)
+    if item.installation_id is not None:
+        io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+        io.post_once(text, MarkerKind.REVIEW, item=item.id, round=round_)
+    services.mirror.post(
+        session,
+        item.id,
+        "review",
+        {
+            "artifacts": list(item.artifacts or []),
+            "approve_keyword": trigger.approve_keyword,
+            "changes_keyword": trigger.changes_keyword,
+            "url": item.html_url,
+        },
+    )
+
+
+def complete(services: Services, session: Session, item: WorkItem, *, reason: str) -> None:
+    """The item is done: record it, tell Slack, and stop the session when configured."""
+    if transition(item, Happened.COMPLETED) is None:
+        return
+    services.events.emit("workitem.done", item.id, session=session, reason=reason)
+    services.mirror.post(session, item.id, "done", {"reason": reason, "url": item.html_url})
+    if services.config.routing.completion.stop_session:
+        enqueue(services, session, f"stop-done:{item.id}", stop_job(item, reason="complete"))

@@ -1,0 +1,230 @@
+"""Keeping each work item's one progress comment (and its Slack thread's parent) true.
+
+Any flush that changes what the comment shows — status, phase, gate decisions, artifacts,
+session facts, pull request — bumps the item's `progress_rev` and makes it due a few seconds
+later (`watch_changes`, installed once per process). `ProgressPublisher` renders due items
+and posts the comment the first time, edits it after: a burst of changes becomes one edit,
+and a change made while an edit is in flight is caught by the revision check. GitHub errors
+are retried by githubkit (5xx, 429) and then by the publisher's own backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from githubkit.exception import GitHubException
+from sqlalchemy import Engine, case, event, select, update
+from sqlalchemy.orm import Session, attributes
+
+from app.config import OperatorConfig
+from app.gate.ids import spec_id
+from app.gate.markers import MarkerKind
+from app.github.client import GitHubNotConfigured
+from app.github.issues import IssueIO
+from app.retry import queue_delay
+from app.services import Services
+from app.store import is_postgres
+from app.store.tables import WorkItem
+from app.workitems.progress_text import ProgressView, render_progress
+from app.workitems.walk import Walk
+
+log = logging.getLogger(__name__)
+
+WINDOW = timedelta(seconds=2)  # at most one edit per item per window
+LEASE = timedelta(seconds=60)  # a publisher that dies mid-post leaves the item due again
+WATCHED = ("state", "phase", "gates", "artifacts", "session", "frozen", "pull_request")
+_installed = threading.Lock()
+_listening: list[bool] = []
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
+    now = _now()
+    for obj in list(session.dirty) + list(session.new):
+        if not isinstance(obj, WorkItem) or obj.frozen is None:
+            continue
+        state = attributes.instance_state(obj)
+        names = [n for n in WATCHED if n in state.attrs]
+        if not any(state.attrs[n].history.has_changes() for n in names):
+            continue
+        obj.progress_rev = (obj.progress_rev or 0) + 1
+        due = obj.progress_due_at
+        if due is not None and due.tzinfo is None:
+            due = due.replace(tzinfo=UTC)
+        # Always written, so a publisher's concurrent "clean" cannot hide this change.
+        obj.progress_due_at = min(due, now + WINDOW) if due is not None else now + WINDOW
+
+
+def watch_changes() -> None:
+    """Install the change watcher on every ORM session of this process (once)."""
+    with _installed:
+        if not _listening:
+            event.listen(Session, "before_flush", _mark_changed)
+            _listening.append(True)
+
+
+def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
+    """What the progress comment of `item` shows (pure apart from reading the row)."""
+    frozen = item.frozen or {}
+    decisions = {**(frozen.get("decisions") or {}), **(item.gates or {})}
+    session = item.session or {}
+    trigger = config.routing.trigger
+    return ProgressView(
+        work_item=item.id,
+        status=item.state,
+        walk=Walk(
+            pointer=item.phase or "",
+            skips=frozenset(frozen.get("skips") or {}),
+            decisions=decisions,
+        ),
+        harness=str(session.get("harness") or frozen.get("harness") or ""),
+        model=str(frozen.get("model") or ""),
+        effort=str(frozen.get("effort") or ""),
+        stall=str(session.get("stall") or ""),
+        stall_hint=str(session.get("stall_hint") or ""),
+        artifacts=list(item.artifacts or []),
+        spec_id=spec_id(item.issue_number),
+        pull_request=dict(getattr(item, "pull_request", None) or {}),
+        approve_keyword=trigger.approve_keyword,
+        changes_keyword=trigger.changes_keyword,
+    )
+
+
+class ProgressPublisher:
+    """Posts and edits progress comments of due items; one thread per App process."""
+
+    def __init__(
+        self,
+        services: Services,
+        engine: Engine,
+        *,
+        clock: Callable[[], datetime] = _now,
+        poll: float = 0.5,
+    ) -> None:
+        self.services = services
+        self.engine = engine
+        self.clock = clock
+        self.poll = poll
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _claim(self) -> str | None:
+        now = self.clock()
+        query = (
+            select(WorkItem.id)
+            .where(WorkItem.progress_due_at <= now)
+            .order_by(WorkItem.progress_due_at)
+            .limit(5)
+        )
+        if is_postgres(self.engine):
+            query = query.with_for_update(skip_locked=True)
+        with Session(self.engine) as session, session.begin():
+            for item_id in session.scalars(query).all():
+                taken = session.execute(
+                    update(WorkItem)
+                    .where(WorkItem.id == item_id, WorkItem.progress_due_at <= now)
+                    .values(progress_due_at=now + LEASE)
+                    .execution_options(synchronize_session=False)
+                )
+                if taken.rowcount == 1:  # type: ignore[attr-defined]
+                    return str(item_id)
+        return None
+
+    def run_once(self) -> bool:
+        """Publish one due item; False when none was due."""
+        item_id = self._claim()
+        if item_id is None:
+            return False
+        try:
+            self._publish(item_id)
+        except (GitHubException, GitHubNotConfigured, OSError) as exc:
+            self._failed(item_id, exc)
+        return True
+
+    def _publish(self, item_id: str) -> None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            item = session.get(WorkItem, item_id)
+            if item is None or item.installation_id is None:
+                return
+            revision = item.progress_rev
+            body = render_progress(view_of(item, self.services.config))
+            comment_id = item.progress_comment_id
+            mirrored = {"markdown": body, "status": item.state, "phase": item.phase or ""}
+        io = IssueIO(
+            self.services.github, item.installation_id, item.repo_full_name, item.issue_number
+        )
+        if comment_id is None or not io.edit(comment_id, body):
+            comment_id, _ = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
+            io.edit(comment_id, body)  # adopted an older one: bring it up to date
+        now = self.clock()
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                update(WorkItem)
+                .where(WorkItem.id == item_id)
+                .values(
+                    progress_comment_id=comment_id,
+                    progress_posted_rev=revision,
+                    progress_attempts=0,
+                    progress_due_at=case(
+                        (WorkItem.progress_rev > revision, now + WINDOW), else_=None
+                    ),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            self.services.mirror.post(
+                session, item_id, "progress", {**mirrored, "url": item.html_url}
+            )
+
+    def _failed(self, item_id: str, exc: BaseException) -> None:
+        log.warning("progress comment of %s failed: %s", item_id, exc)
+        with Session(self.engine) as session, session.begin():
+            item = session.get(WorkItem, item_id)
+            if item is None:
+                return
+            attempts = item.progress_attempts + 1
+            delay = timedelta(seconds=queue_delay(attempts, base=2.0))
+            session.execute(
+                update(WorkItem)
+                .where(WorkItem.id == item_id)
+                .values(progress_attempts=attempts, progress_due_at=self.clock() + delay)
+                .execution_options(synchronize_session=False)
+            )
+        self.services.events.emit("progress.failed", item_id, error=str(exc)[:500])
+
+    def drain(self) -> int:
+        count = 0
+        while self.run_once():
+            count += 1
+        return count
+
+    def run_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.run_once():
+                    continue
+            except Exception:  # this loop's edge: the database may be briefly away
+                log.exception("progress publisher loop error")
+            self.wake.wait(self.poll)
+            self.wake.clear()
+
+    def start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self.run_forever, name="progress-publisher", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,104 @@
+"""The progress comment as Markdown (pure): one comment per work item, edited in place.
+
+It shows every phase (done / current / waiting on a human / skipped / ahead), the frozen
+harness, model and effort, the session's state — never "running" for a session that waits
+on a prompt or has ended — the artifacts the session reported and the pull request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.gate.markers import MarkerKind, marker
+from app.store.tables import WorkItemStatus
+from app.workitems.walk import PhaseState, Walk, phase_rows
+
+S = WorkItemStatus
+ICONS: Mapping[PhaseState, str] = {
+    PhaseState.DONE: "✅",
+    PhaseState.CURRENT: "▶️",
+    PhaseState.WAITING: "⏳",
+    PhaseState.SKIPPED: "⏭️",
+    PhaseState.AHEAD: "·",
+}
+SESSION_WORDS: Mapping[str, str] = {
+    S.FROZEN: "queued for a spawner",
+    S.SPAWNING: "starting",
+    S.RUNNING: "running",
+    S.STALLED: "stalled",
+    S.EXITED: "exited (a follow-up relaunches it)",
+    S.STOPPED: "stopped",
+    S.DONE: "done",
+}
+
+
+@dataclass(frozen=True)
+class ProgressView:
+    """What the comment shows, read off the work item's record."""
+
+    work_item: str
+    status: str
+    walk: Walk
+    harness: str = ""
+    model: str = ""
+    effort: str = ""
+    stall: str = ""  # the screen a stalled session waits on
+    stall_hint: str = ""
+    artifacts: Sequence[str] = ()
+    spec_id: str = ""
+    pull_request: Mapping[str, Any] = field(default_factory=dict)
+    approve_keyword: str = "the-loop approve"
+    changes_keyword: str = "the-loop changes"
+    notes: Sequence[str] = ()
+
+
+def _choice(label: str, value: str) -> str:
+    return f"{label} `{value}`" if value else f"{label}: the default"
+
+
+def _session_line(view: ProgressView) -> str:
+    words = SESSION_WORDS.get(view.status, view.status)
+    if view.status == S.STALLED:
+        screen = f" at a {view.stall.replace('-', ' ')}" if view.stall else ""
+        hint = f" — {view.stall_hint}" if view.stall_hint else ""
+        words = f"**stalled{screen}**{hint}"
+    choice = " · ".join(
+        (
+            _choice("harness", view.harness),
+            _choice("model", view.model),
+            _choice("effort", view.effort),
+        )
+    )
+    return f"**Session:** {words} · {choice}"
+
+
+def _phase_line(node: str, state: PhaseState, view: ProgressView) -> str:
+    line = f"| {ICONS[state]} | `{node}` | {state.value} |"
+    if state is PhaseState.WAITING:
+        line = (
+            f"| {ICONS[state]} | `{node}` | waiting on a human: reply `{view.approve_keyword}` "
+            f"or `{view.changes_keyword} <what to change>` |"
+        )
+    return line
+
+
+def render_progress(view: ProgressView) -> str:
+    """The whole progress comment for `view`."""
+    done = view.status == S.DONE
+    lines = ["### the-loop: progress", ""]
+    if done:
+        lines += ["**Done.** This work item walked every phase in force.", ""]
+    lines += [_session_line(view), "", "| | phase | |", "|---|---|---|"]
+    lines += [_phase_line(node, state, view) for node, state in phase_rows(view.walk)]
+    folder = f"docs/specs/{view.spec_id}/" if view.spec_id else ""
+    shown = ", ".join(f"`{folder}{name}`" for name in view.artifacts) or "none reported yet"
+    lines += ["", f"**Artifacts:** {shown}"]
+    pr = view.pull_request
+    if pr.get("number"):
+        state = " (merged)" if pr.get("merged") else " (closed)" if pr.get("closed") else ""
+        lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
+    lines += [f"- {note}" for note in view.notes]
+    lines += ["", marker(MarkerKind.PROGRESS, item=view.work_item)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,143 @@
+"""A human's decision at the `review` gate: approve (the session may complete) or request
+changes (the words reach the session and the pointer goes back to `implementation`).
+
+The same authorization rule as execute; an unauthorized or misplaced decision gets the same
+one-line refusal reply. Runs inside the caller's transaction (a webhook delivery or a Slack
+press), so a crash re-runs it; the delivery to the session is keyed by the reply's `ref`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy.orm import Session
+
+from app.gate.parse import is_execute
+from app.services import Services
+from app.store.tables import WorkItem
+from app.workitems.advance import record_move
+from app.workitems.authz import refusal
+from app.workitems.followups import FollowupOutcome, deliver_comment
+from app.workitems.replies import Reply, emit, lock_work_item, refuse
+from app.workitems.states import is_live
+from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
+
+
+class Verdict(StrEnum):
+    APPROVED = "approved"
+    CHANGES = "changes"
+
+
+class ReviewStatus(StrEnum):
+    RECORDED = "recorded"
+    REFUSED = "refused"
+    REPEAT = "repeat"
+    NOT_A_WORK_ITEM = "not-a-work-item"
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    status: ReviewStatus
+    why: str = ""
+    verdict: Verdict | None = None
+
+
+def verdict_of(body: str, approve: str, changes: str) -> Verdict | None:
+    """Which decision a comment makes, by its opening keyword (pure)."""
+    if is_execute(body, approve):
+        return Verdict.APPROVED
+    if is_execute(body, changes):
+        return Verdict.CHANGES
+    return None
+
+
+def _changes_text(body: str, keyword: str) -> str:
+    """The reviewer's words after the keyword (the whole comment when nothing follows)."""
+    rest = body.lstrip("\ufeff \t\r\n")[len(keyword) :].strip()
+    return rest or body.strip()
+
+
+def _session_note(verdict: Verdict, author: str) -> str:
+    if verdict is Verdict.APPROVED:
+        return (
+            f"\n\n(the-loop: @{author} approved the review. Run `the-loop phase next` to "
+            "complete the work item.)"
+        )
+    return (
+        f"\n\n(the-loop: @{author} requested changes; the work item is back at "
+        "`implementation`. Make the changes, then walk the phases again with "
+        "`the-loop phase next` after each one.)"
+    )
+
+
+def review_reply(
+    services: Services, session: Session, work_item_id: str, reply: Reply
+) -> ReviewOutcome:
+    """Apply an approve or changes reply by `reply.author` on `work_item_id`."""
+    item = lock_work_item(session, work_item_id)
+    if item is None or item.frozen is None:
+        return ReviewOutcome(ReviewStatus.NOT_A_WORK_ITEM)
+    trigger = services.config.routing.trigger
+    verdict = verdict_of(reply.body, trigger.approve_keyword, trigger.changes_keyword)
+    keyword = trigger.approve_keyword if verdict is Verdict.APPROVED else trigger.changes_keyword
+    action = "approve the review" if verdict is Verdict.APPROVED else "request changes"
+
+    def refused(why: str, reason: str) -> ReviewOutcome:
+        refuse(services, session, item, reply, why, reason, keyword=keyword, action=action)
+        return ReviewOutcome(ReviewStatus.REFUSED, why=why, verdict=verdict)
+
+    if verdict is None:
+        return refused("the reply starts with no review keyword", "not-a-review")
+    why = refusal(services, item.installation_id, item.repo_full_name, reply.author)
+    if why is not None:
+        return refused(why, "unauthorized")
+    if item.phase != REVIEW_NODE or not is_live(item.state):
+        where = item.phase or "the start"
+        return refused(
+            f"the work item is not waiting for a review (it is at {where})", "not-at-review"
+        )
+    if isinstance((item.gates or {}).get(REVIEW_NODE), dict):
+        return ReviewOutcome(ReviewStatus.REPEAT, verdict=verdict)
+    return _record(services, session, item, reply, verdict)
+
+
+def _record(
+    services: Services, session: Session, item: WorkItem, reply: Reply, verdict: Verdict
+) -> ReviewOutcome:
+    trigger = services.config.routing.trigger
+    at = services.clock().isoformat()
+    gates = dict(item.gates or {})
+    text = reply.body
+    if verdict is Verdict.APPROVED:
+        gates[REVIEW_NODE] = {"at": at, "by": reply.author, "verdict": verdict.value}
+        item.gates = gates
+    else:
+        gates.pop(REVIEW_NODE, None)
+        item.gates = gates
+        skips = frozenset((item.frozen or {}).get("skips") or {})
+        back = IMPLEMENTATION_NODE if IMPLEMENTATION_NODE in in_force(skips) else REVIEW_NODE
+        record_move(services, session, item, back, by=reply.author, reason="changes requested")
+        text = _changes_text(reply.body, trigger.changes_keyword)
+    emit(
+        services,
+        session,
+        "gate.approved" if verdict is Verdict.APPROVED else "gate.changes_requested",
+        item.id,
+        by=reply.author,
+        source=reply.source,
+        ref=reply.ref,
+    )
+    outcome = deliver_comment(
+        services,
+        session,
+        item.id,
+        reply.author,
+        text + _session_note(verdict, reply.author),
+        ref=reply.ref,
+        source=reply.source,
+        comment_id=reply.comment_id,
+    )
+    if outcome is FollowupOutcome.REPEAT:
+        return ReviewOutcome(ReviewStatus.REPEAT, verdict=verdict)
+    return ReviewOutcome(ReviewStatus.RECORDED, verdict=verdict)
