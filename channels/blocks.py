@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from channels import walk_blocks
 from channels.checklist import OPEN_ACTION, control_blocks, summary_lines
 from channels.text import FALLBACK_LIMIT, SECTION_LIMIT, escape, to_mrkdwn, to_plain, truncate
 
@@ -26,6 +27,9 @@ class Kind(StrEnum):
     REFUSED = "refused"
     SESSION = "session"
     AGENT_COMMENT = "agent_comment"
+    PROGRESS = "progress"  # the thread's parent, updated in place
+    REVIEW = "review"
+    DONE = "done"
 
 
 @dataclass(frozen=True)
@@ -214,4 +218,10 @@ def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "")
         return session(payload, url)
     if kind == Kind.AGENT_COMMENT:
         return agent_comment(payload, url)
+    if kind == Kind.PROGRESS:
+        return _finish(*walk_blocks.progress(payload, url), url)
+    if kind == Kind.REVIEW:
+        return _finish(*walk_blocks.review(payload, work_item), url)
+    if kind == Kind.DONE:
+        return _finish(*walk_blocks.done(payload), url)
     return fallback(kind, payload, url)

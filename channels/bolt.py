@@ -23,7 +23,9 @@ from channels.actions import Press, handle_execute
 from channels.checklist import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
 from channels.deps import SlackDeps
 from channels.replies import thread_reply
+from channels.review_actions import handle_approve, handle_changes_press, handle_changes_view
 from channels.threads import handle_message
+from channels.walk_blocks import APPROVE_ACTION, CHANGES_ACTION, CHANGES_VIEW
 from channels.wiring import web_client
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,13 @@ def _guard(deps: SlackDeps, work: Callable[[], None], audience: Audience | None)
             deps.tell(audience.channel, audience.member, SOMETHING_WENT_WRONG, audience.thread_ts)
 
 
+def _audience(body: dict[str, Any]) -> Audience:
+    container = body.get("container") or {}
+    channel = container.get("channel_id") or (body.get("channel") or {}).get("id", "")
+    member = (body.get("user") or {}).get("id", "")
+    return Audience(str(channel), str(member), container.get("thread_ts"))
+
+
 def register(app: App, deps: SlackDeps) -> None:
     """Attach the mirror's listeners to `app`."""
 
@@ -65,6 +74,21 @@ def register(app: App, deps: SlackDeps) -> None:
         press = Press.from_body(body)
         audience = Audience(press.channel, press.member, press.thread_ts)
         _guard(deps, lambda: handle_execute(deps, body), audience)
+
+    @app.action(APPROVE_ACTION)
+    def on_approve(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_approve(deps, body), _audience(body))
+
+    @app.action(CHANGES_ACTION)
+    def on_changes(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_changes_press(deps, body), _audience(body))
+
+    @app.view(CHANGES_VIEW)
+    def on_changes_submitted(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_changes_view(deps, body), None)
 
     @app.action(re.compile(f"^({re.escape(ROWS_ACTION)}|{re.escape(OPEN_ACTION)})$"))
     def on_control(ack: Ack) -> None:

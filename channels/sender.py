@@ -145,6 +145,12 @@ class SlackSender:
         message = render(
             row.kind, row.payload, row.work_item, str(row.payload.get("url") or html_url)
         )
+        if row.kind == Kind.PROGRESS and thread_ts and self.channel:
+            # The thread's parent mirrors the progress comment: edited, never re-posted.
+            self.client.chat_update(channel=self.channel, ts=thread_ts, **message.as_kwargs())
+            with Session(self.engine) as session, session.begin():
+                outbox.mark_sent(session, row.id)
+            return
         data = self._send(message, thread_ts)
         ts = str(data.get("ts") or "")
         with Session(self.engine) as session, session.begin():

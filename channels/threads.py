@@ -15,6 +15,7 @@ from typing import Any
 
 from app.workitems.execute import ExecuteStatus
 from app.workitems.followups import FollowupOutcome, deliver_comment
+from app.workitems.review import ReviewStatus, review_from_surface, verdict_of
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply
@@ -51,6 +52,13 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
             deps.react(reply.channel, reply.ts, EXECUTED_REACTION)
         else:
             deps.tell(reply.channel, reply.user, f"Execute {describe(executed)}.", reply.thread_ts)
+        return
+    trigger = deps.config.routing.trigger
+    if verdict_of(text, trigger.approve_keyword, trigger.changes_keyword) is not None:
+        ref = f"slack-review:{reply.channel}:{reply.ts}"
+        decided = deps.post_once(ref, item, login, reply.user, text, review_from_surface)
+        if decided is not None and decided.status is ReviewStatus.REFUSED:
+            deps.tell(reply.channel, reply.user, f"Refused: {decided.why}.", reply.thread_ts)
         return
     ref = reply_ref(reply.channel, reply.ts)
     outcome = deps.post_once(ref, item, login, reply.user, text, deliver_comment)

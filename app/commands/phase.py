@@ -91,7 +91,7 @@ def run_phase(args: argparse.Namespace) -> int:
         if not args.next:
             report = graph.build_report(spec, state, evidence, recompute=False, path=str(path))
             sys.stdout.write(render_table(report, checkout))
-            return 0
+            return 0 if report["ok"] else EXIT_REFUSED
         node = next((n for n in graph.NODES if n.name == state.currentNode), None)
         if node is None:
             print(f"the-loop phase next: the App records no phase for {item}", file=sys.stderr)

@@ -29,7 +29,7 @@ from app.retry import queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem
-from app.workitems.progress_text import ProgressView, render_progress
+from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.walk import Walk
 
 log = logging.getLogger(__name__)
@@ -155,9 +155,15 @@ class ProgressPublisher:
             if item is None or item.installation_id is None:
                 return
             revision = item.progress_rev
-            body = render_progress(view_of(item, self.services.config))
+            view = view_of(item, self.services.config)
+            body = render_progress(view)
             comment_id = item.progress_comment_id
-            mirrored = {"markdown": body, "status": item.state, "phase": item.phase or ""}
+            mirrored = {
+                **mirror_payload(view),
+                "title": item.title,
+                "repo": item.repo_full_name,
+                "issue_number": item.issue_number,
+            }
         io = IssueIO(
             self.services.github, item.installation_id, item.repo_full_name, item.issue_number
         )

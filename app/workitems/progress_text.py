@@ -102,3 +102,21 @@ def render_progress(view: ProgressView) -> str:
     lines += [f"- {note}" for note in view.notes]
     lines += ["", marker(MarkerKind.PROGRESS, item=view.work_item)]
     return "\n".join(lines) + "\n"
+
+
+def mirror_payload(view: ProgressView) -> dict[str, Any]:
+    """The same facts, structured, for a chat surface to render its own way (pure)."""
+    return {
+        "status": view.status,
+        "phase": view.walk.pointer,
+        "phases": [[node, state.value] for node, state in phase_rows(view.walk)],
+        "harness": view.harness,
+        "model": view.model,
+        "effort": view.effort,
+        "stall": view.stall,
+        "stall_hint": view.stall_hint,
+        "artifacts": list(view.artifacts),
+        "pull_request": dict(view.pull_request),
+        "approve_keyword": view.approve_keyword,
+        "changes_keyword": view.changes_keyword,
+    }

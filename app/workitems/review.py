@@ -141,3 +141,19 @@ def _record(
     if outcome is FollowupOutcome.REPEAT:
         return ReviewOutcome(ReviewStatus.REPEAT, verdict=verdict)
     return ReviewOutcome(ReviewStatus.RECORDED, verdict=verdict)
+
+
+def review_from_surface(
+    services: Services,
+    session: Session,
+    work_item_id: str,
+    author: str,
+    body: str,
+    *,
+    ref: str,
+    source: str,
+    comment_id: int | None = None,
+) -> ReviewOutcome:
+    """`review_reply` in the shape every surface's decision takes (see channels.deps)."""
+    reply = Reply(author, body, ref, source, comment_id)
+    return review_reply(services, session, work_item_id, reply)

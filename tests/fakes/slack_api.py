@@ -87,6 +87,7 @@ class FakeSlack:
     updates: list[dict[str, Any]] = field(default_factory=list)
     reactions: list[dict[str, Any]] = field(default_factory=list)
     ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    views: list[dict[str, Any]] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     revoked: bool = False
     delays: dict[str, float] = field(default_factory=dict)  # method -> seconds before answering
@@ -181,6 +182,7 @@ class FakeSlack:
             "chat.update": self._update,
             "chat.postEphemeral": self._ephemeral,
             "reactions.add": self._react,
+            "views.open": self._open_view,
             "apps.connections.open": lambda a: ok(url=self.socket_url),
         }
 
@@ -252,6 +254,19 @@ class FakeSlack:
             }
         )
         return jsonify(ok=True, message_ts=self._next_ts())
+
+    def _open_view(self, data: dict[str, Any]) -> Response:
+        view = data.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not data.get("trigger_id") or not isinstance(view, dict):
+            return jsonify(ok=False, error="invalid_arguments")
+        problems = block_problems(view.get("blocks"))
+        if problems:
+            return jsonify(ok=False, error="invalid_blocks", errors=problems)
+        opened = {**view, "id": f"V{len(self.views) + 1:08d}"}
+        self.views.append(opened)
+        return jsonify(ok=True, view=opened)
 
     def _react(self, data: dict[str, Any]) -> Response:
         key = (data.get("channel"), data.get("timestamp"), data.get("name"))

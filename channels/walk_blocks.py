@@ -1,0 +1,150 @@
+"""Block Kit for a work item's walk through its phases (pure): the thread's parent message
+that mirrors the progress comment, the "ready for review" message with its Approve and
+Request changes buttons, the modal that takes the requested changes, and the done note."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from channels.text import escape, truncate
+
+APPROVE_ACTION = "the-loop-approve"
+CHANGES_ACTION = "the-loop-changes"
+CHANGES_VIEW = "the-loop-changes-view"
+CHANGES_BLOCK = "the-loop-changes-text"
+CHANGES_INPUT = "changes"
+
+ICONS = {
+    "done": ":white_check_mark:",
+    "current": ":arrow_forward:",
+    "waiting on a human": ":hourglass_flowing_sand:",
+    "skipped": ":fast_forward:",
+    "ahead": ":white_small_square:",
+}
+STATUS_WORDS = {
+    "frozen": "queued for a spawner",
+    "spawning": "starting",
+    "running": "running",
+    "stalled": "stalled",
+    "exited": "exited (a follow-up relaunches it)",
+    "stopped": "stopped",
+    "done": "done",
+}
+
+
+def _section(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(mrkdwn, 3000)}}
+
+
+def _choice(payload: Mapping[str, Any]) -> str:
+    parts = []
+    for key in ("harness", "model", "effort"):
+        value = str(payload.get(key) or "")
+        parts.append(f"{key} `{escape(value)}`" if value else f"{key}: default")
+    return " · ".join(parts)
+
+
+def session_words(payload: Mapping[str, Any]) -> str:
+    status = str(payload.get("status") or "")
+    words = STATUS_WORDS.get(status, escape(status))
+    if status == "stalled":
+        screen = str(payload.get("stall") or "").replace("-", " ")
+        hint = str(payload.get("stall_hint") or "")
+        words = ":warning: *stalled*" + (f" at a {escape(screen)}" if screen else "")
+        words += f" — {escape(hint)}" if hint else ""
+    return words
+
+
+def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks) of the thread's parent message."""
+    ref = f"{payload.get('repo', '')}#{payload.get('issue_number', '')}"
+    title = str(payload.get("title") or "")
+    head = f"*<{url}|{escape(ref)}>* {escape(title)}" if url else f"*{escape(ref)}* {escape(title)}"
+    phases = []
+    for row in payload.get("phases") or []:
+        if isinstance(row, (list, tuple)) and len(row) == 2:
+            node, state = str(row[0]), str(row[1])
+            phases.append(f"{ICONS.get(state, '')} `{escape(node)}` {escape(state)}")
+    artifacts = ", ".join(f"`{escape(str(a))}`" for a in payload.get("artifacts") or [])
+    done = payload.get("status") == "done"
+    lines = [
+        f"*Session:* {session_words(payload)} · {_choice(payload)}",
+        *phases,
+        f"*Artifacts:* {artifacts or 'none reported yet'}",
+    ]
+    pr = payload.get("pull_request") or {}
+    if isinstance(pr, Mapping) and pr.get("number"):
+        lines.append(f"*Pull request:* <{pr.get('html_url', '')}|#{pr['number']}>")
+    blocks = [_section(head), _section("\n".join(lines))]
+    if done:
+        blocks.insert(1, _section(":tada: *Done.* Every phase in force is complete."))
+    status = STATUS_WORDS.get(str(payload.get("status")), str(payload.get("status")))
+    text = f"{ref}: {title} — {status}, at {payload.get('phase') or 'the start'}"
+    return text, blocks
+
+
+def review(payload: Mapping[str, Any], work_item: str) -> tuple[str, list[dict[str, Any]]]:
+    """The "ready for review" message with its two buttons."""
+    artifacts = ", ".join(f"`{escape(str(a))}`" for a in payload.get("artifacts") or [])
+    approve = escape(str(payload.get("approve_keyword") or "the-loop approve"))
+    changes = escape(str(payload.get("changes_keyword") or "the-loop changes"))
+    blocks = [
+        _section(":mag: *Ready for review.* The session waits for a human decision."),
+        _section(f"*Artifacts:* {artifacts or 'none reported'}"),
+        {
+            "type": "actions",
+            "block_id": "the-loop-review",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": APPROVE_ACTION,
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": work_item,
+                },
+                {
+                    "type": "button",
+                    "action_id": CHANGES_ACTION,
+                    "text": {"type": "plain_text", "text": "Request changes"},
+                    "value": work_item,
+                },
+            ],
+        },
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": f"Or reply `{approve}` / `{changes} <what>` here."}
+            ],
+        },
+    ]
+    return "Ready for review: approve or request changes.", blocks
+
+
+def changes_modal(work_item: str, thread: str) -> dict[str, Any]:
+    """The modal a Request changes press opens: one text field for the reviewer's words."""
+    return {
+        "type": "modal",
+        "callback_id": CHANGES_VIEW,
+        "private_metadata": f"{work_item}\n{thread}",
+        "title": {"type": "plain_text", "text": "Request changes"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": CHANGES_BLOCK,
+                "label": {"type": "plain_text", "text": "What should change?"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": CHANGES_INPUT,
+                    "multiline": True,
+                },
+            }
+        ],
+    }
+
+
+def done(payload: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    reason = escape(str(payload.get("reason") or ""))
+    return "The work item is done.", [_section(f":tada: *The work item is done.* {reason}")]
