@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.store.tables import WorkItem
 from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from channels import blocks, outbox
-from channels.checklist import execute_text
+from channels.checklist_control import execute_text
 from channels.deps import NOT_MAPPED, SlackDeps
 
 log = logging.getLogger(__name__)

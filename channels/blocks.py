@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from channels import walk_blocks
-from channels.checklist import OPEN_ACTION, control_blocks, summary_lines
+from channels.checklist_control import OPEN_ACTION, control_blocks, summary_lines
 from channels.text import FALLBACK_LIMIT, SECTION_LIMIT, escape, to_mrkdwn, to_plain, truncate
 
 

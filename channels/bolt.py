@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 
 from app.services import Services
 from channels.actions import Press, handle_execute
-from channels.checklist import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
+from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
 from channels.deps import SlackDeps
 from channels.replies import thread_reply
 from channels.review_actions import handle_approve, handle_changes_press, handle_changes_view

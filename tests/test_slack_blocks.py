@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from channels.blocks import Kind, checklist_closed, render
-from channels.checklist import EXECUTE_ACTION, OPEN_ACTION
+from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION
 from tests.fakes.slack_api import block_problems
 from tests.slack_support import ISSUE_URL, assert_snapshot, sample_checklist
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from app.config import parse_config
 from app.gate.checklist import build_checklist, build_offer
 from app.gate.parse import first_ticks, is_execute, parse_rows
-from channels.checklist import controls, execute_text, pressed_tokens
+from channels.checklist_control import controls, execute_text, pressed_tokens
 from tests.slack_support import sample_checklist
 from tests.support import fixture_json
 

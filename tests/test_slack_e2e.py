@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import Job, JobKind, Spawner, WorkItem
-from channels.checklist import EXECUTE_ACTION
+from channels.checklist_control import EXECUTE_ACTION
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.slack_support import interaction_body, post_slack, slack_env

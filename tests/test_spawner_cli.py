@@ -247,7 +247,8 @@ def test_comment_and_ask_post_on_the_issue_as_the_app_with_the_session_credentia
     ]
     assert [p["body"].split("\n")[0] for p in posted][:1] == ["Design is ready"]
     assert "Should empty lists raise?" in posted[1]["body"]
-    assert all((m := find_marker(p["body"])) and m.kind == MarkerKind.AGENT for p in posted)
+    markers = [find_marker(p["body"]) for p in posted]
+    assert all(found is not None and found.kind == MarkerKind.AGENT for found in markers)
     other = api.work_item(6)
     refused = the_loop({**session_env, "THE_LOOP_WORK_ITEM_ID": other}, "comment", "hi")
     assert refused.returncode == 1 and "may not post" in refused.stderr

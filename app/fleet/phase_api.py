@@ -18,7 +18,7 @@ from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
 from app.store.tables import WorkItem
 from app.workitems.advance import advance, walk_of
-from app.workitems.replies import lock_work_item
+from app.workitems.decisions import lock_work_item
 from app.workitems.walk import MoveRefused, in_force
 
 bp = Blueprint("phase", __name__, url_prefix="/spawner/v1")

@@ -20,7 +20,7 @@ from app.config import NAME_RE
 from app.fleet.tokens import scope_of, serves
 from app.services import Services
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
-from app.workitems.states import transition
+from app.workitems.reported import apply_session_event
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -29,15 +29,6 @@ MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers.
 NOT_MIRRORED = frozenset({"session.delivered"})
-STATUS_EVENTS = frozenset(
-    {
-        "session.spawned",
-        "session.respawned",
-        "session.stalled",
-        "session.unstalled",
-        "session.exited",
-    }
-)
 # Field names the event log itself uses; a reported field of that name is kept renamed.
 _RESERVED = frozenset({"session"})
 
@@ -150,8 +141,7 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
-        if name in STATUS_EVENTS:
-            transition(item, name)
+        apply_session_event(item, name, fields)
         if name.startswith("session.") and name not in NOT_MIRRORED:
             payload = {"event": name, **fields, "url": item.html_url}
             services.mirror.post(session, item.id, "session", payload)

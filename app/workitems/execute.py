@@ -30,9 +30,9 @@ from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
+from app.workitems.decisions import Reply, emit, lock_work_item, refuse
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
-from app.workitems.replies import Reply, emit, lock_work_item, refuse
 from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
 

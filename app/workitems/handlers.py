@@ -20,10 +20,10 @@ from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
-from app.workitems.replies import Reply, lock_work_item
 from app.workitems.review import ReviewStatus, review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 

@@ -18,8 +18,8 @@ from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.advance import record_move
 from app.workitems.authz import refusal
+from app.workitems.decisions import Reply, emit, lock_work_item, refuse
 from app.workitems.followups import FollowupOutcome, deliver_comment
-from app.workitems.replies import Reply, emit, lock_work_item, refuse
 from app.workitems.states import is_live
 from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
 
