@@ -111,7 +111,11 @@ def test_token_create_prints_a_token_stored_only_as_its_hash(env: dict[str, str]
 
 
 def test_models_check_probes_with_the_session_base_args_caches_and_records(
-    env: dict[str, str], tmp_path: Path, cli: Any
+    env: dict[str, str],
+    tmp_path: Path,
+    cli: Any,
+    comments_api: Api,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = tmp_path / "probes.log"
     fake = tmp_path / "fake-claude"
@@ -126,13 +130,17 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
             "routing": {"harnessArgs": {"claude": ["--ignored"]}},
         },
     )
-    first = cli("models", "check", "--json", "--record")
+    unrecorded = cli("models", "check", "--json", "--record")
+    assert unrecorded.returncode == 2 and "THE_LOOP_SPAWNER_TOKEN" in unrecorded.stderr
+    monkeypatch.setenv("THE_LOOP_URL", comments_api.url)
+    monkeypatch.setenv("THE_LOOP_SPAWNER_TOKEN", comments_api.token("prober", ["*"]))
+    first = cli("models", "check", "--json", "--record", "--fresh")
     assert first.returncode == 1, first.stderr  # a choice was refused
     assert "harnesses[].args wins" in first.stderr
     verdicts = {v["name"]: v["verdict"] for v in map(json.loads, first.stdout.splitlines())}
     assert verdicts == {"opus": "ok", "sonnet": "unknown", "high": "ok", "bogus": "refused"}
     probes = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(probes) == 4
+    assert len(probes) == 4  # the run without a token probed nothing
     for argv in probes:
         assert argv[1:5] == ["-p", argv[2], FLAG, "--verbose"] and DENY_TOKEN not in argv
         assert "--ignored" not in argv
@@ -143,10 +151,10 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
     assert (
         listing.returncode == 0 and "effort-bogus" in listing.stdout and "refused" in listing.stdout
     )
-    engine = create_engine(env["DATABASE_URL"])
-    with Session(engine) as session:
+    # The App (not this devbox) recorded the verdicts, through its API.
+    assert not Path(env["DATABASE_URL"].removeprefix("sqlite:///")).exists()
+    with comments_api.session() as session:
         assert refused_choices(session) == {"effort-bogus"}
-    engine.dispose()
 
 
 def test_sessions_shows_what_was_launched_and_what_tmux_says(tmp_path: Path, cli: Any) -> None:

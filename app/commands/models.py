@@ -2,8 +2,9 @@
 
 Both print the config's findings first (the conflict between `harnesses[].args` and the
 deprecated `routing.harnessArgs`, once, here — never at a spawn). `check` probes every choice
-with the base arguments a session gets; `--record` writes the verdicts into the App's
-database so the gate hides refused choices. It exits 1 when a choice was refused.
+with the base arguments a session gets; `--record` sends the verdicts to the
+App (through its spawner API, with this devbox's spawner token) so the gate hides refused
+choices; a running spawner forwards them too. It exits 1 when a choice was refused.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from app.spawner.probes import PROBE_TIMEOUT, Result
@@ -80,40 +80,27 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def record_verdicts(database_url: str, results: Sequence[Result]) -> None:
-    """Write verdicts where the gate reads them (one row per checklist token)."""
-    from sqlalchemy.orm import Session
-
-    from app.store import make_engine, migrate
-    from app.store.tables import ModelVerdict
-
-    engine = make_engine(database_url)
-    try:
-        migrate(engine)
-        with Session(engine) as session, session.begin():
-            for r in results:
-                session.merge(
-                    ModelVerdict(
-                        token=r.probe.token,
-                        verdict=r.verdict.value,
-                        harness=r.probe.harness,
-                        detail=r.detail,
-                        probed_at=datetime.now(UTC),
-                    )
-                )
-    finally:
-        engine.dispose()
-
-
 def run_check(args: argparse.Namespace) -> int:
+    from app.spawner.appclient import AppClient, AppError
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.eventqueue import SpawnerEvents
     from app.spawner.probes import Verdict, check
 
     settings, _config, cache, probes = _setup()
+    client = None
+    if args.record:
+        if not settings.the_loop_spawner_token:
+            print(
+                "the-loop models check --record: set THE_LOOP_SPAWNER_TOKEN (and THE_LOOP_URL): "
+                "verdicts reach the App only through its API",
+                file=sys.stderr,
+            )
+            return 2
+        client = AppClient(settings.the_loop_url, settings.the_loop_spawner_token)
     results = check(probes, cache, os.environ, fresh=args.fresh, timeout=args.timeout)
     _print_results([(r.probe, r) for r in results], args.json)
-    SpawnerEvents(spawner_state_dir(settings)).emit(
+    outbox = SpawnerEvents(spawner_state_dir(settings), client)
+    outbox.emit(
         "models.checked",
         None,
         verdicts=[
@@ -127,8 +114,17 @@ def run_check(args: argparse.Namespace) -> int:
             for r in results
         ],
     )
-    if args.record:
-        record_verdicts(settings.database_url, results)
+    if client is not None:
+        try:
+            outbox.flush()  # the App records the verdicts the gate offers from
+        except AppError as exc:
+            print(
+                f"the-loop models check --record: the App did not take the verdicts: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        finally:
+            client.close()
     return 1 if any(r.verdict is Verdict.REFUSED for r in results) else 0
 
 
@@ -141,7 +137,9 @@ def register(subparsers: Any) -> None:
     probe = commands.add_parser("check", help="probe each choice with the session's base args")
     probe.add_argument("--fresh", action="store_true", help="ignore cached verdicts")
     probe.add_argument(
-        "--record", action="store_true", help="write verdicts to the App's database (DATABASE_URL)"
+        "--record",
+        action="store_true",
+        help="send the verdicts to the App now (THE_LOOP_URL, THE_LOOP_SPAWNER_TOKEN)",
     )
     probe.add_argument("--timeout", type=float, default=PROBE_TIMEOUT, help="seconds per probe")
     probe.add_argument("--json", action="store_true")

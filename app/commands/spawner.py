@@ -1,4 +1,7 @@
-"""`the-loop spawner`: run the devbox agent; `the-loop spawner token create`: mint its token."""
+"""`the-loop spawner`: run the devbox agent. `the-loop spawner token create|revoke` are the
+App host's commands (they open the App's database, `DATABASE_URL`): an operator mints a
+devbox's token where the App runs and hands it to the devbox, which from then on reaches
+the App only through its API."""
 
 from __future__ import annotations
 
@@ -118,7 +121,7 @@ def register(subparsers: Any) -> None:
     )
     spawner.set_defaults(func=run_agent)
     commands = spawner.add_subparsers(dest="spawner_command", metavar="COMMAND")
-    token = commands.add_parser("token", help="spawner credentials")
+    token = commands.add_parser("token", help="(on the App's host) spawner credentials")
     token_commands = token.add_subparsers(dest="token_command", metavar="COMMAND", required=True)
     create = token_commands.add_parser("create", help="create a spawner and print its token once")
     create.add_argument("--name", required=True, help="the spawner's name")
