@@ -48,6 +48,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("CI") and shutil.which("claude") is None:
+        raise pytest.UsageError(
+            "CI must have the claude CLI on PATH: the real-binary tests never skip there"
+        )
     if os.environ.get("CI") and not POSTGRES_URL:
         raise pytest.UsageError(
             "CI must set THE_LOOP_TEST_POSTGRES_URL: PostgreSQL tests never skip there"
