@@ -23,6 +23,7 @@ DEFAULT_LABEL = "the-loop: auto-execute"
 DEFAULT_EXECUTE_KEYWORD = "the-loop execute"
 DEFAULT_APPROVE_KEYWORD = "the-loop approve"
 DEFAULT_CHANGES_KEYWORD = "the-loop changes"
+DEFAULT_ANSWER_KEYWORD = "the-loop answer"
 
 
 class ConfigError(ValueError):
@@ -116,11 +117,17 @@ class Trigger(_Model):
     execute_keyword: str = DEFAULT_EXECUTE_KEYWORD
     approve_keyword: str = DEFAULT_APPROVE_KEYWORD  # passes the review gate
     changes_keyword: str = DEFAULT_CHANGES_KEYWORD  # sends the work back to implementation
+    answer_keyword: str = DEFAULT_ANSWER_KEYWORD  # picks an option of a stalled session's screen
 
     @property
-    def keywords(self) -> tuple[str, str, str]:
+    def keywords(self) -> tuple[str, ...]:
         """Every keyword that makes a comment a decision rather than a follow-up."""
-        return (self.execute_keyword, self.approve_keyword, self.changes_keyword)
+        return (
+            self.execute_keyword,
+            self.approve_keyword,
+            self.changes_keyword,
+            self.answer_keyword,
+        )
 
 
 class Completion(_Model):

@@ -141,7 +141,7 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
-        apply_session_event(item, name, fields)
+        apply_session_event(services, session, item, name, fields)
         if name.startswith("session.") and name not in NOT_MIRRORED:
             payload = {"event": name, **fields, "url": item.html_url}
             services.mirror.post(session, item.id, "session", payload)

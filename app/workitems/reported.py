@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from app.services import Services
 from app.store.tables import WorkItem
+from app.workitems.notices import announce_moved, announce_stall
 from app.workitems.states import Happened, transition
 
 STATUS_EVENTS = frozenset(
@@ -27,23 +31,42 @@ def session_facts(
     """The item's session record after event `name` (pure)."""
     facts = dict(current)
     if name == Happened.SESSION_STALLED:
-        facts["stall"] = str(fields.get("screen") or "")[:64]
+        screen = str(fields.get("screen") or "")[:64]
+        if facts.get("stall") != screen:
+            facts["stalls"] = int(facts.get("stalls") or 0) + 1  # a new stall episode
+        facts["stall"] = screen
         facts["stall_hint"] = str(fields.get("hint") or "")[:300]
-    elif name in (Happened.SESSION_UNSTALLED, Happened.SESSION_SPAWNED, Happened.SESSION_RESPAWNED):
-        facts.pop("stall", None)
-        facts.pop("stall_hint", None)
+        options = fields.get("options")
+        facts["stall_options"] = (
+            [str(o)[:200] for o in options][:9] if isinstance(options, list) else []
+        )
+    elif name in (
+        Happened.SESSION_UNSTALLED,
+        Happened.SESSION_SPAWNED,
+        Happened.SESSION_RESPAWNED,
+        Happened.SESSION_EXITED,
+    ):
+        for key in ("stall", "stall_hint", "stall_options"):
+            facts.pop(key, None)
     if name == Happened.SESSION_EXITED:
-        facts.pop("stall", None)
-        facts.pop("stall_hint", None)
         facts["exit_status"] = fields.get("exit_status")
     return facts
 
 
-def apply_session_event(item: WorkItem, name: str, fields: Mapping[str, Any]) -> None:
-    """Record a reported session event on `item` (inside the caller's transaction)."""
+def apply_session_event(
+    services: Services, session: Session, item: WorkItem, name: str, fields: Mapping[str, Any]
+) -> None:
+    """Record a reported session event on `item` (inside the caller's transaction), and tell
+    the issue when a stall starts or ends."""
     if name not in STATUS_EVENTS:
         return
+    before = dict(item.session or {})
     transition(item, name)
-    facts = session_facts(name, fields, item.session or {})
-    if facts != (item.session or {}):
+    facts = session_facts(name, fields, before)
+    if facts != before:
         item.session = facts
+    episode = int(facts.get("stalls") or 0)
+    if name == Happened.SESSION_STALLED and episode != int(before.get("stalls") or 0):
+        announce_stall(services, session, item, episode, fields)
+    elif before.get("stall") and not facts.get("stall") and name == Happened.SESSION_UNSTALLED:
+        announce_moved(services, item, episode, str(before["stall"]))

@@ -1,0 +1,98 @@
+"""A stalled session is announced on the issue where the person who executed is: once per
+stall, mentioning them, with what the screen asks and how to reach it; the move past it gets a
+short note; the progress comment shows the stall meanwhile. Spawner events over real HTTP,
+the fake GitHub, a real database."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy.orm import Session
+
+from app.gate.markers import MarkerKind, find_marker
+from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.notices import stall_text
+from tests.spawnerapi_support import serve_api
+from tests.support import wait_for
+
+
+@pytest.fixture(scope="module")
+def shared_api(tmp_path_factory, app_private_key):
+    yield from serve_api("sqlite", tmp_path_factory.mktemp("stalls"), app_private_key)
+
+
+def notices(api, number: int) -> list[dict]:
+    return [
+        c
+        for c in api.fake.issue_comments(api.repo, number)
+        if (m := find_marker(c["body"])) is not None and m.kind == MarkerKind.NOTICE
+    ]
+
+
+def progress(api, number: int) -> str:
+    found = [
+        c["body"]
+        for c in api.fake.issue_comments(api.repo, number)
+        if (m := find_marker(c["body"])) is not None and m.kind == MarkerKind.PROGRESS
+    ]
+    return found[0] if found else ""
+
+
+def executed_item(api, number: int) -> str:
+    item = api.work_item(number, status=WorkItemStatus.RUNNING)
+    with api.session() as db, db.begin():
+        row = db.get(WorkItem, item)
+        assert row is not None
+        row.frozen = {**(row.frozen or {}), "decisions": {"phase-selection": {"by": "octocat"}}}
+        row.phase = "design"
+    return item
+
+
+def event(item: str, name: str, **fields) -> dict:
+    return {"id": uuid.uuid4().hex, "event": name, "work_item": item, **fields}
+
+
+STALLED = {
+    "screen": "permission-prompt",
+    "hint": "the session asks for a permission",
+    "tmux_target": "the-loop:o-r-3-3f2a9c1d",
+    "question": "Do you want to create hello.txt?",
+    "options": ["Yes", "Yes, allow all edits during this session", "No"],
+}
+
+
+def test_a_stall_is_announced_once_and_its_end_noted(shared_api):
+    api = shared_api.fresh()
+    item = executed_item(api, 3)
+    spawner = api.spawner(api.token())
+    assert spawner.events(event(item, "session.stalled", **STALLED)).status_code == 200
+    (notice,) = wait_for(lambda: notices(api, 3))
+    body = notice["body"]
+    assert body.startswith("@octocat, the session of this work item is **waiting at a permission")
+    assert "> Do you want to create hello.txt?" in body
+    assert "2. Yes, allow all edits during this session" in body
+    assert "`the-loop answer <n>`" in body
+    assert "tmux -L the-loop attach -t o-r-3-3f2a9c1d" in body
+    with Session(api.state.engine) as db:
+        assert db.get(WorkItem, item).state == WorkItemStatus.STALLED
+    wait_for(lambda: "**stalled at a permission prompt**" in progress(api, 3), timeout=15)
+
+    # The watchdog reporting the same screen again announces nothing new.
+    assert spawner.events(event(item, "session.stalled", **STALLED)).status_code == 200
+    assert (
+        spawner.events(event(item, "session.unstalled", was="permission-prompt")).status_code == 200
+    )
+    texts = [c["body"] for c in wait_for(lambda: len(notices(api, 3)) == 2 and notices(api, 3))]
+    assert texts[1].startswith("The session moved on from the permission prompt")
+    wait_for(lambda: "**Session:** running" in progress(api, 3), timeout=15)
+
+    assert spawner.events(event(item, "session.stalled", screen="question-menu")).status_code == 200
+    wait_for(lambda: len(notices(api, 3)) == 3)
+    assert "question menu" in notices(api, 3)[2]["body"]
+
+
+def test_the_notice_text_names_nobody_when_nobody_executed():
+    text = stall_text("github:o/r#1", 1, "", {"screen": "trust-dialog"}, "the-loop answer")
+    assert text.startswith("the session of this work item is **waiting at a trust dialog**")
+    assert "@" not in text.split("\n")[0]
