@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "standing",
     "agent_tools",
     "phase",
+    "configcheck",
 )
 
 
