@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "agent_tools",
     "phase",
     "configcheck",
+    "doctor",
 )
 
 
