@@ -118,6 +118,7 @@ def seed(engine: Any) -> dict[str, int]:
                     state=status,
                     frozen=frozen if live else None,
                     session={"spawner_id": spawner[0], "spawner": spawner[1]} if live else None,
+                    phase="design" if status == "running" else None,
                     updated_at=now - timedelta(minutes=n),
                 )
             )
@@ -234,7 +235,7 @@ def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -
     for key in numbers:
         assert row(key).count() == 1, key
     cells = row("running").locator("td").all_inner_texts()
-    assert cells[2:6] == ["—", "claude", "opus", "default\nfrozen by @octocat"]
+    assert cells[2:6] == ["design", "claude", "opus", "default\nfrozen by @octocat"]
     assert row("parked").locator("td").all_inner_texts()[2:6] == ["—"] * 4
     assert page.locator("tr.work-item b").count() == 0  # titles are text, never markup
     assert page.locator('tr.spawner[data-spawner="gone-box"]').count() == 1
