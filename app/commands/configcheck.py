@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.config import OperatorConfig, config_findings, harness_args
+if TYPE_CHECKING:
+    from app.config import OperatorConfig
 
 
 def _names(values: list[str]) -> str:
@@ -20,6 +21,8 @@ def _names(values: list[str]) -> str:
 
 def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     """(key, what the App makes of it) for every setting that shapes what it does (pure)."""
+    from app.config import harness_args
+
     routing = config.routing
     rows: list[tuple[str, str]] = []
     for h in config.harnesses:
@@ -71,7 +74,7 @@ def run_check(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from app.config import load_config
+    from app.config import config_findings, load_config
     from app.settings import load_settings
 
     path = Path(args.file) if args.file else load_settings().the_loop_config

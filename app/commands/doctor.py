@@ -14,11 +14,10 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from app.spawner.devbox_checks import Check, JsonFile, Level, Reply, Tool
+if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
+    from app.spawner.devbox_checks import Check, JsonFile, Reply, Tool
 
 TIMEOUT = 10.0
 SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
@@ -38,6 +37,8 @@ def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int | None, str]:
 
 
 def find_tool(name: str, executable: str, flag: str, env: Mapping[str, str]) -> Tool:
+    from app.spawner.devbox_checks import Tool
+
     path = shutil.which(executable, path=env.get("PATH"))
     if path is None:
         return Tool(name, None)
@@ -56,6 +57,10 @@ def try_sandbox(bwrap: Tool, env: Mapping[str, str]) -> tuple[bool | None, str]:
 
 
 def http_get(url: str, token: str | None = None) -> Reply:
+    import httpx
+
+    from app.spawner.devbox_checks import Reply
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.get(url, headers=headers, timeout=TIMEOUT)
@@ -69,6 +74,8 @@ def http_get(url: str, token: str | None = None) -> Reply:
 
 
 def read_text(path: Path) -> JsonFile:
+    from app.spawner.devbox_checks import JsonFile
+
     try:
         return JsonFile(str(path), path.read_text())
     except FileNotFoundError:
@@ -79,6 +86,7 @@ def read_text(path: Path) -> JsonFile:
 
 def _config(settings: Any) -> tuple[Any, Check]:
     from app.config import ConfigError, OperatorConfig, load_config
+    from app.spawner.devbox_checks import Check, Level
 
     try:
         config = load_config(settings.the_loop_config)
@@ -137,7 +145,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     return checks
 
 
-MARKS = {Level.OK: "[green]✓ ok[/]", Level.WARN: "[yellow]! warn[/]", Level.FAIL: "[red]✗ fail[/]"}
+MARKS = {"ok": "[green]✓ ok[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
 
 
 def print_checks(checks: list[Check], as_json: bool) -> None:
@@ -155,10 +163,10 @@ def print_checks(checks: list[Check], as_json: bool) -> None:
 
     table = Table("check", "", "detail", "fix", box=None, pad_edge=False)
     for c in checks:
-        table.add_row(Text(c.name), MARKS[c.level], Text(c.detail), Text(c.fix))
+        table.add_row(Text(c.name), MARKS[c.level.value], Text(c.detail), Text(c.fix))
     console = Console()
     console.print(table)
-    failures = sum(c.level is Level.FAIL for c in checks)
+    failures = sum(c.level.value == "fail" for c in checks)
     console.print(f"{failures} check(s) failed" if failures else "this devbox is ready")
 
 
