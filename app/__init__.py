@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def create_app(settings: Settings | None = None, *, start_workers: bool | None = None) -> Flask:
-    """Build the App: webhook ingress, health check, inbox workers.
+    """Build the App: webhook ingress, health check, status page, inbox workers.
 
     Refuses to start without a webhook secret: an App that cannot verify deliveries must
     not accept them.
@@ -30,7 +30,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
-    from app.status import bp as status_bp
+    from app.web.views import bp as web_bp
     from channels import web as slack_web
 
     settings = settings or load_settings()
@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     app.extensions["the-loop"] = state
     app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
-    app.register_blueprint(status_bp)
+    app.register_blueprint(web_bp)  # the status page and /status, for the operator only
     app.register_blueprint(spawner_bp)
     app.register_blueprint(phase_bp)
 

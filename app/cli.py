@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "standing",
     "agent_tools",
     "phase",
+    "configcheck",
+    "doctor",
 )
 
 

@@ -8,7 +8,6 @@ launch arguments and the only reader of `harnesses[].args` and `routing.harnessA
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+
+from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
@@ -72,6 +73,7 @@ class ModelChoice(_Model):
     id: str | None = None
     harnesses: list[Name] | None = None
     args: list[str] | None = None
+    about: str | None = None  # a short description shown on the checklist row
 
     @property
     def model_id(self) -> str:
@@ -81,12 +83,6 @@ class ModelChoice(_Model):
 class EffortChoice(_Model):
     name: Name
     args: list[str] | None = None
-
-
-def _effort_entries(value: Any) -> Any:
-    if isinstance(value, list):
-        return [{"name": v} if isinstance(v, str) else v for v in value]
-    return value
 
 
 class Interaction(_Model):
@@ -136,15 +132,26 @@ class Completion(_Model):
     stop_session: bool = False
 
 
+class Keywords(_Model):
+    execute: str | None = None  # the older daemon's home of the execute keyword
+
+
+class Control(_Model):
+    keywords: Keywords = Keywords()
+
+
 class Routing(_Model):
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
-    authorized_users: list[str] | None = None
+    authorized_users: list[str] | None = None  # GitHub logins (entries read by config_compat)
     workspace: Workspace = Workspace()
     harness_trust: HarnessTrust = HarnessTrust()
     trigger: Trigger = Trigger()
     completion: Completion = Completion()
     default_harness: str | None = None
+    # Every one of these labels on the issue executes it with the default selection.
+    auto_execute_labels: list[str] = Field(default_factory=list)
+    control: Control = Control()
 
 
 class StandingSession(_Model):
@@ -177,6 +184,10 @@ class OperatorConfig(_Model):
     slack: Slack = Slack()
     stop_gate: StopGate = StopGate()
     source: str = Field(default="<defaults>", exclude=True)
+    # What reading the file adapted (older shapes) and which keys it did not use.
+    adapted: tuple[Finding, ...] = Field(default=(), exclude=True)
+    ignored: tuple[Finding, ...] = Field(default=(), exclude=True)
+    conflicts: tuple[Finding, ...] = Field(default=(), exclude=True)
 
     def harness(self, name: str) -> Harness | None:
         return next((h for h in self.harnesses if h.name == name), None)
@@ -205,17 +216,9 @@ def harness_args(config: OperatorConfig, harness: str) -> list[str]:
     return list(config.routing.harness_args.get(harness, []))
 
 
-@dataclass(frozen=True)
-class Finding:
-    """Something about a loaded config the operator should hear once (not per spawn)."""
-
-    key: str
-    message: str
-
-
 def config_findings(config: OperatorConfig) -> list[Finding]:
     """Conflicts and deprecations, reported once at load and by `models list|check`."""
-    findings: list[Finding] = []
+    findings: list[Finding] = list(config.conflicts)
     for name in config.routing.harness_args:
         entry = config.harness(name)
         if entry is not None and entry.args is not None:
@@ -266,9 +269,11 @@ def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
-    data = dict(data)
-    if "effort" in data:
-        data["effort"] = _effort_entries(data["effort"])
+    try:
+        reading = read_older_shapes(data)
+    except ShapeError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    data = reading.data
     try:
         config = OperatorConfig.model_validate(data)
     except ValidationError as exc:
@@ -278,7 +283,15 @@ def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
     names = [h.name for h in config.harnesses]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: harnesses: a harness name is declared twice")
-    return config.model_copy(update={"source": source})
+    ignored = reading.ignored + tuple(unused_keys(data, OperatorConfig))
+    return config.model_copy(
+        update={
+            "source": source,
+            "adapted": reading.adapted,
+            "ignored": ignored,
+            "conflicts": reading.conflicts,
+        }
+    )
 
 
 def load_config(path: Path) -> OperatorConfig:

@@ -79,6 +79,9 @@ def build_state(settings: Settings) -> AppState:
     for finding in config_findings(config):
         log.warning("%s: %s: %s", config.source, finding.key, finding.message)
         events.emit("config.conflict", key=finding.key, message=finding.message, file=config.source)
+    for finding in config.ignored:
+        log.info("%s: %s: %s", config.source, finding.key, finding.message)
+        events.emit("config.ignored", key=finding.key, message=finding.message, file=config.source)
     mirror = build_mirror(settings, config, engine, events)
     services = Services(
         settings=settings, config=config, events=events, github=GitHubApp(settings), mirror=mirror

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import ValidationError, model_validator
+from pydantic import ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+MIN_ADMIN_TOKEN = 16
 
 
 class SettingsError(ValueError):
@@ -38,6 +40,7 @@ class Settings(BaseSettings):
     the_loop_state_dir: Path = Path("~/.local/state/the-loop")
     the_loop_url: str = "http://127.0.0.1:3000"
     the_loop_spawner_token: str | None = None
+    the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
     the_loop_inbox_workers: int = 1
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
@@ -56,6 +59,13 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Only explicit values: `load_settings` decides what the environment is.
         return (init_settings,)
+
+    @field_validator("the_loop_admin_token")
+    @classmethod
+    def _long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < MIN_ADMIN_TOKEN:
+            raise ValueError(f"must be at least {MIN_ADMIN_TOKEN} characters")
+        return value
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

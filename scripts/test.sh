@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, set up from nothing: installs what the tests run for real when it is
-# missing (tmux, git, bubblewrap, the claude CLI, PostgreSQL), starts PostgreSQL, installs
-# the project with its test extras, then runs pytest. Extra arguments go to pytest.
+# missing (tmux, git, bubblewrap, the claude CLI, PostgreSQL, Debian's chromium), starts
+# PostgreSQL, installs the project with its test extras, then runs pytest. Extra arguments go
+# to pytest. Playwright (a test extra) drives Debian's chromium; it never downloads a browser.
 #
 # Safe to run again: every step checks before it acts. THE_LOOP_TEST_POSTGRES_URL, when
 # already set, names the PostgreSQL server to use instead of a local one.
@@ -20,6 +21,7 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the status page test's browser (Playwright drives it)
 if [ -z "${THE_LOOP_TEST_POSTGRES_URL:-}" ] && ! command -v pg_ctlcluster >/dev/null 2>&1; then
   need_apt+=(postgresql)
 fi

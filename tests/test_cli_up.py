@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 from dotenv import dotenv_values
 
 from tests.support import fixture_bytes, free_port, healthy, post_webhook, wait_for
@@ -41,12 +42,18 @@ def test_up_on_a_fresh_directory(tmp_path):
         assert post_webhook(url, "ping", ping, secret=secret).status_code == 200
         assert post_webhook(url, "ping", ping, secret="forged").status_code == 401
         assert (tmp_path / ".local/state/the-loop/the-loop.db").exists()
+        admin = dotenv_values(tmp_path / ".env")["THE_LOOP_ADMIN_TOKEN"]
+        assert admin and len(admin) >= 32
+        assert httpx.get(f"{url}/status").status_code == 401
+        signed_in = httpx.get(f"{url}/?token={admin}", follow_redirects=True)
+        assert signed_in.status_code == 200 and str(signed_in.url) == f"{url}/"
         events = (tmp_path / ".local/state/the-loop/events.jsonl").read_text()
         assert '"webhook.rejected"' in events
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out = proc.communicate(timeout=20)[0].decode()
     assert "wrote a new GITHUB_WEBHOOK_SECRET" in out
+    assert out.count(f"{url}/?token={admin}") == 1  # the sign-in URL, shown once
 
 
 def test_plain_gunicorn_serves_the_wsgi_app(settings_env):

@@ -11,6 +11,7 @@ import logging
 import secrets
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,20 +85,32 @@ def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ensure_secret(env_file: Path, variable: str, make: Callable[[], str]) -> str | None:
+    """Write a new random value for `variable` into `.env` unless one is configured (there or
+    in the environment); returns the new value, or None."""
+    from app.github.manifest import merge_env_file
+    from app.settings import load_settings
+
+    if getattr(load_settings(dotenv=env_file), variable.lower()):
+        return None
+    value = make()
+    merge_env_file(env_file, {variable: value})
+    return value
+
+
 def ensure_webhook_secret(env_file: Path) -> str | None:
     """First run of `up`: give the App a random webhook secret in `.env` so it can start.
 
     `the-loop setup` later replaces it with the one GitHub registered. Returns the new secret,
     or None when one was already configured.
     """
-    from app.github.manifest import merge_env_file
-    from app.settings import load_settings
+    return _ensure_secret(env_file, "GITHUB_WEBHOOK_SECRET", lambda: secrets.token_hex(32))
 
-    if load_settings(dotenv=env_file).github_webhook_secret:
-        return None
-    secret = secrets.token_hex(32)
-    merge_env_file(env_file, {"GITHUB_WEBHOOK_SECRET": secret})
-    return secret
+
+def ensure_admin_token(env_file: Path) -> str | None:
+    """First run of `up`: the operator credential for the status page, in `.env`. Returns the
+    new token (shown once, as a sign-in URL), or None when one was already configured."""
+    return _ensure_secret(env_file, "THE_LOOP_ADMIN_TOKEN", lambda: secrets.token_urlsafe(32))
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -110,9 +123,16 @@ def run_up(args: argparse.Namespace) -> int:
             "the-loop: wrote a new GITHUB_WEBHOOK_SECRET to .env (run `the-loop setup` "
             "to register the GitHub App with it)"
         )
+    admin_token = ensure_admin_token(Path(".env"))
     args.workers = 1
     settings = load_settings()
-    print(f"the-loop: App on http://127.0.0.1:{settings.port} (database {settings.database_url})")
+    url = f"http://127.0.0.1:{settings.port}"
+    print(f"the-loop: App on {url} (database {settings.database_url})")
+    if admin_token:
+        print(
+            f"the-loop: wrote a new THE_LOOP_ADMIN_TOKEN to .env; sign in to the status page "
+            f"once at {url}/?token={admin_token} (shown only now)"
+        )
     child = local_spawner.start(args, settings)
     try:
         return run_serve(args)

@@ -136,6 +136,20 @@ def _wait_seconds() -> float:
     return min(max(wait, 0.0), MAX_WAIT)
 
 
+@bp.get("/whoami")
+def whoami() -> Response:
+    """Who the token is and what it may serve (`the-loop doctor` checks a devbox with it)."""
+    with Session(_state().engine) as session:
+        spawner = _spawner(session)
+        return jsonify(
+            spawner_id=spawner.id,
+            name=spawner.name,
+            allowed=list(spawner.repositories or []),
+            serves=list(spawner.serves) if spawner.serves is not None else None,
+            harnesses=list(spawner.harnesses or []),
+        )
+
+
 @bp.get("/jobs")
 def next_job() -> Response | tuple[str, int]:
     """Long-poll: the next job this spawner may run, or 204 after `wait` seconds."""

@@ -13,7 +13,7 @@ across offered harnesses when a harness section is shown, else the default harne
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -54,6 +54,7 @@ class Offer:
     declared_models: tuple[str, ...] = ()
     declared_efforts: tuple[str, ...] = ()
     refused: frozenset[str] = frozenset()
+    about: Mapping[str, str] = field(default_factory=dict)  # model name → its `about`
 
     @property
     def harness_section(self) -> bool:
@@ -93,7 +94,14 @@ def build_offer(
         declared_models=tuple(m.name for m in config.models),
         declared_efforts=tuple(e.name for e in config.effort),
         refused=refused_tokens,
+        about={m.name: _one_line(m.about) for m in config.models if m.about},
     )
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    """A note that stays on its row: one line (a newline could start a row of its own)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class Row:
     token: str
     label: str
     checked: bool
+    note: str = ""  # shown after the row (a model's `about`)
 
 
 @dataclass(frozen=True)
@@ -148,7 +157,12 @@ class Checklist:
                     "single": s.single,
                     "default": s.default,
                     "rows": [
-                        {"token": r.token, "label": r.label, "checked": r.checked} for r in s.rows
+                        {
+                            "token": r.token,
+                            "label": f"{r.label} — {r.note}" if r.note else r.label,
+                            "checked": r.checked,
+                        }
+                        for r in s.rows
                     ],
                 }
                 for s in self.sections
@@ -170,12 +184,17 @@ def _phase_section(kind: SectionKind, phases: tuple[Phase, ...], checked: bool) 
 
 
 def _choice_section(
-    kind: SectionKind, names: tuple[str, ...], default: str | None, title: str
+    kind: SectionKind,
+    names: tuple[str, ...],
+    default: str | None,
+    title: str,
+    notes: Mapping[str, str] | None = None,
 ) -> Section:
     prefix = CHOICE_PREFIXES[kind]
     shown = f"`{default}`" if default else "the harness's own"
     hint = f"default: {shown}; tick at most one"
-    rows = tuple(Row(prefix + n, n, n == default) for n in names)
+    notes = notes or {}
+    rows = tuple(Row(prefix + n, n, n == default, notes.get(n, "")) for n in names)
     return Section(kind, title, hint, single=True, default=default, rows=rows)
 
 
@@ -193,7 +212,9 @@ def build_checklist(offer: Offer, keyword: str, phases: tuple[Phase, ...] = PHAS
             _choice_section(SectionKind.HARNESS, offer.harnesses, offer.default_harness, "Harness")
         )
     if offer.model_rows:
-        sections.append(_choice_section(SectionKind.MODEL, offer.model_rows, None, "Model"))
+        sections.append(
+            _choice_section(SectionKind.MODEL, offer.model_rows, None, "Model", offer.about)
+        )
     if offer.efforts:
         sections.append(_choice_section(SectionKind.EFFORT, offer.efforts, None, "Effort"))
     always = tuple(p.node for p in phases if p.kind is PhaseKind.REQUIRED)

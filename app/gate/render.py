@@ -16,6 +16,8 @@ MAX_SHOWN = 12
 def render_row(row: Row, *, with_label: bool) -> str:
     box = "[x]" if row.checked else "[ ]"
     suffix = f" — {row.label}" if with_label and row.label else ""
+    if row.note:
+        suffix += f" — {row.note}"
     return f"- {box} `{row.token}`{suffix}"
 
 

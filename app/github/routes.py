@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.github import installations
 from app.github.router import Router, RouteTable
-from app.workitems import followups
+from app.workitems import autoexecute, followups
 from app.workitems import handlers as workitems
 
 ROUTES: RouteTable = {
@@ -19,7 +19,7 @@ ROUTES: RouteTable = {
     ("installation", "deleted"): [installations.forget_installation],
     ("installation_repositories", "added"): [installations.update_repositories],
     ("installation_repositories", "removed"): [installations.update_repositories],
-    ("issues", "labeled"): [workitems.start_work_item],
+    ("issues", "labeled"): [workitems.start_work_item, autoexecute.execute_on_labels],
     ("issues", "unlabeled"): [workitems.park_unlabeled],
     ("issues", "closed"): [workitems.stop_on_close],
     ("issue_comment", "created"): [

@@ -1,0 +1,185 @@
+"""`the-loop doctor`: is this devbox ready to host sessions? One line per check, each
+failure with its fix; exit 1 on any failure.
+
+This module only gathers facts (versions, files under `$HOME`, two HTTP calls to the App,
+the verdict cache) and prints; the verdicts are `app.spawner.devbox_checks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
+    from app.spawner.devbox_checks import Check, JsonFile, Reply, Tool
+
+TIMEOUT = 10.0
+SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
+TOOLS = (("tmux", "-V"), ("git", "--version"))
+
+
+def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int | None, str]:
+    try:
+        done = subprocess.run(
+            argv, env=dict(env), capture_output=True, text=True, timeout=TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    except OSError as exc:
+        return None, str(exc)
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def find_tool(name: str, executable: str, flag: str, env: Mapping[str, str]) -> Tool:
+    from app.spawner.devbox_checks import Tool
+
+    path = shutil.which(executable, path=env.get("PATH"))
+    if path is None:
+        return Tool(name, None)
+    code, output = _run([path, flag], env)
+    first = output.splitlines()[0].strip() if output else ""
+    if code != 0 or not first:
+        return Tool(name, path, None, first or f"`{flag}` failed")
+    return Tool(name, path, first)
+
+
+def try_sandbox(bwrap: Tool, env: Mapping[str, str]) -> tuple[bool | None, str]:
+    if bwrap.path is None:
+        return None, ""
+    code, output = _run([bwrap.path, *SANDBOX_ARGV, "/bin/sh", "-c", "exit 0"], env)
+    return code == 0, output.splitlines()[-1] if output else f"exit {code}"
+
+
+def http_get(url: str, token: str | None = None) -> Reply:
+    import httpx
+
+    from app.spawner.devbox_checks import Reply
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=TIMEOUT)
+    except httpx.HTTPError as exc:
+        return Reply(error=f"{exc.__class__.__name__}: {exc}")
+    try:
+        data = response.json()
+    except ValueError:
+        data = {}
+    return Reply(response.status_code, data if isinstance(data, dict) else {})
+
+
+def read_text(path: Path) -> JsonFile:
+    from app.spawner.devbox_checks import JsonFile
+
+    try:
+        return JsonFile(str(path), path.read_text())
+    except FileNotFoundError:
+        return JsonFile(str(path), None)
+    except OSError as exc:
+        return JsonFile(str(path), f"<unreadable: {exc.strerror}>")
+
+
+def _config(settings: Any) -> tuple[Any, Check]:
+    from app.config import ConfigError, OperatorConfig, load_config
+    from app.spawner.devbox_checks import Check, Level
+
+    try:
+        config = load_config(settings.the_loop_config)
+    except ConfigError as exc:
+        fix = "correct the key named (`the-loop config check` shows the rest)"
+        return OperatorConfig(), Check("operator config", Level.FAIL, str(exc), fix)
+    if not settings.the_loop_config.expanduser().exists():
+        detail = f"{config.source} does not exist: the defaults apply"
+        return config, Check("operator config", Level.WARN, detail, "set THE_LOOP_CONFIG")
+    ignored = f"; {len(config.ignored)} key(s) ignored" if config.ignored else ""
+    detail = f"{config.source}: {len(config.harnesses)} harness(es), {len(config.models)} model(s)"
+    return config, Check("operator config", Level.OK, detail + ignored)
+
+
+def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
+    """Every check of this devbox, in the order an operator would fix them."""
+    from app.config import DEFAULT_HARNESS
+    from app.spawner import devbox_checks as dc
+    from app.spawner.agent import hostable_harnesses
+    from app.spawner.argv import adapter_for
+    from app.spawner.assembly import verdict_cache
+    from app.spawner.probes import cached_results, plan_probes
+    from app.spawner.trust import claude_config_path, claude_settings_path
+
+    config, config_check = _config(settings)
+    checks = [config_check]
+    claude = adapter_for(config, DEFAULT_HARNESS)
+    checks.append(dc.check_tool(find_tool("claude", claude.executable, "--version", env)))
+    checks += [dc.check_tool(find_tool(name, name, flag, env)) for name, flag in TOOLS]
+    bwrap = find_tool("bwrap", "bwrap", "--version", env)
+    checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
+
+    url = settings.the_loop_url.rstrip("/")
+    health = http_get(f"{url}/healthz")
+    checks.append(dc.check_app(url, health))
+    token = settings.the_loop_spawner_token
+    whoami = http_get(f"{url}/spawner/v1/whoami", token) if token and health.status else None
+    checks.append(dc.check_token(bool(token), whoami))
+
+    home = Path(env.get("HOME") or Path.home())
+    claude_json = read_text(claude_config_path(home))
+    checks.append(dc.check_claude_json(claude_json))
+    login = read_text(home / ".claude" / ".credentials.json")
+    checks.append(dc.check_credential(claude_json, env.get("ANTHROPIC_API_KEY"), login))
+    checks.append(
+        dc.check_bypass(
+            claude.args,
+            config.routing.harness_trust,
+            read_text(claude_settings_path(home)),
+            root=os.geteuid() == 0,
+            sandboxed=bool(env.get("IS_SANDBOX")),
+        )
+    )
+    probes = plan_probes(config, hostable_harnesses(config, env))
+    checks.append(dc.check_models(cached_results(probes, verdict_cache(settings))))
+    return checks
+
+
+MARKS = {"ok": "[green]✓ ok[/]", "warn": "[yellow]! warn[/]", "fail": "[red]✗ fail[/]"}
+
+
+def print_checks(checks: list[Check], as_json: bool) -> None:
+    if as_json:
+        for c in checks:
+            print(
+                json.dumps(
+                    {"check": c.name, "level": c.level.value, "detail": c.detail, "fix": c.fix}
+                )
+            )
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("check", "", "detail", "fix", box=None, pad_edge=False)
+    for c in checks:
+        table.add_row(Text(c.name), MARKS[c.level.value], Text(c.detail), Text(c.fix))
+    console = Console()
+    console.print(table)
+    failures = sum(c.level.value == "fail" for c in checks)
+    console.print(f"{failures} check(s) failed" if failures else "this devbox is ready")
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from app.settings import load_settings
+    from app.spawner.devbox_checks import failed
+
+    checks = gather_checks(load_settings(), os.environ)
+    print_checks(checks, args.json)
+    return 1 if failed(checks) else 0
+
+
+def register(subparsers: Any) -> None:
+    doctor = subparsers.add_parser("doctor", help="check that this devbox can host sessions")
+    doctor.add_argument("--json", action="store_true", help="one JSON object per check")
+    doctor.set_defaults(func=run_doctor)

@@ -1,0 +1,260 @@
+"""Is this devbox ready to host sessions? The checks of `the-loop doctor`, as pure functions:
+facts in (gathered by `app.commands.doctor`), one verdict per check out, each failure with
+the fix an operator can apply.
+
+A devbox that is half set up (no API key approved, no sandbox, a token for the wrong
+repository, a bypass flag nobody pre-accepted) is otherwise found out one failed launch at a
+time, by a session sitting at a screen nobody watches.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.config import HarnessTrust
+from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
+from app.spawner.probes import Result, Verdict
+from app.spawner.trust import BYPASS_SETTING, should_accept_bypass
+
+KEY_SUFFIX = 20  # Claude Code remembers an approved API key by its last 20 characters
+
+
+class Level(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    level: Level
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An executable as found on PATH: where, and the first line of its `--version`."""
+
+    name: str
+    path: str | None
+    version: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP call's outcome: a status and JSON body, or the error that prevented it."""
+
+    status: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class JsonFile:
+    """A file's text (None when absent) and where it lives, for the messages."""
+
+    path: str
+    text: str | None
+
+
+def _load(file: JsonFile) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None), (None, None) when absent, or (None, why it cannot be read)."""
+    if file.text is None:
+        return None, None
+    if not file.text.strip():
+        return {}, None
+    try:
+        data = json.loads(file.text)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg}, line {exc.lineno})"
+    return (data, None) if isinstance(data, dict) else (None, "does not hold a JSON object")
+
+
+INSTALL_HINTS = {
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "tmux": "apt-get install tmux",
+    "git": "apt-get install git",
+    "bwrap": "apt-get install bubblewrap",
+}
+
+
+def check_tool(tool: Tool) -> Check:
+    if tool.path is None:
+        hint = INSTALL_HINTS.get(tool.name, f"install {tool.name}")
+        return Check(tool.name, Level.FAIL, "not found on PATH", f"{hint}, then check PATH")
+    if tool.version is None:
+        why = tool.error or "printed no version"
+        return Check(tool.name, Level.FAIL, f"{tool.path}: {why}", f"reinstall {tool.name}")
+    return Check(tool.name, Level.OK, f"{tool.version} ({tool.path})")
+
+
+def check_sandbox(tool: Tool, works: bool | None, error: str = "") -> Check:
+    """bubblewrap present, and able to make a namespace as this user."""
+    found = check_tool(tool)
+    name = "sandbox (bwrap)"
+    if found.level is not Level.OK:
+        return Check(name, found.level, found.detail, found.fix)
+    if not works:
+        fix = "let bwrap create namespaces as this user (kernel.unprivileged_userns_clone=1)"
+        return Check(name, Level.FAIL, f"{tool.version}, but a sandbox fails: {error}", fix)
+    return Check(name, Level.OK, f"{tool.version}: a sandbox starts")
+
+
+def _remote_http(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    if parts.hostname == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return True
+
+
+def check_app(url: str, health: Reply) -> Check:
+    name = "App reachable"
+    if health.status != 200 or health.data.get("ok") is not True:
+        why = health.error or f"GET /healthz answered {health.status}"
+        fix = "start the App (`the-loop serve` / `the-loop up`) or correct THE_LOOP_URL"
+        return Check(name, Level.FAIL, f"{url}: {why}", fix)
+    detail = f"{url}: the-loop {health.data.get('version', '?')}"
+    if _remote_http(url):
+        fix = "use https:// for an App on another host"
+        return Check(name, Level.WARN, f"{detail}; plain http to a remote host", fix)
+    return Check(name, Level.OK, detail)
+
+
+def _scope(repositories: Any) -> str:
+    names = [str(r) for r in repositories or []]
+    if "*" in names:
+        return "every repository the App is installed on"
+    return ", ".join(names) if names else "no repository"
+
+
+def check_token(token_set: bool, whoami: Reply | None) -> Check:
+    name = "spawner token"
+    create = "create one on the App host: the-loop spawner token create --name NAME --repo O/R"
+    if not token_set:
+        return Check(name, Level.FAIL, "THE_LOOP_SPAWNER_TOKEN is not set", create)
+    if whoami is None or (whoami.error is not None and whoami.status is None):
+        return Check(name, Level.WARN, "not checked: the App is unreachable")
+    if whoami.status in (401, 403):
+        return Check(name, Level.FAIL, "the App refused the token (revoked or mistyped)", create)
+    if whoami.status != 200:
+        why = whoami.error or f"answered {whoami.status}"
+        return Check(name, Level.FAIL, f"GET /spawner/v1/whoami {why}", "update the App")
+    data = whoami.data
+    who = f"spawner {data.get('name')!s}"
+    serves = data.get("serves")
+    if serves is None:
+        detail = f"{who}; not registered yet; the token allows {_scope(data.get('allowed'))}"
+        return Check(name, Level.OK, detail)
+    if not serves:
+        fix = "start the spawner with --repo names the token allows, or mint a wider token"
+        return Check(name, Level.FAIL, f"{who} serves no repository", fix)
+    return Check(name, Level.OK, f"{who}; serves {_scope(serves)}")
+
+
+def check_claude_json(file: JsonFile) -> Check:
+    name = "~/.claude.json"
+    data, problem = _load(file)
+    if problem is not None:
+        fix = f"repair or move aside {file.path} (the spawner merges into it, never replaces it)"
+        return Check(name, Level.FAIL, f"{file.path}: {problem}", fix)
+    if data is None:
+        fix = "run `claude` once interactively on this devbox"
+        return Check(name, Level.WARN, f"{file.path} does not exist yet", fix)
+    projects = data.get("projects")
+    count = len(projects) if isinstance(projects, dict) else 0
+    if data.get("hasCompletedOnboarding") is not True:
+        fix = "run `claude` once interactively to finish its first-run setup"
+        return Check(name, Level.WARN, "parseable; first-run onboarding not done", fix)
+    return Check(name, Level.OK, f"parseable; {count} project(s) known")
+
+
+def check_credential(claude_json: JsonFile, api_key: str | None, login: JsonFile) -> Check:
+    """The API key approved in `customApiKeyResponses`, or (without a key) a login."""
+    name = "Claude credential"
+    if api_key:
+        data, _problem = _load(claude_json)
+        responses = (data or {}).get("customApiKeyResponses")
+        responses = responses if isinstance(responses, dict) else {}
+        suffix = api_key[-KEY_SUFFIX:]
+        if suffix in (responses.get("approved") or []):
+            return Check(name, Level.OK, "ANTHROPIC_API_KEY is approved")
+        said = "rejected" if suffix in (responses.get("rejected") or []) else "not approved"
+        fix = (
+            "run `claude` once on this devbox and answer Yes to the API key, or add the key's "
+            f"last {KEY_SUFFIX} characters to customApiKeyResponses.approved in {claude_json.path}"
+        )
+        detail = f"ANTHROPIC_API_KEY is {said}: every session would stop at the API-key prompt"
+        return Check(name, Level.FAIL, detail, fix)
+    data, problem = _load(login)
+    if data:
+        return Check(name, Level.OK, f"logged in ({login.path})")
+    why = f"{login.path}: {problem}" if problem else "no ANTHROPIC_API_KEY and no login"
+    return Check(name, Level.FAIL, why, "run `claude /login`, or set ANTHROPIC_API_KEY")
+
+
+def check_bypass(
+    launch_args: Sequence[str],
+    trust: HarnessTrust,
+    settings: JsonFile,
+    *,
+    root: bool,
+    sandboxed: bool,
+) -> Check:
+    """When the resolved args carry the bypass flag: is its disclaimer pre-accepted, and can
+    the flag run at all (Claude Code refuses it as root outside a sandbox)?"""
+    name = "bypass disclaimer"
+    if not has_bypass_flag(launch_args):
+        return Check(name, Level.OK, f"not needed: the args carry no {BYPASS_FLAG}")
+    if root and not sandboxed:
+        fix = "run the spawner as a normal user (or inside a sandbox that sets IS_SANDBOX=1)"
+        return Check(name, Level.FAIL, f"claude refuses {BYPASS_FLAG} as root", fix)
+    data, problem = _load(settings)
+    if data and data.get(BYPASS_SETTING) is True:
+        return Check(name, Level.OK, f"pre-accepted in {settings.path}")
+    if should_accept_bypass(trust, launch_args):
+        if problem is not None:
+            fix = f"repair {settings.path}: harnessTrust writes {BYPASS_SETTING} into it"
+            return Check(name, Level.FAIL, f"{settings.path}: {problem}", fix)
+        detail = "harnessTrust (acceptBypassPermissions: auto) pre-accepts it at each spawn"
+        return Check(name, Level.OK, detail)
+    fix = (
+        "set routing.harnessTrust {enabled: true, acceptBypassPermissions: auto}, or "
+        f"{BYPASS_SETTING}: true in {settings.path}"
+    )
+    return Check(name, Level.FAIL, "not pre-accepted: sessions stop at the disclaimer", fix)
+
+
+def check_models(results: Sequence[Result | None]) -> Check:
+    """A summary of the `models check` verdict cache for this devbox's probes."""
+    name = "models check"
+    if not results:
+        return Check(name, Level.OK, "no models or effort levels declared")
+    tally = Counter(r.verdict.value if r is not None else "not probed" for r in results)
+    order = (Verdict.OK.value, Verdict.REFUSED.value, Verdict.UNKNOWN.value, "not probed")
+    detail = ", ".join(f"{tally[k]} {k}" for k in order if tally[k])
+    if tally[Verdict.REFUSED.value]:
+        refused = sorted({r.probe.token for r in results if r and r.verdict is Verdict.REFUSED})
+        fix = "fix or remove the refused choices (`the-loop models list` shows why)"
+        return Check(name, Level.FAIL, f"{detail}: refused {', '.join(refused)}", fix)
+    if tally[Verdict.UNKNOWN.value] or tally["not probed"]:
+        return Check(name, Level.WARN, detail, "run `the-loop models check`")
+    return Check(name, Level.OK, detail)
+
+
+def failed(checks: Sequence[Check]) -> bool:
+    return any(c.level is Level.FAIL for c in checks)

@@ -1,0 +1,89 @@
+"""How the status page words what it shows (pure): ages, and a session's health.
+
+A session's health comes from its work item's status, which the spawner's watchdog keeps
+honest (`session.stalled`, `session.exited`); it never says "running" for a session that
+is stalled or gone. A live session whose spawner has stopped polling is shown as
+unconfirmed rather than running: nobody is watching it any more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from app.store.tables import WorkItemStatus
+
+S = WorkItemStatus
+SPAWNER_SILENT_AFTER = timedelta(minutes=5)  # a polling spawner writes last_seen every minute
+MISSING = "—"
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes for what was stored as UTC."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    """`42s ago`, `5m ago`, `3h ago`, `2d 16h ago`; `—` when there is no moment."""
+    moment = aware(moment)
+    if moment is None:
+        return MISSING
+    seconds = int((now - moment).total_seconds())
+    if seconds < 0:
+        return "just now"
+    if seconds < 60:
+        return f"{seconds}s ago"
+    if seconds < 3600:
+        return f"{seconds // 60}m ago"
+    if seconds < 86400:
+        return f"{seconds // 3600}h ago"
+    days, hours = divmod(seconds // 3600, 24)
+    return f"{days}d {hours}h ago" if hours else f"{days}d ago"
+
+
+@dataclass(frozen=True)
+class Health:
+    """What the page shows for a work item's session: a label, a tone (CSS), a note."""
+
+    label: str
+    tone: str  # ok | busy | warn | bad | idle
+    note: str = ""
+
+
+_TONES: dict[str, str] = {
+    S.PARKED: "idle",
+    S.UNLABELED: "idle",
+    S.FROZEN: "busy",
+    S.SPAWNING: "busy",
+    S.RUNNING: "ok",
+    S.STALLED: "bad",
+    S.EXITED: "warn",
+    S.STOPPED: "idle",
+    S.CLOSED: "idle",
+    S.DONE: "ok",
+}
+
+
+def session_health(
+    status: str,
+    *,
+    stall_screen: str | None = None,
+    stall_hint: str | None = None,
+    spawner: str | None = None,
+    spawner_seen: datetime | None = None,
+    now: datetime,
+) -> Health:
+    """The health shown for a work item in `status` (pure)."""
+    if status == S.STALLED:
+        screen = f"waiting at {stall_screen}" if stall_screen else "waiting on the screen"
+        return Health("stalled", "bad", f"{screen}: {stall_hint}" if stall_hint else screen)
+    if status == S.EXITED:
+        return Health("exited", "warn", "the session process ended")
+    seen = aware(spawner_seen)
+    silent = seen is not None and now - seen > SPAWNER_SILENT_AFTER
+    if status in (S.RUNNING, S.SPAWNING) and spawner and silent:
+        note = f"last known {status}; spawner {spawner} last seen {ago(seen, now)}"
+        return Health("unconfirmed", "warn", note)
+    return Health(str(status), _TONES.get(status, "idle"))  # a StrEnum key matches its text

@@ -1,0 +1,193 @@
+"""The operator's routes: the status page (`/`), `/status` (the same facts as JSON) and the
+parked-delivery retry button. Every route is behind the operator credential (`auth`), checked
+before anything of the request body is read."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from sqlalchemy.orm import Session
+
+from app.store.inbox import requeue
+from app.web import auth, queries
+from app.web.present import MISSING, ago
+
+bp = Blueprint("web", __name__, template_folder="templates")
+
+MAX_FORM_BYTES = 4096
+SECURITY_HEADERS = {
+    # The page runs no script and loads nothing; its forms post only to itself.
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",  # a `?token=` URL must never leave in a Referer
+    "Cache-Control": "no-store",
+}
+
+
+def _state() -> Any:
+    return current_app.extensions["the-loop"]
+
+
+def _admin_token() -> str | None:
+    token: str | None = _state().services.settings.the_loop_admin_token
+    return token
+
+
+def _refuse(status: int, message: str) -> Response:
+    if request.path == "/status" or request.accept_mimetypes.best == "application/json":
+        response = jsonify(error=message)
+    else:
+        response = make_response(render_template("refused.html", message=message), status)
+    response.status_code = status
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="the-loop operator"'
+    return response
+
+
+def _login() -> ResponseReturnValue:
+    """A correct `?token=`: set the session cookie, then show the same URL without it."""
+    rest = [(k, v) for k, v in request.args.items(multi=True) if k != "token"]
+    target = url_for(str(request.endpoint), **(request.view_args or {}))
+    response = redirect(target + (f"?{urlencode(rest)}" if rest else ""), code=303)
+    response.set_cookie(
+        auth.COOKIE,
+        auth.mint_session(_admin_token() or "", time.time()),
+        max_age=auth.SESSION_SECONDS,
+        httponly=True,
+        samesite="Strict",
+        secure=request.is_secure or request.headers.get("X-Forwarded-Proto") == "https",
+    )
+    return response
+
+
+@bp.before_request
+def _guard() -> ResponseReturnValue | None:
+    decision = auth.decide(
+        _admin_token(),
+        authorization=request.headers.get("Authorization"),
+        query_token=request.args.get("token") if request.method == "GET" else None,
+        cookie=request.cookies.get(auth.COOKIE),
+        now=time.time(),
+    )
+    if decision.access is auth.Access.NOT_CONFIGURED:
+        return _refuse(403, auth.NOT_CONFIGURED)
+    if not decision.allowed:
+        return _refuse(401, auth.CREDENTIAL_NEEDED)
+    if decision.access is auth.Access.LOGIN:
+        return _login()
+    g.operator = decision
+    return None
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _csrf() -> str:
+    decision: auth.Decision = g.operator
+    if decision.access is not auth.Access.COOKIE:
+        return ""  # a bearer caller is not a browser: no form to protect
+    return auth.csrf_token(_admin_token() or "", decision.nonce)
+
+
+def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
+    """Everything the page shows, as plain values."""
+    from channels.outbox import status as outbox_status
+
+    now = state.services.clock()
+    with Session(state.engine) as session:
+        context = {
+            "now": now,
+            "installations": queries.installations(session),
+            "work_items": queries.work_items(session, now),
+            "spawners": queries.spawners(session),
+            "jobs": queries.pending_jobs(session),
+            "parked": queries.parked_deliveries(session),
+            "events": queries.recent_events(session, prefix, work_item),
+            "counts": queries.status_counts(session),
+        }
+    context["outbox"] = outbox_status(state.engine)
+    context["slack_enabled"] = state.services.settings.slack_enabled
+    context["filters"] = {"event": prefix, "work_item": work_item}
+    return context
+
+
+@bp.get("/")
+def page() -> ResponseReturnValue:
+    prefix = request.args.get("event", "").strip()[:64]
+    work_item = request.args.get("work_item", "").strip()[:256]
+    context = page_context(_state(), prefix, work_item)
+    return render_template(
+        "status.html",
+        csrf=_csrf(),
+        requeued=request.args.get("requeued", "")[:64],
+        missed=request.args.get("missed", "")[:64],
+        ago=ago,
+        missing=MISSING,
+        **context,
+    )
+
+
+@bp.post("/deliveries/retry")
+def retry_delivery() -> ResponseReturnValue:
+    """Put a parked delivery back in the inbox (the Retry button)."""
+    decision: auth.Decision = g.operator
+    request.max_content_length = MAX_FORM_BYTES
+    if decision.access is auth.Access.COOKIE and not auth.csrf_ok(
+        _admin_token() or "", decision.nonce, request.form.get("csrf")
+    ):
+        return _refuse(403, "The form's CSRF token is missing or stale: reload the page.")
+    delivery = request.form.get("delivery", "").strip()[:64]
+    state = _state()
+    done = bool(delivery) and requeue(state.engine, delivery, state.services.clock())
+    if done:
+        state.services.events.emit("inbox.requeued", delivery=delivery, by="operator")
+        state.wake_workers()
+    query = urlencode({"requeued" if done else "missed": delivery})
+    return redirect(f"{url_for('web.page')}?{query}#parked", code=303)
+
+
+@bp.get("/status")
+def status() -> ResponseReturnValue:
+    """The same facts as the page, for scripts: counts, recent items, parked deliveries."""
+    state = _state()
+    with Session(state.engine) as session:
+        body: dict[str, Any] = queries.status_counts(session)
+        items = queries.work_items(session, state.services.clock(), limit=50)
+        parked = queries.parked_deliveries(session, limit=20)
+    body["recent"] = [
+        {
+            "work_item": i.id,
+            "status": i.status,
+            "health": i.health.label,
+            "note": i.health.note,
+            "title": i.title,
+            "updated_at": i.since.isoformat() if i.since else None,
+        }
+        for i in items
+    ]
+    body["parked_deliveries"] = [
+        {**asdict(d), "received_at": d.received_at.isoformat() if d.received_at else None}
+        for d in parked
+    ]
+    return jsonify(body)

@@ -1,0 +1,271 @@
+"""The status page in real headless Chromium (Debian's, driven by Playwright) against the App
+as deployed (`the-loop serve`) on 127.0.0.1, with work items in every state: nothing loads
+without the operator credential, a stalled or dead session never reads as running, and the
+Retry button puts a parked delivery back in the inbox. Screenshots are kept as artifacts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.store.tables import (
+    Delivery,
+    Event,
+    InboxState,
+    Installation,
+    Job,
+    Repository,
+    Spawner,
+    WorkItem,
+    WorkItemStatus,
+)
+from tests.support import RunningApp, fixture_bytes, served_app, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ADMIN_TOKEN = "operator-token-for-the-status-page-test"
+REPO = "octo/loop"
+PARKED_DELIVERY = "parked-ping-1"
+
+
+def _browser_or_skip() -> Any:
+    """Playwright's sync API, or a skip outside CI when the browser is not installed here
+    (scripts/test.sh installs it; CI never skips)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI needs Debian's chromium and the playwright package")
+        pytest.skip("Debian's chromium or the playwright package is not installed")
+    return sync_playwright
+
+
+def item_id(n: int) -> str:
+    return f"github:{REPO}#{n}"
+
+
+def seed(engine: Any) -> dict[str, int]:
+    """One work item per status, a fresh and a silent spawner, a pending job, a parked
+    delivery and the events the spawner reported. Returns issue number by status."""
+    now = datetime.now(UTC)
+    numbers = {status.value: n for n, status in enumerate(WorkItemStatus, start=1)}
+    numbers["running-silent"] = len(numbers) + 1
+    frozen = {
+        "decisions": {"phase-selection": {"at": now.isoformat(), "by": "octocat"}},
+        "harness": "claude",
+        "model": "opus",
+        "effort": "",
+    }
+    with Session(engine) as session, session.begin():
+        session.add(Installation(id=7, account_login="octo", account_type="Organization"))
+        session.flush()
+        session.add(Repository(id=70, installation_id=7, full_name=REPO))
+        session.add(
+            Spawner(
+                id=1,
+                name="devbox",
+                token_hash="a" * 64,
+                repositories=[REPO],
+                serves=[REPO],
+                harnesses=["claude"],
+                version="0.1.0",
+                last_seen=now,
+            )
+        )
+        session.add(
+            Spawner(
+                id=2,
+                name="gone-box",
+                token_hash="b" * 64,
+                repositories=["*"],
+                serves=["*"],
+                harnesses=["claude"],
+                last_seen=now - timedelta(hours=3),
+            )
+        )
+        for key, n in numbers.items():
+            status = "running" if key == "running-silent" else key
+            live = status not in ("parked", "unlabeled", "closed")
+            spawner = (2, "gone-box") if key == "running-silent" else (1, "devbox")
+            session.add(
+                WorkItem(
+                    id=item_id(n),
+                    repo_full_name=REPO,
+                    issue_number=n,
+                    installation_id=7,
+                    title=f"<b>Issue</b> in state {key}",
+                    html_url=f"https://github.com/{REPO}/issues/{n}",
+                    state=status,
+                    frozen=frozen if live else None,
+                    session={"spawner_id": spawner[0], "spawner": spawner[1]} if live else None,
+                    phase="design" if status == "running" else None,
+                    updated_at=now - timedelta(minutes=n),
+                )
+            )
+        stalled = item_id(numbers["stalled"])
+        session.add(
+            Event(
+                event="session.stalled",
+                work_item=stalled,
+                data={"screen": "permission-prompt", "hint": "answer it in tmux"},
+            )
+        )
+        session.add(Event(event="gate.frozen", work_item=stalled, data={"by": "octocat"}))
+        session.add(
+            Job(
+                key="spawn:x",
+                kind="spawn",
+                work_item=item_id(numbers["frozen"]),
+                repo_full_name=REPO,
+                payload={},
+            )
+        )
+        session.add(
+            Delivery(
+                delivery_id=PARKED_DELIVERY,
+                event="ping",
+                action=None,
+                body=fixture_bytes("github/ping.json"),
+                state=InboxState.PARKED,
+                attempts=8,
+                last_error="RuntimeError: it kept failing",
+            )
+        )
+    return numbers
+
+
+@pytest.fixture
+def app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
+    with served_app({**settings_env, "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN}) as running:
+        yield running
+
+
+@pytest.fixture
+def shots() -> Iterator[Path]:
+    """Where the screenshots go; kept after the run (the path is printed)."""
+    path = Path(tempfile.mkdtemp(prefix="the-loop-status-page-"))
+    print(f"\nstatus page screenshots: {path}")
+    yield path
+    if not any(path.iterdir()):
+        shutil.rmtree(path)
+
+
+def delivery_row(app: RunningApp) -> Delivery:
+    with Session(app.state.engine) as session:
+        row = session.scalars(select(Delivery).where(Delivery.delivery_id == PARKED_DELIVERY)).one()
+        session.expunge(row)
+        return row
+
+
+def test_the_status_page_in_chromium(app, shots, database_url):
+    sync_playwright = _browser_or_skip()
+    numbers = seed(app.state.engine)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            _no_credential_no_page(app, page, shots)
+            _sign_in_drops_the_token(app, page, context)
+            _health_is_the_work_items(page, numbers, shots)
+            _retry_requeues(app, page, context, shots)
+            _event_filters(page, numbers)
+        finally:
+            browser.close()
+
+
+def _no_credential_no_page(app: RunningApp, page: Any, shots: Path) -> None:
+    for path in ("/", "/status", "/?token=wrong-token-of-some-length"):
+        response = page.goto(app.url + path)
+        assert response.status == 401, path
+        assert "Issue" not in page.content()
+    page.screenshot(path=str(shots / "01-no-credential.png"))
+    forwarded = httpx.get(f"{app.url}/status", headers={"X-Forwarded-For": "127.0.0.1"})
+    assert forwarded.status_code == 401
+    retry = httpx.post(f"{app.url}/deliveries/retry", data={"delivery": PARKED_DELIVERY})
+    assert retry.status_code == 401 and delivery_row(app).state == InboxState.PARKED
+    bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    assert httpx.get(f"{app.url}/status", headers=bearer).json()["work_items"]["stalled"] == 1
+
+
+def _sign_in_drops_the_token(app: RunningApp, page: Any, context: Any) -> None:
+    response = page.goto(f"{app.url}/?token={ADMIN_TOKEN}&event=gate.")
+    assert response.status == 200
+    assert page.url == f"{app.url}/?event=gate."  # the token left the address bar
+    (cookie,) = context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert ADMIN_TOKEN not in cookie["value"]
+
+
+def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -> None:
+    page.goto(page.url.split("?")[0])
+    page.screenshot(path=str(shots / "02-status-page.png"), full_page=True)
+
+    def row(key: str) -> Any:
+        return page.locator(f'tr.work-item[data-item="{item_id(numbers[key])}"]')
+
+    stalled = row("stalled")
+    assert stalled.locator(".health").inner_text() == "stalled"
+    assert "permission-prompt" in stalled.locator(".health-note").inner_text()
+    assert row("exited").locator(".health").inner_text() == "exited"
+    assert row("running").locator(".health").inner_text() == "running"
+    silent = row("running-silent")
+    assert silent.locator(".health").inner_text() == "unconfirmed"
+    assert "gone-box last seen 3h ago" in silent.locator(".health-note").inner_text()
+    for key in numbers:
+        assert row(key).count() == 1, key
+    cells = row("running").locator("td").all_inner_texts()
+    assert cells[2:6] == ["design", "claude", "opus", "default\nfrozen by @octocat"]
+    assert row("parked").locator("td").all_inner_texts()[2:6] == ["—"] * 4
+    assert page.locator("tr.work-item b").count() == 0  # titles are text, never markup
+    assert page.locator('tr.spawner[data-spawner="gone-box"]').count() == 1
+    assert page.locator("tr.job").count() == 1
+
+
+def _retry_requeues(app: RunningApp, page: Any, context: Any, shots: Path) -> None:
+    forged = context.request.post(
+        f"{app.url}/deliveries/retry", form={"delivery": PARKED_DELIVERY, "csrf": "forged"}
+    )
+    assert forged.status == 403 and delivery_row(app).state == InboxState.PARKED
+    parked = page.locator(f'tr.parked[data-delivery="{PARKED_DELIVERY}"]')
+    parked.get_by_role("button", name="Retry").click()
+    page.wait_for_url("**/?requeued=*")
+    assert PARKED_DELIVERY in page.locator("#flash").inner_text()
+    page.screenshot(path=str(shots / "03-after-retry.png"), full_page=True)
+    row = wait_for(lambda: (r := delivery_row(app)).state == InboxState.DONE and r, timeout=30)
+    assert row.attempts == 1  # requeued with a fresh count, then handled once
+    assert page.locator(f'tr.parked[data-delivery="{PARKED_DELIVERY}"]').count() == 0
+
+
+def _event_filters(page: Any, numbers: dict[str, int]) -> None:
+    page.fill('input[name="event"]', "session.")
+    page.click('button:has-text("Filter")')
+    page.wait_for_url("**event=session.*")
+    names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
+    assert names == ["session.stalled"]
+    page.fill('input[name="event"]', "")
+    page.fill('input[name="work_item"]', item_id(numbers["stalled"]))
+    page.click('button:has-text("Filter")')
+    page.wait_for_url("**work_item=*")
+    names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
+    assert sorted(names) == ["gate.frozen", "session.stalled"]
