@@ -58,6 +58,7 @@ FLAT = {
     "audit",
     "cli",
     "config",
+    "config_compat",
     "files",
     "graph",
     "harnesses",
@@ -67,7 +68,6 @@ FLAT = {
     "runtime",
     "services",
     "settings",
-    "status",
     "workstate",
 }
 
