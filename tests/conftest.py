@@ -18,6 +18,7 @@ from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_data
 pytest_plugins = [
     "tests.spawner_support",  # tmux, git and stand-in harness fixtures
     "tests.slack_support",  # the fake Slack Web API
+    "tests.claude_support",  # the real claude binary against the scripted model
 ]
 
 APP_ID = 4242

@@ -232,7 +232,7 @@ def test_a_followup_is_pasted_into_the_live_session(
     text = followup_text(
         DeliverJob(work_item=WI, author="octocat", source="github", body="handle `$(id)`; and -rf")
     )
-    pasted = b"\x01\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
+    pasted = b"\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
     wait_for(lambda: standin.stdin(WI) == pasted)
     (delivered,) = events(ctx, "session.delivered")
     assert delivered["comment_id"] == 99 and delivered["respawned"] is False

@@ -25,6 +25,7 @@ from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Watchdog
+from tests.claude_support import QUIET_ENV
 from tests.spawner_support import bare_repository
 from tests.support import wait_for
 
@@ -70,7 +71,13 @@ def make_box(
             },
         }
     )
-    full_env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_API_KEY": KEY, **env}
+    full_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": KEY,
+        **QUIET_ENV,  # never let a test's claude auto-update the machine's shared install
+        **env,
+    }
     runner = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:8]}", env=full_env, size=(120, 36))
     state = base / name / "state"
     ctx = SpawnerContext(

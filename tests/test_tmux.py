@@ -128,7 +128,7 @@ def test_a_followup_is_pasted_bracketed_after_clearing_the_line_then_entered(
     standin.wait_start("a")
     wait_for(lambda: (standin.records / "a" / "stdin.bin").exists())
     runner.paste("a", "please also\nhandle `$(id)` and ; rm")
-    expected = b"\x01\x15\x1b[200~please also\rhandle `$(id)` and ; rm\x1b[201~\r"
+    expected = b"\x15\x1b[200~please also\rhandle `$(id)` and ; rm\x1b[201~\r"
     wait_for(lambda: standin.stdin("a") == expected)
 
 

@@ -8,7 +8,11 @@ secrets, so no session inherits them; per-session values come either as `-e NAME
 a dead pane around so the watchdog sees how a session ended.
 
 Follow-ups are pasted, not typed: `load-buffer` (text on stdin) then `paste-buffer` of
-Ctrl-A Ctrl-U (clear the input line), the text as a bracketed paste (`-p`), then Enter.
+Ctrl-U (clear the input line: the cursor sits at its end), the text as a bracketed paste
+(`-p`), then Enter. Exactly one key precedes the paste: Claude Code 2.1 takes two or more
+bytes arriving just before a long bracketed paste (about 50 characters and up, so every real
+follow-up) as literal text and appends them to the message (Ctrl-A Ctrl-U would reach the
+model as a trailing "\x01\x15"), while a lone Ctrl-U is applied as a key.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_SOCKET = "the-loop"
-CLEAR_LINE = "\x01\x15"
+CLEAR_LINE = "\x15"
 ENTER = "\r"
 _MARK = "@@the-loop-pane@@"
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
