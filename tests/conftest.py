@@ -31,6 +31,8 @@ def pytest_configure(config: pytest.Config) -> None:
     home = Path(tempfile.mkdtemp(prefix="the-loop-test-home-"))
     config.stash[_HOME] = (os.environ.get("HOME"), home)
     os.environ["HOME"] = str(home)
+    # No claude a test starts may update the machine's shared install or phone home.
+    os.environ.update(DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1")
     for name, sub in (
         ("XDG_CONFIG_HOME", ".config"),
         ("XDG_STATE_HOME", ".local/state"),
