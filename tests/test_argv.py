@@ -27,6 +27,7 @@ from app.spawner.argv import (
     standing_launch,
     validate_choice,
 )
+from tests.claude_support import QUIET_ENV
 
 SID = "3f0c3a36-0d4e-4f32-a0a5-000000000001"
 FLAG = "--dangerously-skip-permissions"
@@ -252,7 +253,7 @@ def run_claude_print(argvs: list[list[str]], home: Path) -> list[str]:
     for index, argv in enumerate(argvs):
         own_home = home / f"home-{index}"
         own_home.mkdir(parents=True, exist_ok=True)
-        env = {"PATH": os.environ["PATH"], "HOME": str(own_home)}
+        env = {"PATH": os.environ["PATH"], "HOME": str(own_home), **QUIET_ENV}
         procs.append(
             subprocess.Popen(
                 [argv[0], "-p", *_own_session(argv)[1:]],
