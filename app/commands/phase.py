@@ -60,10 +60,10 @@ def refusal(result: graph.NodeResult) -> str | None:
     return None
 
 
-def _needs(node: str, spec: str) -> str:
+def _needs(node: str, spec: str, skips: Any) -> str:
     found = next((n for n in graph.NODES if n.name == node), None)
     if found is None or not found.requires:
-        if found is not None and found.tasks_ticked:
+        if found is not None and found.tasks_ticked and graph.TASKS_NODE not in skips:
             return f"tick every task in docs/specs/{spec}/tasks.md"
         if found is not None and found.human_gate:
             return "a human decision on the issue"
@@ -115,7 +115,8 @@ def run_phase(args: argparse.Namespace) -> int:
     if to == graph.NODE_NAMES[-1]:
         print("The work item is complete.")
     else:
-        print(f"{to} needs: {_needs(to, spec)}. Run `the-loop phase next` when it is done;")
+        needs = _needs(to, spec, moved.get("skips") or [])
+        print(f"{to} needs: {needs}. Run `the-loop phase next` when it is done;")
         print("the stop gate will not let your turn end while it is missing.")
     return 0
 
