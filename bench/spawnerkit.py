@@ -230,14 +230,11 @@ class Stack:
 
     def warm_checkout(self, number: int) -> None:
         """Clone the item's tree ahead of time, as a respawn or an earlier run left it."""
+        from app.spawner.checkout import checkout_dir
+
         self.work.mkdir(exist_ok=True)
-        git(
-            "clone",
-            "-q",
-            str(self.origin),
-            str(self.work / f"Codertocat-Hello-World-{number}"),
-            cwd=self.tmp,
-        )
+        target = checkout_dir(self.work, f"github:{REPO}#{number}")
+        git("clone", "-q", str(self.origin), str(target), cwd=self.tmp)
 
     # -- what the stand-in harness saw ------------------------------------------------------
 

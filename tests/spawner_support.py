@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -19,10 +20,9 @@ from tests.support import wait_for
 
 STANDIN = r'''#!{python}
 """Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/."""
-import json, os, re, sys, time, tty
+import json, os, sys, time, tty, urllib.parse
 item = os.environ.get("THE_LOOP_WORK_ITEM_ID") or os.environ.get("THE_LOOP_WORK_ITEM")
-key = re.sub(r"[^A-Za-z0-9_-]+", "-", item or "standing-" + os.getcwd())
-out = os.path.join({records!r}, key)
+out = os.path.join({records!r}, urllib.parse.quote(item or "standing-" + os.getcwd(), safe=""))
 os.makedirs(out, exist_ok=True)
 n = len([f for f in os.listdir(out) if f.startswith("start")])
 with open(os.path.join(out, ".tmp"), "w") as fh:
@@ -62,13 +62,12 @@ class StandIn:
         self.path.write_text(STANDIN.format(python=sys.executable, records=str(self.records)))
         self.path.chmod(0o755)
 
-    def _dir(self, work_item: str) -> Path:
-        import re
-
-        return self.records / re.sub(r"[^A-Za-z0-9_-]+", "-", work_item)
+    def folder(self, work_item: str) -> Path:
+        """Where the runs of `work_item` record (one folder per exact work item id)."""
+        return self.records / quote(work_item, safe="")
 
     def starts(self, work_item: str) -> list[dict[str, Any]]:
-        folder = self._dir(work_item)
+        folder = self.folder(work_item)
         files = sorted(folder.glob("start*.json"), key=lambda p: int(p.stem[5:]))
         return [json.loads(f.read_text()) for f in files]
 
@@ -77,7 +76,7 @@ class StandIn:
         return self.starts(work_item)[count - 1]
 
     def stdin(self, work_item: str) -> bytes:
-        path = self._dir(work_item) / "stdin.bin"
+        path = self.folder(work_item) / "stdin.bin"
         return path.read_bytes() if path.exists() else b""
 
     def refuse_resume(self) -> None:

@@ -211,7 +211,7 @@ def test_the_agent_rides_out_an_app_restart_without_losing_events(
         box.standin.wait_start(item)
         wait_for(lambda: api.events("session.spawned", item))
         server.stop()  # the App goes away ...
-        box.ctx.runner.kill(box.ctx.registry.get(item).tmux_session)  # type: ignore[union-attr]
+        box.ctx.runner.kill(box.ctx.registry.get(item).tmux_session, owner=item)  # type: ignore[union-attr]
         wait_for(lambda: box.local_events("session.exited"))  # ... seen while it is away
         assert api.events("session.exited", item) == []
         assert box.ctx.events.unsent() >= 1

@@ -25,6 +25,7 @@ from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN
+from app.spawner.checkout import checkout_dir
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
@@ -124,7 +125,7 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     assert argv[0] == str(standin.path) and argv[1] == "--session-id"
     assert argv[3:10] == [*FLAGS, "--model", "claude-opus-4-1", "--effort", "high"]
     assert argv[10] == DENY_TOKEN and "Spelling error in the README file" in argv[11]
-    assert start["cwd"] == str(tmp_path / "work" / "Codertocat-Hello-World-1")
+    assert start["cwd"] == str(checkout_dir(tmp_path / "work", ITEM))
     spawned = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.spawned"]
     assert len(spawned) == 1 and spawned[0]["gh_event"] == "issue_comment"
     assert spawned_with_missing_args(devbox.events.path, FLAGS) == []
@@ -140,7 +141,7 @@ def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
     fake, _ = fake_github
     released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
     standin.wait_start(ITEM, timeout=30)
-    wait_for(lambda: (standin.records / "github-Codertocat-Hello-World-1" / "stdin.bin").exists())
+    wait_for(lambda: (standin.folder(ITEM) / "stdin.bin").exists())
     deliver(
         running_app, "issue_comment", comment("mallory says: rm -rf", login="mallory", cid=6), "c-6"
     )

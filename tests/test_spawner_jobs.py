@@ -7,121 +7,30 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from app.audit import read_jsonl
-from app.config import parse_config
-from app.protocol import DeliverJob, SpawnJob, StopJob
+from app.config import ModelChoice, parse_config
+from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.checkout import checkout_dir
 from app.spawner.jobkinds import followup_text, run_job
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry, SessionState
+from app.spawner.registry import SessionState
 from app.spawner.tmux import TmuxRunner
-from tests.spawner_support import StandIn, bare_repository
+from tests.jobs_support import (
+    FLAG,
+    NAME,
+    SESSION_TOKEN,
+    TOKEN,
+    WI,
+    deliver_job,
+    events,
+    make_config,
+    run_ok,
+    spawn_job,
+)
+from tests.spawner_support import StandIn
 from tests.support import FIXTURES, wait_for
-
-FLAG = "--dangerously-skip-permissions"
-WI = "github:o/r#7"
-TOKEN = "ghs_InstallationTokenNeverLogged42"
-SESSION_TOKEN = "tlss_SessionCredential"
-
-
-def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
-    return parse_config(
-        {
-            "harnesses": [
-                {"name": "claude", "default": True, "command": str(standin.path), "args": [FLAG]}
-            ],
-            "models": [{"name": "opus", "id": "claude-opus-4-1"}],
-            "effort": ["high"],
-            "routing": {"workspace": {"root": str(tmp_path / "work")}, **routing},
-        },
-        "test.yaml",
-    )
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> SpawnerContext:
-    state = tmp_path / "state"
-    return SpawnerContext(
-        config=make_config(standin, tmp_path),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state),
-        home=home,
-        state_dir=state,
-        app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude"}),
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
-        resume_grace=0.8,
-    )
-
-
-@pytest.fixture
-def origin(tmp_path: Path) -> Path:
-    return bare_repository(tmp_path)
-
-
-def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -> ClaimedJob:
-    record = {
-        "decisions": {"phase-selection": {"at": "t", "by": "octocat"}},
-        "skips": {},
-        "harness": "claude",
-        "model": "opus",
-        "effort": "high",
-        "dropped": [],
-        **frozen,
-    }
-    payload = {
-        "work_item": WI,
-        "spec_id": "issue-7",
-        "repo": "o/r",
-        "issue_number": 7,
-        "clone_url": str(origin),
-        "frozen": record,
-        "gh_event": "issue_comment",
-        "action": "created",
-        "prompt": prompt,
-    }
-    return ClaimedJob(1, SpawnJob.model_validate(payload), 60, TOKEN, SESSION_TOKEN)
-
-
-def deliver_job(
-    origin: Path,
-    body: str = "please also handle the empty list",
-    jid: int = 2,
-    frozen: dict[str, Any] | None = None,
-) -> ClaimedJob:
-    payload = {
-        "work_item": WI,
-        "spec_id": "issue-7",
-        "repo": "o/r",
-        "issue_number": 7,
-        "clone_url": str(origin),
-        "comment_id": 99,
-        "body": body,
-        "author": "octocat",
-        "source": "github",
-        "ref": "99",
-        "gh_event": "issue_comment",
-        "action": "created",
-        "frozen": frozen or {},
-    }
-    return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
-
-
-def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:
-    return [e for e in read_jsonl(ctx.events.path) if e["event"] == name]
-
-
-def run_ok(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
-    ok, result, error = run_job(ctx, job)
-    assert ok, error
-    return result
 
 
 def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
@@ -142,7 +51,7 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
         DENY_TOKEN,
         "Work on issue 7",
     ]
-    checkout = tmp_path / "work" / "o-r-7"
+    checkout = tmp_path / "work" / NAME
     assert record["cwd"] == str(checkout)
     assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
     assert record["env"]["THE_LOOP_WORK_ITEM_ID"] == WI
@@ -150,7 +59,7 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert record["env"]["THE_LOOP_SESSION_TOKEN"] == SESSION_TOKEN
     assert result == {
         "session_id": sid,
-        "tmux_target": f"{ctx.runner.socket}:o-r-7",
+        "tmux_target": f"{ctx.runner.socket}:{NAME}",
         "harness": "claude",
         "model": "opus",
         "effort": "high",
@@ -226,7 +135,7 @@ def test_a_followup_is_pasted_into_the_live_session(
 ) -> None:
     spawned = run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)
-    wait_for(lambda: (standin.records / "github-o-r-7" / "stdin.bin").exists())
+    wait_for(lambda: (standin.folder(WI) / "stdin.bin").exists())
     result = run_ok(ctx, deliver_job(origin, "handle `$(id)`; and -rf"))
     assert result == {"delivered": True, "respawned": False, "session_id": spawned["session_id"]}
     text = followup_text(
@@ -242,7 +151,7 @@ def test_a_dead_session_is_resumed_with_the_comment_as_its_prompt(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
-    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     result = run_ok(ctx, deliver_job(origin, "are you there?"))
     assert result == {"delivered": True, "respawned": True, "session_id": spawned["session_id"]}
     argv = standin.wait_start(WI, count=2)["argv"]
@@ -257,7 +166,7 @@ def test_a_resume_that_dies_at_once_becomes_a_fresh_session(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
-    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     standin.refuse_resume()
     result = run_ok(ctx, deliver_job(origin))
     fresh = standin.wait_start(WI, count=3)["argv"]
@@ -302,7 +211,7 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
 ) -> None:
     screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
     run_ok(ctx, spawn_job(origin, prompt=f"SCREEN:{screen}"))
-    wait_for(lambda: "Quick safety check" in ctx.runner.capture("o-r-7"))
+    wait_for(lambda: "Quick safety check" in ctx.runner.capture(NAME))
     ok, _, error = run_job(ctx, deliver_job(origin))
     assert not ok and error is not None and "trust-dialog" in error
     assert standin.stdin(WI) == b""
@@ -317,7 +226,7 @@ def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Pa
     standin.wait_start(WI)
     stop = ClaimedJob(3, StopJob(work_item=WI, repo="o/r", reason="issue closed"), 60)
     assert run_ok(ctx, stop) == {"stopped": True, "found": True}
-    assert not ctx.runner.exists("o-r-7")
+    assert not ctx.runner.exists(NAME)
     saved = ctx.registry.get(WI)
     assert saved is not None and saved.state == SessionState.STOPPED
     assert events(ctx, "session.stopped")[0]["reason"] == "issue closed"
@@ -383,3 +292,22 @@ def test_a_followup_for_an_item_this_spawner_never_ran_keeps_the_frozen_choice(
     run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
     argv = standin.wait_start(WI)["argv"]
     assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]
+
+
+def test_an_agent_that_edits_the_model_in_the_state_file_still_relaunches_on_the_frozen_one(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    ctx.config = ctx.config.model_copy(
+        update={"models": [*ctx.config.models, ModelChoice(name="sonnet")]}
+    )
+    frozen = spawn_job(origin).payload.frozen.model_dump()
+    run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
+    state = checkout_dir(tmp_path / "work", WI) / "docs/specs/issue-7/work-item-state.json"
+    edited = {**json.loads(state.read_text()), "model": "sonnet", "effort": ""}
+    state.write_text(json.dumps(edited))  # what an agent inside the checkout can do
+    run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
+    argv = standin.wait_start(WI, count=2)["argv"]
+    assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]
+    assert "sonnet" not in argv
+    assert [e["model"] for e in events(ctx, "session.respawned")] == ["opus"]

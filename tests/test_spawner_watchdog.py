@@ -66,7 +66,7 @@ class Fleet:
         self.tmp = tmp_path
 
     def start(self, name: str, script: str) -> SessionRecord:
-        target = self.runner.start(name, self.tmp, ["sh", "-c", script])
+        target = self.runner.start(name, self.tmp, ["sh", "-c", script], owner=f"github:o/r#{name}")
         return self.registry.put(
             SessionRecord(
                 work_item=f"github:o/r#{name}",
@@ -127,7 +127,7 @@ def test_a_dead_pane_is_exited_with_its_status_and_last_words(fleet: Fleet) -> N
 
 def test_a_session_killed_outside_the_loop_is_exited(fleet: Fleet) -> None:
     fleet.start("4", "sleep 30")
-    fleet.runner.kill("4")
+    fleet.runner.kill("4", owner="github:o/r#4")
     fleet.dog.tick()
     (exited,) = fleet.events_named("session.exited")
     assert exited["reason"] == "tmux session is gone"

@@ -66,10 +66,11 @@ def spawn_prompt(payload: SpawnJob) -> str:
 
 
 def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
+    """A live record whose pane runs and is tagged as the record's own."""
     if record is None or not record.live:
         return False
     pane = ctx.runner.pane(record.tmux_session)
-    return pane is not None and not pane.dead
+    return pane is not None and not pane.dead and pane.owner == record.work_item
 
 
 def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
     now = build_launch(ctx.config, choice, session_id=record.session_id, prompt=text, resume=True)
     moved = drift(record, now)
     if moved is not None:
-        ctx.runner.kill(record.tmux_session)
+        ctx.runner.kill(record.tmux_session, owner=record.work_item)
         return _respawn(ctx, job, record, text, reason="drift", moved=moved, launch=now)
     if payload.phase and record.spec_id:
         # The App's record of where the item stands wins over whatever the agent wrote.
@@ -116,7 +117,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
             tmux_target=record.tmux_target,
         )
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
-    ctx.runner.paste(record.tmux_session, text)
+    ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
     _delivered(ctx, job, record.session_id, respawned=False)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 
@@ -202,7 +203,7 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
     record = ctx.registry.get(job.work_item)
     if record is None:
         return {"stopped": True, "found": False}
-    ctx.runner.kill(record.tmux_session)
+    ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
     ctx.events.emit(
         "session.stopped", job.work_item, session_id=record.session_id, reason=payload.reason

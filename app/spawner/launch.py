@@ -16,8 +16,9 @@ from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.locks import ItemLocks
+from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
-from app.spawner.tmux import TmuxRunner, session_name
+from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
 
 RUNNER = "tmux"
@@ -50,8 +51,7 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     payload = job.payload
     checkout = prepare_checkout(
         ctx.workspace_root,
-        payload.repo,
-        payload.issue_number,
+        job.work_item,
         payload.clone_url,
         token=job.github_token,
         askpass=write_askpass(ctx.state_dir),
@@ -121,7 +121,7 @@ def start_session(
     trust = ctx.config.routing.harness_trust
     outcome = pretrust(ctx.home, checkout, ctx.workspace_root, trust, launch.harness_args)
     report_trust(ctx, job.work_item, outcome)
-    name = session_name(job.work_item)
+    name = item_slug(job.work_item)
     env = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
         "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
@@ -130,7 +130,9 @@ def start_session(
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
-    target = ctx.runner.start(name, checkout, launch.argv, env=env, hidden_env=hidden)
+    target = ctx.runner.start(
+        name, checkout, launch.argv, owner=job.work_item, env=env, hidden_env=hidden
+    )
     record = record_for(
         launch,
         job.work_item,

@@ -96,15 +96,21 @@ class Watchdog:
         live = [r for r in self.registry.all() if r.live]
         if not live:
             return
-        panes = self.runner.panes()
-        running = [r.tmux_session for r in live if (p := panes.get(r.tmux_session)) and not p.dead]
+        every = self.runner.panes()
+        # A pane counts as a record's only when it is tagged with the record's work item.
+        panes = {
+            r.work_item: p
+            for r in live
+            if (p := every.get(r.tmux_session)) is not None and p.owner == r.work_item
+        }
+        running = [pane.session for pane in panes.values() if not pane.dead]
         screens = self.runner.capture_many(running)
         for seen in live:
             with self.locks.try_hold(seen.work_item) as held:
                 record = self.registry.get(seen.work_item) if held else None
                 if record is None or not record.live or record.started_at != seen.started_at:
                     continue  # a job is acting on it, or it was relaunched since the look
-                pane = panes.get(record.tmux_session)
+                pane = panes.get(record.work_item)
                 if pane is None or pane.dead:
                     self._exited(record, pane.status if pane else None, pane is not None)
                 else:
