@@ -117,14 +117,19 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
             tmux_target=record.tmux_target,
         )
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
-    ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
-    _delivered(ctx, job, record.session_id, respawned=False)
+    removed = ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
+    _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 
 
-def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool) -> None:
+def _delivered(
+    ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool, removed: int = 0
+) -> None:
+    """`session.delivered`; `removed_controls` says how many control characters the text lost
+    on its way into the pane (never there when none did)."""
     payload = job.payload
     assert isinstance(payload, DeliverJob)
+    note = {"removed_controls": removed} if removed else {}
     ctx.events.emit(
         "session.delivered",
         job.work_item,
@@ -134,6 +139,7 @@ def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawn
         ref=payload.ref,
         comment_id=payload.comment_id,
         job=job.id,
+        **note,
     )
 
 

@@ -17,6 +17,7 @@ Ctrl-U (clear the input line: the cursor sits at its end), the text as a bracket
 bytes arriving just before a long bracketed paste (about 50 characters and up, so every real
 follow-up) as literal text and appends them to the message (Ctrl-A Ctrl-U would reach the
 model as a trailing "\x01\x15"), while a lone Ctrl-U is applied as a key.
+The text is stripped of control characters first, so nothing in it can end the paste early.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.spawner.pastetext import paste_text
 
 DEFAULT_SOCKET = "the-loop"
 CLEAR_LINE = "\x15"
@@ -282,11 +285,13 @@ class TmuxRunner:
             }
         return dict(zip(names, parts, strict=True))
 
-    def paste(self, name: str, text: str, *, owner: str) -> None:
-        """Deliver `text` as typed input: clear the line, bracketed paste, Enter — only into
-        a session that is `owner`'s."""
+    def paste(self, name: str, text: str, *, owner: str) -> int:
+        """Deliver `text` as typed input — clear the line, bracketed paste, Enter — only into
+        a session that is `owner`'s. Control characters never reach the pane (`paste_text`);
+        returns how many were removed."""
         if not self._check_owner(name, owner):
             raise TmuxError(f"tmux session {name} does not exist")
+        cleaned = paste_text(text)
         tag = uuid.uuid4().hex[:12]
         target = _target(name)
         body, clear, enter = f"m{tag}", f"c{tag}", f"e{tag}"
@@ -329,10 +334,11 @@ class TmuxRunner:
             target,
         ]
         try:
-            self._run(commands, stdin=text)
+            self._run(commands, stdin=cleaned.text)
         except TmuxError:
             self._run(["delete-buffer", "-b", body], check=False)
             raise
+        return cleaned.removed
 
     def kill(self, name: str, *, owner: str) -> bool:
         """End `owner`'s session (and its process); False when there was none. A session of
