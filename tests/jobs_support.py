@@ -17,6 +17,7 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
+from app.spawner.pastetext import paste_text
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
 from tests.spawner_support import StandIn, bare_repository
@@ -55,7 +56,6 @@ def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> Spa
         app_url="http://127.0.0.1:9",
         hosts=frozenset({"claude"}),
         env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
-        resume_grace=0.8,
     )
 
 
@@ -118,6 +118,15 @@ def deliver_job(
         "frozen": frozen or {},
     }
     return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
+
+
+START_PASTE, END_PASTE, CLEAR_LINE = b"\x1b[200~", b"\x1b[201~", b"\x01\x15"
+
+
+def pasted(text: str) -> bytes:
+    """The bytes one paste of `text` puts on a harness's terminal."""
+    body = paste_text(text).text.replace("\n", "\r").encode()
+    return CLEAR_LINE + START_PASTE + body + END_PASTE + b"\r"
 
 
 def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:

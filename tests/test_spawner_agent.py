@@ -159,7 +159,8 @@ def test_a_queued_spawn_becomes_a_running_session_the_app_knows_about(
         item, job = box.spawn()
         start = box.standin.wait_start(item)
         wait_for(lambda: api.item(item).state == WorkItemStatus.RUNNING and api.item(item).session)
-    assert start["argv"][3:] == [FLAG, "--model", "opus", DENY_TOKEN, "Work on issue 1"]
+    assert start["argv"][3:] == [FLAG, "--model", "opus", DENY_TOKEN]
+    wait_for(lambda: b"Work on issue 1" in box.standin.stdin(item))
     session = api.item(item).session
     assert session is not None and session["session_id"] == start["argv"][2]
     assert session["harness_args"] == [FLAG, "--model", "opus"]

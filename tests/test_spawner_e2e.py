@@ -124,7 +124,8 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     argv = start["argv"]
     assert argv[0] == str(standin.path) and argv[1] == "--session-id"
     assert argv[3:10] == [*FLAGS, "--model", "claude-opus-4-1", "--effort", "high"]
-    assert argv[10] == DENY_TOKEN and "Spelling error in the README file" in argv[11]
+    assert argv[10:] == [DENY_TOKEN]
+    wait_for(lambda: b"Spelling error in the README file" in standin.stdin(ITEM))
     assert start["cwd"] == str(checkout_dir(tmp_path / "work", ITEM))
     spawned = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.spawned"]
     assert len(spawned) == 1 and spawned[0]["gh_event"] == "issue_comment"

@@ -17,7 +17,9 @@ from app.spawner.jobkinds import followup_text, run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import SessionState
 from app.spawner.tmux import TmuxRunner
+from app.spawner.watchdog import Watchdog
 from tests.jobs_support import (
+    END_PASTE,
     FLAG,
     NAME,
     SESSION_TOKEN,
@@ -26,6 +28,7 @@ from tests.jobs_support import (
     deliver_job,
     events,
     make_config,
+    pasted,
     run_ok,
     spawn_job,
 )
@@ -49,8 +52,8 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
         "--effort",
         "high",
         DENY_TOKEN,
-        "Work on issue 7",
     ]
+    wait_for(lambda: standin.stdin(WI) == pasted("Work on issue 7"))  # the first message
     checkout = tmp_path / "work" / NAME
     assert record["cwd"] == str(checkout)
     assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
@@ -72,7 +75,9 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     (spawned,) = events(ctx, "session.spawned")
     assert spawned["gh_event"] == "issue_comment" and spawned["action"] == "created"
     assert spawned["harness_args"] == result["harness_args"] and spawned["runner"] == "tmux"
-    assert spawned["interaction"] == "work-item" and spawned["argv"][-1] == "<prompt>"
+    assert spawned["interaction"] == "work-item" and spawned["argv"] == record["argv"]
+    (prompted,) = events(ctx, "session.prompted")
+    assert prompted["chars"] == len("Work on issue 7") and prompted["late"] is False
     (trusted,) = events(ctx, "workspace.trusted")
     assert trusted["directories"] == [str(checkout), str(tmp_path / "work")]
     projects = json.loads((home / ".claude.json").read_text())["projects"]
@@ -105,7 +110,7 @@ def test_a_frozen_choice_this_spawner_does_not_declare_falls_back_with_a_warning
 ) -> None:
     run_ok(ctx, spawn_job(origin, model="gpt-9", effort="ludicrous", harness="codex"))
     argv = standin.wait_start(WI)["argv"]
-    assert argv[3:] == [FLAG, DENY_TOKEN, "Work on issue 7"]
+    assert argv[3:] == [FLAG, DENY_TOKEN]
     warnings = [e["warning"] for e in events(ctx, "session.choice_fallback")]
     assert len(warnings) == 3 and all(
         e == "warning" for e in [x["level"] for x in events(ctx, "session.choice_fallback")]
@@ -141,38 +146,45 @@ def test_a_followup_is_pasted_into_the_live_session(
     text = followup_text(
         DeliverJob(work_item=WI, author="octocat", source="github", body="handle `$(id)`; and -rf")
     )
-    pasted = b"\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
-    wait_for(lambda: standin.stdin(WI) == pasted)
+    wait_for(lambda: standin.stdin(WI) == pasted("Work on issue 7") + pasted(text))
     (delivered,) = events(ctx, "session.delivered")
     assert delivered["comment_id"] == 99 and delivered["respawned"] is False
 
 
-def test_a_dead_session_is_resumed_with_the_comment_as_its_prompt(
+def test_a_dead_session_is_resumed_with_the_comment_as_its_first_message(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
-    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    standin.plan(WI, {"exit": 0})  # dies before it could take its first message
+    spawned = run_ok(ctx, spawn_job(origin))
+    (pending,) = events(ctx, "session.prompt_pending")
+    assert pending["reason"] == "exited" and pending["level"] == "warning"
     wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     result = run_ok(ctx, deliver_job(origin, "are you there?"))
     assert result == {"delivered": True, "respawned": True, "session_id": spawned["session_id"]}
     argv = standin.wait_start(WI, count=2)["argv"]
-    assert argv[1:3] == ["--resume", spawned["session_id"]]
-    assert argv[-2:] == [DENY_TOKEN, followup_text(deliver_job(origin, "are you there?").payload)]
+    assert argv[1:3] == ["--resume", spawned["session_id"]] and argv[-1] == DENY_TOKEN
     assert FLAG in argv
+    followup = followup_text(deliver_job(origin, "are you there?").payload)
+    # The first message it never got goes in front of the comment, in one paste.
+    wait_for(lambda: standin.stdin(WI) == pasted(f"Work on issue 7\n\n{followup}"))
     (respawned,) = events(ctx, "session.respawned")
     assert respawned["reason"] == "session ended" and respawned["resumed"] is True
+    assert ctx.registry.get(WI).pending == ""  # type: ignore[union-attr]
 
 
 def test_a_resume_that_dies_at_once_becomes_a_fresh_session(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
-    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    standin.plan(WI, {"exit": 0})
+    spawned = run_ok(ctx, spawn_job(origin))
     wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     standin.refuse_resume()
     result = run_ok(ctx, deliver_job(origin))
     fresh = standin.wait_start(WI, count=3)["argv"]
     assert fresh[1] == "--session-id" and fresh[2] == result["session_id"] != spawned["session_id"]
-    assert "docs/specs/issue-7/work-item-state.json" in fresh[-1]
-    assert fresh[-1].endswith(followup_text(deliver_job(origin).payload))
+    followup = followup_text(deliver_job(origin).payload).replace("\n", "\r").encode()
+    wait_for(lambda: standin.stdin(WI).endswith(followup + END_PASTE + b"\r"))
+    assert b"docs/specs/issue-7/work-item-state.json" in standin.stdin(WI)
     (failed,) = events(ctx, "session.resume_failed")
     assert any("No conversation found" in line for line in failed["last_lines"])
 
@@ -210,15 +222,20 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
-    run_ok(ctx, spawn_job(origin, prompt=f"SCREEN:{screen}"))
-    wait_for(lambda: "Quick safety check" in ctx.runner.capture(NAME))
+    standin.plan(WI, {"screen": str(screen)})
+    run_ok(ctx, spawn_job(origin))  # the first message waits, the stall is reported at once
+    assert "Quick safety check" in ctx.runner.capture(NAME)
+    (stalled,) = events(ctx, "session.stalled")
+    assert stalled["screen"] == "trust-dialog"
+    (pending,) = events(ctx, "session.prompt_pending")
+    assert pending["reason"] == "blocked" and pending["screen"] == "trust-dialog"
     ok, _, error = run_job(ctx, deliver_job(origin))
     assert not ok and error is not None and "trust-dialog" in error
     assert standin.stdin(WI) == b""
-    (stalled,) = events(ctx, "session.stalled")
-    assert stalled["screen"] == "trust-dialog"
+    assert len(events(ctx, "session.stalled")) == 1
     saved = ctx.registry.get(WI)
     assert saved is not None and saved.state == SessionState.STALLED
+    assert saved.pending == "Work on issue 7"
 
 
 def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Path) -> None:
@@ -274,7 +291,8 @@ def test_a_followup_for_an_item_this_spawner_never_ran_starts_a_fresh_session(
     result = run_ok(ctx, deliver_job(origin, "pick this up please"))
     argv = standin.wait_start(WI)["argv"]
     assert result["respawned"] is True and argv[1:3] == ["--session-id", result["session_id"]]
-    assert argv[3] == FLAG and argv[-2] == DENY_TOKEN and "pick this up please" in argv[-1]
+    assert argv[3] == FLAG and argv[-1] == DENY_TOKEN
+    wait_for(lambda: b"pick this up please" in standin.stdin(WI))
     assert events(ctx, "session.respawned")[0]["reason"] == "no session on this spawner"
 
 
@@ -301,7 +319,8 @@ def test_an_agent_that_edits_the_model_in_the_state_file_still_relaunches_on_the
         update={"models": [*ctx.config.models, ModelChoice(name="sonnet")]}
     )
     frozen = spawn_job(origin).payload.frozen.model_dump()
-    run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
+    standin.plan(WI, {"exit": 0})
+    run_ok(ctx, spawn_job(origin))
     wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     state = checkout_dir(tmp_path / "work", WI) / "docs/specs/issue-7/work-item-state.json"
     edited = {**json.loads(state.read_text()), "model": "sonnet", "effort": ""}
@@ -311,3 +330,20 @@ def test_an_agent_that_edits_the_model_in_the_state_file_still_relaunches_on_the
     assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]
     assert "sonnet" not in argv
     assert [e["model"] for e in events(ctx, "session.respawned")] == ["opus"]
+
+
+def test_a_first_message_held_back_by_a_dialog_is_pasted_once_the_dialog_is_answered(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
+    standin.plan(WI, {"screen": str(screen), "until_key": True})
+    run_ok(ctx, spawn_job(origin))
+    assert ctx.registry.get(WI).pending == "Work on issue 7"  # type: ignore[union-attr]
+    ctx.runner._run(["send-keys", "-t", f"={NAME}:", "1"])  # a human answers it in tmux
+    dog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks)
+    wait_for(lambda: dog.tick() or standin.stdin(WI) == pasted("Work on issue 7"))
+    (prompted,) = events(ctx, "session.prompted")
+    assert prompted["late"] is True
+    saved = ctx.registry.get(WI)
+    assert saved is not None and saved.pending == "" and saved.state == SessionState.RUNNING
+    assert [e["was"] for e in events(ctx, "session.unstalled")] == ["trust-dialog"]

@@ -24,6 +24,7 @@ from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
+from app.spawner.screens import PROMPT_MARK
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Watchdog
 from tests.claude_support import QUIET_ENV
@@ -149,6 +150,10 @@ def test_real_screens_after_the_spawner_prepared_each_session(boxes: dict[str, B
     bypass = boxes["bypass"]
     wait_for(lambda: "bypass permissions on" in bypass.capture(), timeout=60)
     assert settled(bypass, "session.stalled") == []
+    # Its prompt was pasted into the real input box once it showed, as one message (by the
+    # watchdog when the box took longer than the launch waits).
+    assert len(wait_for(lambda: settled(bypass, "session.prompted"), timeout=60)) == 1
+    wait_for(lambda: f"{PROMPT_MARK} hello" in bypass.capture(), timeout=30)
     if "root" in boxes:  # as root without a sandbox, Claude Code refuses the flag and exits
         exited = wait_for(lambda: settled(boxes["root"], "session.exited"), timeout=60)
         assert any("root/sudo" in line for line in exited[0]["last_lines"])

@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,9 @@ from app.spawner.launch import (
     start_session,
 )
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
+from app.spawner.screens import classify_screen
 from app.spawner.tmux import TmuxError
-from app.spawner.watchdog import HINTS, classify_screen, last_lines
+from app.spawner.watchdog import Readiness, await_input, paste_first_message, report_stall
 from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
@@ -83,8 +84,8 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     launch = build_launch(
         ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(payload)
     )
-    record = start_session(ctx, job, checkout.path, launch, event="session.spawned")
-    return session_result(record, respawned=False)
+    started = start_session(ctx, job, checkout.path, launch, event="session.spawned")
+    return session_result(started.record, respawned=False)
 
 
 def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[str, Any]:
@@ -107,19 +108,25 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         )
     screen = classify_screen(ctx.runner.capture(record.tmux_session))
     if screen is not None:
-        ctx.registry.update(job.work_item, state=SessionState.STALLED.value, stall=screen.value)
-        ctx.events.emit(
-            "session.stalled",
-            job.work_item,
-            screen=screen.value,
-            hint=HINTS[screen],
-            session_id=record.session_id,
-            tmux_target=record.tmux_target,
-        )
+        report_stall(ctx.registry, ctx.events.emit, record, screen)
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
+    if record.pending:
+        _paste_pending(ctx, record)
     removed = ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
     _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
+
+
+def _paste_pending(ctx: SpawnerContext, record: SessionRecord) -> None:
+    """The session's first message, still pending, goes in before any follow-up."""
+    waited = await_input(ctx.runner, record, ctx.ready_timeout)
+    if waited.state is not Readiness.READY:
+        raise JobFailed(
+            f"the session is not ready for input ({waited.state.value}); the comment was not pasted"
+        )
+    paste_first_message(
+        ctx.runner, ctx.registry, ctx.events.emit, record, record.pending, late=True
+    )
 
 
 def _delivered(
@@ -143,17 +150,6 @@ def _delivered(
     )
 
 
-def _wait_for_early_exit(ctx: SpawnerContext, record: SessionRecord) -> list[str] | None:
-    """The last lines of a resumed session that died within the grace period, else None."""
-    deadline = time.monotonic() + ctx.resume_grace
-    while time.monotonic() < deadline:
-        pane = ctx.runner.pane(record.tmux_session)
-        if pane is None or pane.dead:
-            return last_lines(ctx.runner.capture(record.tmux_session, history=100)) if pane else []
-        time.sleep(0.1)
-    return None
-
-
 def _respawn(
     ctx: SpawnerContext,
     job: ClaimedJob,
@@ -164,13 +160,16 @@ def _respawn(
     moved: Drift | None = None,
     launch: Launch | None = None,
 ) -> dict[str, Any]:
-    """Relaunch a work item's session with `text` as its prompt, resuming when it can."""
+    """Relaunch a work item's session with `text` as its first message, resuming when it
+    can. A first message the old session never got goes in front of `text`."""
     payload = job.payload
     spec_id = payload.spec_id or (record.spec_id if record else "")
     checkout = checkout_for(ctx, job).path
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
+    if record is not None and record.pending:
+        text = f"{record.pending}\n\n{text}"
     if record is None and read_state(state_path(checkout, spec_id)) is None:
         write_frozen_state(checkout, spec_id, payload.frozen, payload.phase, payload.gates)
     if launch is None:
@@ -181,28 +180,31 @@ def _respawn(
         launch = build_launch(
             ctx.config, choice, session_id=session_id, prompt=prompt, resume=record is not None
         )
+    else:
+        launch = replace(launch, prompt=text)
     started = start_session(ctx, job, checkout, launch, event="session.respawned", **facts)
-    if launch.resumed:
-        died = _wait_for_early_exit(ctx, started)
-        if died is not None:
-            ctx.events.emit(
-                "session.resume_failed",
-                job.work_item,
-                level="warning",
-                session_id=launch.session_id,
-                last_lines=died,
-            )
-            fresh = build_launch(
-                ctx.config,
-                Choice(launch.harness, launch.model, launch.effort),
-                session_id=str(uuid.uuid4()),
-                prompt=fresh_prompt(job, spec_id, text),
-            )
-            started = start_session(
-                ctx, job, checkout, fresh, event="session.respawned", reason="resume failed"
-            )
-    _delivered(ctx, job, started.session_id, respawned=True)
-    return {"delivered": True, "respawned": True, "session_id": started.session_id}
+    if launch.resumed and started.waited.state is Readiness.EXITED:
+        ctx.events.emit(
+            "session.resume_failed",
+            job.work_item,
+            level="warning",
+            session_id=launch.session_id,
+            last_lines=started.waited.last_lines,
+        )
+        fresh = build_launch(
+            ctx.config,
+            Choice(launch.harness, launch.model, launch.effort),
+            session_id=str(uuid.uuid4()),
+            prompt=fresh_prompt(job, spec_id, text),
+        )
+        started = start_session(
+            ctx, job, checkout, fresh, event="session.respawned", reason="resume failed"
+        )
+    session_id = started.record.session_id
+    if started.waited.state is not Readiness.READY:
+        return {"delivered": False, "respawned": True, "pending": True, "session_id": session_id}
+    _delivered(ctx, job, session_id, respawned=True)
+    return {"delivered": True, "respawned": True, "session_id": session_id}
 
 
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """The steps every launch of a work item's session shares: the checkout, the App's frozen
-choice re-validated, the trust pre-seed, the tmux session, the registry record and the
-`session.spawned` / `session.respawned` event that says exactly what was launched."""
+choice re-validated, the trust pre-seed, the tmux session, the registry record, the
+`session.spawned` / `session.respawned` event that says exactly what was launched, and the
+first message, pasted once the session shows its input box (kept as pending, and pasted by
+the watchdog, when it is not ready in time)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
+from app.spawner.watchdog import (
+    Readiness,
+    Waited,
+    await_input,
+    paste_first_message,
+    report_stall,
+)
 
 RUNNER = "tmux"
 
@@ -39,7 +48,7 @@ class SpawnerContext:
     refused: frozenset[str] = frozenset()
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     locks: ItemLocks = field(default_factory=ItemLocks)
-    resume_grace: float = 2.0
+    ready_timeout: float = 30.0  # how long a launch waits for the input box
 
     @property
     def workspace_root(self) -> Path:
@@ -106,6 +115,37 @@ def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> 
         )
 
 
+@dataclass(frozen=True)
+class Started:
+    """A launched session's record and how the wait for its first message ended."""
+
+    record: SessionRecord
+    waited: Waited
+
+
+def send_first_message(ctx: SpawnerContext, record: SessionRecord, text: str) -> Waited:
+    """Paste `text` once the session is ready. A session that is not — it stopped at a
+    dialog, is still starting, or ended — keeps the text as pending, says why, and the
+    watchdog pastes it when the input box shows."""
+    waited = await_input(ctx.runner, record, ctx.ready_timeout)
+    emit = ctx.events.emit
+    if waited.state is Readiness.READY:
+        paste_first_message(ctx.runner, ctx.registry, emit, record, text, late=False)
+        return waited
+    pending = ctx.registry.update(record.work_item, pending=text) or record
+    if waited.screen is not None:
+        report_stall(ctx.registry, emit, pending, waited.screen)
+    emit(
+        "session.prompt_pending",
+        record.work_item,
+        level="warning",
+        session_id=record.session_id,
+        reason=waited.state.value,
+        screen=waited.screen.value if waited.screen else None,
+    )
+    return waited
+
+
 def start_session(
     ctx: SpawnerContext,
     job: ClaimedJob,
@@ -114,8 +154,9 @@ def start_session(
     *,
     event: str,
     **facts: Any,
-) -> SessionRecord:
-    """Pre-trust, start in tmux, record, announce. `facts` join the event (reason, drift…)."""
+) -> Started:
+    """Pre-trust, start in tmux, record, announce, hand over the first message. `facts` join
+    the event (reason, drift…)."""
     payload = job.payload
     spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
@@ -160,11 +201,13 @@ def start_session(
         resumed=launch.resumed,
         tmux_target=target,
         checkout=str(checkout),
-        argv=launch.recorded_argv,
+        argv=launch.argv,
         job=job.id,
         **facts,
     )
-    return record
+    if launch.prompt is None:
+        return Started(record, Waited(Readiness.READY))
+    return Started(record, send_first_message(ctx, record, launch.prompt))
 
 
 def session_result(record: SessionRecord, *, respawned: bool) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from app.config import StandingSession, TrustScope
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
-from app.spawner.launch import SpawnerContext, report_trust
+from app.spawner.launch import SpawnerContext, report_trust, send_first_message
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord, SessionState, record_for
 from app.spawner.trust import pretrust
@@ -95,9 +95,11 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
         harness_args=list(launch.harness_args),
         session_id=launch.session_id,
         tmux_target=target,
-        argv=launch.recorded_argv,
+        argv=launch.argv,
         cwd=str(cwd),
     )
+    if launch.prompt:
+        send_first_message(ctx, record, launch.prompt)
     return record
 
 
