@@ -42,6 +42,15 @@ def write_json(path: Path, data: Any, mode: int = 0o600) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n", mode)
 
 
+def private_dir(path: Path) -> Path:
+    """Create `path` (and its parents) so that only this user can enter it: 0700. A directory
+    that already exists with wider permissions is narrowed."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.stat(path).st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 class FileLock:
     """An exclusive `flock` for a read-modify-write of `path`, between processes and threads.
 

@@ -37,7 +37,11 @@ def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
             ],
             "models": [{"name": "opus", "id": "claude-opus-4-1"}],
             "effort": ["high"],
-            "routing": {"workspace": {"root": str(tmp_path / "work")}, **routing},
+            "routing": {
+                "workspace": {"root": str(tmp_path / "work")},
+                "sandbox": standin.sandbox,
+                **routing,
+            },
         },
         "test.yaml",
     )

@@ -21,9 +21,9 @@ from tests.support import wait_for
 STANDIN = r"""#!{python}
 # Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/.
 # What a run does comes from plan.json there (one entry per start: {{"exit": n}} or
-# {{"screen": path[, "until_key": true]}}), or, for a direct tmux test, from its last argument (EXIT:n,
-# SCREEN:path). Otherwise it shows Claude Code's input box (the sign that a pasted message
-# lands) and keeps every byte that reaches its terminal.
+# {{"screen": text[, "until_key": true]}}), or, for a direct tmux test, from its last
+# argument (EXIT:n, SCREEN:path). Otherwise it shows Claude Code's input box (the sign that a
+# pasted message lands) and keeps every byte that reaches its terminal.
 import json, os, sys, time, tty, urllib.parse
 item = os.environ.get("THE_LOOP_WORK_ITEM_ID") or os.environ.get("THE_LOOP_WORK_ITEM")
 out = os.path.join({records!r}, urllib.parse.quote(item or "standing-" + os.getcwd(), safe=""))
@@ -39,7 +39,7 @@ last = sys.argv[-1]
 if last.startswith("EXIT:"):
     step = {{"exit": int(last[5:])}}
 elif last.startswith("SCREEN:"):
-    step = {{"screen": last[7:]}}
+    step = {{"screen": open(last[7:]).read()}}
 if "--resume" in sys.argv and os.path.exists(os.path.join({records!r}, "no-resume")):
     print("No conversation found with session ID: " + sys.argv[sys.argv.index("--resume") + 1])
     sys.exit(1)
@@ -52,7 +52,7 @@ if os.isatty(0):
 rule = "\u2500" * 40
 box = "stand-in harness\r\n\r\n" + rule + "\r\n\u276f \r\n" + rule + "\r\n"
 if "screen" in step:
-    sys.stdout.write(open(step["screen"]).read().replace("\n", "\r\n"))
+    sys.stdout.write(step["screen"].replace("\n", "\r\n"))
     sys.stdout.flush()
     if step.get("until_key"):  # a human answers the screen with a key, then it goes away
         os.read(0, 1)
@@ -72,14 +72,25 @@ with open(os.path.join(out, "stdin.bin"), "ab") as fh:
 
 
 class StandIn:
-    """A harness executable written for the test, and what its runs recorded."""
+    """A harness executable written for the test, and what its runs recorded.
 
-    def __init__(self, directory: Path) -> None:
-        self.records = directory / "records"
+    Both live apart from everything else of the test (`<dir>/standin/`), so a sandboxed
+    session can be shown exactly them: `sandbox` is the `routing.sandbox` that does.
+    """
+
+    def __init__(self, directory: Path, script: str = STANDIN) -> None:
+        base = directory / "standin"
+        self.records = base / "records"
         self.records.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "standin-harness"
-        self.path.write_text(STANDIN.format(python=sys.executable, records=str(self.records)))
+        (base / "bin").mkdir()
+        self.path = base / "bin" / "standin-harness"
+        self.path.write_text(script.format(python=sys.executable, records=str(self.records)))
         self.path.chmod(0o755)
+
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """The `routing.sandbox` that lets a sandboxed session run this harness and record."""
+        return {"readOnly": [str(self.path.parent)], "readWrite": [str(self.records)]}
 
     def folder(self, work_item: str) -> Path:
         """Where the runs of `work_item` record (one folder per exact work item id)."""
@@ -99,7 +110,7 @@ class StandIn:
         return path.read_bytes() if path.exists() else b""
 
     def plan(self, work_item: str, *steps: dict[str, Any]) -> None:
-        """What the next starts of `work_item` do, in order ({"exit": n}, {"screen": path},
+        """What the next starts of `work_item` do, in order ({"exit": n}, {"screen": text},
         or {} for an ordinary session); later starts are ordinary."""
         self.folder(work_item).mkdir(parents=True, exist_ok=True)
         (self.folder(work_item) / "plan.json").write_text(json.dumps(list(steps)))

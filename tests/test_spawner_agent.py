@@ -79,7 +79,10 @@ class Devbox:
             {
                 "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
                 "models": [{"name": "opus"}],
-                "routing": {"workspace": {"root": str(tmp_path / "work")}},
+                "routing": {
+                    "workspace": {"root": str(tmp_path / "work")},
+                    "sandbox": standin.sandbox,
+                },
             }
         )
         self.client = AppClient(url, token or api.token())
@@ -208,9 +211,10 @@ def test_the_agent_rides_out_an_app_restart_without_losing_events(
     server = Server(api.flask)
     server.start()
     with make_devbox(url=server.url) as box:
-        item, _ = box.spawn()
+        item, job = box.spawn()
         box.standin.wait_start(item)
         wait_for(lambda: api.events("session.spawned", item))
+        wait_for(lambda: api.job(job).state == "done")  # the spawn's result is in
         server.stop()  # the App goes away ...
         box.ctx.runner.kill(box.ctx.registry.get(item).tmux_session, owner=item)  # type: ignore[union-attr]
         wait_for(lambda: box.local_events("session.exited"))  # ... seen while it is away

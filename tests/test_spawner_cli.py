@@ -196,6 +196,7 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
         env,
         {
             "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+            "routing": {"sandbox": standin.sandbox},
             "standingSessions": {
                 "sessions": [
                     {"name": "supervisor", "cwd": str(ops), "prompt": "watch the fleet"},

@@ -61,6 +61,7 @@ models:
 effort: [low, high]
 routing:
   workspace: {{root: {tmp_path / "work"}}}
+  sandbox: {standin.sandbox!r}
 """
 
 
@@ -132,6 +133,7 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     assert spawned_with_missing_args(devbox.events.path, FLAGS) == []
     assert spawned[0]["model"] == "opus" and spawned[0]["effort"] == "high"
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING)
+    wait_for(lambda: item_row(running_app).session)  # set by the job's result, after the event
     assert item_row(running_app).session["harness_args"] == spawned[0]["harness_args"]  # type: ignore[index]
 
 

@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from app.commands.hooks import direct_command
 from app.config import ModelChoice, parse_config
 from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
@@ -80,13 +81,18 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert prompted["chars"] == len("Work on issue 7") and prompted["late"] is False
     (trusted,) = events(ctx, "workspace.trusted")
     assert trusted["directories"] == [str(checkout), str(tmp_path / "work")]
-    projects = json.loads((home / ".claude.json").read_text())["projects"]
+    # Trust and the bypass acceptance go into the session's own home, which it runs with.
+    own = ctx.state_dir / "homes" / NAME
+    assert record["env"]["HOME"] == str(own) and spawned["sandbox"] == "bubblewrap"
+    projects = json.loads((own / ".claude.json").read_text())["projects"]
     assert projects[str(checkout)] == {
         "hasTrustDialogAccepted": True,
         "hasCompletedProjectOnboarding": True,
     }
-    settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings == {"skipDangerousModePermissionPrompt": True}
+    settings = json.loads((own / ".claude" / "settings.json").read_text())
+    assert settings["skipDangerousModePermissionPrompt"] is True
+    assert [g["hooks"][0]["command"] for g in settings["hooks"]["Stop"]] == [direct_command()]
+    assert not (home / ".claude.json").exists()  # the operator's own home is not touched
     assert (
         json.loads((checkout / "docs/specs/issue-7/work-item-state.json").read_text())["model"]
         == "opus"
@@ -222,7 +228,7 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
-    standin.plan(WI, {"screen": str(screen)})
+    standin.plan(WI, {"screen": screen.read_text()})
     run_ok(ctx, spawn_job(origin))  # the first message waits, the stall is reported at once
     assert "Quick safety check" in ctx.runner.capture(NAME)
     (stalled,) = events(ctx, "session.stalled")
@@ -271,6 +277,7 @@ def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
             "routing": {
                 "harnessArgs": {"claude": ["--permission-mode", "plan"]},
                 "workspace": {"root": str(tmp_path / "work")},
+                "sandbox": standin.sandbox,
             },
         }
     )
@@ -336,7 +343,7 @@ def test_a_first_message_held_back_by_a_dialog_is_pasted_once_the_dialog_is_answ
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
-    standin.plan(WI, {"screen": str(screen), "until_key": True})
+    standin.plan(WI, {"screen": screen.read_text(), "until_key": True})
     run_ok(ctx, spawn_job(origin))
     assert ctx.registry.get(WI).pending == "Work on issue 7"  # type: ignore[union-attr]
     ctx.runner._run(["send-keys", "-t", f"={NAME}:", "1"])  # a human answers it in tmux

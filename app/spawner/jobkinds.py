@@ -23,6 +23,7 @@ from app.protocol import DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, write_frozen_state
+from app.spawner.isolation import SandboxError
 from app.spawner.launch import (
     SpawnerContext,
     checkout_for,
@@ -233,7 +234,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
     with ctx.locks.hold(job.work_item):
         try:
             return True, _dispatch(ctx, job), None
-        except (JobFailed, CheckoutError, TmuxError, OSError, ValueError) as exc:
+        except (JobFailed, CheckoutError, SandboxError, TmuxError, OSError, ValueError) as exc:
             error = str(exc)
             if job.github_token:
                 error = error.replace(job.github_token, "[token]")

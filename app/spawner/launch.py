@@ -7,19 +7,23 @@ the watchdog, when it is not ready in time)."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config import HarnessTrust, OperatorConfig, SandboxMode
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
+from app.spawner.sandbox import BWRAP
+from app.spawner.sessionhome import home_for, seed_home
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
 from app.spawner.watchdog import (
@@ -98,6 +102,55 @@ def frozen_choice(
     return checked.choice
 
 
+UNSANDBOXED = (
+    "routing.sandbox.mode is none: this session runs unconfined, as the spawner's user, and "
+    "can read every file that user can"
+)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What to start: the argv (inside the sandbox, unless it is off) and the home trusted."""
+
+    argv: list[str]
+    home: Path
+    sandbox: str
+
+
+def prepare_launch(
+    ctx: SpawnerContext,
+    work_item: str,
+    cwd: Path,
+    launch: Launch,
+    trust: HarnessTrust,
+) -> Prepared:
+    """Pre-trust `cwd` in the home the session will see, and confine the launch."""
+    mode = ctx.config.routing.sandbox.resolved
+    if mode is SandboxMode.NONE:
+        ctx.events.emit("session.unsandboxed", work_item, level="warning", message=UNSANDBOXED)
+        outcome = pretrust(ctx.home, cwd, ctx.workspace_root, trust, launch.harness_args)
+        report_trust(ctx, work_item, outcome)
+        return Prepared(launch.argv, ctx.home, mode.value)
+    if shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
+        raise SandboxError(MISSING.format(config=ctx.config.source))
+    home = home_for(ctx.state_dir, item_slug(work_item))
+    for failure in seed_home(ctx.home, home, ctx.env):
+        ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
+    report_trust(
+        ctx, work_item, pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args)
+    )
+    hidden = secrets(
+        state_dir=ctx.state_dir,
+        real_home=ctx.home,
+        workspace_root=ctx.workspace_root,
+        socket_dir=ctx.runner.socket_path.parent,
+        env=ctx.env,
+    )
+    sandbox = ctx.config.routing.sandbox
+    plan = host_plan(sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden)
+    return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
+
+
 def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
     trust = ctx.config.routing.harness_trust
     for failure in outcome.failures:
@@ -160,8 +213,7 @@ def start_session(
     payload = job.payload
     spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
-    outcome = pretrust(ctx.home, checkout, ctx.workspace_root, trust, launch.harness_args)
-    report_trust(ctx, job.work_item, outcome)
+    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust)
     name = item_slug(job.work_item)
     env = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
@@ -172,7 +224,7 @@ def start_session(
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
     target = ctx.runner.start(
-        name, checkout, launch.argv, owner=job.work_item, env=env, hidden_env=hidden
+        name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden
     )
     record = record_for(
         launch,
@@ -202,6 +254,7 @@ def start_session(
         tmux_target=target,
         checkout=str(checkout),
         argv=launch.argv,
+        sandbox=prepared.sandbox,
         job=job.id,
         **facts,
     )

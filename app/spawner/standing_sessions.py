@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from app.config import StandingSession, TrustScope
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
-from app.spawner.launch import SpawnerContext, report_trust, send_first_message
+from app.spawner.launch import SpawnerContext, prepare_launch, send_first_message
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord, SessionState, record_for
-from app.spawner.trust import pretrust
 
 PREFIX = "standing:"
 
@@ -84,8 +83,8 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     )
     trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
     item = standing_item(name)
-    report_trust(ctx, item, pretrust(ctx.home, cwd, cwd, trust, launch.harness_args))
-    target = ctx.runner.start(session, cwd, launch.argv, owner=item)
+    prepared = prepare_launch(ctx, item, cwd, launch, trust)
+    target = ctx.runner.start(session, cwd, prepared.argv, owner=item)
     record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))
     ctx.events.emit(
         "standing.started",
@@ -96,6 +95,7 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
         session_id=launch.session_id,
         tmux_target=target,
         argv=launch.argv,
+        sandbox=prepared.sandbox,
         cwd=str(cwd),
     )
     if launch.prompt:
