@@ -79,16 +79,20 @@ def _read_object(path: Path) -> dict[str, Any]:
 
 def _git_identity(real_home: Path) -> str:
     """`[user]` name and email from the operator's git config, as a git config text."""
-    lines = []
-    for key in GIT_IDENTITY:
-        found = subprocess.run(
-            ["git", "config", "--file", str(real_home / ".gitconfig"), "--get", key],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        if found and "\n" not in found:
-            lines.append(f"\t{key.split('.')[1]} = {found}")
+    source = real_home / ".gitconfig"
+    if not source.is_file():
+        return ""
+    found = subprocess.run(
+        ["git", "config", "--file", str(source), "--get-regexp", r"^user\.(name|email)$"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    lines = [
+        f"\t{key.split('.', 1)[1]} = {value}"
+        for key, _, value in (line.partition(" ") for line in found.splitlines())
+        if key in GIT_IDENTITY and value
+    ]
     return "[user]\n" + "\n".join(lines) + "\n" if lines else ""
 
 
