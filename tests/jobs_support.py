@@ -124,7 +124,7 @@ def deliver_job(
     return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
 
 
-START_PASTE, END_PASTE, CLEAR_LINE = b"\x1b[200~", b"\x1b[201~", b"\x01\x15"
+START_PASTE, END_PASTE, CLEAR_LINE = b"\x1b[200~", b"\x1b[201~", b"\x15"
 
 
 def pasted(text: str) -> bytes:

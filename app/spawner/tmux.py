@@ -55,6 +55,7 @@ SECRET_VARIABLES = frozenset(
         "THE_LOOP_SPAWNER_TOKEN",
         "THE_LOOP_GIT_TOKEN",
         "THE_LOOP_SESSION_TOKEN",
+        "THE_LOOP_ADMIN_TOKEN",
         "DATABASE_URL",
         "GIT_ASKPASS",
     }
