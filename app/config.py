@@ -108,6 +108,26 @@ class HarnessTrust(_Model):
     accept_bypass_permissions: str = "auto"
 
 
+class SandboxMode(StrEnum):
+    BUBBLEWRAP = "bubblewrap"
+    NONE = "none"
+
+
+class Sandbox(_Model):
+    """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
+    any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
+    directories a session may see (e.g. a toolchain installed under the home directory);
+    none of them can re-expose the spawner's or the App's own files."""
+
+    mode: str = SandboxMode.BUBBLEWRAP.value
+    read_only: list[Path] = Field(default_factory=list)
+    read_write: list[Path] = Field(default_factory=list)
+
+    @property
+    def resolved(self) -> SandboxMode:
+        return SandboxMode.NONE if self.mode == "none" else SandboxMode.BUBBLEWRAP
+
+
 class Trigger(_Model):
     label: str = DEFAULT_LABEL
     execute_keyword: str = DEFAULT_EXECUTE_KEYWORD
@@ -146,6 +166,7 @@ class Routing(_Model):
     authorized_users: list[str] | None = None  # GitHub logins (entries read by config_compat)
     workspace: Workspace = Workspace()
     harness_trust: HarnessTrust = HarnessTrust()
+    sandbox: Sandbox = Sandbox()
     trigger: Trigger = Trigger()
     completion: Completion = Completion()
     default_harness: str | None = None

@@ -38,10 +38,13 @@ REPO = "Codertocat/Hello-World"
 USER = "Codertocat"
 SECRET = "bench-webhook-secret"
 HARNESS = """#!/bin/sh
-# Stands in for claude: note when it was exec'd, then keep what reaches the terminal.
+# Stands in for claude: note when it was exec'd, show an input box (where the spawner pastes
+# the first message), then keep what reaches the terminal.
 date +%s.%N > "$BENCH_DIR/$THE_LOOP_WORK_ITEM.start"
+printf 'stand-in\\n%s\\n\\342\\235\\257 \\n%s\\n' "$RULE" "$RULE"
 exec cat >> "$BENCH_DIR/$THE_LOOP_WORK_ITEM.stdin"
 """
+RULE = "\u2500" * 40
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,7 +76,7 @@ def git(*args: str, cwd: Path) -> None:
 class Stack:
     """Fake GitHub + App + a `the-loop spawner` process, in a temporary directory."""
 
-    def __init__(self, *, concurrency: int = 4) -> None:
+    def __init__(self, *, concurrency: int = 4, sandbox: str = "bubblewrap") -> None:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self.tmp = Path(tempfile.mkdtemp(prefix="the-loop-bench-"))
         self.bench_dir = self.tmp / "harness"
@@ -82,7 +85,9 @@ class Stack:
         self.socket = f"the-loop-bench-{uuid.uuid4().hex[:8]}"
         self.concurrency = concurrency
         self.origin = self._origin()
-        self.harness = self.tmp / "claude-standin"
+        self.sandbox = sandbox
+        (self.tmp / "bin").mkdir()
+        self.harness = self.tmp / "bin" / "claude-standin"
         self.harness.write_text(HARNESS)
         self.harness.chmod(0o755)
         self._comment_ids = iter(range(10_000, 10**9))
@@ -114,7 +119,8 @@ class Stack:
             f"harnesses:\n  - {{name: claude, default: true, command: {self.harness}, "
             f"args: [--dangerously-skip-permissions]}}\n"
             f"models: [{{name: opus}}]\neffort: [high]\n"
-            f"routing: {{workspace: {{root: {self.work}}}}}\n"
+            f"routing: {{workspace: {{root: {self.work}}}, sandbox: {{mode: {self.sandbox}, "
+            f"readOnly: [{self.harness.parent}], readWrite: [{self.bench_dir}]}}}}\n"
         )
         self.env = {
             "GITHUB_APP_ID": "4242",
@@ -139,6 +145,7 @@ class Stack:
             "HOME": str(self.tmp / "home"),
             "PYTHONPATH": str(ROOT),
             "BENCH_DIR": str(self.bench_dir),
+            "RULE": RULE,
             "THE_LOOP_URL": self.server.url,
             "THE_LOOP_SPAWNER_TOKEN": token,
             "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
@@ -230,14 +237,11 @@ class Stack:
 
     def warm_checkout(self, number: int) -> None:
         """Clone the item's tree ahead of time, as a respawn or an earlier run left it."""
+        from app.spawner.checkout import checkout_dir
+
         self.work.mkdir(exist_ok=True)
-        git(
-            "clone",
-            "-q",
-            str(self.origin),
-            str(self.work / f"Codertocat-Hello-World-{number}"),
-            cwd=self.tmp,
-        )
+        target = checkout_dir(self.work, f"github:{REPO}#{number}")
+        git("clone", "-q", str(self.origin), str(target), cwd=self.tmp)
 
     # -- what the stand-in harness saw ------------------------------------------------------
 

@@ -133,7 +133,7 @@ class ClaudeSession:
     def paste(self, text: str) -> float:
         """Deliver `text` as a follow-up, as the spawner does; returns when it was sent."""
         sent = time.monotonic()
-        self.runner.paste(self.name, text)
+        self.runner.paste(self.name, text, owner=self.name)
         return sent
 
     def type_keys(self, text: str) -> None:
@@ -199,7 +199,7 @@ def launch_claude(
     session_id = str(uuid.uuid4())
     argv = [executable, SESSION_FLAG, session_id, *args, prompt]
     launched = time.monotonic()
-    runner.start(name, workdir, argv, env=claude_env(api.url, home))
+    runner.start(name, workdir, argv, env=claude_env(api.url, home), owner=name)
     return ClaudeSession(runner, name, api, home, workdir, session_id, launched)
 
 

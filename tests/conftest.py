@@ -17,6 +17,7 @@ from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_data
 
 pytest_plugins = [
     "tests.spawner_support",  # tmux, git and stand-in harness fixtures
+    "tests.jobs_support",  # a spawner context and its jobs
     "tests.slack_support",  # the fake Slack Web API
     "tests.claude_support",  # the real claude binary against the scripted model
 ]

@@ -11,37 +11,56 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from app.spawner.tmux import TmuxRunner
 from tests.support import wait_for
 
-STANDIN = r'''#!{python}
-"""Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/."""
-import json, os, re, sys, time, tty
+STANDIN = r"""#!{python}
+# Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/.
+# What a run does comes from plan.json there (one entry per start: {{"exit": n}} or
+# {{"screen": text[, "until_key": true]}}), or, for a direct tmux test, from its last
+# argument (EXIT:n, SCREEN:path). Otherwise it shows Claude Code's input box (the sign that a
+# pasted message lands) and keeps every byte that reaches its terminal.
+import json, os, sys, time, tty, urllib.parse
 item = os.environ.get("THE_LOOP_WORK_ITEM_ID") or os.environ.get("THE_LOOP_WORK_ITEM")
-key = re.sub(r"[^A-Za-z0-9_-]+", "-", item or "standing-" + os.getcwd())
-out = os.path.join({records!r}, key)
+out = os.path.join({records!r}, urllib.parse.quote(item or "standing-" + os.getcwd(), safe=""))
 os.makedirs(out, exist_ok=True)
 n = len([f for f in os.listdir(out) if f.startswith("start")])
 with open(os.path.join(out, ".tmp"), "w") as fh:
     json.dump({{"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ), "ts": time.time()}}, fh)
 os.replace(os.path.join(out, ".tmp"), os.path.join(out, f"start{{n}}.json"))
-prompt = sys.argv[-1]
+plan_file = os.path.join(out, "plan.json")
+plan = json.load(open(plan_file)) if os.path.exists(plan_file) else []
+step = plan[n] if n < len(plan) else {{}}
+last = sys.argv[-1]
+if last.startswith("EXIT:"):
+    step = {{"exit": int(last[5:])}}
+elif last.startswith("SCREEN:"):
+    step = {{"screen": open(last[7:]).read()}}
 if "--resume" in sys.argv and os.path.exists(os.path.join({records!r}, "no-resume")):
     print("No conversation found with session ID: " + sys.argv[sys.argv.index("--resume") + 1])
     sys.exit(1)
-if prompt.startswith("EXIT:"):
+if "exit" in step:
     print("exiting as asked", flush=True)
     time.sleep(0.1)
-    sys.exit(int(prompt[5:]))
-if prompt.startswith("SCREEN:"):
-    sys.stdout.write(open(prompt[7:]).read())
-sys.stdout.write("\x1b[?2004h")
-sys.stdout.flush()
+    sys.exit(step["exit"])
 if os.isatty(0):
     tty.setraw(0)
+rule = "\u2500" * 40
+box = "stand-in harness\r\n\r\n" + rule + "\r\n\u276f \r\n" + rule + "\r\n"
+if "screen" in step:
+    sys.stdout.write(step["screen"].replace("\n", "\r\n"))
+    sys.stdout.flush()
+    if step.get("until_key"):  # a human answers the screen with a key, then it goes away
+        os.read(0, 1)
+        sys.stdout.write("\x1b[2J\x1b[H" + box)
+else:
+    sys.stdout.write(box)
+sys.stdout.write("\x1b[?2004h")
+sys.stdout.flush()
 with open(os.path.join(out, "stdin.bin"), "ab") as fh:
     while True:
         data = os.read(0, 65536)
@@ -49,26 +68,36 @@ with open(os.path.join(out, "stdin.bin"), "ab") as fh:
             break
         fh.write(data)
         fh.flush()
-'''
+"""
 
 
 class StandIn:
-    """A harness executable written for the test, and what its runs recorded."""
+    """A harness executable written for the test, and what its runs recorded.
 
-    def __init__(self, directory: Path) -> None:
-        self.records = directory / "records"
+    Both live apart from everything else of the test (`<dir>/standin/`), so a sandboxed
+    session can be shown exactly them: `sandbox` is the `routing.sandbox` that does.
+    """
+
+    def __init__(self, directory: Path, script: str = STANDIN) -> None:
+        base = directory / "standin"
+        self.records = base / "records"
         self.records.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "standin-harness"
-        self.path.write_text(STANDIN.format(python=sys.executable, records=str(self.records)))
+        (base / "bin").mkdir()
+        self.path = base / "bin" / "standin-harness"
+        self.path.write_text(script.format(python=sys.executable, records=str(self.records)))
         self.path.chmod(0o755)
 
-    def _dir(self, work_item: str) -> Path:
-        import re
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """The `routing.sandbox` that lets a sandboxed session run this harness and record."""
+        return {"readOnly": [str(self.path.parent)], "readWrite": [str(self.records)]}
 
-        return self.records / re.sub(r"[^A-Za-z0-9_-]+", "-", work_item)
+    def folder(self, work_item: str) -> Path:
+        """Where the runs of `work_item` record (one folder per exact work item id)."""
+        return self.records / quote(work_item, safe="")
 
     def starts(self, work_item: str) -> list[dict[str, Any]]:
-        folder = self._dir(work_item)
+        folder = self.folder(work_item)
         files = sorted(folder.glob("start*.json"), key=lambda p: int(p.stem[5:]))
         return [json.loads(f.read_text()) for f in files]
 
@@ -77,8 +106,14 @@ class StandIn:
         return self.starts(work_item)[count - 1]
 
     def stdin(self, work_item: str) -> bytes:
-        path = self._dir(work_item) / "stdin.bin"
+        path = self.folder(work_item) / "stdin.bin"
         return path.read_bytes() if path.exists() else b""
+
+    def plan(self, work_item: str, *steps: dict[str, Any]) -> None:
+        """What the next starts of `work_item` do, in order ({"exit": n}, {"screen": text},
+        or {} for an ordinary session); later starts are ordinary."""
+        self.folder(work_item).mkdir(parents=True, exist_ok=True)
+        (self.folder(work_item) / "plan.json").write_text(json.dumps(list(steps)))
 
     def refuse_resume(self) -> None:
         (self.records / "no-resume").touch()

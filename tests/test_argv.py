@@ -1,5 +1,6 @@
 """The argv rules (specs 000, 001, 002): one resolver, the choice path derived from the
-no-choice path, the deny token as one token right before the prompt, re-validated choices.
+no-choice path, the deny token as one token and last (the prompt is never in the argv),
+re-validated choices.
 The `claude`-marked tests run the built argv through the real Claude Code binary."""
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from hypothesis import strategies as st
 from app.config import InteractionMode, parse_config
 from app.spawner.argv import (
     DENY_TOKEN,
-    PROMPT_PLACEHOLDER,
     Choice,
     adapter_for,
     build_launch,
     probe_argv,
-    prompt_text,
     standing_launch,
     validate_choice,
 )
@@ -44,7 +43,7 @@ def launch(cfg, choice: Choice | None = None, **kw: Any):
 
 def test_args_declared_only_under_harnesses_reach_a_session_without_a_choice() -> None:
     cfg = config(harnesses=[{"name": "claude", "default": True, "args": [FLAG]}])
-    assert launch(cfg).argv == ["claude", "--session-id", SID, FLAG, DENY_TOKEN, "Work on issue 42"]
+    assert launch(cfg).argv == ["claude", "--session-id", SID, FLAG, DENY_TOKEN]
 
 
 def test_args_declared_only_under_the_deprecated_home_reach_a_session() -> None:
@@ -64,7 +63,7 @@ def test_harnesses_args_win_over_the_deprecated_home_and_are_never_merged() -> N
 
 def test_nothing_declared_means_no_extra_arguments_and_no_permission_flag() -> None:
     argv = launch(config()).argv
-    assert argv == ["claude", "--session-id", SID, DENY_TOKEN, "Work on issue 42"]
+    assert argv == ["claude", "--session-id", SID, DENY_TOKEN]
     assert not any("permission" in a.lower() for a in argv)
 
 
@@ -85,7 +84,6 @@ def test_model_and_effort_fragments_follow_the_operator_args_in_order() -> None:
         "--effort",
         "high",
         DENY_TOKEN,
-        "Work on issue 42",
     ]
     assert result.harness_args == (FLAG, "--model", "claude-opus-4-1", "--effort", "high")
 
@@ -120,12 +118,12 @@ def test_the_choice_path_is_always_a_superset_of_the_no_choice_path(
     assert chosen[: len(bare)] == bare == tuple(adapter_for(cfg, "claude").args)
 
 
-def test_deny_is_one_token_immediately_before_the_prompt_in_work_item_mode() -> None:
+def test_deny_is_one_token_and_the_last_in_work_item_mode() -> None:
     cfg = config(harnesses=[{"name": "claude", "args": [FLAG]}], models=[{"name": "opus"}])
     argv = launch(cfg, Choice("claude", "opus")).argv
     assert argv.count(DENY_TOKEN) == 1
-    assert argv[-2:] == [DENY_TOKEN, "Work on issue 42"]
-    assert "AskUserQuestion" not in argv[:-2]
+    assert argv[-1] == DENY_TOKEN
+    assert "AskUserQuestion" not in argv[:-1]
 
 
 @pytest.mark.parametrize("mode", ["work-item", "workitem", "WORK-ITEM", "", "banana"])
@@ -139,7 +137,7 @@ def test_cli_mode_is_unchanged_by_the_deny_rule() -> None:
     cfg = config(
         harnesses=[{"name": "claude", "args": [FLAG]}], routing={"interaction": {"mode": "cli"}}
     )
-    assert launch(cfg).argv == ["claude", "--session-id", SID, FLAG, "Work on issue 42"]
+    assert launch(cfg).argv == ["claude", "--session-id", SID, FLAG]
 
 
 def test_the_recorded_arguments_exclude_the_deny_token() -> None:
@@ -147,27 +145,27 @@ def test_the_recorded_arguments_exclude_the_deny_token() -> None:
     work_item = launch(cfg)
     cli = launch(cfg, mode=InteractionMode.CLI)
     assert work_item.harness_args == cli.harness_args == (FLAG,)
-    assert work_item.recorded_argv[-1] == PROMPT_PLACEHOLDER
+    assert work_item.argv[-1] == DENY_TOKEN
 
 
 def test_a_resume_uses_the_same_arguments_with_resume() -> None:
     cfg = config(harnesses=[{"name": "claude", "args": [FLAG]}])
     resumed = launch(cfg, resume=True)
     assert resumed.argv[:4] == ["claude", "--resume", SID, FLAG]
-    assert resumed.argv[-2] == DENY_TOKEN
+    assert resumed.argv[-1] == DENY_TOKEN
 
 
-def test_operator_args_ending_in_the_variadic_spelling_still_end_with_deny_then_prompt() -> None:
+def test_operator_args_ending_in_the_variadic_spelling_still_end_with_deny() -> None:
     cfg = config(harnesses=[{"name": "claude", "args": ["--disallowedTools", "AskUserQuestion"]}])
     argv = launch(cfg).argv
-    assert argv[3:] == ["--disallowedTools", "AskUserQuestion", DENY_TOKEN, "Work on issue 42"]
+    assert argv[3:] == ["--disallowedTools", "AskUserQuestion", DENY_TOKEN]
 
 
-@pytest.mark.parametrize("text", ["--dangerously-skip-permissions", "-p hi", "-"])
-def test_a_prompt_can_never_be_read_as_an_option(text: str) -> None:
-    assert not prompt_text(text).startswith("-")
-    assert prompt_text(text).strip() == text
-    assert launch(config(), prompt=text).argv[-1] == " " + text
+@given(text=st.text(min_size=1))
+def test_the_prompt_is_never_in_the_argv_it_is_the_first_message(text: str) -> None:
+    built = launch(config(), prompt=text)
+    assert built.prompt == text
+    assert built.argv == ["claude", "--session-id", SID, DENY_TOKEN]
 
 
 def test_standing_sessions_inherit_resolved_args_when_omitted_and_never_get_deny() -> None:
@@ -177,7 +175,8 @@ def test_standing_sessions_inherit_resolved_args_when_omitted_and_never_get_deny
     declared = standing_launch(cfg, "claude", ["--verbose"], session_id=SID, prompt="hi")
     assert inherited.argv == ["claude", "--session-id", SID, FLAG]
     assert explicit_none.argv == ["claude", "--session-id", SID]
-    assert declared.argv == ["claude", "--session-id", SID, "--verbose", "hi"]
+    assert declared.argv == ["claude", "--session-id", SID, "--verbose"]
+    assert declared.prompt == "hi"
 
 
 def test_a_probe_uses_the_base_args_with_the_prompt_first_and_no_deny() -> None:
@@ -283,8 +282,10 @@ def test_the_real_binary_accepts_every_built_argv(tmp_path: Path) -> None:
     variadic = config(
         harnesses=[{"name": "claude", "args": ["--disallowedTools", "AskUserQuestion"]}]
     )
-    argvs = [launch(cfg, Choice("claude", "opus", level)).argv for level in levels]
-    argvs.append(launch(variadic, prompt="Reply with PONG").argv)
+    # `-p` needs its prompt on the command line: it goes right after the built argv.
+    argvs = [[*launch(cfg, Choice("claude", "opus", lv)).argv, "Work on 42"] for lv in levels]
+    # Wherever a prompt IS positional, right after the deny token, it stays a prompt.
+    argvs.append([*launch(variadic).argv, "Reply with PONG"])
     outputs = run_claude_print(argvs, tmp_path)
     for argv, output in zip(argvs, outputs, strict=True):
         assert not [m for m in PARSE_FAILURES if m in output], (argv, output)

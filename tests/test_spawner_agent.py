@@ -79,7 +79,10 @@ class Devbox:
             {
                 "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
                 "models": [{"name": "opus"}],
-                "routing": {"workspace": {"root": str(tmp_path / "work")}},
+                "routing": {
+                    "workspace": {"root": str(tmp_path / "work")},
+                    "sandbox": standin.sandbox,
+                },
             }
         )
         self.client = AppClient(url, token or api.token())
@@ -159,7 +162,8 @@ def test_a_queued_spawn_becomes_a_running_session_the_app_knows_about(
         item, job = box.spawn()
         start = box.standin.wait_start(item)
         wait_for(lambda: api.item(item).state == WorkItemStatus.RUNNING and api.item(item).session)
-    assert start["argv"][3:] == [FLAG, "--model", "opus", DENY_TOKEN, "Work on issue 1"]
+    assert start["argv"][3:] == [FLAG, "--model", "opus", DENY_TOKEN]
+    wait_for(lambda: b"Work on issue 1" in box.standin.stdin(item))
     session = api.item(item).session
     assert session is not None and session["session_id"] == start["argv"][2]
     assert session["harness_args"] == [FLAG, "--model", "opus"]
@@ -207,11 +211,12 @@ def test_the_agent_rides_out_an_app_restart_without_losing_events(
     server = Server(api.flask)
     server.start()
     with make_devbox(url=server.url) as box:
-        item, _ = box.spawn()
+        item, job = box.spawn()
         box.standin.wait_start(item)
         wait_for(lambda: api.events("session.spawned", item))
+        wait_for(lambda: api.job(job).state == "done")  # the spawn's result is in
         server.stop()  # the App goes away ...
-        box.ctx.runner.kill(box.ctx.registry.get(item).tmux_session)  # type: ignore[union-attr]
+        box.ctx.runner.kill(box.ctx.registry.get(item).tmux_session, owner=item)  # type: ignore[union-attr]
         wait_for(lambda: box.local_events("session.exited"))  # ... seen while it is away
         assert api.events("session.exited", item) == []
         assert box.ctx.events.unsent() >= 1

@@ -17,6 +17,7 @@ from app.spawner.checkout import (
     write_askpass,
     write_frozen_state,
 )
+from app.spawner.naming import item_slug
 from app.workstate import read_state, state_path
 from tests.fakes.git_http import GitHttp
 from tests.fakes.server import LiveServer
@@ -36,16 +37,16 @@ def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
     root = tmp_path / "work"
     askpass = write_askpass(tmp_path / "state")
     first = prepare_checkout(
-        root, "o/r", 7, str(origin), token=None, askpass=askpass, env=env(tmp_path)
+        root, "github:o/r#7", str(origin), token=None, askpass=askpass, env=env(tmp_path)
     )
-    assert first.path == root / "o-r-7" and not first.reused
+    assert first.path == root / item_slug("github:o/r#7") and not first.reused
     assert (first.path / "README.md").read_text() == "hello\n"
     (first.path / "work-in-progress.txt").write_text("kept")
     again = prepare_checkout(
-        root, "o/r", 7, str(origin), token=None, askpass=askpass, env=env(tmp_path)
+        root, "github:o/r#7", str(origin), token=None, askpass=askpass, env=env(tmp_path)
     )
     assert again.reused and (again.path / "work-in-progress.txt").read_text() == "kept"
-    assert [p.name for p in root.iterdir()] == ["o-r-7"]  # no staging leftovers
+    assert [p.name for p in root.iterdir()] == [first.path.name]  # no staging leftovers
 
 
 def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -53,8 +54,7 @@ def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
     with pytest.raises(CheckoutError, match="git clone failed"):
         prepare_checkout(
             root,
-            "o/r",
-            7,
+            "github:o/r#7",
             str(tmp_path / "missing.git"),
             token=None,
             askpass=write_askpass(tmp_path),
@@ -71,8 +71,7 @@ def test_a_dangerous_clone_url_is_refused(tmp_path: Path, url: str) -> None:
     with pytest.raises(CheckoutError):
         prepare_checkout(
             tmp_path / "w",
-            "o/r",
-            7,
+            "github:o/r#7",
             url,
             token=None,
             askpass=write_askpass(tmp_path),
@@ -81,9 +80,21 @@ def test_a_dangerous_clone_url_is_refused(tmp_path: Path, url: str) -> None:
 
 
 def test_directories_stay_inside_the_root() -> None:
-    assert checkout_dir(Path("/w"), "../../etc", 1) == Path("/w/etc-1")
-    assert checkout_dir(Path("/w"), "o/r; rm -rf ~", 2) == Path("/w/o-r-rm--rf--2")
-    assert checkout_dir(Path("/w"), "o/r", 3).parent == Path("/w")
+    etc = checkout_dir(Path("/w"), "github:../../etc#1")
+    assert etc.parent == Path("/w") and etc.name.startswith("etc-1-")
+    shell = checkout_dir(Path("/w"), "github:o/r; rm -rf ~#2")
+    assert shell.parent == Path("/w") and shell.name.startswith("o-r-rm--rf-2-")
+    assert checkout_dir(Path("/w"), "github:o/r#3").parent == Path("/w")
+
+
+def test_work_items_whose_readable_names_collide_get_separate_directories() -> None:
+    pairs = [
+        ("github:acme-web/api#1", "github:acme/web-api#1"),
+        ("github:acme/x.y#7", "github:acme/x-y#7"),
+    ]
+    for one, other in pairs:
+        a, b = checkout_dir(Path("/w"), one), checkout_dir(Path("/w"), other)
+        assert a != b and a.name[:-9] == b.name[:-9]
 
 
 def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
@@ -97,8 +108,7 @@ def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
         url = f"{live.url}/r.git"
         checkout = prepare_checkout(
             tmp_path / "work",
-            "o/r",
-            9,
+            "github:o/r#9",
             url,
             token=TOKEN,
             askpass=write_askpass(tmp_path / "state"),
@@ -107,8 +117,7 @@ def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
         with pytest.raises(CheckoutError) as refused:
             prepare_checkout(
                 tmp_path / "work",
-                "o/r",
-                10,
+                "github:o/r#10",
                 url,
                 token="ghs_wrong",
                 askpass=write_askpass(tmp_path / "state"),

@@ -196,6 +196,7 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
         env,
         {
             "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+            "routing": {"sandbox": standin.sandbox},
             "standingSessions": {
                 "sessions": [
                     {"name": "supervisor", "cwd": str(ops), "prompt": "watch the fleet"},
@@ -211,7 +212,8 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
     wait_for(lambda: len(standin.starts(key)) == 2)
     argvs = sorted((s["argv"] for s in standin.starts(key)), key=len)
     assert argvs[0][1] == "--session-id" and argvs[0][3:] == []
-    assert argvs[1][3:] == [FLAG, "watch the fleet"]
+    assert argvs[1][3:] == [FLAG]
+    wait_for(lambda: b"watch the fleet" in standin.stdin(key))  # its prompt, pasted
     assert all(DENY_TOKEN not in a for a in argvs)
     assert all("THE_LOOP_WORK_ITEM" not in s["env"] for s in standin.starts(key))
     again = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")

@@ -25,6 +25,7 @@ from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN
+from app.spawner.checkout import checkout_dir
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
@@ -60,6 +61,7 @@ models:
 effort: [low, high]
 routing:
   workspace: {{root: {tmp_path / "work"}}}
+  sandbox: {standin.sandbox!r}
 """
 
 
@@ -123,13 +125,15 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     argv = start["argv"]
     assert argv[0] == str(standin.path) and argv[1] == "--session-id"
     assert argv[3:10] == [*FLAGS, "--model", "claude-opus-4-1", "--effort", "high"]
-    assert argv[10] == DENY_TOKEN and "Spelling error in the README file" in argv[11]
-    assert start["cwd"] == str(tmp_path / "work" / "Codertocat-Hello-World-1")
+    assert argv[10:] == [DENY_TOKEN]
+    wait_for(lambda: b"Spelling error in the README file" in standin.stdin(ITEM))
+    assert start["cwd"] == str(checkout_dir(tmp_path / "work", ITEM))
     spawned = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.spawned"]
     assert len(spawned) == 1 and spawned[0]["gh_event"] == "issue_comment"
     assert spawned_with_missing_args(devbox.events.path, FLAGS) == []
     assert spawned[0]["model"] == "opus" and spawned[0]["effort"] == "high"
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING)
+    wait_for(lambda: item_row(running_app).session)  # set by the job's result, after the event
     assert item_row(running_app).session["harness_args"] == spawned[0]["harness_args"]  # type: ignore[index]
 
 
@@ -140,7 +144,7 @@ def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
     fake, _ = fake_github
     released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
     standin.wait_start(ITEM, timeout=30)
-    wait_for(lambda: (standin.records / "github-Codertocat-Hello-World-1" / "stdin.bin").exists())
+    wait_for(lambda: (standin.folder(ITEM) / "stdin.bin").exists())
     deliver(
         running_app, "issue_comment", comment("mallory says: rm -rf", login="mallory", cid=6), "c-6"
     )

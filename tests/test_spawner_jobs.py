@@ -7,121 +7,34 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from app.audit import read_jsonl
-from app.config import parse_config
-from app.protocol import DeliverJob, SpawnJob, StopJob
+from app.commands.hooks import direct_command
+from app.config import ModelChoice, parse_config
+from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.checkout import checkout_dir
 from app.spawner.jobkinds import followup_text, run_job
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry, SessionState
+from app.spawner.registry import SessionState
 from app.spawner.tmux import TmuxRunner
-from tests.spawner_support import StandIn, bare_repository
+from app.spawner.watchdog import Watchdog
+from tests.jobs_support import (
+    END_PASTE,
+    FLAG,
+    NAME,
+    SESSION_TOKEN,
+    TOKEN,
+    WI,
+    deliver_job,
+    events,
+    make_config,
+    pasted,
+    run_ok,
+    spawn_job,
+)
+from tests.spawner_support import StandIn
 from tests.support import FIXTURES, wait_for
-
-FLAG = "--dangerously-skip-permissions"
-WI = "github:o/r#7"
-TOKEN = "ghs_InstallationTokenNeverLogged42"
-SESSION_TOKEN = "tlss_SessionCredential"
-
-
-def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
-    return parse_config(
-        {
-            "harnesses": [
-                {"name": "claude", "default": True, "command": str(standin.path), "args": [FLAG]}
-            ],
-            "models": [{"name": "opus", "id": "claude-opus-4-1"}],
-            "effort": ["high"],
-            "routing": {"workspace": {"root": str(tmp_path / "work")}, **routing},
-        },
-        "test.yaml",
-    )
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> SpawnerContext:
-    state = tmp_path / "state"
-    return SpawnerContext(
-        config=make_config(standin, tmp_path),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state),
-        home=home,
-        state_dir=state,
-        app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude"}),
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
-        resume_grace=0.8,
-    )
-
-
-@pytest.fixture
-def origin(tmp_path: Path) -> Path:
-    return bare_repository(tmp_path)
-
-
-def spawn_job(origin: Path, *, prompt: str = "Work on issue 7", **frozen: Any) -> ClaimedJob:
-    record = {
-        "decisions": {"phase-selection": {"at": "t", "by": "octocat"}},
-        "skips": {},
-        "harness": "claude",
-        "model": "opus",
-        "effort": "high",
-        "dropped": [],
-        **frozen,
-    }
-    payload = {
-        "work_item": WI,
-        "spec_id": "issue-7",
-        "repo": "o/r",
-        "issue_number": 7,
-        "clone_url": str(origin),
-        "frozen": record,
-        "gh_event": "issue_comment",
-        "action": "created",
-        "prompt": prompt,
-    }
-    return ClaimedJob(1, SpawnJob.model_validate(payload), 60, TOKEN, SESSION_TOKEN)
-
-
-def deliver_job(
-    origin: Path,
-    body: str = "please also handle the empty list",
-    jid: int = 2,
-    frozen: dict[str, Any] | None = None,
-) -> ClaimedJob:
-    payload = {
-        "work_item": WI,
-        "spec_id": "issue-7",
-        "repo": "o/r",
-        "issue_number": 7,
-        "clone_url": str(origin),
-        "comment_id": 99,
-        "body": body,
-        "author": "octocat",
-        "source": "github",
-        "ref": "99",
-        "gh_event": "issue_comment",
-        "action": "created",
-        "frozen": frozen or {},
-    }
-    return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
-
-
-def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:
-    return [e for e in read_jsonl(ctx.events.path) if e["event"] == name]
-
-
-def run_ok(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
-    ok, result, error = run_job(ctx, job)
-    assert ok, error
-    return result
 
 
 def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
@@ -140,9 +53,9 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
         "--effort",
         "high",
         DENY_TOKEN,
-        "Work on issue 7",
     ]
-    checkout = tmp_path / "work" / "o-r-7"
+    wait_for(lambda: standin.stdin(WI) == pasted("Work on issue 7"))  # the first message
+    checkout = tmp_path / "work" / NAME
     assert record["cwd"] == str(checkout)
     assert record["env"]["THE_LOOP_WORK_ITEM"] == "issue-7"
     assert record["env"]["THE_LOOP_WORK_ITEM_ID"] == WI
@@ -150,7 +63,7 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert record["env"]["THE_LOOP_SESSION_TOKEN"] == SESSION_TOKEN
     assert result == {
         "session_id": sid,
-        "tmux_target": f"{ctx.runner.socket}:o-r-7",
+        "tmux_target": f"{ctx.runner.socket}:{NAME}",
         "harness": "claude",
         "model": "opus",
         "effort": "high",
@@ -163,16 +76,23 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     (spawned,) = events(ctx, "session.spawned")
     assert spawned["gh_event"] == "issue_comment" and spawned["action"] == "created"
     assert spawned["harness_args"] == result["harness_args"] and spawned["runner"] == "tmux"
-    assert spawned["interaction"] == "work-item" and spawned["argv"][-1] == "<prompt>"
+    assert spawned["interaction"] == "work-item" and spawned["argv"] == record["argv"]
+    (prompted,) = events(ctx, "session.prompted")
+    assert prompted["chars"] == len("Work on issue 7") and prompted["late"] is False
     (trusted,) = events(ctx, "workspace.trusted")
     assert trusted["directories"] == [str(checkout), str(tmp_path / "work")]
-    projects = json.loads((home / ".claude.json").read_text())["projects"]
+    # Trust and the bypass acceptance go into the session's own home, which it runs with.
+    own = ctx.state_dir / "homes" / NAME
+    assert record["env"]["HOME"] == str(own) and spawned["sandbox"] == "bubblewrap"
+    projects = json.loads((own / ".claude.json").read_text())["projects"]
     assert projects[str(checkout)] == {
         "hasTrustDialogAccepted": True,
         "hasCompletedProjectOnboarding": True,
     }
-    settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings == {"skipDangerousModePermissionPrompt": True}
+    settings = json.loads((own / ".claude" / "settings.json").read_text())
+    assert settings["skipDangerousModePermissionPrompt"] is True
+    assert [g["hooks"][0]["command"] for g in settings["hooks"]["Stop"]] == [direct_command()]
+    assert not (home / ".claude.json").exists()  # the operator's own home is not touched
     assert (
         json.loads((checkout / "docs/specs/issue-7/work-item-state.json").read_text())["model"]
         == "opus"
@@ -196,7 +116,7 @@ def test_a_frozen_choice_this_spawner_does_not_declare_falls_back_with_a_warning
 ) -> None:
     run_ok(ctx, spawn_job(origin, model="gpt-9", effort="ludicrous", harness="codex"))
     argv = standin.wait_start(WI)["argv"]
-    assert argv[3:] == [FLAG, DENY_TOKEN, "Work on issue 7"]
+    assert argv[3:] == [FLAG, DENY_TOKEN]
     warnings = [e["warning"] for e in events(ctx, "session.choice_fallback")]
     assert len(warnings) == 3 and all(
         e == "warning" for e in [x["level"] for x in events(ctx, "session.choice_fallback")]
@@ -226,44 +146,51 @@ def test_a_followup_is_pasted_into_the_live_session(
 ) -> None:
     spawned = run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)
-    wait_for(lambda: (standin.records / "github-o-r-7" / "stdin.bin").exists())
+    wait_for(lambda: (standin.folder(WI) / "stdin.bin").exists())
     result = run_ok(ctx, deliver_job(origin, "handle `$(id)`; and -rf"))
     assert result == {"delivered": True, "respawned": False, "session_id": spawned["session_id"]}
     text = followup_text(
         DeliverJob(work_item=WI, author="octocat", source="github", body="handle `$(id)`; and -rf")
     )
-    pasted = b"\x15\x1b[200~" + text.replace("\n", "\r").encode() + b"\x1b[201~\r"
-    wait_for(lambda: standin.stdin(WI) == pasted)
+    wait_for(lambda: standin.stdin(WI) == pasted("Work on issue 7") + pasted(text))
     (delivered,) = events(ctx, "session.delivered")
     assert delivered["comment_id"] == 99 and delivered["respawned"] is False
 
 
-def test_a_dead_session_is_resumed_with_the_comment_as_its_prompt(
+def test_a_dead_session_is_resumed_with_the_comment_as_its_first_message(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
-    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
-    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    standin.plan(WI, {"exit": 0})  # dies before it could take its first message
+    spawned = run_ok(ctx, spawn_job(origin))
+    (pending,) = events(ctx, "session.prompt_pending")
+    assert pending["reason"] == "exited" and pending["level"] == "warning"
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     result = run_ok(ctx, deliver_job(origin, "are you there?"))
     assert result == {"delivered": True, "respawned": True, "session_id": spawned["session_id"]}
     argv = standin.wait_start(WI, count=2)["argv"]
-    assert argv[1:3] == ["--resume", spawned["session_id"]]
-    assert argv[-2:] == [DENY_TOKEN, followup_text(deliver_job(origin, "are you there?").payload)]
+    assert argv[1:3] == ["--resume", spawned["session_id"]] and argv[-1] == DENY_TOKEN
     assert FLAG in argv
+    followup = followup_text(deliver_job(origin, "are you there?").payload)
+    # The first message it never got goes in front of the comment, in one paste.
+    wait_for(lambda: standin.stdin(WI) == pasted(f"Work on issue 7\n\n{followup}"))
     (respawned,) = events(ctx, "session.respawned")
     assert respawned["reason"] == "session ended" and respawned["resumed"] is True
+    assert ctx.registry.get(WI).pending == ""  # type: ignore[union-attr]
 
 
 def test_a_resume_that_dies_at_once_becomes_a_fresh_session(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
-    spawned = run_ok(ctx, spawn_job(origin, prompt="EXIT:0"))
-    wait_for(lambda: (p := ctx.runner.pane("o-r-7")) and p.dead)
+    standin.plan(WI, {"exit": 0})
+    spawned = run_ok(ctx, spawn_job(origin))
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
     standin.refuse_resume()
     result = run_ok(ctx, deliver_job(origin))
     fresh = standin.wait_start(WI, count=3)["argv"]
     assert fresh[1] == "--session-id" and fresh[2] == result["session_id"] != spawned["session_id"]
-    assert "docs/specs/issue-7/work-item-state.json" in fresh[-1]
-    assert fresh[-1].endswith(followup_text(deliver_job(origin).payload))
+    followup = followup_text(deliver_job(origin).payload).replace("\n", "\r").encode()
+    wait_for(lambda: standin.stdin(WI).endswith(followup + END_PASTE + b"\r"))
+    assert b"docs/specs/issue-7/work-item-state.json" in standin.stdin(WI)
     (failed,) = events(ctx, "session.resume_failed")
     assert any("No conversation found" in line for line in failed["last_lines"])
 
@@ -301,15 +228,20 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
     ctx: SpawnerContext, standin: StandIn, origin: Path
 ) -> None:
     screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
-    run_ok(ctx, spawn_job(origin, prompt=f"SCREEN:{screen}"))
-    wait_for(lambda: "Quick safety check" in ctx.runner.capture("o-r-7"))
+    standin.plan(WI, {"screen": screen.read_text()})
+    run_ok(ctx, spawn_job(origin))  # the first message waits, the stall is reported at once
+    assert "Quick safety check" in ctx.runner.capture(NAME)
+    (stalled,) = events(ctx, "session.stalled")
+    assert stalled["screen"] == "trust-dialog"
+    (pending,) = events(ctx, "session.prompt_pending")
+    assert pending["reason"] == "blocked" and pending["screen"] == "trust-dialog"
     ok, _, error = run_job(ctx, deliver_job(origin))
     assert not ok and error is not None and "trust-dialog" in error
     assert standin.stdin(WI) == b""
-    (stalled,) = events(ctx, "session.stalled")
-    assert stalled["screen"] == "trust-dialog"
+    assert len(events(ctx, "session.stalled")) == 1
     saved = ctx.registry.get(WI)
     assert saved is not None and saved.state == SessionState.STALLED
+    assert saved.pending == "Work on issue 7"
 
 
 def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Path) -> None:
@@ -317,7 +249,7 @@ def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Pa
     standin.wait_start(WI)
     stop = ClaimedJob(3, StopJob(work_item=WI, repo="o/r", reason="issue closed"), 60)
     assert run_ok(ctx, stop) == {"stopped": True, "found": True}
-    assert not ctx.runner.exists("o-r-7")
+    assert not ctx.runner.exists(NAME)
     saved = ctx.registry.get(WI)
     assert saved is not None and saved.state == SessionState.STOPPED
     assert events(ctx, "session.stopped")[0]["reason"] == "issue closed"
@@ -345,6 +277,7 @@ def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
             "routing": {
                 "harnessArgs": {"claude": ["--permission-mode", "plan"]},
                 "workspace": {"root": str(tmp_path / "work")},
+                "sandbox": standin.sandbox,
             },
         }
     )
@@ -365,7 +298,8 @@ def test_a_followup_for_an_item_this_spawner_never_ran_starts_a_fresh_session(
     result = run_ok(ctx, deliver_job(origin, "pick this up please"))
     argv = standin.wait_start(WI)["argv"]
     assert result["respawned"] is True and argv[1:3] == ["--session-id", result["session_id"]]
-    assert argv[3] == FLAG and argv[-2] == DENY_TOKEN and "pick this up please" in argv[-1]
+    assert argv[3] == FLAG and argv[-1] == DENY_TOKEN
+    wait_for(lambda: b"pick this up please" in standin.stdin(WI))
     assert events(ctx, "session.respawned")[0]["reason"] == "no session on this spawner"
 
 
@@ -383,3 +317,40 @@ def test_a_followup_for_an_item_this_spawner_never_ran_keeps_the_frozen_choice(
     run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
     argv = standin.wait_start(WI)["argv"]
     assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]
+
+
+def test_an_agent_that_edits_the_model_in_the_state_file_still_relaunches_on_the_frozen_one(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    ctx.config = ctx.config.model_copy(
+        update={"models": [*ctx.config.models, ModelChoice(name="sonnet")]}
+    )
+    frozen = spawn_job(origin).payload.frozen.model_dump()
+    standin.plan(WI, {"exit": 0})
+    run_ok(ctx, spawn_job(origin))
+    wait_for(lambda: (p := ctx.runner.pane(NAME)) and p.dead)
+    state = checkout_dir(tmp_path / "work", WI) / "docs/specs/issue-7/work-item-state.json"
+    edited = {**json.loads(state.read_text()), "model": "sonnet", "effort": ""}
+    state.write_text(json.dumps(edited))  # what an agent inside the checkout can do
+    run_ok(ctx, deliver_job(origin, "carry on", frozen=frozen))
+    argv = standin.wait_start(WI, count=2)["argv"]
+    assert argv[3:8] == [FLAG, "--model", "claude-opus-4-1", "--effort", "high"]
+    assert "sonnet" not in argv
+    assert [e["model"] for e in events(ctx, "session.respawned")] == ["opus"]
+
+
+def test_a_first_message_held_back_by_a_dialog_is_pasted_once_the_dialog_is_answered(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    screen = FIXTURES / "claude-screens" / "02-trust-dialog.txt"
+    standin.plan(WI, {"screen": screen.read_text(), "until_key": True})
+    run_ok(ctx, spawn_job(origin))
+    assert ctx.registry.get(WI).pending == "Work on issue 7"  # type: ignore[union-attr]
+    ctx.runner._run(["send-keys", "-t", f"={NAME}:", "1"])  # a human answers it in tmux
+    dog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks)
+    wait_for(lambda: dog.tick() or standin.stdin(WI) == pasted("Work on issue 7"))
+    (prompted,) = events(ctx, "session.prompted")
+    assert prompted["late"] is True
+    saved = ctx.registry.get(WI)
+    assert saved is not None and saved.pending == "" and saved.state == SessionState.RUNNING
+    assert [e["was"] for e in events(ctx, "session.unstalled")] == ["trust-dialog"]

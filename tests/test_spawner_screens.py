@@ -22,7 +22,9 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
+from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
+from app.spawner.screens import PROMPT_MARK
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Watchdog
 from tests.claude_support import QUIET_ENV
@@ -42,6 +44,9 @@ class Box:
     ctx: SpawnerContext
     dog: Watchdog
     item: str
+
+    def capture(self) -> str:
+        return self.ctx.runner.capture(item_slug(self.item))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in read_jsonl(self.ctx.events.path) if e["event"] == name]
@@ -138,13 +143,17 @@ def test_real_screens_after_the_spawner_prepared_each_session(boxes: dict[str, B
     untrusted = wait_for(lambda: settled(boxes["untrusted"], "session.stalled"), timeout=60)
     # Pre-trusted: no trust dialog; the next blocker, the API-key prompt, is named.
     assert trusted[0]["screen"] == "api-key-prompt"
-    assert "Quick safety check" not in boxes["trusted"].ctx.runner.capture("o-trusted-1")
+    assert "Quick safety check" not in boxes["trusted"].capture()
     # Without the pre-seed the real trust dialog blocks, and is named as such.
     assert untrusted[0]["screen"] == "trust-dialog"
     # Bypass pre-accepted and key approved: the session runs in bypass mode, not stalled.
     bypass = boxes["bypass"]
-    wait_for(lambda: "bypass permissions on" in bypass.ctx.runner.capture("o-bypass-1"), timeout=60)
+    wait_for(lambda: "bypass permissions on" in bypass.capture(), timeout=60)
     assert settled(bypass, "session.stalled") == []
+    # Its prompt was pasted into the real input box once it showed, as one message (by the
+    # watchdog when the box took longer than the launch waits).
+    assert len(wait_for(lambda: settled(bypass, "session.prompted"), timeout=60)) == 1
+    wait_for(lambda: f"{PROMPT_MARK} hello" in bypass.capture(), timeout=30)
     if "root" in boxes:  # as root without a sandbox, Claude Code refuses the flag and exits
         exited = wait_for(lambda: settled(boxes["root"], "session.exited"), timeout=60)
         assert any("root/sudo" in line for line in exited[0]["last_lines"])

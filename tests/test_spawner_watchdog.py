@@ -11,8 +11,9 @@ import pytest
 from app.audit import read_jsonl
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord, SessionState
+from app.spawner.screens import Screen, classify_screen, input_ready, last_lines
 from app.spawner.tmux import TmuxRunner
-from app.spawner.watchdog import Screen, Watchdog, classify_screen, last_lines
+from app.spawner.watchdog import Watchdog
 from tests.support import FIXTURES, wait_for
 
 SCREENS = FIXTURES / "claude-screens"
@@ -33,6 +34,23 @@ SCREENS = FIXTURES / "claude-screens"
 )
 def test_every_captured_screen_is_classified(fixture: str, expected: Screen | None) -> None:
     assert classify_screen((SCREENS / fixture).read_text()) == expected
+
+
+@pytest.mark.parametrize(
+    ("fixture", "ready"),
+    [
+        ("01-first-run-no-network.txt", False),
+        ("02-trust-dialog.txt", False),  # a prompt-mark line, but no input box around it
+        ("03-api-key-prompt.txt", False),
+        ("04-root-refuses-bypass.txt", False),
+        ("05-session-api-unreachable.txt", True),
+        ("06-followup-pasted.txt", True),  # placeholder text in the box: still ready
+        ("07-bypass-disclaimer.txt", False),
+        ("08-session-bypass-mode.txt", True),
+    ],
+)
+def test_the_input_box_is_recognised_on_every_captured_screen(fixture: str, ready: bool) -> None:
+    assert input_ready((SCREENS / fixture).read_text()) is ready
 
 
 def test_the_question_menu_from_spec_001_is_a_blocking_screen() -> None:
@@ -66,7 +84,7 @@ class Fleet:
         self.tmp = tmp_path
 
     def start(self, name: str, script: str) -> SessionRecord:
-        target = self.runner.start(name, self.tmp, ["sh", "-c", script])
+        target = self.runner.start(name, self.tmp, ["sh", "-c", script], owner=f"github:o/r#{name}")
         return self.registry.put(
             SessionRecord(
                 work_item=f"github:o/r#{name}",
@@ -127,7 +145,7 @@ def test_a_dead_pane_is_exited_with_its_status_and_last_words(fleet: Fleet) -> N
 
 def test_a_session_killed_outside_the_loop_is_exited(fleet: Fleet) -> None:
     fleet.start("4", "sleep 30")
-    fleet.runner.kill("4")
+    fleet.runner.kill("4", owner="github:o/r#4")
     fleet.dog.tick()
     (exited,) = fleet.events_named("session.exited")
     assert exited["reason"] == "tmux session is gone"

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from app.spawner.trust import (
     TrustPlan,
     plan_trust,
     pretrust,
+    update_json_file,
     with_trust,
 )
 
@@ -190,3 +195,57 @@ def test_the_plan_keeps_the_spawn_directory_first() -> None:
     assert plan.directories == ["/w/a", "/w"]
     same = plan_trust(Path("/w"), Path("/w"), TrustScope.WORKSPACE_ROOT, Path("/home/x"))
     assert same.directories == ["/w"] and same.warnings
+
+
+CONCURRENT = 8
+
+
+def _trust_many(home: Path, root: Path, start: int) -> None:
+    """One launch's pre-trust, as a separate process would run it."""
+    pretrust(home, root / f"item-{start}", root, trust(TrustScope.DIRECTORY), [FLAG])
+
+
+def test_concurrent_trusts_from_threads_keep_every_entry(home: Path, root: Path) -> None:
+    barrier = threading.Barrier(CONCURRENT)
+
+    def one(n: int) -> None:
+        plan = TrustPlan(str(root / f"item-{n}"))
+
+        def slow_edit(data: dict[str, Any]) -> dict[str, Any] | None:
+            time.sleep(0.01)  # a slow disk: the others read in the meantime
+            return with_trust(data, plan)
+
+        barrier.wait()
+        update_json_file(home / ".claude.json", slow_edit)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(CONCURRENT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(projects(home)) == {str(root / f"item-{n}") for n in range(CONCURRENT)}
+
+
+def test_concurrent_trusts_from_processes_keep_every_entry(home: Path, root: Path) -> None:
+    for n in range(CONCURRENT):
+        (root / f"item-{n}").mkdir()
+    go = home.parent / "go"
+    script = (
+        "import sys, time, pathlib\n"
+        "from tests.test_trust import _trust_many\n"
+        "go = pathlib.Path(sys.argv[3])\n"
+        "while not go.exists(): time.sleep(0.001)\n"
+        "_trust_many(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[4]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(home), str(root), str(go), str(n)], env=env
+        )
+        for n in range(CONCURRENT)
+    ]
+    go.touch()  # every process starts its read-modify-write at about the same moment
+    assert [p.wait(timeout=60) for p in procs] == [0] * CONCURRENT
+    assert set(projects(home)) == {str(root / f"item-{n}") for n in range(CONCURRENT)}
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings == {BYPASS_SETTING: True}

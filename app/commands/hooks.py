@@ -6,7 +6,7 @@ atomically with the file's mode. The default hook line runs the gate's file with
 installation's Python and `-S`, skipping site's start-up work, which on a heavily provisioned
 interpreter costs more than the gate; `--command the-loop-gate` uses the console script.
 Running install twice changes nothing; a settings file that is not valid JSON is never
-overwritten.
+overwritten; the edit holds the same lock as every other edit of the file by the-loop.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.files import write_json
+from app.files import FileLock, write_json
 
 GATE_COMMAND = "the-loop-gate"
 DEFAULT_TIMEOUT = 30
@@ -168,9 +168,10 @@ def run_install(args: Any) -> int:
         print("the-loop: --command must be non-empty and --timeout at least 1", file=sys.stderr)
         return 2
     try:
-        updated, changed = install_stop_hook(read_settings(path), args.command, args.timeout)
-        if changed:
-            write_settings(path, updated)
+        with FileLock(Path(os.path.realpath(path))):
+            updated, changed = install_stop_hook(read_settings(path), args.command, args.timeout)
+            if changed:
+                write_settings(path, updated)
     except (HooksError, OSError) as exc:
         print(f"the-loop: not changing {path}: {exc}", file=sys.stderr)
         return 2
@@ -185,9 +186,10 @@ def run_install(args: Any) -> int:
 def run_uninstall(args: Any) -> int:
     path = _settings_path(args)
     try:
-        updated, removed = uninstall_stop_hook(read_settings(path))
-        if removed:
-            write_settings(path, updated)
+        with FileLock(Path(os.path.realpath(path))):
+            updated, removed = uninstall_stop_hook(read_settings(path))
+            if removed:
+                write_settings(path, updated)
     except (HooksError, OSError) as exc:
         print(f"the-loop: not changing {path}: {exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
 """The spawner `the-loop up` starts beside the App: a child `the-loop spawner` process with
 a token minted for it in the local store.
 
-The token is kept in the spawner's state directory (mode 0600) and reused on the next `up`,
-so the local spawner stays one row in the store and keeps the sessions it hosts.
+The token is kept in the spawner's state directory (mode 0600, the directory 0700), reused on
+the next `up` — so the local spawner stays one row in the store and keeps the sessions it
+hosts — and handed to the child as that file's path, never through its environment.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.files import write_text_atomic
+from app.files import private_dir, write_text_atomic
 from app.settings import Settings
 
 LOCAL_NAME = "local"
@@ -62,21 +63,35 @@ def local_token(settings: Settings) -> str:
 
 
 def _save(path: Path, token: str) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(path.parent)
     write_text_atomic(path, token + "\n", 0o600)
 
 
 def start(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[Any] | None:
+    """The child spawner. Its token stays in the private token file, which it is pointed at:
+    it is never in the child's environment, where `/proc/<pid>/environ` would show it."""
     if getattr(args, "no_spawner", False):
         return None
-    env = {
-        **os.environ,
-        "THE_LOOP_SPAWNER_TOKEN": local_token(settings),
-        "THE_LOOP_URL": local_url(args, settings),
-    }
+    from app.spawner.assembly import spawner_state_dir
+
+    local_token(settings)
+    env = {k: v for k, v in os.environ.items() if k != "THE_LOOP_SPAWNER_TOKEN"}
+    env["THE_LOOP_URL"] = local_url(args, settings)
+    token_file = spawner_state_dir(settings) / TOKEN_FILE
     return subprocess.Popen(
         # The App is on this machine: reconnect quickly while it starts or restarts.
-        [sys.executable, "-m", "app.cli", "spawner", "--name", LOCAL_NAME, "--max-backoff", "2"],
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "spawner",
+            "--name",
+            LOCAL_NAME,
+            "--max-backoff",
+            "2",
+            "--token-file",
+            str(token_file),
+        ],
         env=env,
     )
 

@@ -2,14 +2,21 @@
 `the-loop up` (everything on one machine: App, worker, local spawner).
 
 The App runs on gunicorn's asgi worker (`app.asgi`): webhooks are acknowledged on the event
-loop and the Flask routes run on `--threads` threads behind it."""
+loop and the Flask routes run on `--threads` threads behind it. Every one of these processes
+is non-dumpable, so no other process of the user can read its memory or environment.
+
+`up` says how sessions are confined before it starts: in a bubblewrap sandbox (the default,
+`routing.sandbox.mode: bubblewrap`), or — only when `cli-config.yaml` says `mode: none` —
+unconfined, with a warning. Without a working `bwrap` it refuses to start, with one line."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +62,9 @@ def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
 def run_serve(args: argparse.Namespace) -> int:
     from app import create_app
     from app.settings import load_settings
+    from app.spawner.hardening import undumpable
 
+    undumpable()  # inherited by gunicorn's forked workers
     settings = load_settings()
     # Fail fast in the parent with a clear message rather than in every gunicorn worker.
     create_app(settings, start_workers=False).extensions["the-loop"].engine.dispose()
@@ -69,7 +78,9 @@ def run_worker(args: argparse.Namespace) -> int:
     from app.github.worker import InboxWorker
     from app.runtime import build_state
     from app.settings import load_settings
+    from app.spawner.hardening import undumpable
 
+    undumpable()
     settings = load_settings()
     state = build_state(settings)
     if args.drain:
@@ -113,6 +124,30 @@ def ensure_admin_token(env_file: Path) -> str | None:
     return _ensure_secret(env_file, "THE_LOOP_ADMIN_TOKEN", lambda: secrets.token_urlsafe(32))
 
 
+def sandbox_line(settings: Any) -> tuple[str, bool]:
+    """What `up` says about how sessions are confined, and whether it may go on."""
+    from app.commands.spawner import sandbox_problem
+    from app.config import SandboxMode, load_config
+
+    config = load_config(settings.the_loop_config)
+    sandbox = config.routing.sandbox
+    if sandbox.resolved is SandboxMode.NONE:
+        return (
+            "the-loop: WARNING: routing.sandbox.mode is none in "
+            f"{config.source}: sessions run unconfined and can read this machine's secrets",
+            True,
+        )
+    problem = sandbox_problem(config, dict(os.environ))
+    if problem:
+        return f"the-loop up: {problem}", False
+    return (
+        "the-loop: sessions run in a bubblewrap sandbox (routing.sandbox.mode: "
+        f"bubblewrap{'' if sandbox.mode == 'bubblewrap' else f', from {sandbox.mode!r}'}; "
+        "`none` turns it off)",
+        True,
+    )
+
+
 def run_up(args: argparse.Namespace) -> int:
     """The App and its worker in one gunicorn worker, plus a local spawner process."""
     from app.commands import local_spawner
@@ -126,6 +161,11 @@ def run_up(args: argparse.Namespace) -> int:
     admin_token = ensure_admin_token(Path(".env"))
     args.workers = 1
     settings = load_settings()
+    if not args.no_spawner:
+        line, go_on = sandbox_line(settings)
+        print(line, file=sys.stdout if go_on else sys.stderr, flush=True)
+        if not go_on:
+            return 2
     url = f"http://127.0.0.1:{settings.port}"
     print(f"the-loop: App on {url} (database {settings.database_url})")
     if admin_token:

@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.spawner.tmux import DEFAULT_SOCKET
+
+if TYPE_CHECKING:
+    from app.config import OperatorConfig
+
+TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -21,18 +28,28 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.spawner.agent import Agent, AgentOptions
     from app.spawner.appclient import AppClient
     from app.spawner.assembly import build_context
+    from app.spawner.hardening import undumpable
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
+    undumpable()
     settings = load_settings()
-    if not settings.the_loop_spawner_token:
+    token = spawner_token(args, settings.the_loop_spawner_token)
+    # Read once; no child (git, tmux, a session) inherits it from here on.
+    os.environ.pop(TOKEN_VARIABLE, None)
+    if not token:
         print(
-            "the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token create`)",
+            "the-loop spawner: set THE_LOOP_SPAWNER_TOKEN or --token-file (see `the-loop "
+            "spawner token create`)",
             file=sys.stderr,
         )
         return 2
     config = load_config(settings.the_loop_config)
-    client = AppClient(settings.the_loop_url, settings.the_loop_spawner_token)
+    problem = sandbox_problem(config, dict(os.environ))
+    if problem:
+        print(f"the-loop spawner: {problem}", file=sys.stderr)
+        return 2
+    client = AppClient(settings.the_loop_url, token)
     ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
     options = AgentOptions(
         name=args.name,
@@ -52,6 +69,29 @@ def run_agent(args: argparse.Namespace) -> int:
         return agent.run()
     finally:
         client.close()
+
+
+def spawner_token(args: argparse.Namespace, from_env: str | None) -> str:
+    """The spawner's credential: the first line of `--token-file`, else the environment's."""
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            print(f"the-loop spawner: cannot read --token-file: {exc}", file=sys.stderr)
+            return ""
+    return from_env or ""
+
+
+def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
+    """Why sessions cannot be launched as configured here, or None. With the sandbox off
+    there is nothing to check (every launch then warns)."""
+    from app.config import SandboxMode
+    from app.spawner.isolation import bubblewrap_problem
+
+    if config.routing.sandbox.resolved is SandboxMode.NONE:
+        return None
+    return bubblewrap_problem(config.source, env)
 
 
 def create_token(args: argparse.Namespace) -> int:
@@ -111,6 +151,9 @@ def register(subparsers: Any) -> None:
         "--repo", action="append", metavar="OWNER/REPO", help="serve only these (repeatable)"
     )
     spawner.add_argument("--tmux-socket", default=DEFAULT_SOCKET, help="tmux -L socket name")
+    spawner.add_argument(
+        "--token-file", help="read the spawner token from this file (not the environment)"
+    )
     spawner.add_argument("--wait", type=float, default=25.0, help="long-poll seconds (≤ 30)")
     spawner.add_argument("--concurrency", type=int, default=4, help="jobs run at once")
     spawner.add_argument(

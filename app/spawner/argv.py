@@ -4,13 +4,17 @@
            + harness_args(config, H)                 the operator's launch arguments
            + model fragment + effort fragment        the frozen choice
            + deny                                    work-item mode only
-           + [prompt]
+
+The prompt is never in the argv: a command line is readable by every local user (`ps`) and
+tmux refuses one over about 16 KiB, so the session starts without one and its first message
+is pasted once the harness shows its input box (`Launch.prompt`, see `firstmessage`).
 
 The choice path starts from the adapter the no-choice path launches on, so "argv with a
 choice" is always a superset of "argv without one". The deny token is a single
-`--disallowedTools=AskUserQuestion` right before the prompt: the `=` spelling takes exactly
-one value, so the variadic flag can never swallow the prompt. Nothing here adds a permission
-flag; every argument comes from the operator's config or is that constant.
+`--disallowedTools=AskUserQuestion`: the `=` spelling takes exactly one value, so the
+variadic flag can never swallow what follows (wherever a prompt is positional, as in the
+`-p` probe, it comes before the operator's arguments). Nothing here adds a permission flag;
+every argument comes from the operator's config or is that constant.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ BYPASS_FLAG = "--dangerously-skip-permissions"
 SESSION_FLAG = "--session-id"
 RESUME_FLAG = "--resume"
 PRINT_FLAG = "-p"
-PROMPT_PLACEHOLDER = "<prompt>"
 PROBE_PROMPT = "Reply with the single word OK."
 
 # Per adapter type: the tokens that take interactive question tools away from a session
@@ -112,19 +115,10 @@ def validate_choice(
     return Validated(Choice(checked.harness, checked.model, checked.effort), checked.warnings)
 
 
-def prompt_text(text: str) -> str:
-    """A prompt that can only ever be read as the positional argument.
-
-    A leading `-` would make the harness parse the prompt as an option (and a comment could
-    then choose a flag), so such a prompt gets a leading space; NULs cannot be in an argv.
-    """
-    text = text.replace("\x00", "")
-    return " " + text if text.startswith("-") else text
-
-
 @dataclass(frozen=True)
 class Launch:
-    """Everything a launch is made of; `argv` is the list handed to tmux."""
+    """Everything a launch is made of: `argv` is the list handed to tmux, `prompt` the first
+    message pasted once the session is ready (never part of the argv)."""
 
     harness: str
     model: str
@@ -139,15 +133,8 @@ class Launch:
 
     @property
     def argv(self) -> list[str]:
-        tail = [self.prompt] if self.prompt is not None else []
         head = [self.executable, self.session_flag, self.session_id]
-        return [*head, *self.harness_args, *self.deny, *tail]
-
-    @property
-    def recorded_argv(self) -> list[str]:
-        """The argv for events and logs: the prompt (issue text) is replaced by a placeholder."""
-        argv = self.argv
-        return [*argv[:-1], PROMPT_PLACEHOLDER] if self.prompt is not None else argv
+        return [*head, *self.harness_args, *self.deny]
 
     @property
     def resumed(self) -> bool:
@@ -176,7 +163,7 @@ def build_launch(
         session_id=session_id,
         harness_args=chosen.args,
         deny=chosen.deny if mode is InteractionMode.WORK_ITEM else (),
-        prompt=prompt_text(prompt) if prompt is not None else None,
+        prompt=prompt,
         interaction=mode.value,
     )
 
@@ -201,7 +188,7 @@ def standing_launch(
         session_flag=SESSION_FLAG,
         session_id=session_id,
         harness_args=args,
-        prompt=prompt_text(prompt) if prompt is not None else None,
+        prompt=prompt,
         interaction="standing",
     )
 

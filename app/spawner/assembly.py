@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from app.config import OperatorConfig, config_findings
+from app.files import private_dir
 from app.settings import Settings
 from app.spawner.agent import hostable_harnesses
 from app.spawner.appclient import AppClient
@@ -42,7 +43,8 @@ def build_context(
 ) -> SpawnerContext:
     """A spawner context; the config's conflicts are reported once, here, not per spawn."""
     env = dict(os.environ if env is None else env)
-    state_dir = spawner_state_dir(settings)
+    private_dir(settings.state_dir)
+    state_dir = private_dir(spawner_state_dir(settings))
     events = SpawnerEvents(state_dir, client)
     for finding in config_findings(config):
         events.emit(

@@ -1,5 +1,6 @@
 """One working tree per work item under `routing.workspace.root`, cloned from the job's
-`clone_url` and reused on every respawn.
+`clone_url` and reused on every respawn. Its directory is named by `item_slug`, so two work
+items never share a tree.
 
 The job's installation token reaches git only through the environment: `GIT_ASKPASS` names a
 small script (no secret in it) that prints the token from `THE_LOOP_GIT_TOKEN`. The token is
@@ -11,7 +12,6 @@ helper stores the token either.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from app.config import NAME_RE
 from app.graph import START_NODE
 from app.protocol import Frozen
+from app.spawner.naming import item_slug
 from app.workstate import WorkItemState, read_state, state_path, write_state
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
@@ -34,7 +35,6 @@ case "$1" in
   *) printf '%s\\n' "$THE_LOOP_GIT_TOKEN" ;;
 esac
 """
-_DIR_RE = re.compile(r"[^A-Za-z0-9._-]+")
 CLONE_TIMEOUT = 600
 
 
@@ -48,12 +48,9 @@ class Checkout:
     reused: bool
 
 
-def checkout_dir(root: Path, repo: str, issue_number: int) -> Path:
-    """`<root>/<owner>-<repo>-<n>`: one directory per work item, always inside `root`."""
-    name = _DIR_RE.sub("-", f"{repo.replace('/', '-')}-{int(issue_number)}").strip(".-")
-    if not name:
-        raise CheckoutError(f"no directory name can be made from {repo!r}")
-    return root / name
+def checkout_dir(root: Path, work_item: str) -> Path:
+    """`<root>/<owner>-<repo>-<n>-<hash>`: one directory per work item, always inside `root`."""
+    return root / item_slug(work_item)
 
 
 def check_clone_url(url: str) -> str:
@@ -93,8 +90,7 @@ def _scrub(text: str, token: str | None) -> str:
 
 def prepare_checkout(
     root: Path,
-    repo: str,
-    issue_number: int,
+    work_item: str,
     clone_url: str,
     *,
     token: str | None,
@@ -106,7 +102,7 @@ def prepare_checkout(
     The clone goes to a temporary sibling and is renamed into place, so a half-finished clone
     never looks like a checkout.
     """
-    target = checkout_dir(root, repo, issue_number)
+    target = checkout_dir(root, work_item)
     if (target / ".git").exists():
         return Checkout(target, reused=True)
     check_clone_url(clone_url)

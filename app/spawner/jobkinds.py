@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.protocol import DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, write_frozen_state
+from app.spawner.isolation import SandboxError
 from app.spawner.launch import (
     SpawnerContext,
     checkout_for,
@@ -31,8 +32,9 @@ from app.spawner.launch import (
     start_session,
 )
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
+from app.spawner.screens import classify_screen
 from app.spawner.tmux import TmuxError
-from app.spawner.watchdog import HINTS, classify_screen, last_lines
+from app.spawner.watchdog import Readiness, await_input, paste_first_message, report_stall
 from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
@@ -66,10 +68,11 @@ def spawn_prompt(payload: SpawnJob) -> str:
 
 
 def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
+    """A live record whose pane runs and is tagged as the record's own."""
     if record is None or not record.live:
         return False
     pane = ctx.runner.pane(record.tmux_session)
-    return pane is not None and not pane.dead
+    return pane is not None and not pane.dead and pane.owner == record.work_item
 
 
 def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, Any]:
@@ -82,8 +85,8 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     launch = build_launch(
         ctx.config, choice, session_id=str(uuid.uuid4()), prompt=spawn_prompt(payload)
     )
-    record = start_session(ctx, job, checkout.path, launch, event="session.spawned")
-    return session_result(record, respawned=False)
+    started = start_session(ctx, job, checkout.path, launch, event="session.spawned")
+    return session_result(started.record, respawned=False)
 
 
 def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[str, Any]:
@@ -97,7 +100,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
     now = build_launch(ctx.config, choice, session_id=record.session_id, prompt=text, resume=True)
     moved = drift(record, now)
     if moved is not None:
-        ctx.runner.kill(record.tmux_session)
+        ctx.runner.kill(record.tmux_session, owner=record.work_item)
         return _respawn(ctx, job, record, text, reason="drift", moved=moved, launch=now)
     if payload.phase and record.spec_id:
         # The App's record of where the item stands wins over whatever the agent wrote.
@@ -106,24 +109,35 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         )
     screen = classify_screen(ctx.runner.capture(record.tmux_session))
     if screen is not None:
-        ctx.registry.update(job.work_item, state=SessionState.STALLED.value, stall=screen.value)
-        ctx.events.emit(
-            "session.stalled",
-            job.work_item,
-            screen=screen.value,
-            hint=HINTS[screen],
-            session_id=record.session_id,
-            tmux_target=record.tmux_target,
-        )
+        report_stall(ctx.registry, ctx.events.emit, record, screen)
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
-    ctx.runner.paste(record.tmux_session, text)
-    _delivered(ctx, job, record.session_id, respawned=False)
+    if record.pending:
+        _paste_pending(ctx, record)
+    removed = ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
+    _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 
 
-def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool) -> None:
+def _paste_pending(ctx: SpawnerContext, record: SessionRecord) -> None:
+    """The session's first message, still pending, goes in before any follow-up."""
+    waited = await_input(ctx.runner, record, ctx.ready_timeout)
+    if waited.state is not Readiness.READY:
+        raise JobFailed(
+            f"the session is not ready for input ({waited.state.value}); the comment was not pasted"
+        )
+    paste_first_message(
+        ctx.runner, ctx.registry, ctx.events.emit, record, record.pending, late=True
+    )
+
+
+def _delivered(
+    ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawned: bool, removed: int = 0
+) -> None:
+    """`session.delivered`; `removed_controls` says how many control characters the text lost
+    on its way into the pane (never there when none did)."""
     payload = job.payload
     assert isinstance(payload, DeliverJob)
+    note = {"removed_controls": removed} if removed else {}
     ctx.events.emit(
         "session.delivered",
         job.work_item,
@@ -133,18 +147,8 @@ def _delivered(ctx: SpawnerContext, job: ClaimedJob, session_id: str, *, respawn
         ref=payload.ref,
         comment_id=payload.comment_id,
         job=job.id,
+        **note,
     )
-
-
-def _wait_for_early_exit(ctx: SpawnerContext, record: SessionRecord) -> list[str] | None:
-    """The last lines of a resumed session that died within the grace period, else None."""
-    deadline = time.monotonic() + ctx.resume_grace
-    while time.monotonic() < deadline:
-        pane = ctx.runner.pane(record.tmux_session)
-        if pane is None or pane.dead:
-            return last_lines(ctx.runner.capture(record.tmux_session, history=100)) if pane else []
-        time.sleep(0.1)
-    return None
 
 
 def _respawn(
@@ -157,13 +161,16 @@ def _respawn(
     moved: Drift | None = None,
     launch: Launch | None = None,
 ) -> dict[str, Any]:
-    """Relaunch a work item's session with `text` as its prompt, resuming when it can."""
+    """Relaunch a work item's session with `text` as its first message, resuming when it
+    can. A first message the old session never got goes in front of `text`."""
     payload = job.payload
     spec_id = payload.spec_id or (record.spec_id if record else "")
     checkout = checkout_for(ctx, job).path
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
+    if record is not None and record.pending:
+        text = f"{record.pending}\n\n{text}"
     if record is None and read_state(state_path(checkout, spec_id)) is None:
         write_frozen_state(checkout, spec_id, payload.frozen, payload.phase, payload.gates)
     if launch is None:
@@ -174,35 +181,38 @@ def _respawn(
         launch = build_launch(
             ctx.config, choice, session_id=session_id, prompt=prompt, resume=record is not None
         )
+    else:
+        launch = replace(launch, prompt=text)
     started = start_session(ctx, job, checkout, launch, event="session.respawned", **facts)
-    if launch.resumed:
-        died = _wait_for_early_exit(ctx, started)
-        if died is not None:
-            ctx.events.emit(
-                "session.resume_failed",
-                job.work_item,
-                level="warning",
-                session_id=launch.session_id,
-                last_lines=died,
-            )
-            fresh = build_launch(
-                ctx.config,
-                Choice(launch.harness, launch.model, launch.effort),
-                session_id=str(uuid.uuid4()),
-                prompt=fresh_prompt(job, spec_id, text),
-            )
-            started = start_session(
-                ctx, job, checkout, fresh, event="session.respawned", reason="resume failed"
-            )
-    _delivered(ctx, job, started.session_id, respawned=True)
-    return {"delivered": True, "respawned": True, "session_id": started.session_id}
+    if launch.resumed and started.waited.state is Readiness.EXITED:
+        ctx.events.emit(
+            "session.resume_failed",
+            job.work_item,
+            level="warning",
+            session_id=launch.session_id,
+            last_lines=started.waited.last_lines,
+        )
+        fresh = build_launch(
+            ctx.config,
+            Choice(launch.harness, launch.model, launch.effort),
+            session_id=str(uuid.uuid4()),
+            prompt=fresh_prompt(job, spec_id, text),
+        )
+        started = start_session(
+            ctx, job, checkout, fresh, event="session.respawned", reason="resume failed"
+        )
+    session_id = started.record.session_id
+    if started.waited.state is not Readiness.READY:
+        return {"delivered": False, "respawned": True, "pending": True, "session_id": session_id}
+    _delivered(ctx, job, session_id, respawned=True)
+    return {"delivered": True, "respawned": True, "session_id": session_id}
 
 
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     record = ctx.registry.get(job.work_item)
     if record is None:
         return {"stopped": True, "found": False}
-    ctx.runner.kill(record.tmux_session)
+    ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
     ctx.events.emit(
         "session.stopped", job.work_item, session_id=record.session_id, reason=payload.reason
@@ -224,7 +234,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
     with ctx.locks.hold(job.work_item):
         try:
             return True, _dispatch(ctx, job), None
-        except (JobFailed, CheckoutError, TmuxError, OSError, ValueError) as exc:
+        except (JobFailed, CheckoutError, SandboxError, TmuxError, OSError, ValueError) as exc:
             error = str(exc)
             if job.github_token:
                 error = error.replace(job.github_token, "[token]")

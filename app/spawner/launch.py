@@ -1,24 +1,38 @@
 """The steps every launch of a work item's session shares: the checkout, the App's frozen
-choice re-validated, the trust pre-seed, the tmux session, the registry record and the
-`session.spawned` / `session.respawned` event that says exactly what was launched."""
+choice re-validated, the trust pre-seed, the tmux session, the registry record, the
+`session.spawned` / `session.respawned` event that says exactly what was launched, and the
+first message, pasted once the session shows its input box (kept as pending, and pasted by
+the watchdog, when it is not ready in time)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config import HarnessTrust, OperatorConfig, SandboxMode
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.locks import ItemLocks
+from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
-from app.spawner.tmux import TmuxRunner, session_name
+from app.spawner.sandbox import BWRAP
+from app.spawner.sessionhome import home_for, seed_home
+from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
+from app.spawner.watchdog import (
+    Readiness,
+    Waited,
+    await_input,
+    paste_first_message,
+    report_stall,
+)
 
 RUNNER = "tmux"
 
@@ -38,7 +52,7 @@ class SpawnerContext:
     refused: frozenset[str] = frozenset()
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     locks: ItemLocks = field(default_factory=ItemLocks)
-    resume_grace: float = 2.0
+    ready_timeout: float = 30.0  # how long a launch waits for the input box
 
     @property
     def workspace_root(self) -> Path:
@@ -50,8 +64,7 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     payload = job.payload
     checkout = prepare_checkout(
         ctx.workspace_root,
-        payload.repo,
-        payload.issue_number,
+        job.work_item,
         payload.clone_url,
         token=job.github_token,
         askpass=write_askpass(ctx.state_dir),
@@ -89,6 +102,55 @@ def frozen_choice(
     return checked.choice
 
 
+UNSANDBOXED = (
+    "routing.sandbox.mode is none: this session runs unconfined, as the spawner's user, and "
+    "can read every file that user can"
+)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What to start: the argv (inside the sandbox, unless it is off) and the home trusted."""
+
+    argv: list[str]
+    home: Path
+    sandbox: str
+
+
+def prepare_launch(
+    ctx: SpawnerContext,
+    work_item: str,
+    cwd: Path,
+    launch: Launch,
+    trust: HarnessTrust,
+) -> Prepared:
+    """Pre-trust `cwd` in the home the session will see, and confine the launch."""
+    mode = ctx.config.routing.sandbox.resolved
+    if mode is SandboxMode.NONE:
+        ctx.events.emit("session.unsandboxed", work_item, level="warning", message=UNSANDBOXED)
+        outcome = pretrust(ctx.home, cwd, ctx.workspace_root, trust, launch.harness_args)
+        report_trust(ctx, work_item, outcome)
+        return Prepared(launch.argv, ctx.home, mode.value)
+    if shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
+        raise SandboxError(MISSING.format(config=ctx.config.source))
+    home = home_for(ctx.state_dir, item_slug(work_item))
+    for failure in seed_home(ctx.home, home, ctx.env):
+        ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
+    report_trust(
+        ctx, work_item, pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args)
+    )
+    hidden = secrets(
+        state_dir=ctx.state_dir,
+        real_home=ctx.home,
+        workspace_root=ctx.workspace_root,
+        socket_dir=ctx.runner.socket_path.parent,
+        env=ctx.env,
+    )
+    sandbox = ctx.config.routing.sandbox
+    plan = host_plan(sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden)
+    return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
+
+
 def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
     trust = ctx.config.routing.harness_trust
     for failure in outcome.failures:
@@ -106,6 +168,37 @@ def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> 
         )
 
 
+@dataclass(frozen=True)
+class Started:
+    """A launched session's record and how the wait for its first message ended."""
+
+    record: SessionRecord
+    waited: Waited
+
+
+def send_first_message(ctx: SpawnerContext, record: SessionRecord, text: str) -> Waited:
+    """Paste `text` once the session is ready. A session that is not — it stopped at a
+    dialog, is still starting, or ended — keeps the text as pending, says why, and the
+    watchdog pastes it when the input box shows."""
+    waited = await_input(ctx.runner, record, ctx.ready_timeout)
+    emit = ctx.events.emit
+    if waited.state is Readiness.READY:
+        paste_first_message(ctx.runner, ctx.registry, emit, record, text, late=False)
+        return waited
+    pending = ctx.registry.update(record.work_item, pending=text) or record
+    if waited.screen is not None:
+        report_stall(ctx.registry, emit, pending, waited.screen)
+    emit(
+        "session.prompt_pending",
+        record.work_item,
+        level="warning",
+        session_id=record.session_id,
+        reason=waited.state.value,
+        screen=waited.screen.value if waited.screen else None,
+    )
+    return waited
+
+
 def start_session(
     ctx: SpawnerContext,
     job: ClaimedJob,
@@ -114,14 +207,14 @@ def start_session(
     *,
     event: str,
     **facts: Any,
-) -> SessionRecord:
-    """Pre-trust, start in tmux, record, announce. `facts` join the event (reason, drift…)."""
+) -> Started:
+    """Pre-trust, start in tmux, record, announce, hand over the first message. `facts` join
+    the event (reason, drift…)."""
     payload = job.payload
     spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
-    outcome = pretrust(ctx.home, checkout, ctx.workspace_root, trust, launch.harness_args)
-    report_trust(ctx, job.work_item, outcome)
-    name = session_name(job.work_item)
+    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust)
+    name = item_slug(job.work_item)
     env = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
         "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
@@ -130,7 +223,9 @@ def start_session(
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
-    target = ctx.runner.start(name, checkout, launch.argv, env=env, hidden_env=hidden)
+    target = ctx.runner.start(
+        name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden
+    )
     record = record_for(
         launch,
         job.work_item,
@@ -158,11 +253,14 @@ def start_session(
         resumed=launch.resumed,
         tmux_target=target,
         checkout=str(checkout),
-        argv=launch.recorded_argv,
+        argv=launch.argv,
+        sandbox=prepared.sandbox,
         job=job.id,
         **facts,
     )
-    return record
+    if launch.prompt is None:
+        return Started(record, Waited(Readiness.READY))
+    return Started(record, send_first_message(ctx, record, launch.prompt))
 
 
 def session_result(record: SessionRecord, *, respawned: bool) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class SessionRecord:
     clone_url: str = ""
     standing: bool = False
     stall: str = ""
+    pending: str = ""  # a first message not pasted yet (the session was not ready for it)
     exit_status: int | None = None
     started_at: str = field(default_factory=_now)
     updated_at: str = field(default_factory=_now)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from app.config import StandingSession, TrustScope
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
-from app.spawner.launch import SpawnerContext, report_trust
+from app.spawner.launch import SpawnerContext, prepare_launch, send_first_message
+from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord, SessionState, record_for
-from app.spawner.trust import pretrust
 
 PREFIX = "standing:"
 
@@ -31,7 +31,7 @@ def standing_item(name: str) -> str:
 
 
 def tmux_name(name: str) -> str:
-    return f"standing-{name}"
+    return item_slug(standing_item(name))
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def statuses(ctx: SpawnerContext) -> list[StandingStatus]:
     for entry in ctx.config.standing_sessions.sessions:
         record = ctx.registry.get(standing_item(entry.name))
         pane = panes.get(tmux_name(entry.name))
-        out.append(StandingStatus(entry, record, pane is not None and not pane.dead))
+        alive = pane is not None and not pane.dead and pane.owner == standing_item(entry.name)
+        out.append(StandingStatus(entry, record, alive))
     return out
 
 
@@ -82,8 +83,8 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     )
     trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
     item = standing_item(name)
-    report_trust(ctx, item, pretrust(ctx.home, cwd, cwd, trust, launch.harness_args))
-    target = ctx.runner.start(session, cwd, launch.argv)
+    prepared = prepare_launch(ctx, item, cwd, launch, trust)
+    target = ctx.runner.start(session, cwd, prepared.argv, owner=item)
     record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))
     ctx.events.emit(
         "standing.started",
@@ -93,16 +94,19 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
         harness_args=list(launch.harness_args),
         session_id=launch.session_id,
         tmux_target=target,
-        argv=launch.recorded_argv,
+        argv=launch.argv,
+        sandbox=prepared.sandbox,
         cwd=str(cwd),
     )
+    if launch.prompt:
+        send_first_message(ctx, record, launch.prompt)
     return record
 
 
 def stop(ctx: SpawnerContext, name: str) -> bool:
     entry_named(ctx, name)
-    killed = ctx.runner.kill(tmux_name(name))
     item = standing_item(name)
+    killed = ctx.runner.kill(tmux_name(name), owner=item)
     if ctx.registry.update(item, state=SessionState.STOPPED.value) is not None or killed:
         ctx.events.emit("standing.stopped", item, name=name)
     return killed

@@ -7,29 +7,35 @@ secrets, so no session inherits them; per-session values come either as `-e NAME
 `update-environment` from the client's environment (never in an argv). `remain-on-exit` keeps
 a dead pane around so the watchdog sees how a session ended.
 
+Every session is tagged at creation with the work item it belongs to (the session option
+`@the-loop-item`); nothing is pasted into or killed in a session whose tag is not the
+caller's, so a name that somehow collides never lets one item act on another's pane.
+
 Follow-ups are pasted, not typed: `load-buffer` (text on stdin) then `paste-buffer` of
 Ctrl-U (clear the input line: the cursor sits at its end), the text as a bracketed paste
 (`-p`), then Enter. Exactly one key precedes the paste: Claude Code 2.1 takes two or more
 bytes arriving just before a long bracketed paste (about 50 characters and up, so every real
 follow-up) as literal text and appends them to the message (Ctrl-A Ctrl-U would reach the
 model as a trailing "\x01\x15"), while a lone Ctrl-U is applied as a key.
+The text is stripped of control characters first, so nothing in it can end the paste early.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.spawner.pastetext import paste_text
+
 DEFAULT_SOCKET = "the-loop"
 CLEAR_LINE = "\x15"
 ENTER = "\r"
 _MARK = "@@the-loop-pane@@"
-_NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
+OWNER_OPTION = "@the-loop-item"
 
 # The App's own credentials: never inherited by a session. The harness's own credentials
 # (ANTHROPIC_API_KEY, cloud provider keys) are kept.
@@ -49,6 +55,7 @@ SECRET_VARIABLES = frozenset(
         "THE_LOOP_SPAWNER_TOKEN",
         "THE_LOOP_GIT_TOKEN",
         "THE_LOOP_SESSION_TOKEN",
+        "THE_LOOP_ADMIN_TOKEN",
         "DATABASE_URL",
         "GIT_ASKPASS",
     }
@@ -66,12 +73,6 @@ def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in SECRET_VARIABLES and k != "TMUX"}
 
 
-def session_name(work_item: str) -> str:
-    """A tmux session name for a work item: `github:o/r#7` → `o-r-7` (tmux forbids `.` `:`)."""
-    tail = work_item.split(":", 1)[-1]
-    return _NAME_RE.sub("-", tail).strip("-")[:80] or "session"
-
-
 @dataclass(frozen=True)
 class Pane:
     """One session's pane as tmux reports it. A dead pane's `status` (exit code) or `signal`
@@ -82,10 +83,14 @@ class Pane:
     status: int | None = None
     signal: int | None = None
     pid: int | None = None
+    owner: str = ""  # the work item the session was created for
 
 
 def _int(text: str) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
+
+
+_OWNER_FORMAT = f"#{{{OWNER_OPTION}}}"
 
 
 def _target(name: str) -> str:
@@ -170,14 +175,16 @@ class TmuxRunner:
         cwd: Path,
         argv: Sequence[str],
         *,
+        owner: str,
         env: Mapping[str, str] | None = None,
         hidden_env: Mapping[str, str] | None = None,
     ) -> str:
-        """Start `argv` in a new detached session `name` in `cwd`; returns the tmux target.
+        """Start `argv` in a new detached session `name` in `cwd`, tagged as `owner`'s;
+        returns the tmux target.
 
-        A dead session of the same name is replaced. `env` values appear on tmux's command
-        line; `hidden_env` (names in HIDDEN_VARIABLES) reach the session only through the
-        client's environment.
+        A session of the same name and owner is replaced; one of another owner is an error.
+        `env` values appear on tmux's command line; `hidden_env` (names in HIDDEN_VARIABLES)
+        reach the session only through the client's environment.
         """
         if len(argv) < 2:
             raise TmuxError("an argv of one word would be run by a shell; refusing")
@@ -185,14 +192,32 @@ class TmuxRunner:
         if unknown:
             raise TmuxError(f"not passable without a command line: {sorted(unknown)}")
         self.ensure_server()
-        self.kill(name)
+        self.kill(name, owner=owner)
         width, height = self.size
         args = ["new-session", "-d", "-s", name, "-x", str(width), "-y", str(height)]
         args += ["-c", str(cwd)]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
-        self._run([*args, "--", *argv], extra_env=hidden_env)
+        tag = [";", "set-option", "-t", _target(name), OWNER_OPTION, owner]
+        self._run([*args, "--", *argv, *tag], extra_env=hidden_env)
         return f"{self.socket}:{name}"
+
+    def owner(self, name: str) -> str | None:
+        """The work item session `name` was created for ("" untagged, None no session)."""
+        fmt = "#{session_name}:" + _OWNER_FORMAT  # (display-message -t answers 0 for none)
+        proc = self._run(["list-sessions", "-F", fmt], check=False)
+        owners = dict(line.split(":", 1) for line in proc.stdout.splitlines() if ":" in line)
+        return owners.get(name) if proc.returncode == 0 else None
+
+    def _check_owner(self, name: str, owner: str) -> bool:
+        """True when `name` is `owner`'s, False when there is no such session; raises when
+        the session belongs to someone else."""
+        found = self.owner(name)
+        if found is None:
+            return False
+        if found != owner:
+            raise TmuxError(f"tmux session {name} belongs to {found or 'nobody'!r}, not {owner!r}")
+        return True
 
     def exists(self, name: str) -> bool:
         return self._run(["has-session", "-t", f"={name}"], check=False).returncode == 0
@@ -219,16 +244,18 @@ class TmuxRunner:
             "pane_dead_signal",
             "pane_pid",
         )
-        fmt = ":".join(f"#{{{f}}}" for f in fields)  # tmux names never hold ":"
+        # tmux names never hold ":"; the owner (which may) comes last.
+        fmt = ":".join(f"#{{{f}}}" for f in fields) + ":" + _OWNER_FORMAT
         proc = self._run(["list-panes", "-a", "-F", fmt], check=False)
         if proc.returncode != 0:
             return {}
         panes: dict[str, Pane] = {}
         for line in proc.stdout.splitlines():
-            name, active, dead, status, signal, pid = (line.split(":") + [""] * 6)[:6]
+            parts = line.split(":", len(fields))
+            name, active, dead, status, signal, pid, owner = (parts + [""] * 7)[:7]
             if active != "1" and name in panes:
                 continue
-            panes[name] = Pane(name, dead == "1", _int(status), _int(signal), _int(pid))
+            panes[name] = Pane(name, dead == "1", _int(status), _int(signal), _int(pid), owner)
         return panes
 
     def pane(self, name: str) -> Pane | None:
@@ -259,8 +286,13 @@ class TmuxRunner:
             }
         return dict(zip(names, parts, strict=True))
 
-    def paste(self, name: str, text: str) -> None:
-        """Deliver `text` as typed input: clear the line, bracketed paste, Enter."""
+    def paste(self, name: str, text: str, *, owner: str) -> int:
+        """Deliver `text` as typed input — clear the line, bracketed paste, Enter — only into
+        a session that is `owner`'s. Control characters never reach the pane (`paste_text`);
+        returns how many were removed."""
+        if not self._check_owner(name, owner):
+            raise TmuxError(f"tmux session {name} does not exist")
+        cleaned = paste_text(text)
         tag = uuid.uuid4().hex[:12]
         target = _target(name)
         body, clear, enter = f"m{tag}", f"c{tag}", f"e{tag}"
@@ -303,13 +335,17 @@ class TmuxRunner:
             target,
         ]
         try:
-            self._run(commands, stdin=text)
+            self._run(commands, stdin=cleaned.text)
         except TmuxError:
             self._run(["delete-buffer", "-b", body], check=False)
             raise
+        return cleaned.removed
 
-    def kill(self, name: str) -> bool:
-        """End a session (and its process); False when there was none."""
+    def kill(self, name: str, *, owner: str) -> bool:
+        """End `owner`'s session (and its process); False when there was none. A session of
+        another owner is an error and stays."""
+        if not self._check_owner(name, owner):
+            return False
         return self._run(["kill-session", "-t", f"={name}"], check=False).returncode == 0
 
     @property

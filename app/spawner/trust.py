@@ -6,7 +6,8 @@ and once for the exact directory only (the gate that decides whether the dialog 
 whether a repository's own `.claude/settings.json` grants load). So both keys are always
 written on the exact spawn directory; `scope: workspace-root` only widens trust to the
 workspace root as well. Claude Code rewrites `~/.claude.json` while it runs, so the file is
-always merged, never replaced; an unreadable file is reported and left untouched.
+always merged, never replaced, and several launches at once take turns (an exclusive lock
+around each read-modify-write); an unreadable file is reported and left untouched.
 
 The edit functions are pure; `pretrust` is the thin I/O around them.
 """
@@ -14,13 +15,14 @@ The edit functions are pure; `pretrust` is the thin I/O around them.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
-from app.files import write_json
+from app.files import FileLock, write_json
 from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"
@@ -123,19 +125,22 @@ def parse_object(text: str, source: str) -> dict[str, Any]:
 def update_json_file(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
     """Merge `edit` into the JSON object at `path`; True when the file was written.
 
-    Atomic (temp file in the same directory, then rename) and keeps the file's mode. Raises
-    `TrustFileError` for a file that cannot be merged, and `OSError` for a failed write.
+    The read, the edit and the write happen under `FileLock`, so concurrent launches never
+    lose each other's entries. Atomic (temp file, then rename, through a symlink to its
+    target) and keeps the file's mode. Raises `TrustFileError` for a file that cannot be
+    merged (it is left as it was), and `OSError` for a failed read or write.
     """
-    try:
-        text = path.read_text()
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        text, mode = "", NEW_FILE_MODE
-    updated = edit(parse_object(text, str(path)))
-    if updated is None:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, updated, mode)
+    target = Path(os.path.realpath(path))
+    with FileLock(target):
+        try:
+            text = target.read_text()
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            text, mode = "", NEW_FILE_MODE
+        updated = edit(parse_object(text, str(path)))
+        if updated is None:
+            return False
+        write_json(target, updated, mode)
     return True
 
 

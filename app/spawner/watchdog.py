@@ -1,84 +1,108 @@
-"""Seeing what a session is doing without a human attached.
+"""Seeing what a session is doing without a human attached, and acting on it.
 
-`classify_screen` (pure) recognises the screens on which Claude Code waits for a keypress
-forever: the workspace trust dialog, the custom API key prompt, the bypass-permissions
-disclaimer, a question menu, a permission prompt, and the first-run screen that cannot reach
-Anthropic. `Watchdog.tick` looks at every live session once: a dead pane becomes
-`session.exited`, a blocking screen `session.stalled` (naming which), and a stalled pane that
-moved on `session.unstalled` — so nothing waiting on a keypress is reported as running.
+`Watchdog.tick` looks at every live session once: a dead pane becomes `session.exited`, a
+blocking screen `session.stalled` (naming which), and a stalled pane that moved on
+`session.unstalled` — so nothing waiting on a keypress is reported as running. A session
+whose first message could not be pasted yet (it was still starting, or stopped at a dialog)
+gets it once its input box shows. `await_input` is the same look, repeated until a session
+just launched is ready for its first message.
 """
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
+from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
 from app.spawner.tmux import TmuxError, TmuxRunner
 
-
-class Screen(StrEnum):
-    TRUST_DIALOG = "trust-dialog"
-    API_KEY_PROMPT = "api-key-prompt"
-    BYPASS_DISCLAIMER = "bypass-disclaimer"
-    QUESTION_MENU = "question-menu"
-    PERMISSION_PROMPT = "permission-prompt"
-    UNABLE_TO_CONNECT = "unable-to-connect"
-
-
-# Every phrase of a signature must be on screen (whitespace-insensitive).
-SIGNATURES: tuple[tuple[Screen, tuple[str, ...]], ...] = (
-    (Screen.TRUST_DIALOG, ("Is this a project you created or one you trust", "trust this folder")),
-    (Screen.API_KEY_PROMPT, ("Detected a custom API key", "Do you want to use this API key?")),
-    (Screen.BYPASS_DISCLAIMER, ("running in Bypass Permissions mode", "Yes, I accept")),
-    (Screen.QUESTION_MENU, ("Enter to select", "to navigate", "Esc to cancel")),
-    (Screen.PERMISSION_PROMPT, ("Do you want to", "don't ask again")),
-    (Screen.UNABLE_TO_CONNECT, ("Unable to connect to Anthropic services",)),
-)
-
-HINTS: dict[Screen, str] = {
-    Screen.TRUST_DIALOG: "the workspace is not trusted; see workspace.trust_failed for why",
-    Screen.API_KEY_PROMPT: "Claude Code asks whether to use ANTHROPIC_API_KEY; approve it once "
-    "interactively or log in with `claude /login` on the devbox",
-    Screen.BYPASS_DISCLAIMER: "the bypass-permissions disclaimer is not accepted; set "
-    "routing.harnessTrust.acceptBypassPermissions: auto",
-    Screen.QUESTION_MENU: "the session opened a question menu; answer it in tmux",
-    Screen.PERMISSION_PROMPT: "the session asks for a permission; answer it in tmux or declare "
-    "the permission flags under harnesses[].args",
-    Screen.UNABLE_TO_CONNECT: "Claude Code cannot reach Anthropic from the devbox",
-}
-
-_SPACE = re.compile(r"\s+")
-DEAD_PANE_LINE = "Pane is dead"
-
-
-def _flat(text: str) -> str:
-    return _SPACE.sub(" ", text)
-
-
-def classify_screen(text: str) -> Screen | None:
-    """The blocking screen `text` shows, or None for a session that is working or idle."""
-    flat = _flat(text)
-    for screen, phrases in SIGNATURES:
-        if all(_flat(p) in flat for p in phrases):
-            return screen
-    return None
-
-
-def last_lines(text: str, count: int = 6, limit: int = 600) -> list[str]:
-    """The last non-empty lines of a pane, without tmux's own "Pane is dead" line."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.startswith(DEAD_PANE_LINE)]
-    tail = lines[-count:]
-    while sum(len(ln) for ln in tail) > limit and len(tail) > 1:
-        tail = tail[1:]
-    return [ln[:limit] for ln in tail]
-
-
 Emit = Callable[..., Any]
+POLL_SECONDS = 0.05
+
+
+def report_stall(registry: Registry, emit: Emit, record: SessionRecord, screen: Screen) -> None:
+    """Mark `record` stalled at `screen` and say so, unless it already was at that screen."""
+    if record.state == SessionState.STALLED and record.stall == screen:
+        return
+    registry.update(record.work_item, state=SessionState.STALLED.value, stall=screen.value)
+    emit(
+        "session.stalled",
+        record.work_item,
+        screen=screen.value,
+        hint=HINTS[screen],
+        session_id=record.session_id,
+        tmux_target=record.tmux_target,
+    )
+
+
+class Readiness(StrEnum):
+    READY = "ready"  # the input box shows: a paste lands in the input
+    BLOCKED = "blocked"  # a screen that waits on a keypress
+    EXITED = "exited"  # the process ended (or its pane is gone)
+    TIMEOUT = "timeout"  # still starting when the wait ran out
+
+
+@dataclass(frozen=True)
+class Waited:
+    state: Readiness
+    screen: Screen | None = None
+    last_lines: list[str] = field(default_factory=list)
+
+
+def await_input(
+    runner: TmuxRunner, record: SessionRecord, timeout: float, poll: float = POLL_SECONDS
+) -> Waited:
+    """Look at a session just launched until its input box shows, a blocking screen or its
+    end does, or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pane = runner.pane(record.tmux_session)
+        try:
+            if pane is None or pane.owner != record.work_item:
+                return Waited(Readiness.EXITED)
+            if pane.dead:
+                tail = last_lines(runner.capture(record.tmux_session, history=100))
+                return Waited(Readiness.EXITED, last_lines=tail)
+            text = runner.capture(record.tmux_session)
+        except TmuxError:  # gone between the two looks
+            return Waited(Readiness.EXITED)
+        screen = classify_screen(text)
+        if screen is not None:
+            return Waited(Readiness.BLOCKED, screen)
+        if input_ready(text):
+            return Waited(Readiness.READY)
+        if time.monotonic() >= deadline:
+            return Waited(Readiness.TIMEOUT)
+        time.sleep(poll)
+
+
+def paste_first_message(
+    runner: TmuxRunner,
+    registry: Registry,
+    emit: Emit,
+    record: SessionRecord,
+    text: str,
+    *,
+    late: bool,
+) -> None:
+    """Paste a session's first message and forget it as pending; `session.prompted` says
+    so (`late` when it waited for the watchdog)."""
+    removed = runner.paste(record.tmux_session, text, owner=record.work_item)
+    registry.update(record.work_item, pending="")
+    note = {"removed_controls": removed} if removed else {}
+    emit(
+        "session.prompted",
+        record.work_item,
+        session_id=record.session_id,
+        chars=len(text),
+        late=late,
+        **note,
+    )
 
 
 class Watchdog:
@@ -96,15 +120,21 @@ class Watchdog:
         live = [r for r in self.registry.all() if r.live]
         if not live:
             return
-        panes = self.runner.panes()
-        running = [r.tmux_session for r in live if (p := panes.get(r.tmux_session)) and not p.dead]
+        every = self.runner.panes()
+        # A pane counts as a record's only when it is tagged with the record's work item.
+        panes = {
+            r.work_item: p
+            for r in live
+            if (p := every.get(r.tmux_session)) is not None and p.owner == r.work_item
+        }
+        running = [pane.session for pane in panes.values() if not pane.dead]
         screens = self.runner.capture_many(running)
         for seen in live:
             with self.locks.try_hold(seen.work_item) as held:
                 record = self.registry.get(seen.work_item) if held else None
                 if record is None or not record.live or record.started_at != seen.started_at:
                     continue  # a job is acting on it, or it was relaunched since the look
-                pane = panes.get(record.tmux_session)
+                pane = panes.get(record.work_item)
                 if pane is None or pane.dead:
                     self._exited(record, pane.status if pane else None, pane is not None)
                 else:
@@ -130,17 +160,14 @@ class Watchdog:
 
     def _look(self, record: SessionRecord, text: str) -> None:
         screen = classify_screen(text)
-        if screen is not None and (record.state != SessionState.STALLED or record.stall != screen):
-            self.registry.update(record.work_item, state=SessionState.STALLED.value, stall=screen)
-            self.emit(
-                "session.stalled",
-                record.work_item,
-                screen=screen.value,
-                hint=HINTS[screen],
-                session_id=record.session_id,
-                tmux_target=record.tmux_target,
+        if screen is not None:
+            report_stall(self.registry, self.emit, record, screen)
+            return
+        if record.pending and input_ready(text):
+            paste_first_message(
+                self.runner, self.registry, self.emit, record, record.pending, late=True
             )
-        elif screen is None and record.state == SessionState.STALLED:
+        if record.state == SessionState.STALLED:
             self.registry.update(record.work_item, state=SessionState.RUNNING.value, stall="")
             self.emit(
                 "session.unstalled",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,24 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _private_database(Path(path))
         engine = create_engine(
             url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=20
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+
+
+def _private_database(path: Path) -> None:
+    """Create the database file 0600 in a 0700 directory before SQLite opens it (SQLite gives
+    its journal and WAL files the database file's mode); narrow an existing wider file."""
+    from app.files import private_dir
+
+    private_dir(path.parent)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -1,0 +1,161 @@
+"""Looking at this machine to confine one session: which system directories exist, where the
+Python and the project's code live, where the secrets are, whether bubblewrap works.
+
+Thin I/O around `sandbox.sandbox_argv` (pure). `confined_argv` refuses — with one line that
+says what to do — rather than start a session the sandbox cannot host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import app
+import hooks
+from app.config import Sandbox
+from app.spawner.sandbox import BWRAP, Bind, SandboxPlan, Secret, kept_binds, sandbox_argv
+
+SYSTEM_DIRS = ("/usr", "/etc")
+MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+HOST_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+HOST_SECRET_DIRS = ("/etc/ssh",)
+UNSET = (
+    "CLAUDE_CONFIG_DIR",
+    "TMUX",
+    "TMUX_PANE",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+)
+MISSING = (
+    "bubblewrap (bwrap) is not installed, and sessions run in its sandbox: install it "
+    "(apt-get install bubblewrap) or set routing.sandbox.mode: none in {config} to run "
+    "sessions unconfined"
+)
+
+
+class SandboxError(RuntimeError):
+    """A session cannot be confined here; the message says what to do."""
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path.expanduser()))
+
+
+def bubblewrap_problem(config_source: str, env: Mapping[str, str]) -> str | None:
+    """One line saying why bubblewrap cannot confine sessions here, or None when it can."""
+    found = shutil.which(BWRAP, path=env.get("PATH"))
+    if found is None:
+        return MISSING.format(config=config_source)
+    probe = [found, "--ro-bind", "/", "/", "--cap-drop", "ALL", "--unshare-pid", "true"]
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap cannot start here ({exc}); see routing.sandbox in {config_source}"
+    if proc.returncode != 0:
+        why = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        return f"bubblewrap cannot start here ({why[0]}); see routing.sandbox in {config_source}"
+    return None
+
+
+def _system() -> tuple[list[Bind], list[tuple[str, Path]]]:
+    binds = [Bind(Path(d)) for d in SYSTEM_DIRS if Path(d).is_dir()]
+    links: list[tuple[str, Path]] = []
+    for name in MERGED_USR:
+        path = Path(name)
+        if path.is_symlink():
+            links.append((os.readlink(path), path))
+        elif path.is_dir():
+            binds.append(Bind(path))
+    resolv = _real(Path("/etc/resolv.conf"))
+    if resolv.exists() and not any(_inside(resolv, b.path) for b in binds):
+        binds.append(Bind(resolv))  # e.g. /run/systemd/resolve/stub-resolv.conf
+    return binds, links
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def code_dirs() -> list[Path]:
+    """Where this installation's Python and the project's code live (read-only inside)."""
+    found = {_real(Path(sys.prefix)), _real(Path(sys.base_prefix))}
+    found |= {_real(Path(app.__file__).parent), _real(Path(hooks.__file__).parent)}
+    return sorted(found)
+
+
+def secrets(
+    *,
+    state_dir: Path,
+    real_home: Path,
+    workspace_root: Path,
+    socket_dir: Path,
+    env: Mapping[str, str],
+) -> list[Secret]:
+    """Everything of the App's and the spawner's a session must not see, where it exists."""
+    hard_dirs = [state_dir, real_home / ".ssh", workspace_root, socket_dir]
+    if state_dir.name == "spawner":
+        hard_dirs.append(state_dir.parent)  # the App's state dir, under `the-loop up`
+    if env.get("THE_LOOP_STATE_DIR"):
+        hard_dirs.append(Path(env["THE_LOOP_STATE_DIR"]))
+    hard_files = [Path.cwd() / ".env", *map(Path, HOST_SECRET_FILES)]
+    if env.get("GITHUB_PRIVATE_KEY_PATH"):
+        hard_files.append(Path(env["GITHUB_PRIVATE_KEY_PATH"]))
+    found = [Secret(_real(p)) for p in [*hard_dirs, *map(Path, HOST_SECRET_DIRS)]]
+    found += [Secret(_real(p), directory=False) for p in hard_files]
+    found.append(Secret(_real(Path.cwd()), hard=False))  # the App's working directory
+    return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
+
+
+def host_plan(
+    *,
+    sandbox: Sandbox,
+    checkout: Path,
+    home: Path,
+    env: Mapping[str, str],
+    hidden: Sequence[Secret],
+) -> SandboxPlan:
+    """The plan for one session on this machine."""
+    system, links = _system()
+    binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
+    binds += [Bind(_real(p), own=False) for p in sandbox.read_only if _real(p).exists()]
+    binds += [
+        Bind(_real(p), writable=True, own=False) for p in sandbox.read_write if _real(p).exists()
+    ]
+    binds += [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
+    python_bins = [str(Path(p) / "bin") for p in (sys.prefix, sys.base_prefix)]
+    path = os.pathsep.join(dict.fromkeys([*python_bins, env.get("PATH", "/usr/bin:/bin")]))
+    setenv = (
+        ("HOME", str(_real(home))),
+        ("PATH", path),
+        ("THE_LOOP_STATE_DIR", str(_real(home) / ".local" / "state" / "the-loop")),
+    )
+    return SandboxPlan(
+        binds=tuple(binds),
+        secrets=tuple(hidden),
+        symlinks=tuple(links),
+        setenv=setenv,
+        unsetenv=UNSET,
+        chdir=_real(checkout),
+    )
+
+
+def confined_argv(plan: SandboxPlan, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """`argv` inside the sandbox; refuses a harness the sandbox would not let it run."""
+    search = dict(plan.setenv).get("PATH", env.get("PATH", ""))
+    found = shutil.which(argv[0], path=search)
+    if found is None:
+        raise SandboxError(f"{argv[0]} is not on PATH")
+    executable = _real(Path(found))
+    if not any(_inside(executable, b.path) for b in kept_binds(plan)):
+        raise SandboxError(
+            f"the harness {executable} is outside everything the sandbox shows; add its "
+            "directory to routing.sandbox.readOnly"
+        )
+    return sandbox_argv(plan, argv)

@@ -1,0 +1,116 @@
+"""Confining a session with bubblewrap: what it may see is listed, everything else is absent.
+
+A session runs text anyone who can open an issue wrote, with its permission checks off. So it
+gets a filesystem of its own: the system directories read-only, the project's code read-only
+(the stop gate and `the-loop comment/ask/phase` run inside), the Python it runs on, its
+checkout and its own home read-write, and any directory the operator adds under
+`routing.sandbox`. Nothing else exists inside — not the spawner's state directory (registry,
+token, events), not the App's working directory or `.env`, not another item's checkout, not
+the real home or `~/.ssh`. It gets its own PID namespace (no other process, and no other
+process's environment, is visible), no capabilities, and dies with the tmux server; the
+network is shared (it talks to the App on loopback and to the model's API).
+
+`sandbox_argv` is pure: a `SandboxPlan` of paths in, the bwrap argv out. Where a secret lies
+inside a directory that is bound (the App's `.env` inside a directory the operator exposed,
+`/etc/shadow` inside `/etc`), it is covered (an empty tmpfs, or `/dev/null` for a file), and
+the session's own paths beneath it are bound again on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+BWRAP = "bwrap"
+ISOLATION = (
+    "--die-with-parent",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--cap-drop",
+    "ALL",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+)
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A directory (or file) visible at the same path inside; `own` ones are the session's
+    (system, code, checkout, home), the others were declared by the operator."""
+
+    path: Path
+    writable: bool = False
+    own: bool = True
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A path no session may see. `hard` ones (state, keys, other checkouts) cannot be
+    re-exposed by an operator's directory inside them; a soft one (the App's working
+    directory) only stays covered."""
+
+    path: Path
+    directory: bool = True
+    hard: bool = True
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    binds: tuple[Bind, ...]
+    secrets: tuple[Secret, ...] = ()
+    symlinks: tuple[tuple[str, Path], ...] = ()  # (target, link), e.g. ("usr/bin", /bin)
+    setenv: tuple[tuple[str, str], ...] = ()
+    unsetenv: tuple[str, ...] = ()
+    chdir: Path = Path("/")
+
+
+def _within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def kept_binds(plan: SandboxPlan) -> list[Bind]:
+    """The plan's binds minus the operator's that equal a secret or lie inside a hard one."""
+
+    def refused(bind: Bind) -> bool:
+        return not bind.own and any(
+            bind.path == s.path or (s.hard and _within(bind.path, s.path)) for s in plan.secrets
+        )
+
+    return [b for b in plan.binds if not refused(b)]
+
+
+def mount_args(plan: SandboxPlan) -> list[str]:
+    """Bind and cover operations, shallowest first, a cover after the bind it lies in."""
+    binds = kept_binds(plan)
+    ops: list[tuple[int, int, list[str]]] = []
+    for bind in binds:
+        flag = "--bind" if bind.writable else "--ro-bind"
+        ops.append((len(bind.path.parts), 0, [flag, str(bind.path), str(bind.path)]))
+    for secret in plan.secrets:
+        if not any(b.path in secret.path.parents for b in binds):
+            continue  # not inside anything bound: it does not exist in the sandbox
+        cover = ["--tmpfs", str(secret.path)]
+        if not secret.directory:
+            cover = ["--ro-bind", "/dev/null", str(secret.path)]
+        ops.append((len(secret.path.parts), 1, cover))
+    ops.sort(key=lambda op: (op[0], op[1]))
+    return [word for op in ops for word in op[2]]
+
+
+def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
+    """The bwrap command that runs `argv` confined by `plan`."""
+    words = [BWRAP, *ISOLATION]
+    for target, link in plan.symlinks:
+        words += ["--symlink", target, str(link)]
+    words += mount_args(plan)
+    for name, value in plan.setenv:
+        words += ["--setenv", name, value]
+    for name in plan.unsetenv:
+        words += ["--unsetenv", name]
+    return [*words, "--chdir", str(plan.chdir), "--", *argv]

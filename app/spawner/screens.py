@@ -1,0 +1,87 @@
+"""What a session's pane shows, read from its text. Pure.
+
+`classify_screen` recognises the screens on which Claude Code waits for a keypress forever:
+the workspace trust dialog, the custom API key prompt, the bypass-permissions disclaimer, a
+question menu, a permission prompt, and the first-run screen that cannot reach Anthropic.
+`input_ready` recognises its input box, the moment a pasted message lands in the input.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Screen(StrEnum):
+    TRUST_DIALOG = "trust-dialog"
+    API_KEY_PROMPT = "api-key-prompt"
+    BYPASS_DISCLAIMER = "bypass-disclaimer"
+    QUESTION_MENU = "question-menu"
+    PERMISSION_PROMPT = "permission-prompt"
+    UNABLE_TO_CONNECT = "unable-to-connect"
+
+
+# Every phrase of a signature must be on screen (whitespace-insensitive).
+SIGNATURES: tuple[tuple[Screen, tuple[str, ...]], ...] = (
+    (Screen.TRUST_DIALOG, ("Is this a project you created or one you trust", "trust this folder")),
+    (Screen.API_KEY_PROMPT, ("Detected a custom API key", "Do you want to use this API key?")),
+    (Screen.BYPASS_DISCLAIMER, ("running in Bypass Permissions mode", "Yes, I accept")),
+    (Screen.QUESTION_MENU, ("Enter to select", "to navigate", "Esc to cancel")),
+    (Screen.PERMISSION_PROMPT, ("Do you want to", "don't ask again")),
+    (Screen.UNABLE_TO_CONNECT, ("Unable to connect to Anthropic services",)),
+)
+
+HINTS: dict[Screen, str] = {
+    Screen.TRUST_DIALOG: "the workspace is not trusted; see workspace.trust_failed for why",
+    Screen.API_KEY_PROMPT: "Claude Code asks whether to use ANTHROPIC_API_KEY; approve it once "
+    "interactively or log in with `claude /login` on the devbox",
+    Screen.BYPASS_DISCLAIMER: "the bypass-permissions disclaimer is not accepted; set "
+    "routing.harnessTrust.acceptBypassPermissions: auto",
+    Screen.QUESTION_MENU: "the session opened a question menu; answer it in tmux",
+    Screen.PERMISSION_PROMPT: "the session asks for a permission; answer it in tmux or declare "
+    "the permission flags under harnesses[].args",
+    Screen.UNABLE_TO_CONNECT: "Claude Code cannot reach Anthropic from the devbox",
+}
+
+_SPACE = re.compile(r"\s+")
+_RULE = re.compile(r"^\s*─{8,}\s*$")
+PROMPT_MARK = "\u276f"  # ❯, Claude Code's input prompt  # noqa: RUF003
+DEAD_PANE_LINE = "Pane is dead"
+
+
+def _flat(text: str) -> str:
+    return _SPACE.sub(" ", text)
+
+
+def classify_screen(text: str) -> Screen | None:
+    """The blocking screen `text` shows, or None for a session that is working or idle."""
+    flat = _flat(text)
+    for screen, phrases in SIGNATURES:
+        if all(_flat(p) in flat for p in phrases):
+            return screen
+    return None
+
+
+def input_ready(text: str) -> bool:
+    """True when the pane shows Claude Code's input box — a line starting with PROMPT_MARK
+    between two horizontal rules — and no blocking screen: text pasted now lands in the
+    input."""
+    if classify_screen(text) is not None:
+        return False
+    lines = text.splitlines()
+    return any(
+        lines[i].lstrip().startswith(PROMPT_MARK)
+        and _RULE.match(lines[i - 1]) is not None
+        and _RULE.match(lines[i + 1]) is not None
+        for i in range(1, len(lines) - 1)
+    )
+
+
+def last_lines(text: str, count: int = 6, limit: int = 600) -> list[str]:
+    """The last non-empty lines of a pane, without tmux's own "Pane is dead" line."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(DEAD_PANE_LINE)]
+    tail = lines[-count:]
+    while sum(len(ln) for ln in tail) > limit and len(tail) > 1:
+        tail = tail[1:]
+    return [ln[:limit] for ln in tail]
