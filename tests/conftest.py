@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.spawner_support",  # tmux, git and stand-in harness fixtures
     "tests.slack_support",  # the fake Slack Web API
     "tests.claude_support",  # the real claude binary against the scripted model
+    "tests.pull_support",  # the pull-request bed: App, git over HTTP, a started session
 ]
 
 APP_ID = 4242
