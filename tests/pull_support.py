@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -144,14 +145,20 @@ def bare_origin(root: Path, repo: str) -> Path:
 
 
 @pytest.fixture
+def pull_config(request: pytest.FixtureRequest) -> str:
+    """The operator config of the bed's App (`indirect` parametrization changes it)."""
+    return str(getattr(request, "param", CONFIG))
+
+
+@pytest.fixture
 def pull_app(
-    settings_env: dict[str, str], fake_slack: tuple[FakeSlack, str]
+    settings_env: dict[str, str], fake_slack: tuple[FakeSlack, str], pull_config: str
 ) -> Iterator[RunningApp]:
     """The App with the Slack mirror on and this bed's operator config."""
     from tests.slack_support import slack_env
     from tests.support import wsgi_app
 
-    with wsgi_app(slack_env(settings_env, fake_slack[1], CONFIG)) as app:
+    with wsgi_app(slack_env(settings_env, fake_slack[1], pull_config)) as app:
         yield app
 
 
@@ -194,6 +201,18 @@ def session_base_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def running(bed: Bed) -> SpawnerClient:
+    """Label, execute, and a spawner's claim and report of a started session (no tmux): the
+    item is running as far as the App knows. Returns the spawner's client."""
+    label_and_execute(bed)
+    spawner = bed.spawner()
+    job = spawner.job(wait=5)
+    assert job is not None and job["kind"] == "spawn"
+    facts = {"session_id": "s-1", "tmux_target": "the-loop:x", "harness": "claude"}
+    assert spawner.result(job["id"], ok=True, checkout="/w", respawned=False, **facts).is_success
+    return spawner
+
+
 @pytest.fixture
 def session_runner(tmp_path: Path) -> Iterator[TmuxRunner]:
     """tmux for the sessions, on a socket of its own; killed at teardown."""
@@ -204,10 +223,13 @@ def session_runner(tmp_path: Path) -> Iterator[TmuxRunner]:
         tmux.kill_server()
 
 
-def spawner_context(bed: Bed, runner: TmuxRunner, standin: StandIn) -> SpawnerContext:
+def spawner_context(
+    bed: Bed, runner: TmuxRunner, standin: StandIn, args: list[str] | None = None
+) -> SpawnerContext:
+    harness = {"name": "claude", "default": True, "command": str(standin.path), "args": args}
     config = parse_config(
         {
-            "harnesses": [{"name": "claude", "default": True, "command": str(standin.path)}],
+            "harnesses": [harness],
             "routing": {"workspace": {"root": str(bed.tmp / "work")}},
         },
         "devbox.yaml",
@@ -263,3 +285,26 @@ def pr_payload(name: str, number: int, *, branch: str = BRANCH, sha: str = "") -
     if sha:
         pr["head"]["sha"] = sha
     return payload
+
+
+@pytest.fixture
+def live(bed: Bed, session_runner: TmuxRunner, standin: StandIn) -> SimpleNamespace:
+    """A work item executed and its session started by the spawner's own code."""
+    label_and_execute(bed)
+    spawner = bed.spawner()
+    ctx = spawner_context(bed, session_runner, standin)
+    spawned = run_next_job(bed, spawner, ctx)
+    checkout = Path(spawned["result"]["checkout"])
+    return SimpleNamespace(
+        bed=bed, spawner=spawner, ctx=ctx, env=session_env(standin), checkout=checkout
+    )
+
+
+def commit_and_push(live: SimpleNamespace, name: str = "fix.txt") -> str:
+    (live.checkout / name).write_text("fixed\n")
+    for argv in (("git", "add", name), ("git", "commit", "-q", "-m", f"add {name}")):
+        done = agent(live.env, live.checkout, *argv)
+        assert done.returncode == 0, done.stderr
+    pushed = agent(live.env, live.checkout, "git", "push")
+    assert pushed.returncode == 0, pushed.stderr
+    return agent(live.env, live.checkout, "git", "rev-parse", "HEAD").stdout.strip()

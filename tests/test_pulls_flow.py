@@ -16,8 +16,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from app.audit import read_jsonl
 from app.gate.markers import MarkerKind, find_marker, is_marked
 from app.store.tables import JobKind, WorkItemStatus
@@ -27,37 +25,12 @@ from tests.pull_support import (
     CHANNEL,
     REPO,
     agent,
+    commit_and_push,
     data_json,
-    label_and_execute,
     pr_payload,
     run_next_job,
-    session_env,
-    spawner_context,
 )
 from tests.support import fixture_json, wait_for, with_installation
-
-
-@pytest.fixture
-def live(bed, session_runner, standin) -> SimpleNamespace:
-    """A work item executed and its session started by the spawner's own code."""
-    label_and_execute(bed)
-    spawner = bed.spawner()
-    ctx = spawner_context(bed, session_runner, standin)
-    spawned = run_next_job(bed, spawner, ctx)
-    checkout = Path(spawned["result"]["checkout"])
-    return SimpleNamespace(
-        bed=bed, spawner=spawner, ctx=ctx, env=session_env(standin), checkout=checkout
-    )
-
-
-def commit_and_push(live: SimpleNamespace, name: str = "fix.txt") -> str:
-    (live.checkout / name).write_text("fixed\n")
-    for argv in (("git", "add", name), ("git", "commit", "-q", "-m", f"add {name}")):
-        done = agent(live.env, live.checkout, *argv)
-        assert done.returncode == 0, done.stderr
-    pushed = agent(live.env, live.checkout, "git", "push")
-    assert pushed.returncode == 0, pushed.stderr
-    return agent(live.env, live.checkout, "git", "rev-parse", "HEAD").stdout.strip()
 
 
 def notices(fake: Any, event: str) -> list[dict[str, Any]]:
