@@ -148,7 +148,12 @@ _BRANCH_PREFIX_RE = re.compile(
 
 
 def _branch_prefix(value: str) -> str:
-    if ".." in value or value.endswith(".") or not _BRANCH_PREFIX_RE.match(value):
+    whole = value.split("/")[:-1]  # the parts git will see as complete path components
+    if (
+        ".." in value
+        or not _BRANCH_PREFIX_RE.match(value)
+        or any(part.endswith((".", ".lock")) for part in whole)
+    ):
         raise ValueError(
             f"{value!r} is not a branch prefix (letters, digits, '.', '_', '-' in '/'-separated "
             "parts, ending in '/' or '-')"

@@ -192,6 +192,8 @@ def session_base_env(tmp_path: Path) -> dict[str, str]:
     find this tree's credential helper."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    # A devbox user who keeps git credentials on disk: the checkout must switch that off.
+    (home / ".gitconfig").write_text("[credential]\n\thelper = store\n")
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(home),

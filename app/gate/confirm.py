@@ -21,8 +21,11 @@ def _choice_line(label: str, value: str, default: str) -> str:
     return f"- **{label}:** " + (f"`{value}`" if value else f"the default ({default})")
 
 
-def confirmation_markdown(selection: Selection, author: str, work_item: str) -> str:
-    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks."""
+def confirmation_markdown(
+    selection: Selection, author: str, work_item: str, ref: str | None = None
+) -> str:
+    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks.
+    `ref` (the execute's id) tells a later run's confirmation from the first one's."""
     skipped = ", ".join(f"`{node}`" for node in selection.skips)
     lines = [
         "### the-loop: starting",
@@ -38,7 +41,8 @@ def confirmation_markdown(selection: Selection, author: str, work_item: str) -> 
     if selection.dropped:
         lines += ["", "Ticks dropped:"]
         lines += [f"- `{d.token}`: {d.reason}" for d in selection.dropped]
-    lines += ["", "Starting a session now.", "", marker(MarkerKind.CONFIRMATION, item=work_item)]
+    confirmed = marker(MarkerKind.CONFIRMATION, item=work_item, ref=ref)
+    lines += ["", "Starting a session now.", "", confirmed]
     return "\n".join(lines) + "\n"
 
 

@@ -96,8 +96,10 @@ def is_own_comment(comment: Mapping[str, Any]) -> bool:
 
 
 def is_marked(body: str | None, kind: MarkerKind | str, **attrs: object) -> bool:
-    """True when `body`'s marker is of `kind` and carries every given attribute value."""
+    """True when `body`'s marker is of `kind` and carries every given attribute value
+    (`None` asks nothing, as `marker` leaves it out)."""
     found = find_marker(body)
     if found is None or found.kind != str(kind):
         return False
-    return all(found.attrs.get(name) == _clean(value) for name, value in attrs.items())
+    wanted = {name: value for name, value in attrs.items() if value is not None}
+    return all(found.attrs.get(name) == _clean(value) for name, value in wanted.items())

@@ -126,13 +126,15 @@ def _confirm(
     io: IssueIO | None,
     selection: Selection,
     frozen: dict[str, Any],
+    again: str | None = None,
 ) -> None:
-    """Post the one confirmation comment (found-or-posted) and mirror it."""
+    """Post the one confirmation comment (found-or-posted) and mirror it. `again` is the
+    ref of an execute after a closed pull request: that run gets a confirmation of its own."""
     author = frozen["decisions"][PHASE_SELECTION]["by"]
-    markdown = confirmation_markdown(selection, author, item.id)
+    markdown = confirmation_markdown(selection, author, item.id, again)
     if io is not None:
         item.confirmation_comment_id, _ = io.post_once(
-            markdown, MarkerKind.CONFIRMATION, item=item.id
+            markdown, MarkerKind.CONFIRMATION, item=item.id, ref=again
         )
     mirrored = {"markdown": markdown, **_choice_fields(selection, frozen), "url": item.html_url}
     services.mirror.post(session, item.id, "confirmation", mirrored)
@@ -161,6 +163,7 @@ def _freeze(
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
     selection = _select(services, session, item, io, reply.body)
     frozen = frozen_record(selection, reply.author, services.clock())
+    again = reply.ref if item.state == WorkItemStatus.PR_CLOSED else None
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
     item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
@@ -178,7 +181,7 @@ def _freeze(
         ref=reply.ref,
         **fields,
     )
-    _confirm(services, session, item, io, selection, frozen)
+    _confirm(services, session, item, io, selection, frozen, again)
     title, body = _issue_text(io, item, issue)
     prompt = _prompt(services, item, selection, title, body)
     job = enqueue(

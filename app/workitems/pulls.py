@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.ids import issue_of_branch, work_item_id
-from app.gate.markers import MarkerKind, find_marker
+from app.gate.markers import MarkerKind, is_marked
 from app.gate.pull_texts import (
     MAX_PULL_BODY,
     closed_notice,
@@ -195,7 +195,7 @@ def link_opened(ctx: HandlerContext) -> None:
             reason=f"already linked to #{item.pull_number}",
         )
         return
-    ours = (find_marker(pr.get("body")) or None) is not None
+    ours = is_marked(pr.get("body"), MarkerKind.PULL, item=item.id)
     by = "session" if ours else str((pr.get("user") or {}).get("login") or "someone")
     link(ctx.services, ctx.session, item, pr, by=by)
 
