@@ -59,7 +59,7 @@ def repository(fake: FakeGitHub, owner: str, name: str) -> dict[str, Any]:
     }
 
 
-def unprocessable(message: str, detail: str) -> tuple[Response, int]:
+def unprocessable(detail: str) -> tuple[Response, int]:
     return jsonify(
         message="Validation Failed",
         errors=[{"resource": "PullRequest", "code": "custom", "message": detail}],
@@ -114,11 +114,11 @@ def add_pull_routes(
         full = f"{owner}/{repo}"
         sha = head_sha(fake.git_root, full, str(data.get("head", "")))
         if sha is None:
-            return unprocessable("Validation Failed", f"head {data.get('head')} does not exist")
+            return unprocessable(f"head {data.get('head')} does not exist")
         for pr in fake.pulls.values():
             if pr["_repo"] == full and pr["head"]["ref"] == data["head"] and pr["state"] == "open":
                 detail = f"A pull request already exists for {owner}:{data['head']}."
-                return unprocessable("Validation Failed", detail)
+                return unprocessable(detail)
         pr = new_pull(fake, owner, repo, data, sha)
         fake.pulls[(full.lower(), pr["number"])] = {**pr, "_repo": full}
         return jsonify(pr), 201
