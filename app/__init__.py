@@ -27,6 +27,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
 
     from app.fleet.api import bp as spawner_bp
     from app.fleet.phase_api import bp as phase_bp
+    from app.fleet.pull_api import bp as pulls_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     app.register_blueprint(web_bp)  # the status page and /status, for the operator only
     app.register_blueprint(spawner_bp)
     app.register_blueprint(phase_bp)
+    app.register_blueprint(pulls_bp)
 
     @app.get("/healthz")
     def healthz() -> ResponseReturnValue:

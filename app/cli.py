@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "phase",
     "configcheck",
     "doctor",
+    "pr",
+    "git_credential",
 )
 
 

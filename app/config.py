@@ -160,6 +160,34 @@ class Control(_Model):
     keywords: Keywords = Keywords()
 
 
+# A branch prefix git accepts in a ref name: path segments of safe characters, ending in `/`
+# or `-` so the spec id reads apart from it.
+_BRANCH_PREFIX_RE = re.compile(
+    r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]*/)*[A-Za-z0-9_][A-Za-z0-9._-]*[/-]$"
+)
+
+
+def _branch_prefix(value: str) -> str:
+    whole = value.split("/")[:-1]  # the parts git will see as complete path components
+    if (
+        ".." in value
+        or not _BRANCH_PREFIX_RE.match(value)
+        or any(part.endswith((".", ".lock")) for part in whole)
+    ):
+        raise ValueError(
+            f"{value!r} is not a branch prefix (letters, digits, '.', '_', '-' in '/'-separated "
+            "parts, ending in '/' or '-')"
+        )
+    return value
+
+
+class PullRequests(_Model):
+    """The work branch and what a pull request's traffic does."""
+
+    branch_prefix: Annotated[str, AfterValidator(_branch_prefix)] = "the-loop/"
+    deliver_check_failures: bool = True  # failing checks on the PR's head reach the session
+
+
 class Routing(_Model):
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
@@ -169,6 +197,7 @@ class Routing(_Model):
     sandbox: Sandbox = Sandbox()
     trigger: Trigger = Trigger()
     completion: Completion = Completion()
+    pull_requests: PullRequests = PullRequests()
     default_harness: str | None = None
     # Every one of these labels on the issue executes it with the default selection.
     auto_execute_labels: list[str] = Field(default_factory=list)

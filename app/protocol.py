@@ -51,6 +51,9 @@ class ItemJob(_Shape):
     # gates: the spawner writes both into the checkout's state file the stop gate reads.
     phase: str = ""
     gates: dict[str, Any] = Field(default_factory=dict)
+    # The branch the session works on (`the-loop/issue-7`, or a labelled PR's head branch),
+    # named by the App; "" for an item executed before work branches existed.
+    branch: str = ""
 
 
 class SpawnJob(ItemJob):

@@ -30,6 +30,7 @@ class Kind(StrEnum):
     PROGRESS = "progress"  # the thread's parent, updated in place
     REVIEW = "review"
     DONE = "done"
+    PULL_REQUEST = "pull_request"  # the item's pull request opened, or closed unmerged
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,24 @@ def agent_comment(payload: Mapping[str, Any], url: str) -> Message:
     return _finish(text, [section(head), section(to_mrkdwn(body))], url)
 
 
+def pull_request(payload: Mapping[str, Any], url: str) -> Message:
+    number, link = payload.get("number"), str(payload.get("html_url") or "")
+    ref = f"<{link}|#{number}>" if link.startswith("https://") else f"#{number}"
+    if payload.get("event") == "closed":
+        who = str(payload.get("by") or "someone")
+        head = f"Pull request #{number} closed without merging (by @{who})"
+        rest = "The session is stopped; reopen the pull request or execute again."
+        line = f":no_entry_sign: *Pull request {ref} closed without merging* (by @{escape(who)})."
+    else:
+        by = str(payload.get("by") or "")
+        who = "by the session" if by == "session" else f"by @{by}"
+        head, rest = f"Pull request #{number} opened ({who})", link
+        line = f":twisted_rightwards_arrows: *Pull request {ref} opened* ({escape(who)})."
+    if payload.get("event") == "closed":
+        line += f" {rest}"
+    return _finish(f"{head}. {rest}".strip(), [section(line)], url)
+
+
 def fallback(kind: str, payload: Mapping[str, Any], url: str) -> Message:
     facts = {k: v for k, v in payload.items() if k != "url"}
     summary = truncate(json.dumps(facts, default=str, sort_keys=True), 2500)
@@ -224,4 +243,6 @@ def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "")
         return _finish(*walk_blocks.review(payload, work_item), url)
     if kind == Kind.DONE:
         return _finish(*walk_blocks.done(payload), url)
+    if kind == Kind.PULL_REQUEST:
+        return pull_request(payload, url)
     return fallback(kind, payload, url)

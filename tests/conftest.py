@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.jobs_support",  # a spawner context and its jobs
     "tests.slack_support",  # the fake Slack Web API
     "tests.claude_support",  # the real claude binary against the scripted model
+    "tests.pull_support",  # the pull-request bed: App, git over HTTP, a started session
 ]
 
 APP_ID = 4242

@@ -95,6 +95,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "action": "created",
         "phase": "",
         "gates": {},
+        "branch": "",
         "frozen": {
             "decisions": {},
             "skips": {},

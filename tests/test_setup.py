@@ -30,11 +30,27 @@ def test_manifest_declares_least_privilege_and_events():
     manifest = load_manifest()
     assert manifest["default_permissions"] == {
         "issues": "write",
-        "contents": "read",
-        "pull_requests": "read",
+        "contents": "write",
+        "pull_requests": "write",
+        "checks": "read",
         "metadata": "read",
     }
-    assert set(manifest["default_events"]) == {"issues", "issue_comment", "pull_request"}
+    events = set(manifest["default_events"])
+    assert events == {
+        "issues",
+        "issue_comment",
+        "pull_request",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "check_run",
+        "check_suite",
+    }
+    # Every subscribed event is acted on, and every routed one is subscribed (installation
+    # events are delivered to every App without subscribing).
+    from app.github.routes import ROUTES
+
+    routed = {event for event, _action in ROUTES if not event.startswith("installation")}
+    assert routed == events
 
 
 def test_flow_writes_credentials_to_env(tmp_path, github_api, app_private_key):

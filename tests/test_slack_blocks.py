@@ -39,6 +39,13 @@ PAYLOADS: dict[str, dict[str, Any]] = {
         "effort": "high",
         "url": ISSUE_URL,
     },
+    Kind.PULL_REQUEST: {
+        "event": "opened",
+        "number": 101,
+        "html_url": "https://github.com/Codertocat/Hello-World/pull/101",
+        "by": "session",
+        "url": ISSUE_URL,
+    },
     Kind.AGENT_COMMENT: {
         "kind": "ask",
         "body": "## Question\nShould `design.md` cover <!channel> the **API**?",

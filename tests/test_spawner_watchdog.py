@@ -11,7 +11,15 @@ import pytest
 from app.audit import read_jsonl
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord, SessionState
-from app.spawner.screens import Screen, classify_screen, input_ready, last_lines
+from app.spawner.screens import (
+    Screen,
+    classify_screen,
+    echoes,
+    input_line,
+    input_ready,
+    last_lines,
+    unsent,
+)
 from app.spawner.tmux import TmuxRunner
 from app.spawner.watchdog import Watchdog
 from tests.support import FIXTURES, wait_for
@@ -157,3 +165,35 @@ def test_a_session_relaunched_since_the_look_is_left_alone(fleet: Fleet) -> None
     with fleet.dog.locks.hold("github:o/r#5"):  # a job holds the item
         fleet.dog.tick()
     assert fleet.events_named("session.exited") == []
+
+
+def box(content: str) -> str:
+    rule = "─" * 40
+    return f"● Working.\n\n{rule}\n\u276f {content}\n{rule}\n  ⏵⏵ bypass permissions on\n"
+
+
+def test_what_the_input_box_holds_is_read_from_the_screen() -> None:
+    assert input_line(box("[Pasted text #1 +22 lines]")) == "[Pasted text #1 +22 lines]"
+    assert input_line(box("")) == ""
+    assert input_line((SCREENS / "02-trust-dialog.txt").read_text()) is None
+
+
+def test_a_paste_still_in_the_input_box_is_unsent_and_an_empty_box_is_sent() -> None:
+    long = "Work on the GitHub issue\n" + "line\n" * 30
+    assert unsent(box("[Pasted text #1 +31 lines]"), long)
+    assert unsent(
+        box("please also handle the empty-list case"), "please also handle the empty-list case"
+    )
+    assert not unsent(box(""), long)
+    queued = (SCREENS / "06-followup-pasted.txt").read_text()  # queued behind a busy turn: sent
+    assert not unsent(queued, "please also handle the empty-list case")
+
+
+def test_a_sent_message_shows_once_more_in_the_transcript() -> None:
+    rule = "─" * 40
+    before = box("")
+    after = f"\u276f Work on item 3 now.\n● ok 3\n\n{rule}\n\u276f \n{rule}\n"
+    assert echoes(before, "Work on item 3 now.") == 0 and echoes(after, "Work on item 3 now.") == 1
+    assert (
+        echoes(box("Work on item 3 now."), "Work on item 3 now.") == 0
+    )  # the box is not the transcript

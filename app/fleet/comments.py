@@ -7,14 +7,13 @@ so a human skimming the issue sees that the session waits for an answer.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.services import Services
 from app.store.tables import WorkItem
 
@@ -57,14 +56,11 @@ def parse_request(data: Any) -> AgentComment:
     return AgentComment(work_item=work_item, kind=AgentCommentKind(kind), body=body)
 
 
-# A marker the agent wrote itself is shown, not hidden: it must never pass for the App's own
-# checklist, confirmation or a Slack attribution.
-_MARKER_OPENING = re.compile(r"<!--(\s*the-loop:)", re.IGNORECASE)
-
-
 def render(comment: AgentComment) -> str:
     """The issue comment's markdown: the agent's words, framed, with the hidden marker (pure)."""
-    text = _MARKER_OPENING.sub(r"&lt;!--\1", comment.body.strip())
+    # A marker the agent wrote itself is shown, not hidden: it must never pass for the App's
+    # own checklist, confirmation or a Slack attribution.
+    text = defuse(comment.body.strip())
     if comment.kind == AgentCommentKind.ASK:
         text = f"**The agent asks** (reply on this issue to answer):\n\n{text}"
     return f"{text}\n\n{marker(MarkerKind.AGENT, type=comment.kind.value)}"

@@ -67,7 +67,8 @@ def repository_token(services: Services, engine: Engine, job: Job) -> dict[str, 
     if installation is None or not services.github.configured:
         return None
     name = job.repo_full_name.split("/", 1)[-1]
-    minted = services.github.repository_token(installation, name)
+    # Fetching is all a spawner does with it; a push asks for its own (`git_access`).
+    minted = services.github.repository_token(installation, name, {"contents": "read"})
     return {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
 
 

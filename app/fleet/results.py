@@ -13,7 +13,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import revoke_session_tokens
+from app.gate.markers import MarkerKind
+from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
+from app.github.issues import IssueIO
+from app.github.pull_io import PullIO
 from app.protocol import DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
@@ -145,14 +149,11 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
             return True
         item = session.get(WorkItem, job.work_item)
         installation = item.installation_id if item is not None else None
+        pull = (item.pull_request or {}).get("number") if item is not None else None
     if installation is None:
         return False
-    owner, name = job.repo_full_name.split("/", 1)
     try:
-        client = services.github.installation(installation)
-        client.rest.reactions.create_for_issue_comment(
-            owner, name, comment_id, content=RECEIPT_REACTION
-        )
+        _acknowledge(services, installation, job.repo_full_name, payload, pull)
     except (GitHubException, GitHubNotConfigured) as exc:
         log.warning("receipt on comment %s failed: %s", comment_id, exc)
         services.events.emit("receipt.failed", job.work_item, job=job.id, error=str(exc))
@@ -160,3 +161,25 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
     with Session(engine) as session, session.begin():
         session.merge(Once(key=key, ref=str(comment_id)))
     return True
+
+
+def _acknowledge(
+    services: Services, installation: int, repo: str, payload: DeliverJob, pull: int | None
+) -> None:
+    """The receipt where the words were said: a reaction on the issue or review comment; a
+    review (which takes no reactions) gets one line on its pull request."""
+    assert payload.comment_id is not None
+    if payload.gh_event == "pull_request_review_comment":
+        PullIO(services.github, installation, repo).acknowledge_review_comment(payload.comment_id)
+    elif payload.gh_event == "pull_request_review":
+        if pull is None:
+            return
+        note = receipt_note(payload.author, payload.comment_id, payload.work_item)
+        io = IssueIO(services.github, installation, repo, int(pull))
+        io.post_once(note, MarkerKind.NOTICE, item=payload.work_item, review=payload.comment_id)
+    else:
+        owner, name = repo.split("/", 1)
+        client = services.github.installation(installation)
+        client.rest.reactions.create_for_issue_comment(
+            owner, name, payload.comment_id, content=RECEIPT_REACTION
+        )

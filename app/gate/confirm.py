@@ -21,8 +21,11 @@ def _choice_line(label: str, value: str, default: str) -> str:
     return f"- **{label}:** " + (f"`{value}`" if value else f"the default ({default})")
 
 
-def confirmation_markdown(selection: Selection, author: str, work_item: str) -> str:
-    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks."""
+def confirmation_markdown(
+    selection: Selection, author: str, work_item: str, ref: str | None = None
+) -> str:
+    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks.
+    `ref` (the execute's id) tells a later run's confirmation from the first one's."""
     skipped = ", ".join(f"`{node}`" for node in selection.skips)
     lines = [
         "### the-loop: starting",
@@ -38,7 +41,8 @@ def confirmation_markdown(selection: Selection, author: str, work_item: str) -> 
     if selection.dropped:
         lines += ["", "Ticks dropped:"]
         lines += [f"- `{d.token}`: {d.reason}" for d in selection.dropped]
-    lines += ["", "Starting a session now.", "", marker(MarkerKind.CONFIRMATION, item=work_item)]
+    confirmed = marker(MarkerKind.CONFIRMATION, item=work_item, ref=ref)
+    lines += ["", "Starting a session now.", "", confirmed]
     return "\n".join(lines) + "\n"
 
 
@@ -97,6 +101,29 @@ def walk_instructions(spec_id: str, skips: Sequence[str]) -> list[str]:
     return lines
 
 
+def branch_instructions(branch: str, pull_number: int | None) -> list[str]:
+    """Where the session commits and how its work becomes (or already is) a pull request."""
+    if not branch:
+        return []
+    push = (
+        f"Commit on the branch `{branch}` (already checked out) and publish with `git push`: "
+        "the App hands git a short-lived credential for this repository when it asks, so "
+        "nothing is stored."
+    )
+    if pull_number is not None:
+        return [
+            push,
+            f"This is pull request #{pull_number}: reviews, comments and failing checks on it "
+            "arrive here as messages.",
+        ]
+    return [
+        push,
+        "When the work is ready for review, open the pull request with `the-loop pr create "
+        '--title "…" --body-file <file>` (`the-loop pr` shows it). Reviews, comments and '
+        "failing checks on it arrive here as messages; a merge completes the work item.",
+    ]
+
+
 def initial_prompt(
     *,
     title: str,
@@ -105,15 +132,18 @@ def initial_prompt(
     spec_id: str,
     selection: Selection,
     unattended: bool,
+    branch: str = "",
+    pull_number: int | None = None,
 ) -> str:
-    """The first prompt of the session: the issue, the phases in force, how to walk them and
-    how to talk back."""
+    """The first prompt of the session: the issue (or the labelled pull request), the phases
+    in force, how to walk them, the branch to push, and how to talk back."""
     text = body.replace("\x00", "")
     if len(text) > MAX_PROMPT_BODY:
         text = text[:MAX_PROMPT_BODY] + f"\n\n[…issue body cut at {MAX_PROMPT_BODY} characters]"
     phases = ", ".join(_phases_in_force(selection.skips))
+    what = "pull request" if pull_number is not None else "issue"
     lines = [
-        f"Work on the GitHub issue {url}: {title.replace(chr(0), '')}",
+        f"Work on the GitHub {what} {url}: {title.replace(chr(0), '')}",
         "",
         f"Work item: {spec_id}. Artifacts go under docs/specs/{spec_id}/.",
         f"Phases in force, in order: {phases}.",
@@ -121,6 +151,8 @@ def initial_prompt(
     if selection.skips:
         lines.append("Skipped by the human: " + ", ".join(selection.skips) + ".")
     lines += ["", *walk_instructions(spec_id, selection.skips), ""]
+    if branch:
+        lines += [*branch_instructions(branch, pull_number), ""]
     if unattended:
         lines.append(
             "Nobody is watching this terminal. Post progress with `the-loop comment` and put "

@@ -1,6 +1,11 @@
-"""Names of a work item: `github:<owner>/<repo>#<n>` in the store, `issue-<n>` in a checkout."""
+"""Names of a work item: `github:<owner>/<repo>#<n>` in the store, `issue-<n>` in a checkout,
+`<prefix>issue-<n>` for the branch its session works on."""
 
 from __future__ import annotations
+
+import re
+
+_SPEC_RE = re.compile(r"issue-([1-9][0-9]{0,9})")
 
 
 def work_item_id(repo_full_name: str, issue_number: int) -> str:
@@ -9,3 +14,17 @@ def work_item_id(repo_full_name: str, issue_number: int) -> str:
 
 def spec_id(issue_number: int) -> str:
     return f"issue-{issue_number}"
+
+
+def work_branch(prefix: str, issue_number: int) -> str:
+    """The branch a session works on for an issue: `the-loop/issue-7` with the default prefix.
+    Computed here only; the App records it on the item and every job carries it."""
+    return f"{prefix}{spec_id(issue_number)}"
+
+
+def issue_of_branch(prefix: str, ref: str) -> int | None:
+    """The issue number a work branch names (`the-loop/issue-7` → 7), else None."""
+    if not ref.startswith(prefix):
+        return None
+    match = _SPEC_RE.fullmatch(ref[len(prefix) :])
+    return int(match.group(1)) if match else None

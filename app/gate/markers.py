@@ -32,6 +32,7 @@ class MarkerKind(StrEnum):
     PROGRESS = "progress"  # the one progress comment of a work item, edited in place
     REVIEW = "review"  # the item reached a human gate: ready for review
     NOTICE = "notice"  # a one-line notice (a decision recorded, the item done, a stall)
+    PULL = "pull"  # a pull request the App opened for a work item (in the PR's body)
 
 
 _KIND = r"[a-z][a-z0-9-]*"
@@ -39,6 +40,7 @@ _MARKER_RE = re.compile(r"<!--\s*the-loop:(" + _KIND + r")((?:\s+[A-Za-z_][\w-]*
 _OPENING_RE = re.compile(r"<!--\s*the-loop:")
 _ATTR_RE = re.compile(r"([A-Za-z_][\w-]*)=(\S*)")
 _UNSAFE_VALUE = re.compile(r"[\s<>]")
+_DEFUSE_RE = re.compile(r"<!--(\s*the-loop:)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,12 @@ def marker(kind: MarkerKind | str, **attrs: object) -> str:
         raise ValueError(f"{kind!r} is not a marker kind")
     parts = [f"{name}={_clean(value)}" for name, value in attrs.items() if value is not None]
     return MARKER_PREFIX + " ".join([str(kind), *parts]) + MARKER_SUFFIX
+
+
+def defuse(text: str) -> str:
+    """`text` with any marker opening shown instead of hidden, so words someone else wrote
+    (an agent's comment, a PR body) can never pass for one of the App's own markers."""
+    return _DEFUSE_RE.sub(r"&lt;!--\1", text)
 
 
 def find_marker(body: str | None) -> Marker | None:
@@ -88,8 +96,10 @@ def is_own_comment(comment: Mapping[str, Any]) -> bool:
 
 
 def is_marked(body: str | None, kind: MarkerKind | str, **attrs: object) -> bool:
-    """True when `body`'s marker is of `kind` and carries every given attribute value."""
+    """True when `body`'s marker is of `kind` and carries every given attribute value
+    (`None` asks nothing, as `marker` leaves it out)."""
     found = find_marker(body)
     if found is None or found.kind != str(kind):
         return False
-    return all(found.attrs.get(name) == _clean(value) for name, value in attrs.items())
+    wanted = {name: value for name, value in attrs.items() if value is not None}
+    return all(found.attrs.get(name) == _clean(value) for name, value in wanted.items())

@@ -11,7 +11,7 @@ import ssl
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from githubkit import AppAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
@@ -86,11 +86,19 @@ class GitHubApp:
                 self._installations[installation_id] = client
             return client
 
-    def repository_token(self, installation_id: int, repository: str) -> InstallationToken:
-        """A fresh short-lived token scoped to one repository (name without owner)."""
+    def repository_token(
+        self,
+        installation_id: int,
+        repository: str,
+        permissions: dict[str, str] | None = None,
+    ) -> InstallationToken:
+        """A fresh short-lived token scoped to one repository (name without owner), and to
+        `permissions` when given (e.g. `{"contents": "write"}`; else the installation's)."""
+        scope: dict[str, Any] = {"repositories": [repository]}
+        if permissions:
+            scope["permissions"] = dict(permissions)
         resp = self.app().rest.apps.create_installation_access_token(
-            installation_id,
-            data={"repositories": [repository]},
+            installation_id, data=cast(Any, scope)
         )
         data = resp.parsed_data
         expires = datetime.fromisoformat(str(data.expires_at).replace("Z", "+00:00"))

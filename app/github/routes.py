@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.github import installations
 from app.github.router import Router, RouteTable
-from app.workitems import autoexecute, followups
+from app.workitems import autoexecute, followups, pr_sessions, pr_traffic, pulls
 from app.workitems import handlers as workitems
 
 ROUTES: RouteTable = {
@@ -28,6 +28,16 @@ ROUTES: RouteTable = {
         followups.on_issue_comment,
     ],
     ("issue_comment", "edited"): [workitems.log_execute_edit],
+    ("pull_request", "opened"): [pulls.link_opened],
+    ("pull_request", "synchronize"): [pulls.on_synchronize],
+    ("pull_request", "closed"): [pulls.on_closed, pr_sessions.close_unexecuted],
+    ("pull_request", "reopened"): [pulls.on_reopened],
+    ("pull_request", "labeled"): [pr_sessions.on_labeled],
+    ("pull_request", "unlabeled"): [workitems.park_unlabeled],
+    ("pull_request_review_comment", "created"): [pr_traffic.on_review_comment],
+    ("pull_request_review", "submitted"): [pr_traffic.on_review],
+    ("check_run", "completed"): [pr_traffic.on_check_run],
+    ("check_suite", "completed"): [pr_traffic.on_check_suite],
 }
 
 

@@ -176,3 +176,20 @@ class AppClient:
         payload = {"work_item": work_item, "kind": kind, "body": body}
         data = self._call("POST", "/comments", json=payload).json()
         return data if isinstance(data, dict) else {}
+
+    def pull_request(self, work_item: str) -> dict[str, Any]:
+        """The work item's branch and linked pull request (`pull_request` null when none)."""
+        data = self._call("GET", "/pull-request", params={"work_item": work_item}).json()
+        return data if isinstance(data, dict) else {}
+
+    def open_pull_request(self, work_item: str, title: str, body: str) -> dict[str, Any]:
+        """Ask the App to open the session's pull request (Rejected: refused, 4xx)."""
+        payload = {"work_item": work_item, "title": title, "body": body}
+        data = self._call("POST", "/pull-request", json=payload).json()
+        return data if isinstance(data, dict) else {}
+
+    def git_credential(self, work_item: str, protocol: str, host: str, path: str) -> dict[str, Any]:
+        """A push credential for the session's repository (Unauthorized/Rejected: refused)."""
+        payload = {"work_item": work_item, "protocol": protocol, "host": host, "path": path}
+        data = self._call("POST", "/git-credential", json=payload).json()
+        return data if isinstance(data, dict) else {}

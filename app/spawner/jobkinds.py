@@ -34,7 +34,13 @@ from app.spawner.launch import (
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
 from app.spawner.tmux import TmuxError
-from app.spawner.watchdog import Readiness, await_input, paste_first_message, report_stall
+from app.spawner.watchdog import (
+    Readiness,
+    await_input,
+    paste_first_message,
+    report_stall,
+    submit,
+)
 from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
@@ -113,7 +119,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    removed = ctx.runner.paste(record.tmux_session, text, owner=record.work_item)
+    removed = submit(ctx.runner, record, text)
     _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 

@@ -16,7 +16,7 @@ from typing import Any
 from app.config import HarnessTrust, OperatorConfig, SandboxMode
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
-from app.spawner.checkout import Checkout, prepare_checkout, write_askpass
+from app.spawner.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.locks import ItemLocks
@@ -33,6 +33,7 @@ from app.spawner.watchdog import (
     paste_first_message,
     report_stall,
 )
+from app.spawner.workbranch import configure_push, switch_to
 
 RUNNER = "tmux"
 
@@ -72,7 +73,28 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     )
     if not checkout.reused:
         ctx.events.emit("workspace.cloned", job.work_item, checkout=str(checkout.path))
+    _on_work_branch(ctx, job, checkout)
     return checkout
+
+
+def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout) -> None:
+    """The push helper in the checkout's config, and the checkout on the job's branch. A
+    reused checkout that cannot switch (local changes in the way) is left where it is."""
+    configure_push(checkout.path, ctx.env)
+    branch = job.payload.branch
+    if not branch:
+        return
+    try:
+        how = switch_to(checkout.path, branch, ctx.env)
+    except CheckoutError as exc:
+        if not checkout.reused:
+            raise
+        ctx.events.emit(
+            "workspace.branch_failed", job.work_item, level="warning", branch=branch, error=str(exc)
+        )
+        return
+    if how != "current":
+        ctx.events.emit("workspace.branch", job.work_item, branch=branch, how=how)
 
 
 def frozen_choice(
@@ -221,6 +243,8 @@ def start_session(
         "THE_LOOP_URL": ctx.app_url,
         # The stop gate reads its cap from here rather than parsing YAML on every turn.
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
+        # git never prompts in a pane nobody watches: without a credential, it fails at once.
+        "GIT_TERMINAL_PROMPT": "0",
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
     target = ctx.runner.start(

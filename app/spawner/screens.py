@@ -47,6 +47,7 @@ _SPACE = re.compile(r"\s+")
 _RULE = re.compile(r"^\s*─{8,}\s*$")
 PROMPT_MARK = "\u276f"  # ❯, Claude Code's input prompt  # noqa: RUF003
 DEAD_PANE_LINE = "Pane is dead"
+PASTED_MARK = "[Pasted text"  # how Claude Code shows a long paste in its input box
 
 
 def _flat(text: str) -> str:
@@ -74,6 +75,48 @@ def input_ready(text: str) -> bool:
         and _RULE.match(lines[i - 1]) is not None
         and _RULE.match(lines[i + 1]) is not None
         for i in range(1, len(lines) - 1)
+    )
+
+
+def input_line(text: str) -> str | None:
+    """What Claude Code's input box holds (stripped), or None when no input box shows. A
+    paste it collapsed reads "[Pasted text #1 +22 lines]"; an empty box reads ""."""
+    if classify_screen(text) is not None:
+        return None
+    lines = text.splitlines()
+    for i in range(len(lines) - 2, 0, -1):
+        line = lines[i].lstrip()
+        if line.startswith(PROMPT_MARK) and _RULE.match(lines[i - 1]) and _RULE.match(lines[i + 1]):
+            return line[len(PROMPT_MARK) :].strip()
+    return None
+
+
+def _shows(line: str, pasted: str) -> bool:
+    """Whether an input or transcript line shows `pasted`: collapsed, or its first line."""
+    if line.startswith(PASTED_MARK):
+        return True
+    first = next((ln.strip() for ln in pasted.splitlines() if ln.strip()), "")
+    return bool(first) and bool(line) and (first.startswith(line) or line.startswith(first[:40]))
+
+
+def unsent(text: str, pasted: str) -> bool:
+    """True when the input box still holds `pasted` (collapsed or as its first line): the Enter
+    after it did not submit it."""
+    held = input_line(text)
+    return bool(held) and _shows(held or "", pasted)
+
+
+def echoes(text: str, pasted: str) -> int:
+    """How many messages in the visible transcript (prompt-marked lines above the input box)
+    look like `pasted`: one more after a paste than before means it was sent."""
+    lines = text.splitlines()
+    rules = [i for i, ln in enumerate(lines) if _RULE.match(ln)]
+    above = lines[: rules[-2]] if len(rules) >= 2 else lines
+    return sum(
+        1
+        for ln in above
+        if ln.lstrip().startswith(PROMPT_MARK)
+        and _shows(ln.lstrip()[len(PROMPT_MARK) :].strip(), pasted)
     )
 
 

@@ -341,6 +341,12 @@ class TmuxRunner:
             raise
         return cleaned.removed
 
+    def press(self, name: str, keys: Sequence[str], *, owner: str) -> None:
+        """Send tmux key names (`Enter`, `Down`, …) to `owner`'s session, never literal text."""
+        if not self._check_owner(name, owner):
+            raise TmuxError(f"tmux session {name} does not exist")
+        self._run(["send-keys", "-t", _target(name), *keys])
+
     def kill(self, name: str, *, owner: str) -> bool:
         """End `owner`'s session (and its process); False when there was none. A session of
         another owner is an error and stays."""

@@ -18,7 +18,15 @@ from typing import Any
 
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
-from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
+from app.spawner.screens import (
+    HINTS,
+    Screen,
+    classify_screen,
+    echoes,
+    input_ready,
+    last_lines,
+    unsent,
+)
 from app.spawner.tmux import TmuxError, TmuxRunner
 
 Emit = Callable[..., Any]
@@ -81,6 +89,48 @@ def await_input(
         time.sleep(poll)
 
 
+SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
+SUBMIT_QUIET = 3.0  # an empty box this long after the paste, never seen holding it: sent
+SUBMIT_POLL = 0.25
+SUBMIT_RETRIES = 8  # Enters pressed again at most
+
+
+def submit(runner: TmuxRunner, record: SessionRecord, text: str) -> int:
+    """Paste `text` into the session and make sure it was sent. Claude Code still busy starting
+    up (or taking in a long paste) when the Enter after the paste arrives keeps the text in its
+    input box; seen there on two looks in a row, it gets another Enter (an Enter on an empty
+    box does nothing). Sent is: the box seen holding it and then empty, one more transcript
+    line like it than before, or an empty box for SUBMIT_QUIET. Returns how many control
+    characters the paste removed."""
+    name, owner = record.tmux_session, record.work_item
+    try:
+        before = echoes(runner.capture(name), text)
+    except TmuxError:
+        before = 0
+    removed = runner.paste(name, text, owner=owner)
+    start = time.monotonic()
+    seen_held, held_looks, pressed = False, 0, 0
+    while time.monotonic() - start < SUBMIT_WINDOW:
+        time.sleep(SUBMIT_POLL)
+        try:
+            screen = runner.capture(name)
+        except TmuxError:
+            break
+        if unsent(screen, text):
+            seen_held, held_looks = True, held_looks + 1
+            if held_looks >= 2 and pressed < SUBMIT_RETRIES:
+                runner.press(name, ["Enter"], owner=owner)
+                pressed, held_looks = pressed + 1, 0
+            continue
+        held_looks = 0
+        if classify_screen(screen) is not None:
+            break  # a dialog took the screen: the watchdog reports it
+        quiet = time.monotonic() - start >= SUBMIT_QUIET
+        if seen_held or echoes(screen, text) > before or quiet:
+            break
+    return removed
+
+
 def paste_first_message(
     runner: TmuxRunner,
     registry: Registry,
@@ -92,7 +142,7 @@ def paste_first_message(
 ) -> None:
     """Paste a session's first message and forget it as pending; `session.prompted` says
     so (`late` when it waited for the watchdog)."""
-    removed = runner.paste(record.tmux_session, text, owner=record.work_item)
+    removed = submit(runner, record, text)
     registry.update(record.work_item, pending="")
     note = {"removed_controls": removed} if removed else {}
     emit(

@@ -87,6 +87,7 @@ class WorkItemStatus(StrEnum):
     STOPPED = "stopped"  # stopped because the issue closed
     CLOSED = "closed"  # issue closed before any session
     DONE = "done"  # walked to `complete` (or its pull request merged)
+    PR_CLOSED = "pr-closed"  # its pull request closed unmerged: waits for a reopen or an execute
 
 
 class JobKind(StrEnum):
@@ -175,6 +176,12 @@ class WorkItem(Base):
     progress_posted_rev: Mapped[int] = mapped_column(Integer, default=0)
     progress_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     progress_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # The branch the session works on (recorded at execute, or a labelled PR's head), the
+    # pull request it is linked to ({number, html_url, head, base, head_sha, merged, closed,
+    # by}) and that PR's number again, indexed, so PR events find their item.
+    branch: Mapped[str | None] = mapped_column(String(256))
+    pull_request: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    pull_number: Mapped[int | None] = mapped_column(Integer, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow

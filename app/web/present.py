@@ -63,6 +63,7 @@ _TONES: dict[str, str] = {
     S.STOPPED: "idle",
     S.CLOSED: "idle",
     S.DONE: "ok",
+    S.PR_CLOSED: "warn",  # its pull request closed unmerged: a human decides what next
 }
 
 

@@ -126,9 +126,17 @@ def ask_for_review(services: Services, session: Session, item: WorkItem) -> None
     )
 
 
-def complete(services: Services, session: Session, item: WorkItem, *, reason: str) -> None:
-    """The item is done: record it, tell Slack, and stop the session when configured."""
-    if transition(item, Happened.COMPLETED) is None:
+def complete(
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    *,
+    reason: str,
+    happened: Happened = Happened.COMPLETED,
+) -> None:
+    """The item is done (it walked to `complete`, or its pull request merged): record it,
+    tell Slack, and stop the session when configured."""
+    if transition(item, happened) is None:
         return
     services.events.emit("workitem.done", item.id, session=session, reason=reason)
     services.mirror.post(session, item.id, "done", {"reason": reason, "url": item.html_url})

@@ -23,7 +23,7 @@ from app.gate.confirm import (
     initial_prompt,
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
-from app.gate.ids import spec_id
+from app.gate.ids import spec_id, work_branch
 from app.gate.markers import MarkerKind
 from app.gate.parse import Tick, is_execute, parse_rows
 from app.github.issues import IssueIO
@@ -106,6 +106,7 @@ def _issue_text(
 
 def _prompt(services: Services, item: WorkItem, selection: Selection, title: str, body: str) -> str:
     unattended = services.config.interaction_mode is InteractionMode.WORK_ITEM
+    labelled_pull = item.pull_number if item.pull_number == item.issue_number else None
     return initial_prompt(
         title=title,
         body=body,
@@ -113,6 +114,8 @@ def _prompt(services: Services, item: WorkItem, selection: Selection, title: str
         spec_id=spec_id(item.issue_number),
         selection=selection,
         unattended=unattended,
+        branch=item.branch or "",
+        pull_number=labelled_pull,
     )
 
 
@@ -123,13 +126,15 @@ def _confirm(
     io: IssueIO | None,
     selection: Selection,
     frozen: dict[str, Any],
+    again: str | None = None,
 ) -> None:
-    """Post the one confirmation comment (found-or-posted) and mirror it."""
+    """Post the one confirmation comment (found-or-posted) and mirror it. `again` is the
+    ref of an execute after a closed pull request: that run gets a confirmation of its own."""
     author = frozen["decisions"][PHASE_SELECTION]["by"]
-    markdown = confirmation_markdown(selection, author, item.id)
+    markdown = confirmation_markdown(selection, author, item.id, again)
     if io is not None:
         item.confirmation_comment_id, _ = io.post_once(
-            markdown, MarkerKind.CONFIRMATION, item=item.id
+            markdown, MarkerKind.CONFIRMATION, item=item.id, ref=again
         )
     mirrored = {"markdown": markdown, **_choice_fields(selection, frozen), "url": item.html_url}
     services.mirror.post(session, item.id, "confirmation", mirrored)
@@ -158,9 +163,13 @@ def _freeze(
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
     selection = _select(services, session, item, io, reply.body)
     frozen = frozen_record(selection, reply.author, services.clock())
+    again = reply.ref if item.state == WorkItemStatus.PR_CLOSED else None
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
     item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
+    item.gates = None  # an execute after a closed pull request starts the walk afresh
+    prefix = services.config.routing.pull_requests.branch_prefix
+    item.branch = item.branch or work_branch(prefix, item.issue_number)
     fields = _choice_fields(selection, frozen)
     emit(
         services,
@@ -172,7 +181,7 @@ def _freeze(
         ref=reply.ref,
         **fields,
     )
-    _confirm(services, session, item, io, selection, frozen)
+    _confirm(services, session, item, io, selection, frozen, again)
     title, body = _issue_text(io, item, issue)
     prompt = _prompt(services, item, selection, title, body)
     job = enqueue(
@@ -221,7 +230,8 @@ def execute_reply(
     why = refusal(services, item.installation_id, item.repo_full_name, author)
     if why is not None:
         return _refuse(services, session, item, reply, why, "unauthorized")
-    if item.frozen is not None:
+    again = item.state == WorkItemStatus.PR_CLOSED  # its pull request closed unmerged
+    if item.frozen is not None and not again:
         emit(
             services,
             session,
@@ -234,7 +244,7 @@ def execute_reply(
             reason="already-frozen",
         )
         return ExecuteOutcome(ExecuteStatus.ALREADY_FROZEN, frozen=item.frozen)
-    if item.state != WorkItemStatus.PARKED:
+    if item.state != WorkItemStatus.PARKED and not again:
         why = _not_parked_reason(item, config.routing.trigger.label)
         return _refuse(services, session, item, reply, why, "not-parked")
     return _freeze(services, session, item, reply, issue)

@@ -21,6 +21,7 @@ from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
 from app.workitems.jobs import deliver_job, enqueue
+from app.workitems.pulls import item_for_pull
 from app.workitems.states import is_live
 
 
@@ -48,26 +49,38 @@ def deliver_comment(
     ref: str,
     source: str,
     comment_id: int | None = None,
+    gh_event: str | None = None,
+    action: str | None = None,
 ) -> FollowupOutcome:
     """Queue an already-authorized comment for the item's session, once per `ref`.
 
+    `gh_event`/`action` say what a GitHub follow-up was (default: an issue comment).
     Runs inside the caller's transaction; the spawner is woken when it commits.
     """
     item = session.get(WorkItem, work_item_id)
     if item is None:
         return FollowupOutcome.UNKNOWN_ITEM
     if item.frozen is None or not is_live(item.state):
-        _ignored(services, session, item.id, f"work item is {item.state}", author, ref, source)
+        record_ignored(
+            services, session, item.id, f"work item is {item.state}", author, ref, source
+        )
         return FollowupOutcome.NOT_LIVE
     payload = deliver_job(
-        item, author=author, body=body, ref=ref, source=source, comment_id=comment_id
+        item,
+        author=author,
+        body=body,
+        ref=ref,
+        source=source,
+        comment_id=comment_id,
+        gh_event=gh_event,
+        action=action,
     )
     key = deliver_key(source, ref)
     job = enqueue(services, session, key, payload, author=author, source=source, ref=ref)
     return FollowupOutcome.QUEUED if job is not None else FollowupOutcome.REPEAT
 
 
-def _ignored(
+def record_ignored(
     services: Services,
     session: Session,
     work_item: str,
@@ -76,6 +89,7 @@ def _ignored(
     ref: str,
     source: str,
 ) -> None:
+    """Something said on a work item that never reaches its session, and why."""
     services.events.emit(
         "comment.ignored",
         work_item,
@@ -88,8 +102,9 @@ def _ignored(
 
 
 def _frozen_item(session: Session, repo: str, number: int) -> WorkItem | None:
+    """The executed item of issue `number`, or of the pull request `number` is linked to."""
     query = select(WorkItem).where(WorkItem.repo_full_name == repo, WorkItem.issue_number == number)
-    item = session.scalars(query).first()
+    item = session.scalars(query).first() or item_for_pull(session, repo, number)
     return item if item is not None and item.frozen is not None else None
 
 
@@ -110,13 +125,13 @@ def on_issue_comment(ctx: HandlerContext) -> None:
     ref = str(comment["id"])
     services = ctx.services
     if is_own_comment(comment):
-        _ignored(
+        record_ignored(
             services, ctx.session, item.id, "written by a bot or the App", author, ref, "github"
         )
         return
     why = refusal(ctx.services, ctx.installation_id or item.installation_id, repo, author)
     if why is not None:
-        _ignored(services, ctx.session, item.id, why, author, ref, "github")
+        record_ignored(services, ctx.session, item.id, why, author, ref, "github")
         return
     deliver_comment(
         services, ctx.session, item.id, author, body, ref=ref, source="github", comment_id=int(ref)

@@ -32,10 +32,17 @@ __all__ = ["spec_id", "work_item_id"]
 SPAWN_DEFERRED_REASON = "parked-at-human-start-gate"
 
 
+def _issue_of(ctx: HandlerContext) -> dict[str, Any]:
+    """The delivery's issue; a `pull_request.*` delivery's pull request stands in for it (a
+    labelled pull request is a work item of its own)."""
+    issue = ctx.payload.get("issue") or ctx.payload.get("pull_request") or {}
+    return issue if isinstance(issue, dict) else {}
+
+
 def _issue_ref(ctx: HandlerContext) -> tuple[str, int] | None:
     """(repo full name, issue number) of the delivery, or None when it names no issue."""
     repo = ctx.payload.get("repository") or {}
-    issue = ctx.payload.get("issue") or {}
+    issue = _issue_of(ctx)
     if not isinstance(repo.get("full_name"), str) or not isinstance(issue.get("number"), int):
         return None
     return repo["full_name"], issue["number"]
@@ -57,7 +64,7 @@ def _is_trigger(ctx: HandlerContext) -> bool:
 
 def _new_item(ctx: HandlerContext, installation_id: int) -> WorkItem:
     """Record a newly labelled issue as a work item parked at the gate."""
-    repo, issue = ctx.payload["repository"], ctx.payload["issue"]
+    repo, issue = ctx.payload["repository"], _issue_of(ctx)
     item = WorkItem(
         id=work_item_id(repo["full_name"], issue["number"]),
         repo_full_name=repo["full_name"],
@@ -134,7 +141,7 @@ def start_work_item(ctx: HandlerContext) -> None:
     if installation_id is None:
         ctx.emit("workitem.ignored", work_item_id(*ref), reason="no-installation")
         return
-    if (ctx.payload.get("issue") or {}).get("state") == "closed":
+    if _issue_of(ctx).get("state") == "closed":
         ctx.emit("workitem.ignored", work_item_id(*ref), reason="issue-closed")
         return
     item = _item_for(ctx) or _new_item(ctx, installation_id)

@@ -30,6 +30,7 @@ def _item_fields(item: WorkItem) -> dict[str, Any]:
         "frozen": Frozen.model_validate(item.frozen or {}),
         "phase": item.phase or "",
         "gates": dict(item.gates or {}),
+        "branch": item.branch or "",
     }
 
 
@@ -39,9 +40,19 @@ def spawn_job(item: WorkItem, *, title: str, prompt: str) -> SpawnJob:
 
 
 def deliver_job(
-    item: WorkItem, *, author: str, body: str, ref: str, source: str, comment_id: int | None
+    item: WorkItem,
+    *,
+    author: str,
+    body: str,
+    ref: str,
+    source: str,
+    comment_id: int | None,
+    gh_event: str | None = None,
+    action: str | None = None,
 ) -> DeliverJob:
-    """Hand a follow-up to the item's session."""
+    """Hand a follow-up to the item's session. `gh_event` names what a GitHub follow-up was
+    (an issue comment unless said otherwise: a review comment, a review, a check), which
+    decides where its receipt goes."""
     from_github = source == "github"
     return DeliverJob(
         **_item_fields(item),
@@ -50,8 +61,8 @@ def deliver_job(
         ref=ref,
         source=source,
         comment_id=comment_id,
-        gh_event="issue_comment" if from_github else source,
-        action="created" if from_github else "thread_reply",
+        gh_event=(gh_event or "issue_comment") if from_github else source,
+        action=(action or "created") if from_github else "thread_reply",
     )
 
 

@@ -31,6 +31,7 @@ SESSION_WORDS: Mapping[str, str] = {
     S.EXITED: "exited (a follow-up relaunches it)",
     S.STOPPED: "stopped",
     S.DONE: "done",
+    S.PR_CLOSED: "stopped: the pull request was closed unmerged (reopen it, or execute again)",
 }
 
 
@@ -88,14 +89,16 @@ def render_progress(view: ProgressView) -> str:
     """The whole progress comment for `view`."""
     done = view.status == S.DONE
     lines = ["### the-loop: progress", ""]
-    if done:
+    pr = view.pull_request
+    if done and pr.get("merged"):
+        lines += [f"**Done.** Pull request #{pr.get('number')} merged.", ""]
+    elif done:
         lines += ["**Done.** This work item walked every phase in force.", ""]
     lines += [_session_line(view), "", "| | phase | |", "|---|---|---|"]
     lines += [_phase_line(node, state, view) for node, state in phase_rows(view.walk)]
     folder = f"docs/specs/{view.spec_id}/" if view.spec_id else ""
     shown = ", ".join(f"`{folder}{name}`" for name in view.artifacts) or "none reported yet"
     lines += ["", f"**Artifacts:** {shown}"]
-    pr = view.pull_request
     if pr.get("number"):
         state = " (merged)" if pr.get("merged") else " (closed)" if pr.get("closed") else ""
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")

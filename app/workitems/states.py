@@ -38,7 +38,10 @@ class Happened(StrEnum):
     SESSION_STALLED = "session.stalled"  # the pane waits on a keypress
     SESSION_UNSTALLED = "session.unstalled"  # someone answered it
     SESSION_EXITED = "session.exited"
-    COMPLETED = "completed"  # the item walked to the graph's last node, or its PR merged
+    COMPLETED = "completed"  # the item walked to the graph's last node
+    PR_MERGED = "pr.merged"  # its pull request merged: done, even after the issue closed
+    PR_CLOSED = "pr.closed"  # its pull request closed unmerged: a human decides what next
+    PR_REOPENED = "pr.reopened"  # …and was reopened: a follow-up relaunches the session
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,9 @@ H = Happened
 TABLE: Mapping[Happened, tuple[Rule, ...]] = {
     H.RELABELED: (_rule(S.PARKED, S.UNLABELED, S.CLOSED),),
     H.UNLABELED: (_rule(S.UNLABELED, S.PARKED),),
-    H.EXECUTED: (_rule(S.FROZEN, S.PARKED),),
-    H.CLOSED: (_rule(S.STOPPED, LIVE), _rule(S.CLOSED, S.PARKED, S.UNLABELED)),
+    # A closed-unmerged pull request's item may be executed again from the same checklist.
+    H.EXECUTED: (_rule(S.FROZEN, S.PARKED, S.PR_CLOSED),),
+    H.CLOSED: (_rule(S.STOPPED, LIVE), _rule(S.CLOSED, S.PARKED, S.UNLABELED, S.PR_CLOSED)),
     H.SPAWN_CLAIMED: (_rule(S.SPAWNING, S.FROZEN),),
     # A new session that the watchdog already saw waiting on a prompt stays stalled.
     H.SPAWN_OK: (_rule(S.RUNNING, LIVE - {S.STALLED}),),
@@ -73,9 +77,14 @@ TABLE: Mapping[Happened, tuple[Rule, ...]] = {
     H.SESSION_STALLED: (_rule(S.STALLED, LIVE),),
     H.SESSION_UNSTALLED: (_rule(S.RUNNING, LIVE),),
     H.SESSION_EXITED: (_rule(S.EXITED, LIVE),),
-    # A stop always lands (the issue closed), except on an item that already closed.
-    H.STOP_OK: (_rule(S.STOPPED, EVERY - {S.CLOSED, S.DONE}),),
+    # A stop always lands (the issue closed), except on an item that already closed, or
+    # whose session was stopped because its pull request closed (it waits for a human).
+    H.STOP_OK: (_rule(S.STOPPED, EVERY - {S.CLOSED, S.DONE, S.PR_CLOSED}),),
     H.COMPLETED: (_rule(S.DONE, LIVE),),
+    # "Closes #n" closes the issue as the PR merges; either delivery may arrive first.
+    H.PR_MERGED: (_rule(S.DONE, LIVE, S.STOPPED, S.PR_CLOSED),),
+    H.PR_CLOSED: (_rule(S.PR_CLOSED, LIVE),),
+    H.PR_REOPENED: (_rule(S.EXITED, S.PR_CLOSED),),
 }
 
 

@@ -1,6 +1,10 @@
 """A git smart-HTTP server on loopback (git's own `http-backend` behind WSGI) that demands
 GitHub-style basic auth (`x-access-token:<token>`), and records the process table at each
-request, while the cloning git is alive, so a test can check what `ps` showed."""
+request, while the cloning git is alive, so a test can check what `ps` showed.
+
+It checks either one fixed token, or asks `accept(token, repository, push)` — so a test can
+accept exactly the tokens the fake GitHub minted for that repository, with `contents: write`
+for a push."""
 
 from __future__ import annotations
 
@@ -13,13 +17,35 @@ from typing import Any
 CGI_VARS = ("REQUEST_METHOD", "QUERY_STRING", "CONTENT_TYPE", "PATH_INFO", "REMOTE_ADDR")
 
 
+Accept = Callable[[str, str, bool], bool]
+
+
+def _basic(token: str) -> str:
+    return "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+
+
 class GitHttp:
-    def __init__(self, root: Path, token: str) -> None:
+    def __init__(self, root: Path, token: str = "", accept: Accept | None = None) -> None:
         self.root = root
-        self.expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        self.expected = _basic(token)
+        self.accept = accept
         self.process_tables: list[str] = []
         self.authorized = 0
         self.refused = 0
+        self.pushes = 0
+
+    def _allowed(self, environ: dict[str, Any]) -> bool:
+        header = str(environ.get("HTTP_AUTHORIZATION") or "")
+        if self.accept is None:
+            return header == self.expected
+        try:
+            user, _, token = base64.b64decode(header.removeprefix("Basic ")).decode().partition(":")
+        except ValueError:
+            return False
+        path = str(environ.get("PATH_INFO") or "")
+        repository = path.strip("/").split(".git", 1)[0]
+        push = "git-receive-pack" in path + str(environ.get("QUERY_STRING") or "")
+        return user == "x-access-token" and self.accept(token, repository, push)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -27,11 +53,13 @@ class GitHttp:
         self.process_tables.append(
             subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         )
-        if environ.get("HTTP_AUTHORIZATION") != self.expected:
+        if not self._allowed(environ):
             self.refused += 1
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
             return [b"authentication required\n"]
         self.authorized += 1
+        if str(environ.get("PATH_INFO") or "").endswith("/git-receive-pack"):
+            self.pushes += 1
         env = {k: str(environ.get(k, "")) for k in CGI_VARS}
         env.update(
             GIT_PROJECT_ROOT=str(self.root),

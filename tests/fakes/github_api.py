@@ -81,6 +81,11 @@ class FakeGitHub:
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     manifest_conversions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    default_branch: str = "main"
+    # Where pushed branches live (`<git_root>/<owner>/<repo>.git`): a PR's head must exist.
+    git_root: Any = None
     _failures: list[tuple[re.Pattern[str], int, dict[str, str]]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(900_000_001))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -123,6 +128,28 @@ class FakeGitHub:
     def add_issue(self, repo: str, issue: dict[str, Any]) -> None:
         """Serve `issue` (a payload's `issue` object) at GET /repos/{repo}/issues/{number}."""
         self.issues[(repo.lower(), int(issue["number"]))] = issue
+
+    def pull_requests(self, repo: str) -> list[dict[str, Any]]:
+        return [pr for (name, _n), pr in self.pulls.items() if name == repo.lower()]
+
+    def add_check_run(
+        self, repo: str, sha: str, name: str, conclusion: str, title: str = "", summary: str = ""
+    ) -> dict[str, Any]:
+        """A completed check run on `sha`, as `GET …/commits/{sha}/check-runs` lists it."""
+        with self._lock:
+            rid = next(self._ids)
+        run = {
+            "id": rid,
+            "name": name,
+            "head_sha": sha,
+            "status": "completed",
+            "conclusion": conclusion,
+            "html_url": f"https://github.com/{repo}/runs/{rid}",
+            "details_url": f"https://ci.example/runs/{rid}",
+            "output": {"title": title or None, "summary": summary or None, "text": None},
+        }
+        self.check_runs.setdefault((repo.lower(), sha), []).append(run)
+        return run
 
     def calls(self, method: str, pattern: str) -> list[Recorded]:
         rx = re.compile(pattern)
@@ -184,15 +211,17 @@ class FakeGitHub:
             token = "ghs_" + secrets.token_hex(16)
             expires = datetime.now(UTC) + timedelta(hours=1)
             body = request.get_json(silent=True) or {}
+            permissions = body.get("permissions") or {"issues": "write", "contents": "write"}
             self.tokens[token] = {
                 "installation": inst,
                 "expires": expires,
                 "repositories": body.get("repositories"),
+                "permissions": permissions,
             }
             return jsonify(
                 token=token,
                 expires_at=_iso(expires),
-                permissions={"issues": "write"},
+                permissions=permissions,
                 repository_selection="selected",
             ), 201
 
@@ -268,6 +297,14 @@ class FakeGitHub:
         @app.post("/repos/<owner>/<repo>/issues/comments/<int:cid>/reactions")
         def comment_reaction(owner: str, repo: str, cid: int):  # type: ignore[no-untyped-def]
             return reaction(f"comment:{owner}/{repo}", cid)
+
+        @app.post("/repos/<owner>/<repo>/pulls/comments/<int:cid>/reactions")
+        def review_comment_reaction(owner: str, repo: str, cid: int):  # type: ignore[no-untyped-def]
+            return reaction(f"review_comment:{owner}/{repo}", cid)
+
+        from tests.fakes.github_pulls import add_pull_routes
+
+        add_pull_routes(app, self, require_token)
 
         @app.post("/app-manifests/<code>/conversions")
         def manifest_conversion(code: str):  # type: ignore[no-untyped-def]
