@@ -232,11 +232,11 @@ def spawner_context(
     config = parse_config(
         {
             "harnesses": [harness],
-            "routing": {"workspace": {"root": str(bed.tmp / "work")}},
+            "routing": {"workspace": {"root": str(bed.tmp / "work")}, "sandbox": standin.sandbox},
         },
         "devbox.yaml",
     )
-    state = bed.tmp / "spawner"
+    state = bed.tmp / "devbox-state"  # not "spawner": its parent would count as the App's state dir
     return SpawnerContext(
         config=config,
         runner=runner,
@@ -247,7 +247,7 @@ def spawner_context(
         app_url=bed.app.url,
         hosts=frozenset({"claude"}),
         env=session_base_env(bed.tmp),
-        resume_grace=0.5,
+        ready_timeout=0.5,
     )
 
 

@@ -82,9 +82,11 @@ def test_the_session_pushes_its_work_branch_through_the_app_and_opens_its_pull_r
     assert bed.git.process_tables and not any(minted in t for t in bed.git.process_tables)
     files = [p for p in live.checkout.rglob("*") if p.is_file()]
     assert not [p for p in files if minted.encode() in p.read_bytes()]
-    home = Path(live.env["HOME"])
-    assert "helper = store" in (home / ".gitconfig").read_text()
-    assert not (home / ".git-credentials").exists()  # the user's `store` helper never ran
+    home, user_home = Path(live.env["HOME"]), bed.tmp / "home"
+    assert "helper = store" in (user_home / ".gitconfig").read_text()
+    # The devbox user's `store` helper never ran: the session has a home of its own.
+    assert not (home / ".git-credentials").exists()
+    assert not (user_home / ".git-credentials").exists()
     assert "git-credential" in (live.checkout / ".git" / "config").read_text()
     assert minted not in str(bed.events("git.credential_issued"))
     state = Path(live.ctx.state_dir)
