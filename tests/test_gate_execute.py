@@ -19,6 +19,7 @@ from app.settings import load_settings
 from app.store.tables import JobKind, ModelVerdict, WorkItem
 from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from app.workitems.offers import refused_choices
+from tests.fakes.github_api import BOT_LOGIN
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,
@@ -136,11 +137,10 @@ def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(
     fake.grant(REPO, "Codertocat", "write")
     marker_line = f"<!-- the-loop:checklist item={ITEM} -->"
     fake.add_comment(REPO, 1, f"- [ ] tasks-breakdown\n{marker_line}", "mallory")  # a copy
-    earlier = fake.add_comment(
-        REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", "the-loop[bot]", "Bot"
-    )
+    fake.add_comment(REPO, 1, f"- [x] design\n{marker_line}", "other-app[bot]", "Bot")
+    earlier = fake.add_comment(REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", BOT_LOGIN, "Bot")
     handle(state, "issues", "labeled", labeled())
-    assert len(fake.issue_comments(REPO, 1)) == 2 and not fake.calls("POST", "/comments$")
+    assert len(fake.issue_comments(REPO, 1)) == 3 and not fake.calls("POST", "/comments$")
     with Session(state.engine) as session:
         item = session.get(WorkItem, ITEM)
         assert item is not None and item.checklist_comment_id == earlier["id"]

@@ -19,7 +19,7 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.config import load_config
     from app.settings import load_settings
     from app.spawner.agent import Agent, AgentOptions
-    from app.spawner.appclient import AppClient
+    from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -30,6 +30,10 @@ def run_agent(args: argparse.Namespace) -> int:
             "the-loop spawner: set THE_LOOP_SPAWNER_TOKEN (see `the-loop spawner token create`)",
             file=sys.stderr,
         )
+        return 2
+    problem = url_problem(settings.the_loop_url, settings.the_loop_insecure_url)
+    if problem is not None:
+        print(f"the-loop spawner: {problem}", file=sys.stderr)
         return 2
     config = load_config(settings.the_loop_config)
     client = AppClient(settings.the_loop_url, settings.the_loop_spawner_token)

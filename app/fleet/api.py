@@ -15,12 +15,22 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
+from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.edge import SPAWNER_MAX_BODY
 from app.fleet.comments import CommentRefused, parse_request, post
-from app.fleet.handover import OfferError, prepare_offer
+from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
-from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
+from app.fleet.tokens import (
+    Principal,
+    TokenError,
+    authenticate,
+    hosted_items,
+    register,
+    renew_session_tokens,
+    scope_of,
+)
 from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs
 from app.store import jobwake
@@ -64,14 +74,33 @@ def _poll_interval(state: Any) -> float:
 
 
 def _json() -> dict[str, Any]:
-    data = request.get_json(silent=True)
+    try:
+        request.get_data(cache=True)
+        request.stream.read(1)  # past the limit (a chunked body) this raises, not truncates
+        data = request.get_json(silent=True)
+    except RequestEntityTooLarge as exc:
+        raise ApiError(413, f"the body may be at most {SPAWNER_MAX_BODY} bytes") from exc
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
     return data
 
 
+@bp.before_request
+def _credential_first() -> None:
+    """The credential before the body, and at most `SPAWNER_MAX_BODY` bytes of body: a
+    stranger's request is answered before any of it is read."""
+    header = request.headers.get("Authorization")
+    if not header or not _state().known_token(header):
+        raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
+    request.max_content_length = SPAWNER_MAX_BODY
+    if (request.content_length or 0) > SPAWNER_MAX_BODY:
+        raise ApiError(413, f"the body may be at most {SPAWNER_MAX_BODY} bytes")
+
+
 def _principal(session: Session) -> Principal:
-    principal = authenticate(session, request.headers.get("Authorization"))
+    principal = authenticate(
+        session, request.headers.get("Authorization"), _state().services.clock()
+    )
     if principal is None:
         raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
     return principal
@@ -160,6 +189,7 @@ def next_job() -> Response | tuple[str, int]:
         now = state.services.clock()
         if spawner.last_seen is None or now - _aware(spawner.last_seen) > LAST_SEEN_EVERY:
             spawner.last_seen = now  # a write per minute, not per poll
+            renew_session_tokens(session, hosted_items(session, spawner), now)
     jobwake.listen_for_jobs(state.engine)
     _give_up_expired(state)
     deadline = time.monotonic() + wait
@@ -180,6 +210,11 @@ def _give_up_expired(state: Any) -> None:
         state.services.events.emit(
             "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
         )
+        if failed.github_token is not None:
+            with Session(state.engine) as session, session.begin():
+                row = session.get(Job, failed.id)
+                spent = take_token(row) if row is not None else None
+            revoke(state.services, spent)
 
 
 def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
@@ -228,8 +263,11 @@ def job_result(job_id: int) -> Response:
             raise ApiError(404, f"no job {job_id}")
         if outcome == jobs.Finish.NOT_HELD:
             raise ApiError(409, f"job {job_id} is not held by this spawner (lease expired?)")
+        spent = None
         if outcome == jobs.Finish.FINISHED:
             apply_result(state.services, session, job, spawner, report)
+            spent = take_token(job)
+    revoke(state.services, spent)
     delivered = job.kind == JobKind.DELIVER and report["result"].get("delivered")
     receipt = send_receipt(state.services, state.engine, job) if delivered else None
     return jsonify(ok=True, repeat=outcome == jobs.Finish.REPEAT, receipt=receipt)
