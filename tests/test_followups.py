@@ -102,6 +102,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
             "model": "",
             "effort": "",
             "dropped": [],
+            "issue": {},
         },
     }
     assert api.events("job.queued", item)[0]["key"] == job.key

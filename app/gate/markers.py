@@ -31,6 +31,7 @@ class MarkerKind(StrEnum):
     CHECKLIST = "checklist"  # the phase-selection checklist
     CONFIRMATION = "confirmation"  # the execute was accepted; what runs
     REFUSAL = "refusal"  # the execute was refused; who may execute
+    CHANGED = "changed"  # the issue changed since it was read; execute again
     AGENT = "agent"  # written by a session through `the-loop comment` / `the-loop ask`
     SLACK = "slack"  # a Slack member's words, posted on the issue by the App
     PROGRESS = "progress"  # the one progress comment of a work item, edited in place

@@ -162,6 +162,8 @@ class WorkItem(Base):
     checklist_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     confirmation_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     frozen: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The issue text the checklist was posted for: title, body, its hash, when it was read.
+    pinned: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     session: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     slack_ts: Mapped[str | None] = mapped_column(String(64))
     # Where the item stands in the process graph (the App's record is the authority), the

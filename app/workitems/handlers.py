@@ -24,6 +24,7 @@ from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
+from app.workitems.pinning import record_pin
 from app.workitems.review import ReviewStatus, review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 
@@ -110,6 +111,7 @@ def _post_checklist(ctx: HandlerContext, item: WorkItem, installation_id: int) -
     body = render_checklist(checklist, item.id)
     comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
     item.checklist_comment_id = comment_id
+    record_pin(item, ctx.payload.get("issue"), ctx.services)
     ctx.emit(
         "gate.checklist_posted",
         item.id,
