@@ -8,7 +8,7 @@ import json
 
 from githubkit.webhooks import sign
 
-from app.asgi import BodyTooSlow, ClientGone, read_body
+from app.asgi import BodyTooSlow, ClientGone, Deadlines, read_body
 from app.github.webhooks import (
     MAX_BODY,
     Answer,
@@ -191,12 +191,12 @@ def test_a_body_that_does_not_arrive_in_time_is_too_slow():
         await asyncio.sleep(3600)
 
     try:
-        asyncio.run(read_body(never, 10, seconds=0.05))
+        asyncio.run(Deadlines(0.05).read(never, 10))
     except BodyTooSlow:
         pass
     else:
         raise AssertionError("a body that never came was read")
-    assert asyncio.run(read_body(messages(b"ab", b"c"), 10, seconds=5)) == b"abc"
+    assert asyncio.run(Deadlines(5).read(messages(b"ab", b"c"), 10)) == b"abc"
     answer = too_slow({"x-github-delivery": "slow-1"})
     assert answer.status.startswith("408") and answer.kind == "too-slow"
 
