@@ -7,7 +7,7 @@ Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
 `create_app`, run on a thread pool through a2wsgi.
 
 No request reaches a Flask thread before its body is whole: each path's credential is
-checked first (`app.edge`), then the body is read here, on the event loop, up to the path's
+checked first (`app.ingress.doors`), then the body is read here, on the event loop, up to the path's
 limit and within the body deadline. A client trickling a body costs a coroutine, never one
 of the threads `/healthz` and the spawners' claims need.
 
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from app import edge
 from app.github.ingest import IngestUnavailable
 from app.github.webhooks import (
     HEADERS,
@@ -38,7 +37,8 @@ from app.github.webhooks import (
     too_slow,
     unavailable,
 )
-from app.sampling import cut
+from app.ingress import doors
+from app.ingress.sampling import cut
 
 if TYPE_CHECKING:
     from app.runtime import AppState
@@ -51,7 +51,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HEADER_NAMES = frozenset(name.encode() for name in HEADERS)
-_DOOR_HEADERS = frozenset(name.encode() for name in edge.HEADERS)
+_DOOR_HEADERS = frozenset(name.encode() for name in doors.HEADERS)
 # Threads for the Flask side; a spawner's long-poll holds one for up to a minute.
 WSGI_THREADS = 32
 
@@ -148,7 +148,7 @@ class AsgiApp:
 
     async def guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Any other path: its credential, then its body (bounded, on the loop), then Flask."""
-        door = edge.door_for(scope["path"])
+        door = doors.door_for(scope["path"])
         headers = {
             name.decode(): value.decode("latin-1")
             for name, value in scope["headers"]
@@ -161,29 +161,29 @@ class AsgiApp:
             except ClientGone:
                 return
             except BodyTooSlow:
-                refusal = edge.TOO_SLOW
+                refusal = doors.TOO_SLOW
             else:
                 if body is None:
-                    refusal = edge.too_large(door)
+                    refusal = doors.too_large(door)
         if refusal is not None:
             await self.refuse(scope, send, refusal)
             return
         await self.fallback(scope, _replay(body or b"", receive), send)
 
-    async def admit(self, door: edge.Door, headers: dict[str, str]) -> edge.Refusal | None:
+    async def admit(self, door: doors.Door, headers: dict[str, str]) -> doors.Refusal | None:
         """The door's checks that need no body: its credential, then the declared length."""
-        if door.credential is edge.Credential.SLACK:
-            refusal = edge.slack_headers_problem(headers, time.time())
+        if door.credential is doors.Credential.SLACK:
+            refusal = doors.slack_headers_problem(headers, time.time())
             if refusal is not None:
                 return refusal
-        if door.credential is edge.Credential.BEARER:
-            token = edge.bearer(headers)
+        if door.credential is doors.Credential.BEARER:
+            token = doors.bearer(headers)
             if token is None or not await asyncio.to_thread(self.state.known_token, token):
-                return edge.NO_TOKEN
-        length = edge.declared_length(headers, door)
-        return length if isinstance(length, edge.Refusal) else None
+                return doors.NO_TOKEN
+        length = doors.declared_length(headers, door)
+        return length if isinstance(length, doors.Refusal) else None
 
-    async def refuse(self, scope: Scope, send: Send, refusal: edge.Refusal) -> None:
+    async def refuse(self, scope: Scope, send: Send, refusal: doors.Refusal) -> None:
         client = scope.get("client")
         fields = {
             "reason": refusal.reason,

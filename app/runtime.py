@@ -15,7 +15,7 @@ from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.routes import build_router
 from app.github.worker import InboxWorker
-from app.sampling import SampledLog
+from app.ingress.sampling import SampledLog
 from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate

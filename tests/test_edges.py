@@ -20,10 +20,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.edge import SPAWNER_MAX_BODY
 from app.fleet.tokens import create_token
+from app.ingress.doors import SPAWNER_MAX_BODY
+from app.ingress.sampling import FIELD_LIMIT, PER_MINUTE, SUMMARY
 from app.protocol import StopJob
-from app.sampling import FIELD_LIMIT, PER_MINUTE, SUMMARY
 from app.store.jobqueue import queue_job
 from app.store.tables import Event, WorkItem, WorkItemStatus
 from tests.support import RunningApp, served_app, wait_for, wsgi_app

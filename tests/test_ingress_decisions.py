@@ -202,7 +202,7 @@ def test_a_body_that_does_not_arrive_in_time_is_too_slow():
 
 
 def test_each_door_asks_for_its_credential_and_caps_its_body():
-    from app import edge
+    from app.ingress import doors as edge
 
     spawner, slack, other = (edge.door_for(p) for p in ("/spawner/v1/jobs", "/slack/events", "/x"))
     assert (spawner.credential, spawner.max_body) == (edge.Credential.BEARER, 1024 * 1024)

@@ -15,10 +15,9 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.edge import SPAWNER_MAX_BODY
 from app.fleet.comments import CommentRefused, parse_request, post
+from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
@@ -75,26 +74,15 @@ def _poll_interval(state: Any) -> float:
 
 def _json() -> dict[str, Any]:
     try:
-        request.get_data(cache=True)
-        request.stream.read(1)  # past the limit (a chunked body) this raises, not truncates
-        data = request.get_json(silent=True)
-    except RequestEntityTooLarge as exc:
-        raise ApiError(413, f"the body may be at most {SPAWNER_MAX_BODY} bytes") from exc
-    if not isinstance(data, dict):
+        data = json_object()
+    except BodyTooLarge as exc:
+        raise ApiError(413, str(exc)) from exc
+    if data is None:
         raise ApiError(400, "the body must be a JSON object")
     return data
 
 
-@bp.before_request
-def _credential_first() -> None:
-    """The credential before the body, and at most `SPAWNER_MAX_BODY` bytes of body: a
-    stranger's request is answered before any of it is read."""
-    header = request.headers.get("Authorization")
-    if not header or not _state().known_token(header):
-        raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
-    request.max_content_length = SPAWNER_MAX_BODY
-    if (request.content_length or 0) > SPAWNER_MAX_BODY:
-        raise ApiError(413, f"the body may be at most {SPAWNER_MAX_BODY} bytes")
+bp.before_request(credential_first)
 
 
 def _principal(session: Session) -> Principal:

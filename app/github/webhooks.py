@@ -20,7 +20,7 @@ from githubkit.webhooks import verify
 
 from app.github.ingest import IngestUnavailable
 from app.github.shapes import shape_problem
-from app.sampling import Record, cut
+from app.ingress.sampling import Record, cut
 
 if TYPE_CHECKING:
     from app.runtime import AppState

@@ -1,7 +1,7 @@
 """hardened edges: body hashes of deliveries, session token expiry, job tokens
 
-Revision ID: 0002_edges
-Revises: 0001
+Revision ID: 0003_edges
+Revises: 0002
 """
 
 from datetime import UTC, datetime, timedelta
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_edges"
-down_revision = "0001"
+revision = "0003_edges"
+down_revision = "0002"
 
 
 def upgrade() -> None:

@@ -1,14 +1,14 @@
 """pinned issue text: what the checklist was posted for
 
-Revision ID: 0003_pinned_issues
-Revises: 0002_edges
+Revision ID: 0004_pinned_issues
+Revises: 0003_edges
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_pinned_issues"
-down_revision = "0002_edges"
+revision = "0004_pinned_issues"
+down_revision = "0003_edges"
 
 
 def upgrade() -> None:
