@@ -4,7 +4,12 @@
 delivery to be committed costs a future, not a thread, so one process acknowledges
 thousands of deliveries a second with a flat tail (`bench/ingest`). Every other path — the
 Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
-`create_app`, run on a thread pool through a2wsgi, unchanged.
+`create_app`, run on a thread pool through a2wsgi.
+
+No request reaches a Flask thread before its body is whole: each path's credential is
+checked first (`app.ingress.doors`), then the body is read here, on the event loop, up to the path's
+limit and within the body deadline. A client trickling a body costs a coroutine, never one
+of the threads `/healthz` and the spawners' claims need.
 
 `gunicorn 'app:create_app()'` still serves the same App as plain WSGI.
 """
@@ -12,8 +17,11 @@ Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from app.github.ingest import IngestUnavailable
 from app.github.webhooks import (
@@ -22,11 +30,15 @@ from app.github.webhooks import (
     PATH,
     Answer,
     accepted,
+    counted,
     precheck,
     screen,
     too_large,
+    too_slow,
     unavailable,
 )
+from app.ingress import doors
+from app.ingress.sampling import cut
 
 if TYPE_CHECKING:
     from app.runtime import AppState
@@ -39,12 +51,17 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HEADER_NAMES = frozenset(name.encode() for name in HEADERS)
+_DOOR_HEADERS = frozenset(name.encode() for name in doors.HEADERS)
 # Threads for the Flask side; a spawner's long-poll holds one for up to a minute.
 WSGI_THREADS = 32
 
 
 class ClientGone(Exception):
     """The client disconnected before its request body arrived."""
+
+
+class BodyTooSlow(Exception):
+    """The body did not arrive within the request's deadline."""
 
 
 def create_asgi_app(
@@ -64,10 +81,13 @@ class AsgiApp:
     def __init__(self, state: AppState, fallback: ASGIApp) -> None:
         self.state = state
         self.fallback = fallback
+        self.deadlines = Deadlines(state.settings.the_loop_body_deadline)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
             await self.webhook(scope, receive, send)
+        elif scope["type"] == "http":
+            await self.guarded(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self.lifespan(receive, send)
         else:
@@ -95,29 +115,29 @@ class AsgiApp:
             answer = await self.receive(scope, receive, headers)
         except ClientGone:
             return
-        if answer.event is not None:
-            name, fields = answer.event
-            await asyncio.to_thread(self.state.services.events.emit, name, **fields)
+        rows = counted(self.state, answer)
+        if rows:
+            await asyncio.to_thread(self.state.sampled.write, rows)
         payload, response_headers = answer.encoded()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": int(answer.status.split(" ", 1)[0]),
-                "headers": [(k.lower().encode(), v.encode()) for k, v in response_headers],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        status = int(answer.status.split(" ", 1)[0])
+        if status in (408, 413):  # the rest of the body is never read
+            response_headers.append(("Connection", "close"))
+        await _respond(send, status, payload, response_headers)
 
     async def receive(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> Answer:
         length = precheck(scope["method"], headers)
         if isinstance(length, Answer):
             return length
-        body = await read_body(receive, MAX_BODY)
+        client = scope.get("client")
+        remote = client[0] if client else None
+        try:
+            body = await self.deadlines.read(receive, MAX_BODY)
+        except BodyTooSlow:
+            return too_slow(headers, remote)
         if body is None:
             return too_large(headers)
-        client = scope.get("client")
         secret = self.state.services.settings.github_webhook_secret
-        v = screen(secret, headers, body, client[0] if client else None)
+        v = screen(secret, headers, body, remote)
         if isinstance(v, Answer):
             return v
         try:
@@ -126,10 +146,130 @@ class AsgiApp:
             return unavailable(v, exc)
         return accepted(self.state, v, new)
 
+    async def guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Any other path: its credential, then its body (bounded, on the loop), then Flask."""
+        door = doors.door_for(scope["path"])
+        headers = {
+            name.decode(): value.decode("latin-1")
+            for name, value in scope["headers"]
+            if name in _DOOR_HEADERS
+        }
+        refusal = await self.admit(door, headers)
+        if refusal is None:
+            try:
+                body = await self.deadlines.read(receive, door.max_body)
+            except ClientGone:
+                return
+            except BodyTooSlow:
+                refusal = doors.TOO_SLOW
+            else:
+                if body is None:
+                    refusal = doors.too_large(door)
+        if refusal is not None:
+            await self.refuse(scope, send, refusal)
+            return
+        await self.fallback(scope, _replay(body or b"", receive), send)
+
+    async def admit(self, door: doors.Door, headers: dict[str, str]) -> doors.Refusal | None:
+        """The door's checks that need no body: its credential, then the declared length."""
+        if door.credential is doors.Credential.SLACK:
+            refusal = doors.slack_headers_problem(headers, time.time())
+            if refusal is not None:
+                return refusal
+        if door.credential is doors.Credential.BEARER:
+            token = doors.bearer(headers)
+            if token is None or not await asyncio.to_thread(self.state.known_token, token):
+                return doors.NO_TOKEN
+        length = doors.declared_length(headers, door)
+        return length if isinstance(length, doors.Refusal) else None
+
+    async def refuse(self, scope: Scope, send: Send, refusal: doors.Refusal) -> None:
+        client = scope.get("client")
+        fields = {
+            "reason": refusal.reason,
+            "path": cut(scope["path"]),
+            "remote": client[0] if client else None,
+        }
+        rows = self.state.sampled.note(refusal.reason, "request.rejected", fields)
+        if rows:
+            await asyncio.to_thread(self.state.sampled.write, rows)
+        payload = orjson.dumps({"error": refusal.error})
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        # The rest of a refused body is never read: the connection is not reused.
+        await _respond(send, refusal.status, payload, [*headers, ("Connection", "close")])
+
+
+async def _respond(send: Send, status: int, payload: bytes, headers: list[tuple[str, str]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands over the buffered body at once, then the client's own events."""
+    handed = False
+
+    async def again() -> Message:
+        nonlocal handed
+        if not handed:
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+class Deadlines:
+    """The bodies being read in this process and when each must be whole. One timer a second
+    cancels the reads that are late, so a request pays a dict entry for its deadline rather
+    than a timer of its own (`asyncio.timeout` cost the webhook path a measurable share)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._due: dict[asyncio.Task[Any], float] = {}
+        self._late: set[asyncio.Task[Any]] = set()
+        self._sweeping = False
+
+    async def read(self, receive: Receive, limit: int) -> bytes | None:
+        """`read_body` within the deadline: raises BodyTooSlow once it has passed."""
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        self._due[task] = loop.time() + self.seconds
+        if not self._sweeping:
+            self._sweeping = True
+            loop.call_later(1.0, self._sweep, loop)
+        try:
+            return await read_body(receive, limit)
+        except asyncio.CancelledError:
+            if task not in self._late:
+                raise
+            task.uncancel()
+            raise BodyTooSlow from None
+        finally:
+            self._due.pop(task, None)
+            self._late.discard(task)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for task, due in list(self._due.items()):
+            if due <= now and task not in self._late:
+                self._late.add(task)
+                task.cancel()
+        if self._due:
+            loop.call_later(1.0, self._sweep, loop)
+        else:
+            self._sweeping = False
+
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole request body, or None once it exceeds `limit` bytes (a chunked body has no
-    Content-Length to check up front)."""
+    Content-Length to check up front). Raises ClientGone when the client leaves first."""
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -34,6 +34,8 @@ class Frozen(_Shape):
     model: str = ""
     effort: str = ""
     dropped: list[dict[str, str]] = Field(default_factory=list)
+    # The approved issue text: the SHA-256 of its body and when the App read it.
+    issue: dict[str, Any] = Field(default_factory=dict)
 
 
 class ItemJob(_Shape):

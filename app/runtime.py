@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.config import config_findings, load_config
@@ -14,6 +15,7 @@ from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.routes import build_router
 from app.github.worker import InboxWorker
+from app.ingress.sampling import SampledLog
 from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
@@ -32,10 +34,19 @@ class AppState:
     workers: list[InboxWorker] = field(default_factory=list)
     ingest: IngestWriter = field(init=False)
     progress: ProgressPublisher = field(init=False)
+    sampled: SampledLog = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
         self.progress = ProgressPublisher(self.services, self.engine)
+        self.sampled = SampledLog(self.services.events)
+
+    def known_token(self, authorization: str) -> bool:
+        """Whether an `Authorization: Bearer …` value names a live spawner or session token."""
+        from app.fleet.tokens import authenticate
+
+        with Session(self.engine) as session:
+            return authenticate(session, authorization, self.services.clock()) is not None
 
     def wake_workers(self) -> None:
         for worker in self.workers:
@@ -66,11 +77,13 @@ class AppState:
         """Stop everything this state started and release the database."""
         self.stop_workers()
         self.ingest.close()
+        self.sampled.flush()
         self.engine.dispose()
 
 
 def build_state(settings: Settings) -> AppState:
-    """Open the database (migrating it), read the operator config, build the clients."""
+    """Open the database (migrating it), read the operator config, build the clients and
+    learn who the App is on GitHub."""
     config = load_config(settings.the_loop_config)
     watch_changes()
     engine = make_engine(settings.database_url)
@@ -83,7 +96,9 @@ def build_state(settings: Settings) -> AppState:
         log.info("%s: %s: %s", config.source, finding.key, finding.message)
         events.emit("config.ignored", key=finding.key, message=finding.message, file=config.source)
     mirror = build_mirror(settings, config, engine, events)
+    github = GitHubApp(settings)
+    github.bot_login()  # learn the App's own login now; asked again later if GitHub is away
     services = Services(
-        settings=settings, config=config, events=events, github=GitHubApp(settings), mirror=mirror
+        settings=settings, config=config, events=events, github=github, mirror=mirror
     )
     return AppState(settings=settings, engine=engine, services=services, router=build_router())

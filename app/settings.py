@@ -39,9 +39,13 @@ class Settings(BaseSettings):
     the_loop_config: Path = Path("cli-config.yaml")
     the_loop_state_dir: Path = Path("~/.local/state/the-loop")
     the_loop_url: str = "http://127.0.0.1:3000"
+    # Let a spawner talk to a non-loopback App over plain http (tokens travel in the clear).
+    the_loop_insecure_url: bool = False
     the_loop_spawner_token: str | None = None
     the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
     the_loop_inbox_workers: int = 1
+    # Seconds a request's whole body may take to arrive; a slower one is answered 408.
+    the_loop_body_deadline: float = 30.0
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None

@@ -1,30 +1,49 @@
--- wrk script for bench/ingest: POSTs one signed fixture body with a unique delivery id per
--- request (the signature covers only the body, so it is computed once by bench/ingest).
-local body_path = os.getenv("INGEST_BODY")
-local signature = os.getenv("INGEST_SIGNATURE")
+-- wrk script for bench/ingest: POSTs the signed fixture body with a unique delivery id per
+-- request. Bodies differ too (the App stores a body once whatever the delivery id): each
+-- request splices its own number into the body, whose signature bench/ingest computed
+-- beforehand, one per line of INGEST_SIGNATURES, PER_THREAD lines for each wrk thread.
+local prefix_path = os.getenv("INGEST_PREFIX")
+local suffix_path = os.getenv("INGEST_SUFFIX")
 local event = os.getenv("INGEST_EVENT")
-local f = assert(io.open(body_path, "rb"))
-local body = f:read("*a")
-f:close()
+local per_thread = tonumber(os.getenv("INGEST_PER_THREAD"))
+local offset = tonumber(os.getenv("INGEST_OFFSET"))
+
+local function slurp(path)
+  local f = assert(io.open(path, "rb"))
+  local data = f:read("*a")
+  f:close()
+  return data
+end
+
+local body_prefix = slurp(prefix_path)
+local body_suffix = slurp(suffix_path)
+local signatures = {}
+for line in io.lines(os.getenv("INGEST_SIGNATURES")) do
+  table.insert(signatures, line)
+end
 
 local threads = {}
 local counter = 0
 prefix = ""
+index = 0
 
 function setup(thread)
   thread:set("prefix", "bench-" .. tostring(#threads) .. "-" .. tostring(os.time()))
+  thread:set("index", #threads)
   table.insert(threads, thread)
 end
 
 function request()
+  -- past PER_THREAD requests the bodies repeat and are acknowledged as duplicates
+  local n = offset + index * per_thread + (counter % per_thread)
   counter = counter + 1
   local headers = {
     ["Content-Type"] = "application/json",
     ["X-GitHub-Event"] = event,
-    ["X-Hub-Signature-256"] = signature,
+    ["X-Hub-Signature-256"] = signatures[n + 1],
     ["X-GitHub-Delivery"] = prefix .. "-" .. counter,
   }
-  return wrk.format("POST", "/github/webhooks", headers, body)
+  return wrk.format("POST", "/github/webhooks", headers, body_prefix .. n .. body_suffix)
 end
 
 function done(summary, latency, requests)

@@ -69,6 +69,8 @@ def describe(outcome: ExecuteOutcome) -> str:
     """A short human account of the gate's answer."""
     if outcome.status is ExecuteStatus.REFUSED:
         return f"refused: {outcome.why}"
+    if outcome.status is ExecuteStatus.CHANGED:
+        return f"not started: {outcome.why}"
     return OUTCOME_TEXT.get(outcome.status, str(outcome.status))
 
 

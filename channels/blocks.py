@@ -1,7 +1,10 @@
 """Block Kit messages for each mirror kind. Pure: a payload in, a `Message` out.
 
 Every message has a plain-text fallback (`text`, what notifications and screen readers
-show) and an "Open on GitHub" button, because GitHub stays the ledger. Unknown kinds still
+show, and what is sent alone when Slack refuses the blocks) and an "Open on GitHub" button,
+because GitHub stays the ledger. Slack reads the fallback as markup too, so every
+GitHub-originated word in it is escaped exactly once, like the blocks: a title can never
+become `<!channel>` or a link it did not spell. Unknown kinds still
 render (as a plain note) rather than being dropped.
 """
 
@@ -88,7 +91,7 @@ def item_started(payload: Mapping[str, Any], url: str) -> Message:
         section(head),
         context("Labelled for the-loop. Choose the phases in this thread, then press *Execute*."),
     ]
-    return _finish(f"{ref}: {title} — labelled for the-loop", blocks, url)
+    return _finish(f"{escape(ref)}: {escape(title)} — labelled for the-loop", blocks, url)
 
 
 def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
@@ -101,7 +104,7 @@ def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
         [
             "Phase selection is waiting for a decision.",
             *(line.replace("*", "").replace("`", "") for line in summary_lines(payload)),
-            f"Press Execute here or reply '{keyword}' on GitHub.",
+            f"Press Execute here or reply '{escape(keyword)}' on GitHub.",
         ]
     )
     return _finish(fallback, [intro, *control_blocks(payload, work_item)], url)
@@ -132,7 +135,7 @@ def checklist_closed(frozen: Mapping[str, Any], url: str) -> Message:
         section(f":lock: *Phase selection frozen by @{escape(by)}.*"),
         section("\n".join(choice_facts(frozen))),
     ]
-    return _finish(f"Phase selection frozen by @{by}.", blocks, url)
+    return _finish(f"Phase selection frozen by @{escape(by)}.", blocks, url)
 
 
 def confirmation(payload: Mapping[str, Any], url: str) -> Message:
@@ -148,7 +151,7 @@ def confirmation(payload: Mapping[str, Any], url: str) -> Message:
 
 def refused(payload: Mapping[str, Any], url: str) -> Message:
     who, why = str(payload.get("who") or "someone"), str(payload.get("why") or "")
-    text = f"Execute by @{who} refused: {why}"
+    text = f"Execute by @{escape(who)} refused: {escape(why)}"
     return _finish(
         text, [section(f":no_entry: *Execute by @{escape(who)} refused.* {escape(why)}")], url
     )
@@ -186,8 +189,8 @@ def _session_line(payload: Mapping[str, Any]) -> str:
 
 
 def session(payload: Mapping[str, Any], url: str) -> Message:
-    line = _session_line(payload).strip()
-    return _finish(to_plain(line.replace("*", "")), [section(line)], url)
+    line = _session_line(payload).strip()  # already escaped
+    return _finish(line.replace("*", ""), [section(line)], url)
 
 
 def agent_comment(payload: Mapping[str, Any], url: str) -> Message:
@@ -219,7 +222,8 @@ def pull_request(payload: Mapping[str, Any], url: str) -> Message:
 def fallback(kind: str, payload: Mapping[str, Any], url: str) -> Message:
     facts = {k: v for k, v in payload.items() if k != "url"}
     summary = truncate(json.dumps(facts, default=str, sort_keys=True), 2500)
-    return _finish(f"{kind}: {summary}", [section(f"*{escape(kind)}*\n{escape(summary)}")], url)
+    text = f"{escape(kind)}: {escape(summary)}"
+    return _finish(text, [section(f"*{escape(kind)}*\n{escape(summary)}")], url)
 
 
 def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "") -> Message:

@@ -26,6 +26,7 @@ from app.store.tables import Once, WorkItem
 from app.workitems.authz import refusal
 from channels.blocks import Message
 from channels.errors import slack_error
+from channels.text import escape
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +115,11 @@ class SlackDeps:
             session.execute(delete(Once).where(Once.key == key))
 
     def tell(self, channel: str, member: str, text: str, thread_ts: str | None = None) -> None:
-        """A message only `member` sees; a Slack failure here is logged, never raised."""
+        """A message only `member` sees, escaped (it may quote GitHub's words); a Slack
+        failure here is logged, never raised."""
         try:
             self.client.chat_postEphemeral(
-                channel=channel, user=member, text=text, thread_ts=thread_ts
+                channel=channel, user=member, text=escape(text), thread_ts=thread_ts
             )
         except (SlackApiError, OSError) as exc:
             log.warning("ephemeral to %s failed: %s", member, slack_error(exc))

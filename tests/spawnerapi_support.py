@@ -31,6 +31,7 @@ class Api:
     state: Any
     flask: Any
     fake: FakeGitHub
+    fake_url: str = ""
     repo: str = REPO
 
     def fresh(self) -> Api:
@@ -184,6 +185,6 @@ def serve_api(
         app.config[LEASE_CONFIG] = lease_seconds
         state = app.extensions["the-loop"]
         with LiveServer(app) as server:
-            yield Api(url=server.url, state=state, flask=app, fake=fake)
+            yield Api(url=server.url, state=state, flask=app, fake=fake, fake_url=github.url)
         state.stop_workers()
         state.engine.dispose()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +229,7 @@ def test_whoami_answers_spawner_tokens_only(devbox, running_app):
     assert me["name"] == "devbox-1" and me["allowed"] == [REPO] and me["serves"] is None
     assert httpx.get(url).status_code == 401
     with Session(running_app.state.engine) as session, session.begin():
-        session_token = mint_session_token(session, f"github:{REPO}#1")
+        session_token = mint_session_token(session, f"github:{REPO}#1", datetime.now(UTC))
     refused = httpx.get(url, headers={"Authorization": f"Bearer {session_token}"})
     assert refused.status_code == 403
 

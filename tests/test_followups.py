@@ -73,7 +73,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
     api.fake.grant(api.repo, "octocat", "write")
     payload = comment_delivery(api.repo, 3, "Please also cover the empty input case.")
     send(api, payload)
-    send(api, payload)  # GitHub redelivers the same comment
+    send(api, {**payload, "redelivered": True})  # the same comment reaches the App again
     (job,) = deliver_jobs(api, item)
     comment = payload["comment"]
     assert job.key == f"deliver:{comment['id']}"
@@ -103,6 +103,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
             "model": "",
             "effort": "",
             "dropped": [],
+            "issue": {},
         },
     }
     assert api.events("job.queued", item)[0]["key"] == job.key

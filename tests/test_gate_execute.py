@@ -13,12 +13,14 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind
+from app.gate.pin import digest
 from app.runtime import AppState, build_state
 from app.services import HandlerContext
 from app.settings import load_settings
 from app.store.tables import JobKind, ModelVerdict, WorkItem
 from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
 from app.workitems.offers import refused_choices
+from tests.fakes.github_api import BOT_LOGIN
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     REPO,
@@ -97,17 +99,25 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
     assert refused.status is ExecuteStatus.REFUSED and "mallory" in refused.why
     assert marked(fake, MarkerKind.REFUSAL) == []  # Slack answers a Slack press itself
 
-    outcome = execute(state, "Codertocat", pressed, "A-2")
+    # The body on GitHub is not the one the checklist was posted for: ask again, once.
+    changed = execute(state, "Codertocat", pressed, "A-2")
+    assert changed.status is ExecuteStatus.CHANGED and "body (+1 -1 lines)" in changed.why
+    (asked,) = marked(fake, MarkerKind.CHANGED)
+    assert asked["body"].startswith("@Codertocat, this did not start the work")
+    assert mirror.kinds()[-1] == "refused" and jobs(state) == []
+
+    outcome = execute(state, "Codertocat", pressed, "A-3")
     assert outcome.status is ExecuteStatus.FROZEN
     assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design"}
+    assert outcome.frozen["issue"]["sha256"] == digest("Edited since.")
     assert outcome.confirmation_comment_id == marked(fake, MarkerKind.CONFIRMATION)[0]["id"]
     (spawn,) = jobs(state, JobKind.SPAWN)
-    assert spawn.id == outcome.job_id and spawn.key == "spawn:A-2"
+    assert spawn.id == outcome.job_id and spawn.key == "spawn:A-3"
     assert spawn.payload["prompt"].rstrip().endswith("Edited since.")
     assert "the-loop ask" in spawn.payload["prompt"]  # work-item mode: nobody watches the pane
     assert mirror.kinds()[-1] == "confirmation"
 
-    again = execute(state, "Codertocat", "the-loop execute\n- [x] design", "A-3")
+    again = execute(state, "Codertocat", "the-loop execute\n- [x] design", "A-4")
     assert again.status is ExecuteStatus.ALREADY_FROZEN and again.frozen == outcome.frozen
     assert len(jobs(state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
     assert not fake.calls("GET", "/issues/comments/")  # the Slack text answered every row
@@ -136,11 +146,10 @@ def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(
     fake.grant(REPO, "Codertocat", "write")
     marker_line = f"<!-- the-loop:checklist item={ITEM} -->"
     fake.add_comment(REPO, 1, f"- [ ] tasks-breakdown\n{marker_line}", "mallory")  # a copy
-    earlier = fake.add_comment(
-        REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", "the-loop[bot]", "Bot"
-    )
+    fake.add_comment(REPO, 1, f"- [x] design\n{marker_line}", "other-app[bot]", "Bot")
+    earlier = fake.add_comment(REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", BOT_LOGIN, "Bot")
     handle(state, "issues", "labeled", labeled())
-    assert len(fake.issue_comments(REPO, 1)) == 2 and not fake.calls("POST", "/comments$")
+    assert len(fake.issue_comments(REPO, 1)) == 3 and not fake.calls("POST", "/comments$")
     with Session(state.engine) as session:
         item = session.get(WorkItem, ITEM)
         assert item is not None and item.checklist_comment_id == earlier["id"]
@@ -166,11 +175,12 @@ def test_nothing_freezes_without_an_open_item_and_the_keyword(state, fake_github
     assert outcome.status is ExecuteStatus.REFUSED and "does not start with" in outcome.why
     assert jobs(state) == []
 
-    # The issue is gone from GitHub (404): the session starts from the stored title.
+    # GitHub cannot show the issue (404): the session starts from the text pinned with the
+    # checklist, the one the human saw.
     assert execute(state, "Codertocat", SLACK_TEXT, "A-4").status is ExecuteStatus.FROZEN
     (spawn,) = jobs(state, JobKind.SPAWN)
     assert spawn.payload["title"] == "Spelling error in the README file"
-    assert "(empty)" in spawn.payload["prompt"]
+    assert spawn.payload["prompt"].rstrip().endswith("spelled 'commit' with two 't's.")
 
 
 def test_two_executes_at_once_freeze_once(state, fake_github):

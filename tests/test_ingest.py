@@ -17,6 +17,11 @@ from app.store.tables import Delivery, Event, InboxState
 from tests.support import fixture_bytes
 
 
+def body_of(delivery: str) -> bytes:
+    """A body of its own for each delivery id (a repeated body is a repeated delivery)."""
+    return b'{"action":"opened","n":"%s"}' % delivery.encode()
+
+
 def test_concurrent_stores_with_repeats_keep_one_row_per_delivery(database_url, tmp_path):
     engine = make_engine(database_url)
     migrate(engine)
@@ -27,7 +32,7 @@ def test_concurrent_stores_with_repeats_keep_one_row_per_delivery(database_url, 
     def send(thread: int) -> None:
         for n in range(30):
             delivery = f"d-{n % 20}"  # every thread repeats the same 20 ids
-            new = writer.store(delivery, "issues", "opened", b'{"action":"opened"}')
+            new = writer.store(delivery, "issues", "opened", body_of(delivery))
             with lock:
                 answers.setdefault(delivery, []).append(new)
 
@@ -43,6 +48,31 @@ def test_concurrent_stores_with_repeats_keep_one_row_per_delivery(database_url, 
             assert session.scalar(select(func.count()).select_from(Event)) == 20
         assert len(list(read_jsonl(tmp_path / "events.jsonl"))) == 20
     finally:
+        engine.dispose()
+
+
+def test_a_body_stored_once_is_a_repeat_under_any_other_delivery_id(database_url, tmp_path):
+    """The signature covers the body only: a replay under a fresh id is no new delivery,
+    whether it comes in the same batch or later."""
+    engine = make_engine(database_url)
+    migrate(engine)
+    writer = IngestWriter(engine, EventLog(tmp_path / "events.jsonl", engine))
+
+    async def same_batch() -> list[bool]:
+        body = b'{"action":"opened","n":"together"}'
+        sends = (writer.store_async(f"r-{n}", "issues", "opened", body) for n in range(5))
+        return list(await asyncio.gather(*sends))
+
+    try:
+        assert writer.store("a-1", "issues", "opened", b'{"action":"opened"}')
+        assert not writer.store("a-2", "issues", "opened", b'{"action":"opened"}')
+        assert not writer.store("a-3", "push", None, b'{"action":"opened"}')
+        assert sorted(asyncio.run(same_batch())) == [False, False, False, False, True]
+        with Session(engine) as session:
+            assert session.scalar(select(func.count()).select_from(Delivery)) == 2
+            assert session.scalar(select(func.count()).select_from(Event)) == 2
+    finally:
+        writer.close()
         engine.dispose()
 
 
@@ -67,7 +97,7 @@ def test_coroutines_waiting_on_the_writer_each_learn_whether_theirs_was_new(data
     async def send_all() -> list[tuple[str, bool]]:
         ids = [f"d-{n % 20}" for n in range(60)]
         news = await asyncio.gather(
-            *(writer.store_async(d, "issues", "opened", b'{"action":"opened"}') for d in ids)
+            *(writer.store_async(d, "issues", "opened", body_of(d)) for d in ids)
         )
         return list(zip(ids, news, strict=True))
 
@@ -88,7 +118,7 @@ def test_a_delivery_nothing_routes_is_stored_done_and_one_that_is_routed_queued(
     writer = IngestWriter(engine, EventLog(None), routed=lambda event, _action: event == "push")
     try:
         assert writer.store("d-1", "issues", "opened", b"{}")
-        assert writer.store("d-2", "push", None, b"{}")
+        assert writer.store("d-2", "push", None, b'{"ref":"main"}')
         with Session(engine) as session:
             states = dict(session.execute(select(Delivery.delivery_id, Delivery.state)).all())
             received = [e.data for e in session.scalars(select(Event).order_by(Event.id))]

@@ -8,8 +8,16 @@ import json
 
 from githubkit.webhooks import sign
 
-from app.asgi import ClientGone, read_body
-from app.github.webhooks import MAX_BODY, Answer, Verified, acknowledged, precheck, screen
+from app.asgi import BodyTooSlow, ClientGone, Deadlines, read_body
+from app.github.webhooks import (
+    MAX_BODY,
+    Answer,
+    Verified,
+    acknowledged,
+    precheck,
+    screen,
+    too_slow,
+)
 from tests.support import fixture_bytes
 
 SECRET = "s3cret"
@@ -90,7 +98,7 @@ def test_screen_answers_a_ping_and_hands_back_anything_else_to_store():
 
 def test_an_action_that_is_not_a_string_is_no_action():
     body = b'{"action": 7}'
-    verdict = screen(SECRET, headers_for(body), body, None)
+    verdict = screen(SECRET, headers_for(body, "push"), body, None)
     assert isinstance(verdict, Verified) and verdict.action is None
 
 
@@ -128,3 +136,87 @@ def test_read_body_notices_a_client_that_went_away():
         pass
     else:
         raise AssertionError("a disconnect mid-body was read as a whole body")
+
+
+def test_header_values_are_cut_before_anything_keeps_them():
+    body = b"{}"
+    long = {**headers_for(body), "x-github-delivery": "d" * 8000, "x-github-event": "e" * 8000}
+    forged = screen(SECRET, {**long, "x-hub-signature-256": "sha256=00"}, body, "10.0.0.1")
+    assert isinstance(forged, Answer) and forged.event is not None
+    fields = forged.event[1]
+    assert len(fields["delivery"]) == len(fields["gh_event"]) == 100
+    big = precheck("POST", {**long, "content-length": str(MAX_BODY + 1)})
+    assert isinstance(big, Answer) and big.event is not None
+    assert len(big.event[1]["delivery"]) == 100
+
+
+def test_signed_bodies_under_headers_github_never_sends_are_refused():
+    body = b'{"zen": "x"}'
+    for header, value in (("x-github-delivery", "d" * 65), ("x-github-event", "Issues; DROP")):
+        answer = screen(SECRET, {**headers_for(body), header: value}, body, None)
+        assert isinstance(answer, Answer) and answer.status.startswith("400")
+        assert answer.kind == "bad-headers"
+
+
+def routed_bodies() -> dict[str, bytes]:
+    return {
+        "issues": fixture_bytes("github/issues.labeled.json"),
+        "issue_comment": fixture_bytes("github/issue_comment.created.with-installation.json"),
+        "installation": fixture_bytes("github/installation.created.json"),
+        "installation_repositories": fixture_bytes("github/installation_repositories.added.json"),
+    }
+
+
+def test_a_routed_body_is_refused_under_any_other_routed_event_name():
+    bodies = routed_bodies()
+    for event, body in bodies.items():
+        assert isinstance(screen(SECRET, headers_for(body, event), body, None), Verified)
+        for other in bodies.keys() - {event}:
+            answer = screen(SECRET, headers_for(body, other), body, None)
+            assert isinstance(answer, Answer) and answer.status.startswith("400"), (event, other)
+            assert answer.kind == "shape-mismatch" and "X-GitHub-Event" in answer.body["error"]
+
+
+def test_every_routed_event_has_a_shape_and_unrouted_events_are_not_checked():
+    from app.github.routes import ROUTES
+    from app.github.shapes import SHAPES
+
+    assert {event for event, _action in ROUTES} <= SHAPES.keys()
+    body = fixture_bytes("github/issues.labeled.json")
+    assert isinstance(screen(SECRET, headers_for(body, "project_card"), body, None), Verified)
+
+
+def test_a_body_that_does_not_arrive_in_time_is_too_slow():
+    async def never():
+        await asyncio.sleep(3600)
+
+    try:
+        asyncio.run(Deadlines(0.05).read(never, 10))
+    except BodyTooSlow:
+        pass
+    else:
+        raise AssertionError("a body that never came was read")
+    assert asyncio.run(Deadlines(5).read(messages(b"ab", b"c"), 10)) == b"abc"
+    answer = too_slow({"x-github-delivery": "slow-1"})
+    assert answer.status.startswith("408") and answer.kind == "too-slow"
+
+
+def test_each_door_asks_for_its_credential_and_caps_its_body():
+    from app.ingress import doors as edge
+
+    spawner, slack, other = (edge.door_for(p) for p in ("/spawner/v1/jobs", "/slack/events", "/x"))
+    assert (spawner.credential, spawner.max_body) == (edge.Credential.BEARER, 1024 * 1024)
+    assert slack.credential is edge.Credential.SLACK and other.credential is edge.Credential.NONE
+    assert edge.door_for("/spawner/v1x").credential is edge.Credential.NONE
+    assert edge.declared_length({"content-length": str(1024 * 1024 + 1)}, spawner) == edge.Refusal(
+        413, "the body may be at most 1048576 bytes", "too-large"
+    )
+    assert edge.bearer({"authorization": "Bearer "}) is None
+    assert edge.bearer({"authorization": "Basic abc"}) is None
+    now = 1_800_000_000
+    fresh = {"x-slack-signature": "v0=ab", "x-slack-request-timestamp": str(now - 10)}
+    assert edge.slack_headers_problem(fresh, now) is None
+    stale = {**fresh, "x-slack-request-timestamp": str(now - 301)}
+    assert edge.slack_headers_problem(stale, now).reason == "slack-stale"  # type: ignore[union-attr]
+    unsigned = edge.slack_headers_problem({}, now)
+    assert unsigned is not None and unsigned.status == 401

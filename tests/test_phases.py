@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def executed(running_app, fake_github) -> Any:
 def session_env(executed, tmp_path: Path) -> dict[str, str]:
     """The environment the spawner gives a session, with a checkout directory to run in."""
     with Session(executed.state.engine) as db, db.begin():
-        token = mint_session_token(db, ITEM)
+        token = mint_session_token(db, ITEM, datetime.now(UTC))
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)
     return {

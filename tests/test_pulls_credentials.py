@@ -36,7 +36,7 @@ def try_push(live, *target: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_dead_session_gets_no_credential(live):
     bed = live.bed
-    exited = {"event": "session.exited", "work_item": ITEM, "ts": "2026-01-01T00:00:00Z"}
+    exited = {"event": "session.exited", "work_item": ITEM, "reported_ts": "2026-01-01T00:00:00Z"}
     assert live.spawner.events(exited).status_code == 200
     wait_for(lambda: bed.item().state == WorkItemStatus.EXITED)
     pushed = try_push(live)
@@ -78,7 +78,7 @@ def test_a_revoked_session_token_gets_no_credential(live):
     with Session(bed.app.state.engine) as db, db.begin():
         assert revoke_session_tokens(db, ITEM) >= 1
     pushed = try_push(live)
-    assert pushed.returncode != 0 and "a valid session token is required" in pushed.stderr
+    assert pushed.returncode != 0 and "a valid token is required" in pushed.stderr
     assert write_tokens(bed.fake) == []
 
 
@@ -90,7 +90,7 @@ def test_a_spawner_token_is_not_a_push_credential(live):
     )
     assert answer.status_code == 403 and "session's own token" in answer.json()["error"]
     nobody = httpx.post(f"{bed.app.url}/spawner/v1/git-credential", json={}, timeout=10)
-    assert nobody.status_code == 400
+    assert nobody.status_code == 401  # the door asks for a credential before any body
     assert write_tokens(bed.fake) == []
 
 

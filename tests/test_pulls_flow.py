@@ -150,7 +150,9 @@ def test_review_comments_and_failing_checks_reach_the_session_and_the_merge_fini
     check = with_installation(data_json("check_run.completed.failure.json"))
     check["check_run"].update(head_sha=sha, pull_requests=[{"number": number}])
     bed.send("check_run", check)
-    bed.send("check_run", check)  # a second failing report of the same commit: no second job
+    again = copy.deepcopy(check)  # a second failing report of the same commit: no second job
+    again["check_run"]["id"] += 1
+    bed.send("check_run", again)
     assert len([j for j in bed.jobs(JobKind.DELIVER) if j.payload["gh_event"] == "check_run"]) == 1
     run_next_job(bed, live.spawner, live.ctx)
     wait_for(lambda: b"Octocoders-linter" in standin.stdin(bed.item().id))

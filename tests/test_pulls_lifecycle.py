@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import uuid
 from typing import Any
 
 import pytest
@@ -121,8 +122,11 @@ def test_authorized_reviews_and_pr_comments_reach_the_session_and_others_are_rec
 
 
 def check_run(sha: str, number: int = PR) -> dict[str, Any]:
+    """A failing check run reported for `sha`: a new run each time (a redelivery of the same
+    body would be the same delivery)."""
     payload = with_installation(data_json("check_run.completed.failure.json"))
-    payload["check_run"].update(head_sha=sha, pull_requests=[{"number": number}])
+    run_id = int(uuid.uuid4().int % 10**9)
+    payload["check_run"].update(id=run_id, head_sha=sha, pull_requests=[{"number": number}])
     return payload
 
 

@@ -5,6 +5,7 @@ and no session. Real App, git over HTTP, tmux and spawner code; fake GitHub."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ def on_the_pull(body: str, number: int = 2, login: str = "Codertocat") -> dict[s
     payload["issue"]["number"] = number
     payload["issue"]["html_url"] = f"https://github.com/{REPO}/pull/{number}"
     payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{REPO}/pulls/2"}
+    pull = data_json("pull_request.labeled.json")["pull_request"]  # a PR's comment shows the PR
+    payload["issue"].update(title=pull["title"], body=pull["body"])
     return payload
 
 
@@ -114,7 +117,9 @@ def test_a_labelled_pull_request_gets_its_own_session_on_its_head_branch(
 def test_a_pull_request_from_a_fork_gets_one_reply_and_no_session(bed):
     payload = labelled_pull(bed, head_repo="someone/Hello-World")
     bed.send("pull_request", payload)
-    bed.send("pull_request", payload)  # labelled again
+    again = copy.deepcopy(payload)  # labelled again (a new event, so a new body)
+    again["pull_request"]["updated_at"] = "2026-12-01T00:00:00Z"
+    bed.send("pull_request", again)
     replies = [
         c for c in bed.fake.issue_comments(REPO, 2) if is_marked(c["body"], "notice", event="fork")
     ]

@@ -114,3 +114,46 @@ def test_unreadable_env_is_never_overwritten(tmp_path):
     with pytest.raises(SetupError, match="not overwriting"):
         merge_env_file(env_path, {"GITHUB_APP_ID": "1"})
     assert env_path.read_bytes() == before
+
+
+def test_the_page_answers_only_this_machine_and_each_state_once_within_its_hour(
+    tmp_path, github_api, app_private_key
+):
+    fake, api_url = github_api
+    answer = {"id": 778, "pem": app_private_key, "webhook_secret": "w", "slug": "s"}
+    fake.manifest_conversions["code-1"] = answer
+    fake.manifest_conversions["code-2"] = answer
+    now = [1000.0]
+    app = build_setup_app(
+        manifest=load_manifest(),
+        web_url="https://github.example",
+        api_url=api_url,
+        env_path=tmp_path / ".env",
+        clock=lambda: now[0],
+    )
+
+    def state_from(page: str) -> str:
+        return html.unescape(re.search(r'action="([^"]+)"', page).group(1)).split("state=")[1]
+
+    with LiveServer(app) as server:
+        port = server.port
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}"):
+            rebound = httpx.get(f"{server.url}/", headers={"Host": host})
+            assert rebound.status_code == 421 and "state=" not in rebound.text
+        assert httpx.get(f"http://localhost:{port}/").status_code == 200
+        state = state_from(httpx.get(f"{server.url}/").text)
+        foreign = httpx.get(
+            f"{server.url}/callback",
+            params={"code": "code-1", "state": state},
+            headers={"Host": "evil.example"},
+        )
+        assert foreign.status_code == 421 and not (tmp_path / ".env").exists()
+        ok = httpx.get(f"{server.url}/callback", params={"code": "code-1", "state": state})
+        assert ok.status_code == 200
+        again = httpx.get(f"{server.url}/callback", params={"code": "code-2", "state": state})
+        assert again.status_code == 400 and "used already" in again.text
+        late = state_from(httpx.get(f"{server.url}/").text)
+        now[0] += 3601
+        expired = httpx.get(f"{server.url}/callback", params={"code": "code-2", "state": late})
+        assert expired.status_code == 400
+    assert load_settings({}, dotenv=tmp_path / ".env").github_app_id == 778

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
+from app.gate.pin import pin
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
@@ -61,6 +63,7 @@ def add_item(app: RunningApp, state: WorkItemStatus, frozen: bool) -> None:
                 state=state,
                 html_url=f"https://github.com/{REPO}/issues/1",
                 frozen={"harness": "", "model": "", "effort": ""} if frozen else None,
+                pinned=pin("", "", datetime.now(UTC)),  # the text its checklist was posted for
                 slack_ts=THREAD,
             )
         )

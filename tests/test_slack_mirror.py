@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -246,3 +247,34 @@ def test_the_sender_thread_wakes_when_the_transaction_commits(
         wait_for(lambda: fake_slack[0].posted(), timeout=5)
     finally:
         mirror.stop()
+
+
+def test_github_words_reach_slack_escaped_in_the_text_and_the_blocks(
+    engine: Engine, sender: SlackSender, fake_slack: tuple[FakeSlack, str]
+) -> None:
+    """An issue title (or a login, a refusal reason) can never ping the channel or show a
+    link other than the one it spells, in the notification text as in the blocks."""
+    fake = fake_slack[0]
+    mirror = SlackMirror(sender)
+    item = add_item(engine, 9)
+    title = "<!channel> see <http://evil.example|the docs> & <@U024BE7LH>"
+    post(engine, mirror, item, "item_started", **{**started(9), "title": title})
+    post(engine, mirror, item, "refused", who="<!here>", why="<https://x.example|ok> & go")
+    post(engine, mirror, item, "session", event="session.stalled", reason="<!everyone> now")
+    sender.drain()
+    messages = fake.posted(CHANNEL)
+    assert len(messages) == 3
+    for message in messages:
+        everything = message["text"] + json.dumps(message["blocks"])
+        for raw in (
+            "<!channel>",
+            "<!here>",
+            "<!everyone>",
+            "<http://evil",
+            "<https://x.",
+            "<@U024",
+        ):
+            assert raw not in everything, (raw, message["text"])
+    started_text = messages[0]["text"]
+    assert "&lt;!channel&gt; see &lt;http://evil.example|the docs&gt; &amp;" in started_text
+    assert "&amp;lt;" not in "".join(m["text"] for m in messages)  # escaped once, not twice

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +238,7 @@ def test_comment_and_ask_post_on_the_issue_as_the_app_with_the_session_credentia
     api = comments_api.fresh()
     item = api.work_item(5)
     with api.session() as db, db.begin():
-        token = mint_session_token(db, item)
+        token = mint_session_token(db, item, datetime.now(UTC))
     session_env = {
         **env,
         "THE_LOOP_WORK_ITEM": "issue-5",
@@ -268,3 +269,20 @@ def test_comment_outside_a_session_says_what_is_missing(env: dict[str, str]) -> 
     out = the_loop(env, "comment", "hello")
     assert out.returncode == 2
     assert "THE_LOOP_WORK_ITEM_ID" in out.stderr and "THE_LOOP_SESSION_TOKEN" in out.stderr
+
+
+def test_a_spawner_refuses_plain_http_to_another_machine(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.spawner.appclient import url_problem
+
+    monkeypatch.setenv("THE_LOOP_SPAWNER_TOKEN", "tlsp_x")
+    monkeypatch.setenv("THE_LOOP_URL", "http://app.example.com:3000")
+    out = cli("spawner", "--name", "box")
+    assert out.returncode == 2
+    assert "plain http to another machine" in out.stderr and "THE_LOOP_INSECURE_URL=1" in out.stderr
+    assert url_problem("https://app.example.com") is None
+    assert url_problem("http://127.0.0.1:3000") is None and url_problem("http://[::1]:3000") is None
+    assert url_problem("http://localhost:3000") is None
+    assert url_problem("http://app.example.com", allow_insecure=True) is None
+    assert url_problem("ftp://app.example.com") is not None

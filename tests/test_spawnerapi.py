@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -38,7 +39,7 @@ def test_calls_without_a_valid_spawner_token_are_refused(api):
     from app.fleet.tokens import mint_session_token
 
     with api.session() as db, db.begin():
-        session_token = mint_session_token(db, item)
+        session_token = mint_session_token(db, item, datetime.now(UTC))
     resp = api.spawner(session_token).poll()
     assert resp.status_code == 403
     assert "spawner token" in resp.json()["error"]
@@ -104,12 +105,69 @@ def test_a_spawn_job_carries_a_token_for_its_one_repository(api):
     job = spawner.job()
     assert job["id"] == job_id and job["kind"] == "spawn" and job["repo"] == api.repo
     assert job["lease_seconds"] == 1
-    minted = api.fake.tokens[job["github_token"]["token"]]
+    token = job["github_token"]["token"]
+    minted = api.fake.tokens[token]
     assert minted["installation"] == 1
     assert minted["repositories"] == ["Hello-World"]
+    assert minted["permissions"] == {"contents": "read", "metadata": "read"}
     assert job["session_token"].startswith("tlss_")
     assert api.item(item).state == WorkItemStatus.SPAWNING
     assert api.events("job.claimed", item)[0]["spawner"] == "devbox"
+    # the token can read its repository, nothing else: not comment, not another repository
+    github = httpx.Client(base_url=api.fake_url, headers={"Authorization": f"token {token}"})
+    comment = github.post(f"/repos/{api.repo}/issues/1/comments", json={"body": "hi"})
+    assert comment.status_code == 403
+    other = github.get("/repos/other/repo/collaborators/x/permission")
+    assert other.status_code == 403
+    assert github.get(f"/repos/{api.repo}/collaborators/x/permission").status_code == 200
+    # once the job is over the App revokes it
+    assert spawner.result(job_id, session_id="s-1", tmux_target="t:1").status_code == 200
+    assert minted["revoked"] and api.fake.calls("DELETE", "^/installation/token$")
+    assert github.get(f"/repos/{api.repo}/collaborators/x/permission").status_code == 401
+
+
+@SQLITE_ONLY
+def test_a_job_offered_again_revokes_the_token_of_the_lapsed_claim(api):
+    dead, alive = api.spawner(api.token("dead")), api.spawner(api.token("alive"))
+    dead.register()
+    alive.register()
+    item = api.work_item(number=4)
+    api.queue(JobKind.SPAWN, "spawn:revoke", item, installation_id=1)
+    first = dead.job()["github_token"]["token"]
+    second = alive.job(wait=5)["github_token"]["token"]
+    assert first != second
+    assert api.fake.tokens[first]["revoked"] and not api.fake.tokens[second]["revoked"]
+
+
+@SQLITE_ONLY
+def test_session_tokens_are_renewed_while_the_session_lives_and_revoked_at_its_stop(api):
+    from sqlalchemy import select
+
+    from app.store.tables import SessionToken
+
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(number=5)
+    api.queue(JobKind.SPAWN, "spawn:renew", item, installation_id=1)
+    spawn = spawner.job()
+    session_token = spawn["session_token"]
+    spawner.result(spawn["id"], session_id="s-5", tmux_target="t:5")
+
+    def expiry() -> datetime:
+        with api.session() as db:
+            row = db.scalars(select(SessionToken).where(SessionToken.work_item == item)).one()
+            return row.expires_at
+
+    minted = expiry()
+    time.sleep(0.05)
+    spawner.events({"event": "session.stalled", "work_item": item, "screen": "trust-dialog"})
+    assert expiry() > minted  # an event about the live session renews it
+    agent = api.spawner(session_token)
+    assert agent.comment(item, "still working").status_code == 200
+    api.queue(JobKind.STOP, "stop:renew", item)
+    stop = spawner.job(wait=5)
+    assert stop["kind"] == "stop" and spawner.result(stop["id"], stopped=True).status_code == 200
+    assert agent.comment(item, "after the stop").status_code == 401
 
 
 def test_a_spawner_sees_only_the_jobs_of_repositories_it_serves(api):

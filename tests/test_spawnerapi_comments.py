@@ -4,6 +4,8 @@ mirrored and keeps the item's status honest."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy import select
 
@@ -29,7 +31,7 @@ def api(shared_api):
 
 def session_token(api, item: str) -> str:
     with api.session() as db, db.begin():
-        return mint_session_token(db, item)
+        return mint_session_token(db, item, datetime.now(UTC))
 
 
 def test_a_session_posts_on_its_issue_as_the_app_with_the_agent_marker(api):
@@ -115,7 +117,7 @@ def test_reported_events_are_recorded_and_move_the_item_status(api):
     spawner = api.spawner(api.token())
     spawner.register()
     spawned = {
-        "ts": "2026-05-01T12:00:00+00:00",
+        "reported_ts": "2026-05-01T12:00:00+00:00",
         "event": "session.spawned",
         "work_item": item,
         "harness": "claude",
@@ -128,7 +130,8 @@ def test_reported_events_are_recorded_and_move_the_item_status(api):
     resp = spawner.events(spawned, stalled, stalled)
     assert resp.json() == {"accepted": 2, "duplicates": 1, "rejected": []}
     recorded = api.events("session.spawned", item)[0]
-    assert recorded["ts"] == "2026-05-01T12:00:00+00:00"
+    assert recorded["ts"] > "2026-05-02"  # the App's clock, not the spawner's
+    assert recorded["reported_ts"] == "2026-05-01T12:00:00+00:00"
     assert recorded["harness_args"] == ["--dangerously-skip-permissions"]
     assert recorded["reported_session"] == "tmux-target-clash"
     assert recorded["spawner"] == "devbox"
@@ -200,7 +203,7 @@ def test_session_events_and_agent_words_reach_the_mirror(api, recording_mirror):
 
 
 def test_a_devbox_models_check_decides_what_the_gate_hides(api):
-    spawner = api.spawner(api.token())
+    spawner = api.spawner(api.token(repositories=["*"]))
     spawner.register()
     checked = {
         "event": "models.checked",
@@ -221,3 +224,46 @@ def test_a_devbox_models_check_decides_what_the_gate_hides(api):
     with api.session() as db:
         assert refused_choices(db) == {"effort-max"}
         assert {v.token for v in db.scalars(select(ModelVerdict))} == {"model-opus", "effort-max"}
+
+
+def test_a_spawner_reports_only_within_its_scope(api):
+    """A token for one repository cannot write App-side records, back-date anything, speak
+    about other repositories or unknown items, or decide model verdicts for everyone."""
+    mine = api.work_item(number=21, status=WorkItemStatus.RUNNING)
+    other = api.fresh()
+    theirs = other.work_item(number=1, status=WorkItemStatus.RUNNING)
+    spawner = api.spawner(api.token())
+    forged = {"event": "gate.frozen", "work_item": theirs, "by": "mallory", "harness": "x"}
+    verdict = {
+        "event": "models.checked",
+        "verdicts": [{"token": "model-opus", "verdict": "refused"}],
+    }
+    resp = spawner.events(
+        {"event": "session.stalled", "work_item": mine, "screen": "trust-dialog"},
+        forged,
+        {**forged, "work_item": mine},
+        {"event": "job.done", "work_item": mine},
+        {"event": "webhook.received", "work_item": None},
+        {"event": "session.spawn_deferred", "work_item": mine},
+        {"event": "session.stalled", "work_item": mine, "ts": "2020-01-01T00:00:00+00:00"},
+        {"event": "session.stalled", "work_item": theirs},
+        {"event": "session.stalled", "work_item": f"github:{api.repo}#999"},
+        verdict,
+        {"event": "standing.started", "work_item": "standing:notes", "name": "notes"},
+    )
+    body = resp.json()
+    errors = {r["index"]: r["error"] for r in body["rejected"]}
+    assert body["accepted"] == 2 and sorted(errors) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert "not an event a spawner reports" in errors[1] and "gate.frozen" in errors[2]
+    assert "`ts`" in errors[6]
+    assert "does not serve" in errors[7] and "no work item" in errors[8]
+    assert "every repository" in errors[9]
+    assert api.events("gate.frozen") == [] and api.events("job.done", mine) == []
+    assert other.item(theirs).state == WorkItemStatus.RUNNING
+    with api.session() as db:
+        assert "model-opus" not in refused_choices(db)
+    everywhere = api.spawner(api.token(name="fleet", repositories=["*"]))
+    assert everywhere.events(verdict).json()["accepted"] == 1
+    with api.session() as db, db.begin():
+        assert "model-opus" in refused_choices(db)
+        db.delete(db.get(ModelVerdict, "model-opus"))

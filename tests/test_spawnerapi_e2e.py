@@ -80,6 +80,9 @@ def test_a_work_item_from_execute_to_close(running_app, fake_github):
     }
     assert spawner.result(spawn["id"], **session).status_code == 200
     assert item_row(running_app).state == WorkItemStatus.RUNNING
+    assert fake.tokens[spawn["github_token"]["token"]]["revoked"]  # the clone is done
+    own = [t for t in fake.tokens.values() if t["repositories"] is None]  # the App's calls
+    assert own and all(t["permissions"] == {"issues": "write", "metadata": "read"} for t in own)
 
     # a follow-up reaches the session and gets its receipt
     deliver(running_app, "issue_comment", comment("Keep the README short.", cid=1002), "c-1")

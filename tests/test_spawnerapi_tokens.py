@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import inspect, select, text
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import (
+    SESSION_TOKEN_TTL,
     TokenError,
     authenticate,
     create_token,
@@ -17,12 +18,15 @@ from app.fleet.tokens import (
     narrow,
     normalize_repositories,
     register,
+    renew_session_tokens,
     revoke_session_tokens,
     revoke_spawner,
     serves,
 )
 from app.store import make_engine, migrate
 from app.store.tables import Spawner
+
+NOW = datetime.now(UTC)
 
 
 @pytest.fixture
@@ -46,7 +50,7 @@ def _every_stored_value(engine) -> str:
 def test_spawner_token_is_stored_only_as_a_hash(engine, database_url):
     with Session(engine) as session, session.begin():
         token = create_token(session, "devbox-1", ["Octo/Repo"])
-        session_token = mint_session_token(session, "github:octo/repo#1")
+        session_token = mint_session_token(session, "github:octo/repo#1", NOW)
     stored = _every_stored_value(engine)
     assert token not in stored and token[5:] not in stored
     assert session_token not in stored and session_token[5:] not in stored
@@ -69,31 +73,50 @@ def _sqlite_files(url: str):
 def test_authenticate_tells_spawners_sessions_and_strangers_apart(engine):
     with Session(engine) as session, session.begin():
         token = create_token(session, "devbox", [])
-        item_token = mint_session_token(session, "github:octo/repo#1")
+        item_token = mint_session_token(session, "github:octo/repo#1", NOW)
     with Session(engine) as session:
-        spawner = authenticate(session, f"Bearer {token}")
+        spawner = authenticate(session, f"Bearer {token}", NOW)
         assert spawner is not None and spawner.spawner is not None
         assert spawner.spawner.repositories == ["*"]
         assert spawner.may_act_on("github:other/thing#9", "other/thing")
-        item = authenticate(session, f"Bearer {item_token}")
+        item = authenticate(session, f"Bearer {item_token}", NOW)
         assert item is not None and item.spawner is None
         assert item.may_act_on("github:octo/repo#1", "octo/repo")
         assert not item.may_act_on("github:octo/repo#2", "octo/repo")
         for header in (None, "", token, f"Basic {token}", "Bearer tlsp_nope", "Bearer x"):
-            assert authenticate(session, header) is None
+            assert authenticate(session, header, NOW) is None
 
 
 def test_revoked_session_tokens_stop_working(engine):
     with Session(engine) as session, session.begin():
-        first = mint_session_token(session, "github:octo/repo#1")
-        second = mint_session_token(session, "github:octo/repo#1")
-        other = mint_session_token(session, "github:octo/repo#2")
+        first = mint_session_token(session, "github:octo/repo#1", NOW)
+        second = mint_session_token(session, "github:octo/repo#1", NOW)
+        other = mint_session_token(session, "github:octo/repo#2", NOW)
     with Session(engine) as session, session.begin():
         assert revoke_session_tokens(session, "github:octo/repo#1") == 2
     with Session(engine) as session:
-        assert authenticate(session, f"Bearer {first}") is None
-        assert authenticate(session, f"Bearer {second}") is None
-        assert authenticate(session, f"Bearer {other}") is not None
+        assert authenticate(session, f"Bearer {first}", NOW) is None
+        assert authenticate(session, f"Bearer {second}", NOW) is None
+        assert authenticate(session, f"Bearer {other}", NOW) is not None
+
+
+def test_session_tokens_expire_unless_renewed_while_the_session_lives(engine):
+    item, other = "github:octo/repo#1", "github:octo/repo#2"
+    with Session(engine) as session, session.begin():
+        token = mint_session_token(session, item, NOW)
+        idle = mint_session_token(session, other, NOW)
+    almost, later = NOW + SESSION_TOKEN_TTL - timedelta(minutes=1), NOW + SESSION_TOKEN_TTL
+    with Session(engine) as session, session.begin():
+        assert authenticate(session, f"Bearer {token}", almost) is not None
+        renew_session_tokens(session, [item], almost)  # e.g. a job handed out for the item
+    with Session(engine) as session, session.begin():
+        assert authenticate(session, f"Bearer {token}", later) is not None
+        assert authenticate(session, f"Bearer {idle}", later) is None  # lapsed
+        renew_session_tokens(session, [other], later + timedelta(seconds=1))
+    with Session(engine) as session:
+        assert authenticate(session, f"Bearer {idle}", later) is None  # stays lapsed
+        gone = almost + SESSION_TOKEN_TTL
+        assert authenticate(session, f"Bearer {token}", gone) is None
 
 
 def test_a_revoked_spawner_token_stops_working(engine, settings_env, monkeypatch, capsys):
@@ -109,8 +132,8 @@ def test_a_revoked_spawner_token_stops_working(engine, settings_env, monkeypatch
     assert main(["spawner", "token", "revoke", "--name", "devbox-1"]) == 1
     assert "no spawner named 'devbox-1'" in capsys.readouterr().err
     with Session(engine) as session:
-        assert authenticate(session, f"Bearer {gone}") is None
-        assert authenticate(session, f"Bearer {kept}") is not None
+        assert authenticate(session, f"Bearer {gone}", NOW) is None
+        assert authenticate(session, f"Bearer {kept}", NOW) is not None
         assert revoke_spawner(session, "nobody") == 0
 
 

@@ -169,3 +169,17 @@ def test_a_routed_delivery_is_recorded_when_received(running_app):
     post_webhook(running_app.url, "installation", body, delivery="inst-9")
     received = running_app.events("webhook.received")
     assert [(e["delivery"], e["routed"]) for e in received] == [("inst-9", True)]
+
+
+def test_a_signed_body_replayed_is_stored_once_whatever_its_headers_say(running_app):
+    body = fixture_bytes("github/installation.created.json")
+    assert post_webhook(running_app.url, "installation", body, delivery="orig-1").status_code == 202
+    replay = post_webhook(running_app.url, "installation", body, delivery="replay-1")
+    assert replay.status_code == 202 and replay.json()["duplicate"] is True
+    renamed = post_webhook(running_app.url, "installation_repositories", body, delivery="replay-2")
+    assert renamed.status_code == 400 and "X-GitHub-Event" in renamed.json()["error"]
+    with Session(running_app.state.engine) as s:
+        assert [d.delivery_id for d in s.scalars(select(Delivery))] == ["orig-1"]
+    (refused,) = running_app.events("webhook.rejected")
+    assert (refused["reason"], refused["delivery"]) == ("shape-mismatch", "replay-2")
+    assert [e["delivery"] for e in running_app.events("webhook.received")] == ["orig-1"]

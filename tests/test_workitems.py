@@ -81,8 +81,12 @@ def test_unauthorized_execute_is_refused_once_then_the_boxes_are_read(running_ap
     fake, _ = fake_github
     fake.grant(REPO, "Codertocat", "admin")
     deliver(running_app, "issues", labeled(), "label-1")
-    deliver(running_app, "issue_comment", comment("the-loop execute", login="mallory"), "exec-1")
-    deliver(running_app, "issue_comment", comment("the-loop execute", login="mallory"), "exec-1b")
+    refusing = comment("the-loop execute", login="mallory")
+    deliver(running_app, "issue_comment", refusing, "exec-1")
+    replayed = post_webhook(running_app.url, "issue_comment", refusing, delivery="exec-1a")
+    assert replayed.json()["duplicate"] is True  # the same signed body is stored once
+    # The same comment reaching the handler again (a body GitHub sent anew) is answered once.
+    deliver(running_app, "issue_comment", {**refusing, "redelivered": True}, "exec-1b")
 
     refused = running_app.events("gate.refused")
     assert len(refused) == 2 and refused[0]["who"] == "mallory"
@@ -119,7 +123,7 @@ def test_authorized_execute_freezes_confirms_and_queues_one_spawn(running_app, f
         "- [x] model-sonnet\n> - [x] effort-high\n- [x] harness-rm-rf\n"
     )
     deliver(running_app, "issue_comment", comment(reply), "exec-1")
-    deliver(running_app, "issue_comment", comment(reply), "exec-1-redelivered")
+    deliver(running_app, "issue_comment", {**comment(reply), "again": 1}, "exec-1-redelivered")
 
     item = item_row(running_app)
     assert item.state == WorkItemStatus.FROZEN
@@ -163,7 +167,9 @@ def test_unlabel_parks_the_item_until_it_is_labelled_again(running_app, fake_git
     assert running_app.events("gate.refused")[0]["reason"] == "not-parked"
     assert "label was removed" in marked(fake, MarkerKind.REFUSAL)[0]["body"]
 
-    deliver(running_app, "issues", labeled(), "label-2")
+    relabeled = labeled()  # GitHub's body differs: the issue was updated meanwhile
+    relabeled["issue"] = {**relabeled["issue"], "updated_at": "2019-05-15T16:00:00Z"}
+    deliver(running_app, "issues", relabeled, "label-2")
     assert len(checklist_comments(fake)) == 1  # the checklist already there is the one
     deliver(running_app, "issue_comment", comment("the-loop execute", cid=12), "exec-2")
     assert item_row(running_app).state == WorkItemStatus.FROZEN

@@ -26,7 +26,7 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.config import load_config
     from app.settings import load_settings
     from app.spawner.agent import Agent, AgentOptions
-    from app.spawner.appclient import AppClient
+    from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
     from app.spawner.hardening import undumpable
 
@@ -43,6 +43,10 @@ def run_agent(args: argparse.Namespace) -> int:
             "spawner token create`)",
             file=sys.stderr,
         )
+        return 2
+    problem = url_problem(settings.the_loop_url, settings.the_loop_insecure_url)
+    if problem is not None:
+        print(f"the-loop spawner: {problem}", file=sys.stderr)
         return 2
     config = load_config(settings.the_loop_config)
     problem = sandbox_problem(config, dict(os.environ))

@@ -17,10 +17,19 @@ from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
 from app.fleet.comments import CommentRefused, parse_request, post
-from app.fleet.handover import OfferError, prepare_offer
+from app.fleet.door import BodyTooLarge, credential_first, json_object
+from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
-from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
+from app.fleet.tokens import (
+    Principal,
+    TokenError,
+    authenticate,
+    hosted_items,
+    register,
+    renew_session_tokens,
+    scope_of,
+)
 from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs
 from app.store import jobwake
@@ -64,14 +73,22 @@ def _poll_interval(state: Any) -> float:
 
 
 def _json() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
+    try:
+        data = json_object()
+    except BodyTooLarge as exc:
+        raise ApiError(413, str(exc)) from exc
+    if data is None:
         raise ApiError(400, "the body must be a JSON object")
     return data
 
 
+bp.before_request(credential_first)
+
+
 def _principal(session: Session) -> Principal:
-    principal = authenticate(session, request.headers.get("Authorization"))
+    principal = authenticate(
+        session, request.headers.get("Authorization"), _state().services.clock()
+    )
     if principal is None:
         raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
     return principal
@@ -160,6 +177,7 @@ def next_job() -> Response | tuple[str, int]:
         now = state.services.clock()
         if spawner.last_seen is None or now - _aware(spawner.last_seen) > LAST_SEEN_EVERY:
             spawner.last_seen = now  # a write per minute, not per poll
+            renew_session_tokens(session, hosted_items(session, spawner), now)
     jobwake.listen_for_jobs(state.engine)
     _give_up_expired(state)
     deadline = time.monotonic() + wait
@@ -180,6 +198,11 @@ def _give_up_expired(state: Any) -> None:
         state.services.events.emit(
             "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
         )
+        if failed.github_token is not None:
+            with Session(state.engine) as session, session.begin():
+                row = session.get(Job, failed.id)
+                spent = take_token(row) if row is not None else None
+            revoke(state.services, spent)
 
 
 def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
@@ -228,8 +251,11 @@ def job_result(job_id: int) -> Response:
             raise ApiError(404, f"no job {job_id}")
         if outcome == jobs.Finish.NOT_HELD:
             raise ApiError(409, f"job {job_id} is not held by this spawner (lease expired?)")
+        spent = None
         if outcome == jobs.Finish.FINISHED:
             apply_result(state.services, session, job, spawner, report)
+            spent = take_token(job)
+    revoke(state.services, spent)
     delivered = job.kind == JobKind.DELIVER and report["result"].get("delivered")
     receipt = send_receipt(state.services, state.engine, job) if delivered else None
     return jsonify(ok=True, repeat=outcome == jobs.Finish.REPEAT, receipt=receipt)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from githubkit_schemas.latest.types import AppPermissionsType
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import Principal
@@ -24,7 +25,7 @@ S = WorkItemStatus
 # A session is running (or being started) only in these; an exited, stopped, closed or
 # finished item's session is dead, and a dead session gets no credential.
 LIVE_SESSION = frozenset({S.SPAWNING, S.RUNNING, S.STALLED})
-PUSH_PERMISSIONS = {"contents": "write"}
+PUSH_PERMISSIONS: AppPermissionsType = {"contents": "write"}
 USERNAME = "x-access-token"
 
 

@@ -1,9 +1,13 @@
 """Handing a claimed job to its spawner: the credentials it needs, and the bookkeeping.
 
-A spawn or deliver job goes out with a fresh installation token scoped to its one repository
-(a deliver may need to respawn and fetch) and a session token for the agent's
+A spawn or deliver job goes out with a fresh installation token that can only read its one
+repository (a deliver may need to respawn and fetch) and a session token for the agent's
 `the-loop comment` / `ask`. A spawn whose token cannot be minted goes back to the queue:
 without it a private repository could not be fetched.
+
+The installation token is kept on the job row only until the App revokes it: when the job's
+result arrives, when the job is given up, or when it is offered again with a new token.
+Every job handed out also renews the session tokens of its work item (its session is live).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import mint_session_token
-from app.github.client import GitHubNotConfigured
+from app.fleet.tokens import mint_session_token, renew_session_tokens
+from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store.tables import Job, JobKind, Spawner, WorkItem
 from app.workitems.states import Happened, transition
@@ -60,16 +64,31 @@ def _installation_of(engine: Engine, job: Job) -> int | None:
         return item.installation_id if item is not None else None
 
 
-def repository_token(services: Services, engine: Engine, job: Job) -> dict[str, str] | None:
-    """A short-lived installation token for the job's one repository (None when the App has
-    no GitHub identity configured, or does not know the installation)."""
+def repository_token(services: Services, engine: Engine, job: Job) -> InstallationToken | None:
+    """A short-lived token that can read the job's one repository (None when the App has no
+    GitHub identity configured, or does not know the installation)."""
     installation = _installation_of(engine, job)
     if installation is None or not services.github.configured:
         return None
     name = job.repo_full_name.split("/", 1)[-1]
-    # Fetching is all a spawner does with it; a push asks for its own (`git_access`).
-    minted = services.github.repository_token(installation, name, {"contents": "read"})
-    return {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
+    return services.github.repository_token(installation, name)
+
+
+def take_token(job: Job) -> str | None:
+    """The installation token handed out with `job`, cleared from its row (in the caller's
+    transaction); `revoke` it once that transaction has committed."""
+    token, job.github_token = job.github_token, None
+    return token
+
+
+def revoke(services: Services, token: str | None) -> None:
+    """Withdraw a job's installation token; a failure is logged (it lapses within the hour)."""
+    if token is None:
+        return
+    try:
+        services.github.revoke(token)
+    except (GitHubException, GitHubNotConfigured) as exc:
+        log.warning("could not revoke a job's installation token: %s", exc)
 
 
 def prepare_offer(
@@ -80,18 +99,24 @@ def prepare_offer(
     Raises OfferError when a spawn job cannot get its repository token: a spawn without it
     could not fetch a private repository, so the job goes back to the queue instead.
     """
-    github_token = None
+    minted = None
     if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
         try:
-            github_token = repository_token(services, engine, job)
+            minted = repository_token(services, engine, job)
         except (GitHubException, GitHubNotConfigured) as exc:
             log.warning("installation token for %s failed: %s", job.repo_full_name, exc)
             if job.kind == JobKind.SPAWN:
                 raise OfferError(f"could not mint an installation token: {exc}") from exc
+    now = services.clock()
     with Session(engine) as session, session.begin():
+        row = session.get(Job, job.id)
+        previous = take_token(row) if row is not None else None
+        if row is not None and minted is not None:
+            row.github_token = minted.token
         session_token = None
         if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
-            session_token = mint_session_token(session, job.work_item)
+            renew_session_tokens(session, [job.work_item], now)
+            session_token = mint_session_token(session, job.work_item, now)
         if job.kind == JobKind.SPAWN:
             transition(session.get(WorkItem, job.work_item), Happened.SPAWN_CLAIMED)
         services.events.emit(
@@ -104,4 +129,8 @@ def prepare_offer(
             spawner_id=spawner.id,
             attempt=job.attempts,
         )
+    revoke(services, previous)  # the token of an earlier claim whose lease ran out
+    github_token = None
+    if minted is not None:
+        github_token = {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
     return Offer(job=job, lease=lease, github_token=github_token, session_token=session_token)

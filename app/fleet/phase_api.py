@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
+from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
 from app.store.tables import WorkItem
@@ -22,6 +23,7 @@ from app.workitems.decisions import lock_work_item
 from app.workitems.walk import MoveRefused, in_force
 
 bp = Blueprint("phase", __name__, url_prefix="/spawner/v1")
+bp.before_request(credential_first)
 
 
 def _error(status: int, message: str) -> tuple[Response, int]:
@@ -42,7 +44,8 @@ def _describe(item: WorkItem) -> dict[str, Any]:
 
 
 def _item(session: Session, work_item: Any) -> tuple[WorkItem | None, tuple[Response, int] | None]:
-    principal = authenticate(session, request.headers.get("Authorization"))
+    state = current_app.extensions["the-loop"]
+    principal = authenticate(session, request.headers.get("Authorization"), state.services.clock())
     if principal is None:
         return None, _error(401, "a valid session token is required (Authorization: Bearer …)")
     if not isinstance(work_item, str) or not work_item:
@@ -72,8 +75,11 @@ def where() -> Response | tuple[Response, int]:
 @bp.post("/phase")
 def move_on() -> Response | tuple[Response, int]:
     state = current_app.extensions["the-loop"]
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
+    try:
+        data = json_object()
+    except BodyTooLarge as exc:
+        return _error(413, str(exc))
+    if data is None:
         return _error(400, "the body must be a JSON object")
     asked_from = data.get("from")
     artifacts = data.get("artifacts") or []

@@ -12,6 +12,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
+from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.git_access import CredentialRefused, grant, parse_request
 from app.fleet.tokens import Principal, authenticate
 from app.github.client import GitHubNotConfigured
@@ -20,6 +21,7 @@ from app.workitems.decisions import lock_work_item
 from app.workitems.pulls import PullRequestRefused, open_pull_request
 
 bp = Blueprint("pulls", __name__, url_prefix="/spawner/v1")
+bp.before_request(credential_first)
 
 
 class _Failed(Exception):
@@ -38,15 +40,20 @@ def _state() -> Any:
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
+    try:
+        data = json_object()
+    except BodyTooLarge as exc:
+        raise _Failed(413, str(exc)) from exc
+    if data is None:
         raise _Failed(400, "the body must be a JSON object")
     return data
 
 
 def _caller(session: Session, work_item: Any, *, lock: bool) -> tuple[Principal, WorkItem]:
     """Who calls, and the work item they name, which they must be allowed to act on."""
-    principal = authenticate(session, request.headers.get("Authorization"))
+    principal = authenticate(
+        session, request.headers.get("Authorization"), _state().services.clock()
+    )
     if principal is None:
         raise _Failed(401, "a valid session token is required (Authorization: Bearer …)")
     if not isinstance(work_item, str) or not work_item:

@@ -1,9 +1,15 @@
 """Events a spawner reports: appended to the App's audit trail, mirrored, and used to keep a
 work item's status honest (a session waiting on a keypress is `stalled`, not `running`).
 
-A batch is taken event by event: a malformed event, or one about a work item in a
-repository the spawner does not serve, is rejected with its reason while the others are
-kept. An event carrying an `id` is recorded once however often the spawner resends it.
+A batch is taken event by event: a refused event gets its reason while the others are kept.
+A spawner reports only what a spawner sees — its sessions, workspaces and standing
+sessions, its start, its configuration and (when it serves every repository) model
+verdicts — and only about work items the App knows in repositories it serves, or about its
+own standing sessions. The App's own event names (`gate.*`, `job.*`, `webhook.*`,
+`workitem.*`, …) are refused, and so is a client-set `ts`: every record carries the time
+the App received it (the spawner's own clock may come as `reported_ts`). An event carrying
+an `id` is recorded once however often the spawner resends it. Each accepted event about a
+work item (but `session.exited`) renews its session tokens.
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.fleet.tokens import scope_of, serves
+from app.fleet.tokens import (
+    ANY_REPOSITORY,
+    renew_session_tokens,
+    scope_of,
+    serves,
+)
 from app.services import Services
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
 from app.workitems.reported import apply_session_event
@@ -29,6 +40,13 @@ MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers.
 NOT_MIRRORED = frozenset({"session.delivered"})
+# What a spawner may report: every name in these namespaces, and these exact names …
+SPAWNER_NAMESPACES = ("session.", "workspace.", "standing.")
+SPAWNER_NAMES = frozenset({"spawner.started", "models.checked", "config.conflict"})
+# … except what the App itself records or mirrors under a spawner namespace.
+APP_NAMES = frozenset({"session.spawn_deferred", "session.spawn_failed", "session.delivery_failed"})
+GLOBAL_ONLY = frozenset({"models.checked"})  # applies to every repository
+STANDING_PREFIX = "standing:"  # a spawner's own standing session, not an App work item
 # Field names the event log itself uses; a reported field of that name is kept renamed.
 _RESERVED = frozenset({"session"})
 
@@ -59,7 +77,18 @@ def check_event(raw: Any) -> str | None:
         return "`work_item` must be a string of at most 256 characters, or null"
     if len(repr(raw)) > MAX_EVENT_BYTES:
         return f"an event must be smaller than {MAX_EVENT_BYTES} bytes"
+    if not may_report(name):
+        return f"`{name}` is not an event a spawner reports"
+    if "ts" in raw:
+        return "`ts` is the App's (when it received the event); send the spawner's as `reported_ts`"
     return None
+
+
+def may_report(name: str) -> bool:
+    """Whether a spawner may report an event called `name` (pure)."""
+    if name in APP_NAMES:
+        return False
+    return name in SPAWNER_NAMES or name.startswith(SPAWNER_NAMESPACES)
 
 
 def event_fields(raw: dict[str, Any], spawner: Spawner) -> dict[str, Any]:
@@ -116,6 +145,23 @@ def record_verdicts(session: Session, verdicts: Any) -> None:
         session.merge(row)
 
 
+def _scope_problem(
+    session: Session, raw: dict[str, Any], scope: list[str]
+) -> tuple[str | None, WorkItem | None]:
+    """Why a well-formed event is outside the spawner's scope (or None), and its work item."""
+    if raw["event"] in GLOBAL_ONLY and ANY_REPOSITORY not in scope:
+        return f"only a spawner serving every repository may report {raw['event']}", None
+    name = raw.get("work_item")
+    if not name or name.startswith(STANDING_PREFIX):
+        return None, None
+    item = session.get(WorkItem, name)
+    if item is None:
+        return f"no work item {name}", None
+    if not serves(scope, item.repo_full_name):
+        return f"this spawner does not serve {item.repo_full_name}", None
+    return None, item
+
+
 def ingest(services: Services, session: Session, spawner: Spawner, events: list[Any]) -> Ingested:
     """Record a batch of reported events inside the caller's transaction."""
     out = Ingested()
@@ -123,10 +169,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
     for index, raw in enumerate(events[:MAX_BATCH]):
         why = check_event(raw)
         item = None
-        if why is None and raw.get("work_item"):
-            item = session.get(WorkItem, raw["work_item"])
-            if item is not None and not serves(scope, item.repo_full_name):
-                why = f"this spawner does not serve {item.repo_full_name}"
+        if why is None:
+            why, item = _scope_problem(session, raw, scope)
         if why is not None:
             out.rejected.append({"index": index, "error": why})
             continue
@@ -141,6 +185,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
+        if name != "session.exited":  # an exited session's tokens lapse unless it respawns
+            renew_session_tokens(session, [item.id], services.clock())
         apply_session_event(services, session, item, name, fields)
         if name.startswith("session.") and name not in NOT_MIRRORED:
             payload = {"event": name, **fields, "url": item.html_url}

@@ -3,7 +3,11 @@
 A spawner token is shown once, when it is created, and stored only as its SHA-256 hash, so a
 copy of the database cannot be used to claim jobs. A session token is a narrower credential
 minted per work item for the agent's `the-loop comment` / `the-loop ask`: it can post on that
-one item and nothing else.
+one item and nothing else. It expires `SESSION_TOKEN_TTL` after it was minted or last
+renewed; the App renews an item's tokens while its session is live (each job handed out for
+it, each event its spawner reports about it, and every minute its spawner polls) and
+revokes them when the session is stopped; an exited session's tokens lapse unless it is
+started again.
 
 Repository scopes are lists of `owner/repo` names, or `["*"]` for every repository the App
 is installed on; names compare case-insensitively, as GitHub's do.
@@ -17,17 +21,18 @@ import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.store.tables import SessionToken, Spawner
+from app.store.tables import SessionToken, Spawner, WorkItem, WorkItemStatus
 
 SPAWNER_PREFIX = "tlsp_"
 SESSION_PREFIX = "tlss_"
 ANY_REPOSITORY = "*"
+SESSION_TOKEN_TTL = timedelta(hours=2)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 
 
@@ -102,11 +107,36 @@ def revoke_spawner(session: Session, name: str) -> int:
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-def mint_session_token(session: Session, work_item: str) -> str:
-    """A new credential that lets a session post on `work_item` only."""
+def mint_session_token(session: Session, work_item: str, now: datetime) -> str:
+    """A new credential that lets a session post on `work_item` only, until it expires."""
     token = SESSION_PREFIX + secrets.token_urlsafe(32)
-    session.add(SessionToken(token_hash=hash_token(token), work_item=work_item))
+    expires = now + SESSION_TOKEN_TTL
+    session.add(SessionToken(token_hash=hash_token(token), work_item=work_item, expires_at=expires))
     return token
+
+
+def renew_session_tokens(session: Session, work_items: Sequence[str], now: datetime) -> None:
+    """Push back the expiry of the live session tokens of `work_items` (their sessions are
+    live); an expired token stays expired."""
+    if not work_items:
+        return
+    session.execute(
+        update(SessionToken)
+        .where(SessionToken.work_item.in_(list(work_items)), SessionToken.expires_at > now)
+        .values(expires_at=now + SESSION_TOKEN_TTL)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def hosted_items(session: Session, spawner: Spawner) -> list[str]:
+    """The work items whose session `spawner` reported it runs, and runs now."""
+    running = (WorkItemStatus.RUNNING, WorkItemStatus.STALLED)
+    rows = session.execute(select(WorkItem.id, WorkItem.session).where(WorkItem.state.in_(running)))
+    return [
+        item
+        for item, facts in rows
+        if isinstance(facts, dict) and facts.get("spawner_id") == spawner.id
+    ]
 
 
 def revoke_session_tokens(session: Session, work_item: str) -> int:
@@ -129,8 +159,14 @@ class Principal:
         return self.work_item is not None and hmac.compare_digest(self.work_item, work_item)
 
 
-def authenticate(session: Session, authorization: str | None) -> Principal | None:
-    """The principal behind an `Authorization: Bearer …` header, or None.
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes for what was stored as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def authenticate(session: Session, authorization: str | None, now: datetime) -> Principal | None:
+    """The principal behind an `Authorization: Bearer …` header, or None (also for a session
+    token that has expired).
 
     The lookup is by hash, so the comparison never touches a plaintext secret.
     """
@@ -143,7 +179,9 @@ def authenticate(session: Session, authorization: str | None) -> Principal | Non
         return Principal(spawner=spawner) if spawner is not None else None
     if token.startswith(SESSION_PREFIX):
         row = session.get(SessionToken, hash_token(token))
-        return Principal(work_item=row.work_item) if row is not None else None
+        if row is None or _aware(row.expires_at) <= now:
+            return None
+        return Principal(work_item=row.work_item)
     return None
 
 

@@ -5,6 +5,10 @@ adopts the checklist it already posted instead of posting a second), and it keep
 own words from ever being read as human input: a comment carrying the marker, or written by
 a Bot account, is never an execute reply, a follow-up or a checklist answer.
 
+Anyone can type a marker, and any App is a Bot, so a marked comment is the App's own only
+when its author is the App's own bot login (`is_app_comment`). While that login is unknown
+nothing is adopted: the App posts anew rather than trust a stranger's comment.
+
 Attribute values are reduced to characters that cannot close the HTML comment or break the
 `key=value` grammar, so a marker always parses back to what was written.
 """
@@ -27,6 +31,7 @@ class MarkerKind(StrEnum):
     CHECKLIST = "checklist"  # the phase-selection checklist
     CONFIRMATION = "confirmation"  # the execute was accepted; what runs
     REFUSAL = "refusal"  # the execute was refused; who may execute
+    CHANGED = "changed"  # the issue changed since it was read; execute again
     AGENT = "agent"  # written by a session through `the-loop comment` / `the-loop ask`
     SLACK = "slack"  # a Slack member's words, posted on the issue by the App
     PROGRESS = "progress"  # the one progress comment of a work item, edited in place
@@ -93,6 +98,17 @@ def is_bot(user: Mapping[str, Any] | None) -> bool:
 def is_own_comment(comment: Mapping[str, Any]) -> bool:
     """A comment that is never human input: written by a Bot, or carrying the App's marker."""
     return is_bot(comment.get("user")) or has_marker(comment.get("body"))
+
+
+def is_app_comment(
+    comment: Mapping[str, Any], bot_login: str | None, kind: MarkerKind | str, **attrs: object
+) -> bool:
+    """A comment of `kind` (with these attributes) that the App itself wrote: marked, and by
+    the App's own bot login. False whenever that login is unknown (fail closed)."""
+    user = comment.get("user") or {}
+    if not bot_login or not is_bot(user) or user.get("login") != bot_login:
+        return False
+    return is_marked(comment.get("body"), kind, **attrs)
 
 
 def is_marked(body: str | None, kind: MarkerKind | str, **attrs: object) -> bool:

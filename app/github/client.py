@@ -1,25 +1,45 @@
 """The App's GitHub identity through githubkit: App JWT auth, installation clients, tokens.
 
+Every token the App asks GitHub for carries only the permissions its use needs: the App's
+own calls (comments, reactions, reading issues and who may execute) use `ISSUE_PERMISSIONS`;
+a token handed to a spawner for a job can only read the job's one repository
+(`CLONE_PERMISSIONS`) and is revoked once the job is over (`revoke`).
+
 Installation clients are cached per installation; githubkit caches each installation token
 until shortly before it expires. Rate limits and 5xx answers are retried, honouring
 `Retry-After` and the reset headers.
+
+The App's own bot login (`<slug>[bot]`, from `GET /app`) is learnt once and remembered: it
+is how the App tells its own marked comments from anyone else's.
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from githubkit import AppAuthStrategy, GitHub
+from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.cache import MemCacheStrategy
+from githubkit.exception import GitHubException
 from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
+from githubkit_schemas.latest.types import AppPermissionsType
 
 from app.settings import Settings
 
 RETRY = RetryChainDecision(RetryRateLimit(max_retry=3), RetryServerError(max_retry=3))
+# The App's own calls: issue comments, reactions, issue reads, collaborator permission.
+ISSUE_PERMISSIONS: AppPermissionsType = {"issues": "write", "metadata": "read"}
+# A job's token: fetch the one repository, nothing else.
+CLONE_PERMISSIONS: AppPermissionsType = {"contents": "read", "metadata": "read"}
+# After a failed `GET /app`, wait this long before asking again.
+IDENTITY_RETRY_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 
 class GitHubNotConfigured(RuntimeError):
@@ -47,6 +67,8 @@ class GitHubApp:
         # githubkit opens an HTTP client per call; one SSL context spares loading the CA
         # bundle on every request.
         self._ssl = ssl.create_default_context()
+        self._bot_login: str | None = None
+        self._identity_tried = float("-inf")
 
     @property
     def configured(self) -> bool:
@@ -71,11 +93,13 @@ class GitHubApp:
             return self._app
 
     def installation(self, installation_id: int) -> GitHub[Any]:
-        """A client authenticated as `installation_id`, reused across calls."""
+        """A client authenticated as `installation_id` with `ISSUE_PERMISSIONS`, reused."""
         with self._lock:
             client = self._installations.get(installation_id)
             if client is None:
-                strategy = self._strategy().as_installation(installation_id)
+                strategy = self._strategy().as_installation(
+                    installation_id, permissions=ISSUE_PERMISSIONS
+                )
                 client = GitHub(
                     strategy,
                     base_url=self.base_url,
@@ -90,16 +114,41 @@ class GitHubApp:
         self,
         installation_id: int,
         repository: str,
-        permissions: dict[str, str] | None = None,
+        permissions: AppPermissionsType = CLONE_PERMISSIONS,
     ) -> InstallationToken:
-        """A fresh short-lived token scoped to one repository (name without owner), and to
-        `permissions` when given (e.g. `{"contents": "write"}`; else the installation's)."""
-        scope: dict[str, Any] = {"repositories": [repository]}
-        if permissions:
-            scope["permissions"] = dict(permissions)
+        """A fresh short-lived token for one repository (name without owner), with only
+        `permissions`."""
         resp = self.app().rest.apps.create_installation_access_token(
-            installation_id, data=cast(Any, scope)
+            installation_id, repositories=[repository], permissions=permissions
         )
         data = resp.parsed_data
         expires = datetime.fromisoformat(str(data.expires_at).replace("Z", "+00:00"))
         return InstallationToken(token=data.token, expires_at=expires)
+
+    def revoke(self, token: str) -> None:
+        """Withdraw an installation token before it expires (`DELETE /installation/token`)."""
+        client = GitHub(
+            TokenAuthStrategy(token), base_url=self.base_url, auto_retry=RETRY, ssl_verify=self._ssl
+        )
+        client.rest.apps.revoke_installation_access_token()
+
+    def bot_login(self) -> str | None:
+        """The App's own login (`<slug>[bot]`), learnt from `GET /app`; None while unknown
+        (no identity configured, or GitHub did not answer — asked again a minute later)."""
+        with self._lock:
+            if self._bot_login is not None or not self.configured:
+                return self._bot_login
+            if time.monotonic() - self._identity_tried < IDENTITY_RETRY_SECONDS:
+                return None
+            self._identity_tried = time.monotonic()
+        try:
+            data = self.app().rest.apps.get_authenticated().json()
+        except (GitHubException, GitHubNotConfigured, ValueError) as exc:
+            log.warning("could not learn the App's bot login from GET /app: %s", exc)
+            return None
+        slug = data.get("slug") if isinstance(data, dict) else None
+        if not isinstance(slug, str) or not slug:
+            return None
+        with self._lock:
+            self._bot_login = f"{slug}[bot]"
+        return self._bot_login

@@ -7,6 +7,10 @@ releases the waiting requests to answer 202. One writer per process means no loc
 between requests, and one commit covers many deliveries under load while costing nothing
 extra when idle.
 
+A delivery is new when neither its delivery id nor its body (by SHA-256) was stored before:
+the signature covers the body only, so a signed body replayed under a fresh delivery id is a
+repeat, not a second delivery.
+
 The same transaction records `webhook.received` for each new delivery. A delivery no handler
 acts on (`routed` says which; most of what GitHub sends is such) is stored already done: it
 is kept for dedupe and audit, and the worker never has to touch it.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import queue
 import threading
@@ -60,8 +65,16 @@ class _Pending:
     event: str
     action: str | None
     body: bytes
+    digest: str
     done: Callable[[bool, BaseException | None], None] | None = None
     future: asyncio.Future[Outcome] | None = None
+
+
+def _pending(
+    delivery_id: str, event: str, action: str | None, body: bytes, **waiter: Any
+) -> _Pending:
+    digest = hashlib.sha256(body).hexdigest()
+    return _Pending(delivery_id, event, action, compress_body(body), digest, **waiter)
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:
@@ -85,7 +98,7 @@ class IngestWriter:
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
             dialect_insert(Delivery)
-            .on_conflict_do_nothing(index_elements=["delivery_id"])
+            .on_conflict_do_nothing()  # a repeated delivery id or body
             .returning(Delivery.delivery_id)
         )
         self._lock = write_lock(engine)
@@ -104,7 +117,7 @@ class IngestWriter:
             outcome.extend((new, error))
             finished.set()
 
-        self._submit(_Pending(delivery_id, event, action, compress_body(body), done=done))
+        self._submit(_pending(delivery_id, event, action, body, done=done))
         if not finished.wait(self.wait_seconds):
             raise IngestUnavailable("the store did not answer in time")
         return self._outcome(*outcome)
@@ -118,7 +131,7 @@ class IngestWriter:
         # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
         timed_out: list[tuple[asyncio.Future[Outcome], Outcome]] = [(future, (False, _TIMED_OUT))]
         timer = loop.call_later(self.wait_seconds, _settle, timed_out)
-        self._submit(_Pending(delivery_id, event, action, compress_body(body), future=future))
+        self._submit(_pending(delivery_id, event, action, body, future=future))
         try:
             new, error = await future
         finally:
@@ -198,6 +211,7 @@ class IngestWriter:
                     "event": item.event,
                     "action": item.action,
                     "body": item.body,
+                    "body_sha256": item.digest,
                     "attempts": 0,
                     "next_attempt_at": now,
                     "received_at": now,

@@ -2,8 +2,10 @@
 the issue, react. A thin edge over githubkit; every decision is made by the callers.
 
 Posting is idempotent through the marker: before posting, the App looks for a comment of
-its own (a Bot author) carrying the same marker, so a handler re-run after a crash adopts
-the comment it already wrote instead of writing a second.
+its own (its own bot login, learnt from `GET /app`) carrying the same marker, so a handler
+re-run after a crash adopts the comment it already wrote instead of writing a second. A
+marked comment by anyone else, another App included, is never adopted; while the App's
+login is unknown nothing is.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from githubkit.exception import RequestFailed
 
-from app.gate.markers import MarkerKind, is_bot, is_marked
+from app.gate.markers import MarkerKind, is_app_comment
 from app.github.client import GitHubApp
 
 GONE = (404, 410)
@@ -22,12 +24,16 @@ class IssueIO:
     """GitHub calls about issue `number` of `repo`, as installation `installation_id`."""
 
     def __init__(self, github: GitHubApp, installation_id: int, repo: str, number: int) -> None:
+        self.github = github
         self.client = github.installation(installation_id)
         self.owner, self.name = repo.split("/", 1)
         self.number = number
 
     def find_marked(self, kind: MarkerKind, **attrs: object) -> int | None:
         """The id of the App's own comment carrying this marker, or None."""
+        login = self.github.bot_login()
+        if login is None:
+            return None
         rest = self.client.rest
         pages = rest.paginate(
             rest.issues.list_comments,
@@ -38,7 +44,7 @@ class IssueIO:
             per_page=100,
         )
         for comment in pages:
-            if is_bot(comment.get("user")) and is_marked(comment.get("body"), kind, **attrs):
+            if is_app_comment(comment, login, kind, **attrs):
                 return int(comment["id"])
         return None
 

@@ -4,13 +4,20 @@ The page posts `manifest.yaml` (with this deployment's URLs filled in) to GitHub
 redirects back with a one-hour `code`, which is exchanged at
 `POST /app-manifests/{code}/conversions` for the App id, PEM, webhook secret and client
 credentials. Those are merged into `.env` (mode 0600). An unreadable `.env` is never replaced.
+
+The page answers only requests addressed to this machine (`Host: 127.0.0.1` or `localhost`,
+any port): a web page elsewhere that points its own name at 127.0.0.1 (DNS rebinding) can
+neither read a `state` nor finish the flow with an App of its own. Each visit of `/` gets a
+fresh `state`, good for one callback within `STATE_TTL` seconds.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,9 @@ from githubkit import GitHub
 from app.files import write_text_atomic
 
 MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifest.yaml"
+STATE_TTL = 3600.0  # GitHub's code is good for an hour; so is the state that asks for it
+MAX_STATES = 16  # visits of `/` whose callback is still awaited
+LOCAL_HOST_RE = re.compile(r"^(127\.0\.0\.1|localhost)(:\d{1,5})?$", re.IGNORECASE)
 
 
 class SetupError(RuntimeError):
@@ -84,6 +94,28 @@ def exchange_code(api_url: str, code: str) -> dict[str, Any]:
     return json.loads(resp.content)
 
 
+class States:
+    """The `state` values handed out: each good for one callback, until it expires."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float]) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._expiry: dict[str, float] = {}
+
+    def issue(self) -> str:
+        now = self.clock()
+        live = sorted((t, s) for s, t in self._expiry.items() if t > now)[-(MAX_STATES - 1) :]
+        self._expiry = {s: t for t, s in live}
+        state = secrets.token_urlsafe(16)
+        self._expiry[state] = now + self.ttl
+        return state
+
+    def redeem(self, state: str) -> bool:
+        """True once for a state handed out less than `ttl` seconds ago."""
+        expiry = self._expiry.pop(state, None)
+        return expiry is not None and expiry > self.clock()
+
+
 def build_setup_app(
     *,
     manifest: dict[str, Any],
@@ -92,14 +124,22 @@ def build_setup_app(
     env_path: Path,
     org: str | None = None,
     on_done: Callable[[dict[str, Any]], None] = lambda _data: None,
+    state_ttl: float = STATE_TTL,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Flask:
     """The local page: `/` starts the flow, `/callback` finishes it."""
     app = Flask("the-loop-setup")
-    state = secrets.token_urlsafe(16)
+    states = States(state_ttl, clock)
+
+    @app.before_request
+    def this_machine_only() -> tuple[str, int] | None:
+        if not LOCAL_HOST_RE.match(request.host or ""):
+            return "<p>This setup page answers only at http://127.0.0.1/ (or localhost).</p>", 421
+        return None
 
     @app.get("/")
     def start() -> str:
-        action = html.escape(new_app_url(web_url, org, state))
+        action = html.escape(new_app_url(web_url, org, states.issue()))
         value = html.escape(json.dumps(manifest))
         return (
             "<!doctype html><title>the-loop setup</title>"
@@ -111,8 +151,12 @@ def build_setup_app(
 
     @app.get("/callback")
     def callback() -> tuple[str, int]:
-        if request.args.get("state") != state:
-            return "<p>This answer does not belong to this setup (state mismatch).</p>", 400
+        if not states.redeem(request.args.get("state", "")):
+            return (
+                "<p>This answer does not belong to this setup, was used already, or came "
+                "too late. Start again from <a href='/'>the setup page</a>.</p>",
+                400,
+            )
         code = request.args.get("code", "")
         if not code:
             return "<p>GitHub sent no code.</p>", 400

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.github import installations
 from app.github.router import Router, RouteTable
-from app.workitems import autoexecute, followups, pr_sessions, pr_traffic, pulls
+from app.workitems import autoexecute, followups, pinning, pr_sessions, pr_traffic, pulls
 from app.workitems import handlers as workitems
 
 ROUTES: RouteTable = {
@@ -22,6 +22,7 @@ ROUTES: RouteTable = {
     ("issues", "labeled"): [workitems.start_work_item, autoexecute.execute_on_labels],
     ("issues", "unlabeled"): [workitems.park_unlabeled],
     ("issues", "closed"): [workitems.stop_on_close],
+    ("issues", "edited"): [pinning.note_edit],
     ("issue_comment", "created"): [
         workitems.freeze_on_execute,
         workitems.decide_review,

@@ -10,14 +10,17 @@ machinery, which cost as much as storing the delivery (measured with `bench/inge
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from githubkit.webhooks import verify
 
 from app.github.ingest import IngestUnavailable
+from app.github.shapes import shape_problem
+from app.ingress.sampling import Record, cut
 
 if TYPE_CHECKING:
     from app.runtime import AppState
@@ -26,6 +29,11 @@ PATH = "/github/webhooks"
 MAX_BODY = 25 * 1024 * 1024
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 # The request headers the decisions read, by lower-case name.
+# What GitHub sends: a GUID delivery id and a snake_case event name. The signature covers
+# the body only, so these are checked before they reach the store.
+DELIVERY_RE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+EVENT_RE = re.compile(r"^[a-z_]{1,64}$")
+PING = "webhook.received"
 HEADERS = (
     "content-length",
     "x-github-event",
@@ -38,12 +46,22 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Answer:
-    """A response, and the event to record about it (if any) before sending it."""
+    """A response, and the event to count about it (if any) before sending it. Every such
+    event is something a stranger can repeat at will, so it goes through the process's
+    `SampledLog` under `kind`: counted always, written only a few times a minute."""
 
     status: str
     body: dict[str, Any]
     headers: tuple[tuple[str, str], ...] = ()
     event: tuple[str, dict[str, Any]] | None = None
+
+    @property
+    def kind(self) -> str:
+        """What the event is counted as: the refusal's reason, or the event's name."""
+        if self.event is None:
+            return ""
+        name, fields = self.event
+        return str(fields.get("reason") or name)
 
     def encoded(self) -> tuple[bytes, list[tuple[str, str]]]:
         payload = orjson.dumps(self.body)
@@ -70,72 +88,84 @@ UNAVAILABLE = Answer(
 )
 
 
+def rejected(
+    status: str,
+    error: str,
+    reason: str,
+    headers: Mapping[str, str],
+    remote: str | None = None,
+    **extra: Any,
+) -> Answer:
+    """A refusal, with the event that counts it. Header values are the sender's words: they
+    are cut to `FIELD_LIMIT` characters before anything stores or logs them."""
+    fields = {
+        "reason": reason,
+        "delivery": cut(headers.get("x-github-delivery", "")),
+        "gh_event": cut(headers.get("x-github-event", "")),
+        **({"remote": remote} if remote else {}),
+        **extra,
+    }
+    return Answer(status, {"error": error}, event=("webhook.rejected", fields))
+
+
 def precheck(method: str, headers: Mapping[str, str]) -> Answer | int:
     """Before reading the body: the method and the declared length. Returns the number of
     bytes to read, or the answer that ends the request."""
     if method != "POST":
-        return Answer("405 Method Not Allowed", {"error": "POST only"}, (("Allow", "POST"),))
+        answer = rejected("405 Method Not Allowed", "POST only", "method", headers)
+        return replace(answer, headers=(("Allow", "POST"),))
     try:
         length = int(headers.get("content-length") or 0)
     except ValueError:
-        return Answer("400 Bad Request", {"error": "bad Content-Length"})
+        return rejected("400 Bad Request", "bad Content-Length", "bad-length", headers)
     if length < 0:
-        return Answer("400 Bad Request", {"error": "bad Content-Length"})
+        return rejected("400 Bad Request", "bad Content-Length", "bad-length", headers)
     if length > MAX_BODY:
         return too_large(headers)
     return length
 
 
 def too_large(headers: Mapping[str, str]) -> Answer:
-    fields = {
-        "reason": "too-large",
-        "delivery": headers.get("x-github-delivery", ""),
-        "gh_event": headers.get("x-github-event", ""),
-    }
-    return Answer(
-        "413 Request Entity Too Large",
-        {"error": "payload too large"},
-        event=("webhook.rejected", fields),
+    return rejected("413 Request Entity Too Large", "payload too large", "too-large", headers)
+
+
+def too_slow(headers: Mapping[str, str], remote: str | None = None) -> Answer:
+    """The body did not arrive within the request's deadline."""
+    return rejected(
+        "408 Request Timeout", "the body did not arrive in time", "too-slow", headers, remote
     )
 
 
 def screen(
     secret: str | None, headers: Mapping[str, str], body: bytes, remote: str | None
 ) -> Answer | Verified:
-    """The signature (constant time, before anything reads the body), then the headers and
-    the JSON. A ping is answered here; anything else verified comes back to be stored."""
+    """The signature (constant time, before anything reads the body), then the headers, the
+    JSON and its shape. A ping is answered here; anything else verified comes back to be
+    stored."""
     event = headers.get("x-github-event", "")
     delivery = headers.get("x-github-delivery", "")
     signature = headers.get("x-hub-signature-256", "")
     signed = bool(secret) and signature.startswith("sha256=")
     if not signed or not verify(secret or "", body, signature):
-        fields = {
-            "reason": "bad-signature" if signature else "missing-signature",
-            "delivery": delivery,
-            "gh_event": event,
-            "remote": remote,
-        }
-        return Answer(
-            "401 Unauthorized",
-            {"error": "signature does not match"},
-            event=("webhook.rejected", fields),
-        )
-    if not event or not delivery:
-        return Answer(
-            "400 Bad Request", {"error": "X-GitHub-Event and X-GitHub-Delivery are required"}
-        )
+        reason = "bad-signature" if signature else "missing-signature"
+        return rejected("401 Unauthorized", "signature does not match", reason, headers, remote)
+    if not EVENT_RE.match(event) or not DELIVERY_RE.match(delivery):
+        error = "X-GitHub-Event and X-GitHub-Delivery are required, in GitHub's form"
+        return rejected("400 Bad Request", error, "bad-headers", headers, remote)
     try:
         payload = orjson.loads(body)  # a sixth of json.loads' time on a 14 KB delivery
     except orjson.JSONDecodeError:
-        return Answer("400 Bad Request", {"error": "body is not JSON"})
+        return rejected("400 Bad Request", "body is not JSON", "not-json", headers, remote)
     if not isinstance(payload, dict):
-        return Answer("400 Bad Request", {"error": "body is not a JSON object"})
+        error = "body is not a JSON object"
+        return rejected("400 Bad Request", error, "not-an-object", headers, remote)
     if event == "ping":
-        return Answer(
-            "200 OK",
-            {"ok": True, "zen": payload.get("zen")},
-            event=("webhook.received", {"delivery": delivery, "gh_event": event}),
-        )
+        fields = {"delivery": delivery, "gh_event": event}
+        return Answer("200 OK", {"ok": True, "zen": payload.get("zen")}, event=(PING, fields))
+    problem = shape_problem(event, payload)
+    if problem is not None:
+        error = f"the body does not match X-GitHub-Event: {problem}"
+        return rejected("400 Bad Request", error, "shape-mismatch", headers, remote)
     action = payload.get("action")
     return Verified(delivery, event, action if isinstance(action, str) else None, body)
 
@@ -149,6 +179,14 @@ def accepted(state: AppState, delivery: Verified, new: bool) -> Answer:
     if new and state.router.routes(delivery.event, delivery.action):
         state.wake_workers()
     return acknowledged(delivery, new)
+
+
+def counted(state: AppState, answer: Answer) -> list[Record]:
+    """Count the answer's event; the rows (if any) to write for it now."""
+    if answer.event is None:
+        return []
+    name, fields = answer.event
+    return state.sampled.note(answer.kind, name, fields)
 
 
 def unavailable(delivery: Verified, error: IngestUnavailable) -> Answer:
@@ -169,9 +207,7 @@ class WebhookIngress:
         if environ.get("PATH_INFO") != PATH:
             return self.app(environ, start_response)
         answer = self.receive(environ)
-        if answer.event is not None:
-            name, fields = answer.event
-            self.state.services.events.emit(name, **fields)
+        self.state.sampled.write(counted(self.state, answer))
         payload, headers = answer.encoded()
         start_response(answer.status, headers)
         return [payload]

@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -83,6 +85,29 @@ class ClaimedJob:
             github_token=token.get("token") if isinstance(token, dict) else None,
             session_token=data.get("session_token") or None,
         )
+
+
+def url_problem(url: str, allow_insecure: bool = False) -> str | None:
+    """Why a spawner must not send its token to `url`, or None. Plain http is only for the
+    App on this machine, unless the operator explicitly allows it (THE_LOOP_INSECURE_URL)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"THE_LOOP_URL={url!r} is not an http(s) URL"
+    if parts.scheme == "https" or allow_insecure or _loopback(parts.hostname):
+        return None
+    return (
+        f"THE_LOOP_URL={url} is plain http to another machine: tokens would cross the "
+        "network in the clear. Use https, or set THE_LOOP_INSECURE_URL=1 to allow it."
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _message(response: httpx.Response) -> str:

@@ -29,6 +29,14 @@ BATCH = 200
 MAX_BACKOFF = 30.0
 
 
+def outgoing(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as sent: the App stamps its own `ts`; the spawner's clock is `reported_ts`."""
+    sent = {key: value for key, value in event.items() if key != "ts"}
+    if "ts" in event:
+        sent["reported_ts"] = event["ts"]
+    return sent
+
+
 class SpawnerEvents:
     """`emit` records an event locally and wakes the sender; `flush` sends what is unsent."""
 
@@ -103,7 +111,7 @@ class SpawnerEvents:
                         self._save_offset(end)
                     return True
                 try:
-                    answer = self.client.events(events)
+                    answer = self.client.events([outgoing(event) for event in events])
                 except Rejected as exc:  # the whole batch is malformed: keep it local only
                     log.error("the App refused %d events: %s", len(events), exc)
                     answer = {}

@@ -105,6 +105,8 @@ class Delivery(Base):
     event: Mapped[str] = mapped_column(String(64))
     action: Mapped[str | None] = mapped_column(String(64))
     body: Mapped[bytes] = mapped_column(CompressedBody)
+    # SHA-256 of the body as received: a signed body is stored once, whatever its id says.
+    body_sha256: Mapped[str | None] = mapped_column(String(64), unique=True, index=True)
     state: Mapped[str] = mapped_column(String(16), default=InboxState.QUEUED, index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -161,6 +163,8 @@ class WorkItem(Base):
     checklist_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     confirmation_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     frozen: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The issue text the checklist was posted for: title, body, its hash, when it was read.
+    pinned: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     session: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     slack_ts: Mapped[str | None] = mapped_column(String(64))
     # Where the item stands in the process graph (the App's record is the authority), the
@@ -206,6 +210,9 @@ class Job(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The installation token handed out with the current claim, kept only until it is
+    # revoked (the job finished, failed or was offered again).
+    github_token: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
@@ -234,6 +241,7 @@ class SessionToken(Base):
     token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
     work_item: Mapped[str] = mapped_column(String(256), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class ModelVerdict(Base):

@@ -33,6 +33,7 @@ from app.workitems.authz import refusal
 from app.workitems.decisions import Reply, emit, lock_work_item, refuse
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
+from app.workitems.pinning import approved_record, ask_again, read_approved
 from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
 
@@ -41,6 +42,7 @@ class ExecuteStatus(StrEnum):
     FROZEN = "frozen"
     REFUSED = "refused"
     ALREADY_FROZEN = "already-frozen"
+    CHANGED = "changed"  # the issue was edited since it was read: execute again
     NOT_A_WORK_ITEM = "not-a-work-item"
 
 
@@ -88,20 +90,6 @@ def _select(
     checklist = build_checklist(offer, services.config.routing.trigger.execute_keyword)
     reply_rows = parse_rows(body)
     return classify(offer, checklist, _board(io, item, checklist, reply_rows), reply_rows)
-
-
-def _issue_text(
-    io: IssueIO | None, item: WorkItem, issue: dict[str, Any] | None
-) -> tuple[str, str]:
-    """The issue's title and body: from the delivery when given, else asked of GitHub."""
-    data = issue if issue is not None else (io.issue() if io is not None else None)
-    if not data:
-        return item.title, ""
-    title = data.get("title")
-    body = data.get("body")
-    return (title if isinstance(title, str) else item.title), (
-        body if isinstance(body, str) else ""
-    )
 
 
 def _prompt(services: Services, item: WorkItem, selection: Selection, title: str, body: str) -> str:
@@ -161,9 +149,14 @@ def _freeze(
     io = None
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+    reading = read_approved(item, io, issue)
+    if reading.change is not None:  # edited since it was read: the human approves anew
+        why = ask_again(services, session, item, io, reading, reply.author, reply.ref)
+        return ExecuteOutcome(ExecuteStatus.CHANGED, why=why)
     selection = _select(services, session, item, io, reply.body)
     frozen = frozen_record(selection, reply.author, services.clock())
     again = reply.ref if item.state == WorkItemStatus.PR_CLOSED else None
+    frozen["issue"] = approved_record(item, reading)
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
     item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
@@ -182,15 +175,13 @@ def _freeze(
         **fields,
     )
     _confirm(services, session, item, io, selection, frozen, again)
-    title, body = _issue_text(io, item, issue)
-    prompt = _prompt(services, item, selection, title, body)
-    job = enqueue(
-        services, session, f"spawn:{reply.ref}", spawn_job(item, title=title, prompt=prompt)
-    )
+    prompt = _prompt(services, item, selection, reading.title, reading.body)
+    job = spawn_job(item, title=reading.title, prompt=prompt)
+    queued = enqueue(services, session, f"spawn:{reply.ref}", job)
     return ExecuteOutcome(
         ExecuteStatus.FROZEN,
         frozen=frozen,
-        job_id=job.id if job is not None else None,
+        job_id=queued.id if queued is not None else None,
         confirmation_comment_id=item.confirmation_comment_id,
     )
 
@@ -209,8 +200,9 @@ def execute_reply(
 ) -> ExecuteOutcome:
     """Run an execute reply by `author` (a GitHub login) on `work_item_id`.
 
-    `ref` is the idempotency key (the GitHub comment id, or a Slack action id). `issue` is the
-    delivery's issue object when there is one; otherwise the issue is read from GitHub.
+    `ref` is the idempotency key (the GitHub comment id, or a Slack action id). The issue is
+    re-read from GitHub (`issue`, the delivery's issue object, stands in when it cannot be)
+    and must be what was pinned with the checklist, or the execute is answered `CHANGED`.
     """
     item = lock_work_item(session, work_item_id)
     if item is None:

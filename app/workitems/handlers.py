@@ -24,6 +24,7 @@ from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
+from app.workitems.pinning import record_pin
 from app.workitems.review import ReviewStatus, review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 
@@ -117,6 +118,9 @@ def _post_checklist(ctx: HandlerContext, item: WorkItem, installation_id: int) -
     body = render_checklist(checklist, item.id)
     comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
     item.checklist_comment_id = comment_id
+    # A labelled pull request is its own issue: its title and body are what is approved.
+    issue = ctx.payload.get("issue") or ctx.payload.get("pull_request")
+    record_pin(item, issue if isinstance(issue, dict) else None, ctx.services)
     ctx.emit(
         "gate.checklist_posted",
         item.id,

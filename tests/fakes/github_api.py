@@ -1,8 +1,12 @@
 """A fake GitHub REST API on loopback: the endpoints the App uses, in GitHub's real shapes.
 
 It verifies the App's JWT (RS256, `iss` = app id) before minting installation tokens and
-accepts only tokens it minted on installation endpoints. Every request is recorded, and
-`fail_next` injects 5xx or rate-limit answers, so githubkit's real retry path is exercised.
+accepts only tokens it minted on installation endpoints — and only within what each was
+minted for, as GitHub does: the repositories and permissions the request named (else all
+of the App's), until it expires or is revoked (`DELETE /installation/token`). `GET /app`
+answers the App's slug, from which its bot login is `<slug>[bot]`. Every request is
+recorded, and `fail_next` injects 5xx or rate-limit answers, so githubkit's real retry path
+is exercised.
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import Flask, Response, jsonify, request
 
-BOT_LOGIN = "the-loop-test[bot]"
+APP_SLUG = "the-loop-test"
+BOT_LOGIN = f"{APP_SLUG}[bot]"
+# What the App was granted at install time (its manifest's default permissions).
+APP_PERMISSIONS = {  # what manifest.yaml asks for
+    "issues": "write",
+    "contents": "write",
+    "pull_requests": "write",
+    "checks": "read",
+    "metadata": "read",
+}
+LEVELS = ("none", "read", "write", "admin")
 
 
 def generate_private_key_pem() -> str:
@@ -86,6 +100,7 @@ class FakeGitHub:
     default_branch: str = "main"
     # Where pushed branches live (`<git_root>/<owner>/<repo>.git`): a PR's head must exist.
     git_root: Any = None
+    slug: str = APP_SLUG
     _failures: list[tuple[re.Pattern[str], int, dict[str, str]]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(900_000_001))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -180,10 +195,26 @@ class FakeGitHub:
                 return Response('{"message": "wrong issuer"}', 401, mimetype="application/json")
             return None
 
-        def require_token() -> Response | None:
+        def require_token(
+            repo: str | None = None, permission: str | None = None, level: str = "read"
+        ) -> Response | None:
             token = self.tokens.get(bearer())
-            if token is None or token["expires"] < datetime.now(UTC):
+            if token is None or token["revoked"] or token["expires"] < datetime.now(UTC):
                 return Response('{"message": "Bad credentials"}', 401, mimetype="application/json")
+            allowed = token["repositories"]
+            name = repo.split("/", 1)[-1].lower() if repo else None
+            outside = (
+                name is not None
+                and allowed is not None
+                and name not in {a.lower() for a in allowed}
+            )
+            held = token["permissions"].get(permission, "none") if permission else "admin"
+            if outside or LEVELS.index(held) < LEVELS.index(level):
+                return Response(
+                    '{"message": "Resource not accessible by integration"}',
+                    403,
+                    mimetype="application/json",
+                )
             return None
 
         @app.before_request
@@ -208,26 +239,63 @@ class FakeGitHub:
         def access_token(inst: int):  # type: ignore[no-untyped-def]
             if (denied := require_app_jwt()) is not None:
                 return denied
+            body = request.get_json(silent=True) or {}
+            permissions = body.get("permissions") or APP_PERMISSIONS
+            beyond = [
+                key
+                for key, level in permissions.items()
+                if LEVELS.index(level) > LEVELS.index(APP_PERMISSIONS.get(key, "none"))
+            ]
+            if beyond:
+                return jsonify(message=f"The permissions requested are not granted: {beyond}"), 422
             token = "ghs_" + secrets.token_hex(16)
             expires = datetime.now(UTC) + timedelta(hours=1)
-            body = request.get_json(silent=True) or {}
-            permissions = body.get("permissions") or {"issues": "write", "contents": "write"}
+            names = body.get("repositories")
             self.tokens[token] = {
                 "installation": inst,
                 "expires": expires,
-                "repositories": body.get("repositories"),
-                "permissions": permissions,
+                "repositories": names,
+                "permissions": dict(permissions),
+                "revoked": False,
             }
             return jsonify(
                 token=token,
                 expires_at=_iso(expires),
                 permissions=permissions,
-                repository_selection="selected",
+                repository_selection="selected" if names is not None else "all",
             ), 201
+
+        @app.delete("/installation/token")
+        def revoke_token():  # type: ignore[no-untyped-def]
+            if (denied := require_token()) is not None:
+                return denied
+            self.tokens[bearer()]["revoked"] = True
+            return "", 204
+
+        @app.get("/app")
+        def the_app():  # type: ignore[no-untyped-def]
+            if (denied := require_app_jwt()) is not None:
+                return denied
+            now = _iso(datetime.now(UTC))
+            return jsonify(
+                id=self.app_id,
+                slug=self.slug,
+                node_id=f"A_{self.app_id}",
+                client_id="Iv1.fake",
+                owner=user("acme", 99, "Organization"),
+                name=self.slug,
+                description="",
+                external_url="https://example.com",
+                html_url=f"https://github.com/apps/{self.slug}",
+                created_at=now,
+                updated_at=now,
+                permissions=APP_PERMISSIONS,
+                events=["issues", "issue_comment", "pull_request"],
+            )
 
         @app.get("/repos/<owner>/<repo>/collaborators/<login>/permission")
         def permission(owner: str, repo: str, login: str):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            if (denied := require_token(f"{owner}/{repo}", "metadata")) is not None:
                 return denied
             role = self.permissions.get((f"{owner}/{repo}".lower(), login.lower()), "read")
             legacy = {"maintain": "write", "triage": "read"}.get(role, role)
@@ -240,7 +308,7 @@ class FakeGitHub:
 
         @app.post("/repos/<owner>/<repo>/issues/<int:number>/comments")
         def create_comment(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            if (denied := require_token(f"{owner}/{repo}", "issues", "write")) is not None:
                 return denied
             body = (request.get_json() or {}).get("body", "")
             return jsonify(
@@ -249,7 +317,7 @@ class FakeGitHub:
 
         @app.get("/repos/<owner>/<repo>/issues/<int:number>")
         def get_issue(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            if (denied := require_token(f"{owner}/{repo}", "issues")) is not None:
                 return denied
             issue = self.issues.get((f"{owner}/{repo}".lower(), number))
             if issue is None:
@@ -258,13 +326,14 @@ class FakeGitHub:
 
         @app.get("/repos/<owner>/<repo>/issues/<int:number>/comments")
         def list_comments(owner: str, repo: str, number: int):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            if (denied := require_token(f"{owner}/{repo}", "issues")) is not None:
                 return denied
             return jsonify([public(c) for c in self.issue_comments(f"{owner}/{repo}", number)])
 
         @app.route("/repos/<owner>/<repo>/issues/comments/<int:cid>", methods=["GET", "PATCH"])
         def one_comment(owner: str, repo: str, cid: int):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            level = "write" if request.method == "PATCH" else "read"
+            if (denied := require_token(f"{owner}/{repo}", "issues", level)) is not None:
                 return denied
             comment = self.comments.get(cid)
             if comment is None:
@@ -275,7 +344,8 @@ class FakeGitHub:
             return jsonify(public(comment))
 
         def reaction(target: str, ident: int):  # type: ignore[no-untyped-def]
-            if (denied := require_token()) is not None:
+            repo = target.split(":", 1)[1]
+            if (denied := require_token(repo, "issues", "write")) is not None:
                 return denied
             content = (request.get_json() or {}).get("content")
             with self._lock:

@@ -1,0 +1,103 @@
+"""What each door of the App asks before it reads a request's body, and how much it reads.
+
+A request's body is read only after its credential is checked and only up to its door's
+limit: the spawner API wants a known bearer token, Slack wants its signature headers with
+a fresh timestamp (the signature itself covers the body, so Bolt checks it after), and
+every other path (`/healthz`, `/status`) has no use for a body at all. The webhook path has
+its own rules (`app.github.webhooks`). Pure: the caller looks tokens up and reads bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+SPAWNER_PATH = "/spawner/v1"
+SLACK_PATH = "/slack/events"
+SPAWNER_MAX_BODY = 1024 * 1024
+SLACK_MAX_BODY = 1024 * 1024
+OTHER_MAX_BODY = 64 * 1024
+# Slack refuses requests whose timestamp is further than this from now (replay window).
+SLACK_SKEW_SECONDS = 300
+# Every request header a door reads, by lower-case name.
+HEADERS = frozenset(
+    {
+        "authorization",
+        "content-length",
+        "x-slack-signature",
+        "x-slack-request-timestamp",
+    }
+)
+
+
+class Credential(StrEnum):
+    NONE = "none"
+    BEARER = "bearer"  # a spawner or session token, looked up by the caller
+    SLACK = "slack"  # Slack's signature headers
+
+
+@dataclass(frozen=True)
+class Door:
+    credential: Credential
+    max_body: int
+
+
+def door_for(path: str) -> Door:
+    """The door a (non-webhook) path comes in by."""
+    if path == SPAWNER_PATH or path.startswith(SPAWNER_PATH + "/"):
+        return Door(Credential.BEARER, SPAWNER_MAX_BODY)
+    if path == SLACK_PATH:
+        return Door(Credential.SLACK, SLACK_MAX_BODY)
+    return Door(Credential.NONE, OTHER_MAX_BODY)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request is answered before its body is read: status, message, counted reason."""
+
+    status: int
+    error: str
+    reason: str
+
+
+def declared_length(headers: Mapping[str, str], door: Door) -> int | Refusal:
+    """The Content-Length, or the refusal of a bad or too large one."""
+    try:
+        length = int(headers.get("content-length") or 0)
+    except ValueError:
+        return Refusal(400, "bad Content-Length", "bad-length")
+    if length < 0:
+        return Refusal(400, "bad Content-Length", "bad-length")
+    if length > door.max_body:
+        return too_large(door)
+    return length
+
+
+def too_large(door: Door) -> Refusal:
+    return Refusal(413, f"the body may be at most {door.max_body} bytes", "too-large")
+
+
+TOO_SLOW = Refusal(408, "the body did not arrive in time", "too-slow")
+NO_TOKEN = Refusal(401, "a valid token is required (Authorization: Bearer …)", "bad-token")
+
+
+def bearer(headers: Mapping[str, str]) -> str | None:
+    """The `Authorization: Bearer …` header when there is one, else None."""
+    value = headers.get("authorization", "")
+    return value if value.startswith("Bearer ") and len(value) > len("Bearer ") else None
+
+
+def slack_headers_problem(headers: Mapping[str, str], now: float) -> Refusal | None:
+    """Slack signs every request (`X-Slack-Signature: v0=…` over a fresh timestamp); without
+    both headers, or with a stale timestamp, the body is not worth reading."""
+    signature = headers.get("x-slack-signature", "")
+    try:
+        stamp = int(headers.get("x-slack-request-timestamp", ""))
+    except ValueError:
+        stamp = None
+    if not signature.startswith("v0=") or stamp is None:
+        return Refusal(401, "a Slack signature is required", "slack-unsigned")
+    if abs(now - stamp) > SLACK_SKEW_SECONDS:
+        return Refusal(401, "the Slack request timestamp is stale", "slack-stale")
+    return None

@@ -1,0 +1,233 @@
+"""The App's doors under strangers' traffic, over real HTTP against `the-loop serve`
+(gunicorn's asgi worker, as deployed): credentials before bodies, bounded and timed bodies,
+slow clients that hold no thread, and floods that cost a counter.
+
+Timings are printed, never asserted against the clock: what is asserted is that an answer
+comes at all while the slow clients are still waiting (`bench/edges` tracks the figures).
+"""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.fleet.tokens import create_token
+from app.ingress.doors import SPAWNER_MAX_BODY
+from app.ingress.sampling import FIELD_LIMIT, PER_MINUTE, SUMMARY
+from app.protocol import StopJob
+from app.store.jobqueue import queue_job
+from app.store.tables import Event, WorkItem, WorkItemStatus
+from tests.support import RunningApp, served_app, wait_for, wsgi_app
+
+SLOW_CLIENTS = 64
+REPO = "Codertocat/Hello-World"
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    yield f"sqlite:///{tmp_path / 'the-loop.db'}"
+
+
+def spawner_with_a_job(app: RunningApp) -> str:
+    """A spawner token, and a stop job waiting for it."""
+    item = f"github:{REPO}#1"
+    with Session(app.state.engine) as db, db.begin():
+        token = create_token(db, "devbox", [REPO])
+        db.add(WorkItem(id=item, repo_full_name=REPO, issue_number=1, state=WorkItemStatus.RUNNING))
+        db.flush()
+        queue_job(db, "stop:edges", StopJob(work_item=item, repo=REPO, reason="test"))
+    return token
+
+
+def open_request(url: str, path: str, headers: dict[str, str], first: bytes = b"") -> socket.socket:
+    """A request whose headers (and `first` bytes of body) are sent, the rest never."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers.items())]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + first)
+    return sock
+
+
+def answered(sock: socket.socket, timeout: float = 0.0) -> bytes:
+    """What the server has sent on `sock` so far (waiting up to `timeout` for something)."""
+    sock.settimeout(timeout) if timeout else sock.setblocking(False)
+    try:
+        return sock.recv(65536)
+    except (BlockingIOError, TimeoutError):
+        return b""
+
+
+def slow_clients(url: str, token: str) -> list[socket.socket]:
+    """Clients that announce a body and send one byte of it: authenticated spawners, Slack
+    requests with fresh signature headers, and webhook senders."""
+    stamp = str(int(time.time()))
+    doors: list[tuple[str, dict[str, str]]] = [
+        ("/spawner/v1/events", {"Authorization": f"Bearer {token}"}),
+        (
+            "/slack/events",
+            {"X-Slack-Signature": "v0=" + "0" * 64, "X-Slack-Request-Timestamp": stamp},
+        ),
+        ("/github/webhooks", {"X-GitHub-Event": "issues"}),
+    ]
+    socks = []
+    for n in range(SLOW_CLIENTS):
+        path, headers = doors[n % len(doors)]
+        socks.append(open_request(url, path, {**headers, "Content-Length": "4096"}, b"{"))
+    return socks
+
+
+def test_slow_bodies_hold_no_thread_healthz_and_a_claim_still_answer(settings_env):
+    with served_app(settings_env) as app:
+        token = spawner_with_a_job(app)
+        socks = slow_clients(app.url, token)
+        try:
+            time.sleep(0.5)  # every slow request is in, waiting for its body
+            started = time.monotonic()
+            health = httpx.get(f"{app.url}/healthz", timeout=10)
+            healthz_s = time.monotonic() - started
+            started = time.monotonic()
+            claim = httpx.get(
+                f"{app.url}/spawner/v1/jobs",
+                params={"wait": 0},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10,
+            )
+            claim_s = time.monotonic() - started
+            waiting = sum(1 for sock in socks if answered(sock) == b"")
+        finally:
+            for sock in socks:
+                sock.close()
+    print(
+        f"\n{SLOW_CLIENTS} slow bodies open: /healthz {healthz_s * 1000:.0f} ms, "
+        f"claim {claim_s * 1000:.0f} ms (target < 1000 ms each)"
+    )
+    assert health.status_code == 200
+    assert claim.status_code == 200 and claim.json()["job"]["kind"] == "stop"
+    assert waiting == SLOW_CLIENTS  # they were all still open while both answered
+
+
+def test_a_body_that_misses_its_deadline_is_answered_408(settings_env):
+    with served_app({**settings_env, "THE_LOOP_BODY_DEADLINE": "1"}) as app:
+        token = spawner_with_a_job(app)
+        spawner = open_request(
+            app.url,
+            "/spawner/v1/events",
+            {"Authorization": f"Bearer {token}", "Content-Length": "50"},
+        )
+        hook = open_request(app.url, "/github/webhooks", {"Content-Length": "50"}, b"{")
+        try:
+            for sock in (spawner, hook):
+                head = wait_for(lambda s=sock: answered(s, 0.5), timeout=30)
+                assert head.startswith(b"HTTP/1.1 408"), head
+        finally:
+            spawner.close()
+            hook.close()
+
+
+@pytest.mark.parametrize("front", ["serve", "wsgi"])
+def test_spawner_routes_check_the_token_before_reading_a_body(settings_env, front):
+    big = str(2 * 1024 * 1024)
+    with (served_app if front == "serve" else wsgi_app)(settings_env) as app:
+        token = spawner_with_a_job(app)
+        if front == "serve":  # the answer comes while the body is still unsent
+            for headers, status in (
+                ({"Content-Length": big}, b"401"),
+                ({"Content-Length": big, "Authorization": "Bearer tlsp_forged"}, b"401"),
+                ({"Content-Length": big, "Authorization": f"Bearer {token}"}, b"413"),
+            ):
+                sock = open_request(app.url, "/spawner/v1/events", headers, b"{")
+                try:
+                    head = answered(sock, 10)
+                finally:
+                    sock.close()
+                assert head.startswith(b"HTTP/1.1 " + status), head
+        client = httpx.Client(base_url=f"{app.url}/spawner/v1", timeout=30)
+        body = b"[" + b"0," * SPAWNER_MAX_BODY + b"0]"
+        assert client.post("/events", content=body).status_code == 401
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert client.post("/events", content=body, headers=bearer).status_code == 413
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length to refuse up front
+            for _ in range(20):
+                yield b" " * 65536
+
+        assert client.post("/events", content=chunks(), headers=bearer).status_code == 413
+        assert client.post("/events", json={"events": []}, headers=bearer).status_code == 200
+
+
+# What one sampled row may cost: its line in events.jsonl and its row in the events table
+# with the table's indexes (fields are cut, so a row has a ceiling).
+ROW_BYTES = 2048
+PAGE_SLACK = 4 * 4096  # SQLite grows by whole pages, per table and index
+
+
+def store_size(app_env: dict[str, str]) -> int:
+    """Bytes of the SQLite database (its WAL folded in first) and of events.jsonl."""
+    db = Path(app_env["DATABASE_URL"].split("///", 1)[1])
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    jsonl = Path(app_env["THE_LOOP_STATE_DIR"]) / "events.jsonl"
+    return db.stat().st_size + (jsonl.stat().st_size if jsonl.exists() else 0)
+
+
+def forge(url: str, count: int) -> float:
+    """`count` webhooks with a wrong signature and 8 KB header values, over one connection;
+    returns the seconds they took."""
+    host, port = url.removeprefix("http://").split(":")
+    request = (
+        f"POST /github/webhooks HTTP/1.1\r\nHost: {host}\r\nX-GitHub-Event: {'e' * 8000}\r\n"
+        f"X-GitHub-Delivery: {'d' * 8000}\r\nX-Hub-Signature-256: sha256={'0' * 64}\r\n"
+        "Content-Length: 2\r\n\r\n{}"
+    ).encode()
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        for _ in range(count):
+            sock.sendall(request)
+            seen = b""
+            while b'"signature does not match"}' not in seen:
+                data = sock.recv(65536)
+                assert data, "the server closed the connection"
+                seen += data
+    return time.monotonic() - started
+
+
+def stored_events(engine: Any) -> list[dict[str, Any]]:
+    with Session(engine) as session:
+        return [row.data for row in session.scalars(select(Event).order_by(Event.id))]
+
+
+def test_a_flood_of_forged_webhooks_costs_a_counter_not_rows(settings_env):
+    """Every refusal is counted; rows are a few per minute whatever the count, with the
+    sender's header values cut (`test_sampling` takes the full 100,000 through the same
+    counter into a real store; `bench/edges` floods the server with them)."""
+    count = 5000
+    with served_app(settings_env) as app:
+        rows_before = len(stored_events(app.state.engine))
+        app.state.engine.dispose()
+        before = store_size(settings_env)
+        started = time.time()
+        seconds = forge(app.url, count)
+        minutes = int(time.time() // 60) - int(started // 60) + 1
+    app.state.engine.dispose()
+    grown = store_size(settings_env) - before  # after shutdown: the last summary is written
+    events = stored_events(app.state.engine)[rows_before:]
+    print(
+        f"\n{count} forged webhooks in {seconds:.1f} s ({count / seconds:,.0f}/s) over "
+        f"{minutes} minute window(s): {len(events)} rows, store grew {grown:,} bytes"
+    )
+    samples = [e for e in events if e["event"] == "webhook.rejected"]
+    summaries = [e for e in events if e["event"] == SUMMARY]
+    assert len(samples) <= PER_MINUTE * minutes and len(summaries) <= minutes
+    assert len(events) == len(samples) + len(summaries)
+    assert sum(s["counts"].get("bad-signature", 0) for s in summaries) == count
+    assert all(len(e["delivery"]) == len(e["gh_event"]) == FIELD_LIMIT for e in samples)
+    assert grown <= len(events) * ROW_BYTES + PAGE_SLACK
