@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-JobKindName = Literal["spawn", "deliver", "stop"]
+JobKindName = Literal["spawn", "deliver", "stop", "answer"]
 
 
 class _Shape(BaseModel):
@@ -88,8 +88,26 @@ class StopJob(ItemJob):
     reason: str = ""
 
 
-JobPayload = SpawnJob | DeliverJob | StopJob
-PAYLOADS: dict[str, type[JobPayload]] = {"spawn": SpawnJob, "deliver": DeliverJob, "stop": StopJob}
+class AnswerJob(ItemJob):
+    """Pick option `choice` (1-based) of the question the session's screen shows, but only if
+    it is still the question the human saw (`fingerprint`); `option` is its label then."""
+
+    kind: Literal["answer"] = "answer"
+    choice: int = Field(ge=1, le=9)
+    option: str = ""
+    fingerprint: str
+    author: str = ""
+    source: str = "github"
+    ref: str = ""
+
+
+JobPayload = SpawnJob | DeliverJob | StopJob | AnswerJob
+PAYLOADS: dict[str, type[JobPayload]] = {
+    "spawn": SpawnJob,
+    "deliver": DeliverJob,
+    "stop": StopJob,
+    "answer": AnswerJob,
+}
 
 
 class PayloadError(ValueError):

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from channels import walk_blocks
+from channels.answer_blocks import answer_buttons
 from channels.checklist_control import OPEN_ACTION, control_blocks, summary_lines
 from channels.text import FALLBACK_LIMIT, SECTION_LIMIT, escape, to_mrkdwn, to_plain, truncate
 
@@ -180,7 +181,19 @@ def _session_line(payload: Mapping[str, Any]) -> str:
     if event == "session.spawn_failed":
         return ":x: *The session could not be started.* " + detail
     if event == "session.stalled":
-        return ":warning: *Session is waiting on an interactive prompt.* " + detail
+        screen = escape(str(payload.get("screen") or "interactive prompt").replace("-", " "))
+        question = escape(str(payload.get("question") or ""))
+        hint = escape(str(payload.get("hint") or ""))
+        asks = f" It asks: _{question}_" if question else ""
+        pick = " Pick an answer below." if payload.get("options") else f" {hint}"
+        return f":warning: *Session is waiting at a {screen}.*{asks}{pick} {detail}"
+    if event == "session.answered":
+        who = escape(str(payload.get("by") or "someone"))
+        option = escape(str(payload.get("option") or ""))
+        choice = escape(str(payload.get("choice") or ""))
+        return f":ballot_box_with_check: *Answered* {choice}. {option} (by @{who}); it moved on."
+    if event == "session.answer_failed":
+        return ":x: *The answer did not take.* " + detail
     if event == "session.exited":
         code = payload.get("exit_code", payload.get("status"))
         suffix = f" (exit {escape(str(code))})" if code is not None else ""
@@ -188,9 +201,12 @@ def _session_line(payload: Mapping[str, Any]) -> str:
     return f"*{escape(event or 'session')}* {detail}"
 
 
-def session(payload: Mapping[str, Any], url: str) -> Message:
+def session(payload: Mapping[str, Any], url: str, work_item: str = "") -> Message:
     line = _session_line(payload).strip()  # already escaped
-    return _finish(line.replace("*", ""), [section(line)], url)
+    buttons = (
+        answer_buttons(work_item, payload) if payload.get("event") == "session.stalled" else []
+    )
+    return _finish(line.replace("*", ""), [section(line), *buttons], url)
 
 
 def agent_comment(payload: Mapping[str, Any], url: str) -> Message:
@@ -238,7 +254,7 @@ def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "")
     if kind == Kind.REFUSED:
         return refused(payload, url)
     if kind == Kind.SESSION:
-        return session(payload, url)
+        return session(payload, url, work_item)
     if kind == Kind.AGENT_COMMENT:
         return agent_comment(payload, url)
     if kind == Kind.PROGRESS:

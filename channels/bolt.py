@@ -20,6 +20,8 @@ from sqlalchemy import Engine
 
 from app.services import Services
 from channels.actions import Press, handle_execute
+from channels.answer_actions import handle_answer
+from channels.answer_blocks import ANSWER_ACTION_PATTERN
 from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
 from channels.deps import SlackDeps
 from channels.replies import thread_reply
@@ -84,6 +86,11 @@ def register(app: App, deps: SlackDeps) -> None:
     def on_changes(ack: Ack, body: dict[str, Any]) -> None:
         ack()
         _guard(deps, lambda: handle_changes_press(deps, body), _audience(body))
+
+    @app.action(re.compile(ANSWER_ACTION_PATTERN))
+    def on_answer(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_answer(deps, body), _audience(body))
 
     @app.view(CHANGES_VIEW)
     def on_changes_submitted(ack: Ack, body: dict[str, Any]) -> None:

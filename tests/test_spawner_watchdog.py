@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from app.audit import read_jsonl
+from app.config import parse_config
+from app.protocol import AnswerJob
+from app.spawner.answering import AnswerFailed, answer
+from app.spawner.appclient import ClaimedJob
+from app.spawner.dialogs import parse_dialog
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.screens import (
     Screen,
@@ -197,3 +203,48 @@ def test_a_sent_message_shows_once_more_in_the_transcript() -> None:
     assert (
         echoes(box("Work on item 3 now."), "Work on item 3 now.") == 0
     )  # the box is not the transcript
+
+
+def answer_context(fleet: Fleet) -> SpawnerContext:
+    return SpawnerContext(
+        config=parse_config({}),
+        runner=fleet.runner,
+        registry=fleet.registry,
+        events=fleet.events,
+        home=fleet.tmp,
+        state_dir=fleet.tmp,
+        app_url="http://127.0.0.1:9",
+        hosts=frozenset({"claude"}),
+    )
+
+
+def answer_job(name: str, choice: int, fingerprint: str) -> tuple[ClaimedJob, AnswerJob]:
+    payload = AnswerJob(work_item=f"github:o/r#{name}", choice=choice, fingerprint=fingerprint)
+    return ClaimedJob(id=1, payload=payload), payload
+
+
+def test_an_answer_presses_keys_only_into_the_question_it_was_given_for(fleet: Fleet) -> None:
+    screen = SCREENS / "02-trust-dialog.txt"
+    # A pane that shows the dialog until a line is entered, then moves on.
+    fleet.start("1", f"cat '{screen}'; read x; clear; echo moved on; sleep 30")
+    wait_for(lambda: "Quick safety check" in fleet.runner.capture("1"))
+    ctx = answer_context(fleet)
+    shown = parse_dialog(fleet.runner.capture("1"))
+    assert shown is not None
+    with pytest.raises(AnswerFailed, match="another question"):
+        answer(ctx, *answer_job("1", 2, "0" * 16))
+    with pytest.raises(AnswerFailed, match="no option 3"):
+        answer(ctx, *answer_job("1", 3, shown.fingerprint))
+    assert "Quick safety check" in fleet.runner.capture("1")  # nothing was pressed
+    result = answer(ctx, *answer_job("1", 2, shown.fingerprint))
+    assert result["moved"] is True and result["option"] == "Yes, I trust this folder"
+    assert "moved on" in fleet.runner.capture("1")
+    (event,) = fleet.events_named("session.answered")
+    assert event["choice"] == 2 and event["moved"] is True
+
+
+def test_an_answer_to_a_screen_without_a_question_presses_nothing(fleet: Fleet) -> None:
+    fleet.start("2", "echo working; sleep 30")
+    wait_for(lambda: "working" in fleet.runner.capture("2"))
+    with pytest.raises(AnswerFailed, match="no question"):
+        answer(answer_context(fleet), *answer_job("2", 1, "0" * 16))

@@ -1,5 +1,6 @@
 """What the App records when a spawner reports a finished job: the session it started,
-the comment it delivered, the session it stopped; and the 👀 receipt on a delivered comment.
+the comment it delivered, the answer it pressed, the session it stopped; and the 👀 receipt
+on a delivered comment.
 Status changes go through the lifecycle's one table (`app.workitems.states`)."""
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import revoke_session_tokens
-from app.gate.markers import MarkerKind
+from app.gate.markers import MarkerKind, marker
 from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
-from app.protocol import DeliverJob, parse_payload
+from app.protocol import AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
@@ -84,6 +85,8 @@ def apply_result(
         _spawned(outcome)
     elif job.kind == JobKind.DELIVER:
         _delivered(outcome)
+    elif job.kind == JobKind.ANSWER:
+        _answered(outcome)
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
         revoke_session_tokens(session, job.work_item)
@@ -121,6 +124,39 @@ def _delivered(out: _Outcome) -> None:
             **source,
         }
     )
+
+
+def answer_note(author: str, choice: int, option: str, why: str) -> str:
+    """The line on the issue when an answer did not take (pure)."""
+    who = f"@{author}, " if author else ""
+    return f"{who}your answer {choice} ({option}) did not take: {why}."
+
+
+def _answered(out: _Outcome) -> None:
+    """An answer that was pressed and moved the screen is mirrored; one that was not sent,
+    or left the screen where it was, is said on the issue to whoever answered."""
+    payload = parse_payload(out.job.kind, out.job.payload)
+    assert isinstance(payload, AnswerJob)
+    fields = {"choice": payload.choice, "option": payload.option, "by": payload.author}
+    if out.ok and out.result.get("moved"):
+        out.mirror({"event": "session.answered", **fields})
+        return
+    why = (
+        str(out.error or "no reason given")
+        if not out.ok
+        else "the keys were pressed but the screen still shows the question"
+    )
+    out.mirror({"event": "session.answer_failed", "error": why, **fields})
+    item = out.item
+    if item.installation_id is None:
+        return
+    io = IssueIO(out.services.github, item.installation_id, item.repo_full_name, item.issue_number)
+    text = answer_note(payload.author, payload.choice, payload.option, why.rstrip("."))
+    text += "\n\n" + marker(MarkerKind.NOTICE, item=item.id, answer=out.job.id) + "\n"
+    try:
+        io.post_once(text, MarkerKind.NOTICE, item=item.id, answer=out.job.id)
+    except (GitHubException, GitHubNotConfigured) as exc:
+        log.warning("answer note on %s failed: %s", item.id, exc)
 
 
 def _deliver_payload(job: Job) -> DeliverJob:

@@ -26,6 +26,7 @@ ROUTES: RouteTable = {
     ("issue_comment", "created"): [
         workitems.freeze_on_execute,
         workitems.decide_review,
+        workitems.answer_question,
         followups.on_issue_comment,
     ],
     ("issue_comment", "edited"): [workitems.log_execute_edit],

@@ -1,4 +1,4 @@
-"""What the spawner does with each kind of job: spawn, deliver, stop.
+"""What the spawner does with each kind of job: spawn, deliver, stop (answer: answering.py).
 
 - spawn: clone or reuse the checkout, write the App's frozen record into it (the state file
   the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
@@ -19,7 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.protocol import DeliverJob, SpawnJob, StopJob
+from app.protocol import AnswerJob, DeliverJob, SpawnJob, StopJob
+from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, write_frozen_state
@@ -113,9 +114,10 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         write_frozen_state(
             Path(record.checkout), record.spec_id, payload.frozen, payload.phase, payload.gates
         )
-    screen = classify_screen(ctx.runner.capture(record.tmux_session))
+    shown = ctx.runner.capture(record.tmux_session)
+    screen = classify_screen(shown)
     if screen is not None:
-        report_stall(ctx.registry, ctx.events.emit, record, screen)
+        report_stall(ctx.registry, ctx.events.emit, record, screen, shown)
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
@@ -232,6 +234,8 @@ def _dispatch(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
         return spawn(ctx, job, payload)
     if isinstance(payload, DeliverJob):
         return deliver(ctx, job, payload)
+    if isinstance(payload, AnswerJob):
+        return answer(ctx, job, payload)
     return stop(ctx, job, payload)
 
 
@@ -240,7 +244,15 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
     with ctx.locks.hold(job.work_item):
         try:
             return True, _dispatch(ctx, job), None
-        except (JobFailed, CheckoutError, SandboxError, TmuxError, OSError, ValueError) as exc:
+        except (
+            JobFailed,
+            AnswerFailed,
+            CheckoutError,
+            SandboxError,
+            TmuxError,
+            OSError,
+            ValueError,
+        ) as exc:
             error = str(exc)
             if job.github_token:
                 error = error.replace(job.github_token, "[token]")

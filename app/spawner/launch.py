@@ -209,7 +209,7 @@ def send_first_message(ctx: SpawnerContext, record: SessionRecord, text: str) ->
         return waited
     pending = ctx.registry.update(record.work_item, pending=text) or record
     if waited.screen is not None:
-        report_stall(ctx.registry, emit, pending, waited.screen)
+        report_stall(ctx.registry, emit, pending, waited.screen, waited.text)
     emit(
         "session.prompt_pending",
         record.work_item,

@@ -56,6 +56,7 @@ class SessionRecord:
     clone_url: str = ""
     standing: bool = False
     stall: str = ""
+    stall_fingerprint: str = ""  # the question on screen, when the stall is one (dialogs.py)
     pending: str = ""  # a first message not pasted yet (the session was not ready for it)
     exit_status: int | None = None
     started_at: str = field(default_factory=_now)

@@ -27,7 +27,7 @@ SIGNATURES: tuple[tuple[Screen, tuple[str, ...]], ...] = (
     (Screen.API_KEY_PROMPT, ("Detected a custom API key", "Do you want to use this API key?")),
     (Screen.BYPASS_DISCLAIMER, ("running in Bypass Permissions mode", "Yes, I accept")),
     (Screen.QUESTION_MENU, ("Enter to select", "to navigate", "Esc to cancel")),
-    (Screen.PERMISSION_PROMPT, ("Do you want to", "don't ask again")),
+    (Screen.PERMISSION_PROMPT, ("Do you want to", "1. Yes", "Esc to cancel")),
     (Screen.UNABLE_TO_CONNECT, ("Unable to connect to Anthropic services",)),
 )
 

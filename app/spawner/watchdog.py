@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.spawner.dialogs import parse_dialog
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.screens import (
@@ -33,11 +34,31 @@ Emit = Callable[..., Any]
 POLL_SECONDS = 0.05
 
 
-def report_stall(registry: Registry, emit: Emit, record: SessionRecord, screen: Screen) -> None:
-    """Mark `record` stalled at `screen` and say so, unless it already was at that screen."""
-    if record.state == SessionState.STALLED and record.stall == screen:
+def report_stall(
+    registry: Registry, emit: Emit, record: SessionRecord, screen: Screen, text: str = ""
+) -> None:
+    """Mark `record` stalled at `screen` and say so, unless it already was at that screen
+    with the same question. A question the screen's `text` shows with options goes with it
+    (its `fingerprint` is what an answer must match)."""
+    dialog = parse_dialog(text) if text else None
+    fingerprint = dialog.fingerprint if dialog else ""
+    if (
+        record.state == SessionState.STALLED
+        and record.stall == screen
+        and record.stall_fingerprint == fingerprint
+    ):
         return
-    registry.update(record.work_item, state=SessionState.STALLED.value, stall=screen.value)
+    registry.update(
+        record.work_item,
+        state=SessionState.STALLED.value,
+        stall=screen.value,
+        stall_fingerprint=fingerprint,
+    )
+    question = (
+        {"question": dialog.question, "options": list(dialog.options), "fingerprint": fingerprint}
+        if dialog
+        else {}
+    )
     emit(
         "session.stalled",
         record.work_item,
@@ -45,6 +66,7 @@ def report_stall(registry: Registry, emit: Emit, record: SessionRecord, screen: 
         hint=HINTS[screen],
         session_id=record.session_id,
         tmux_target=record.tmux_target,
+        **question,
     )
 
 
@@ -60,6 +82,7 @@ class Waited:
     state: Readiness
     screen: Screen | None = None
     last_lines: list[str] = field(default_factory=list)
+    text: str = ""  # what the pane showed, for a blocking screen
 
 
 def await_input(
@@ -81,7 +104,7 @@ def await_input(
             return Waited(Readiness.EXITED)
         screen = classify_screen(text)
         if screen is not None:
-            return Waited(Readiness.BLOCKED, screen)
+            return Waited(Readiness.BLOCKED, screen, text=text)
         if input_ready(text):
             return Waited(Readiness.READY)
         if time.monotonic() >= deadline:
@@ -211,14 +234,16 @@ class Watchdog:
     def _look(self, record: SessionRecord, text: str) -> None:
         screen = classify_screen(text)
         if screen is not None:
-            report_stall(self.registry, self.emit, record, screen)
+            report_stall(self.registry, self.emit, record, screen, text)
             return
         if record.pending and input_ready(text):
             paste_first_message(
                 self.runner, self.registry, self.emit, record, record.pending, late=True
             )
         if record.state == SessionState.STALLED:
-            self.registry.update(record.work_item, state=SessionState.RUNNING.value, stall="")
+            self.registry.update(
+                record.work_item, state=SessionState.RUNNING.value, stall="", stall_fingerprint=""
+            )
             self.emit(
                 "session.unstalled",
                 record.work_item,

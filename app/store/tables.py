@@ -94,6 +94,7 @@ class JobKind(StrEnum):
     SPAWN = "spawn"
     DELIVER = "deliver"
     STOP = "stop"
+    ANSWER = "answer"
 
 
 class Delivery(Base):

@@ -20,6 +20,7 @@ from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+from app.workitems.answer import AnswerStatus, answer_reply
 from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
@@ -252,6 +253,22 @@ def decide_review(ctx: HandlerContext) -> None:
     outcome = review_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
     if outcome.status is ReviewStatus.NOT_A_WORK_ITEM:
         ctx.emit("gate.review_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
+
+
+def answer_question(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the answer keyword: pick an option of the
+    question the item's stalled session shows."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = str(comment.get("body") or "")
+    if not is_execute(body, ctx.config.routing.trigger.answer_keyword):
+        return
+    author = str((comment.get("user") or {}).get("login") or "")
+    reply = Reply(author, body, str(comment["id"]), "github", int(comment["id"]))
+    outcome = answer_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
+    if outcome.status is AnswerStatus.NOT_A_WORK_ITEM:
+        ctx.emit("gate.answer_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
 
 
 def log_execute_edit(ctx: HandlerContext) -> None:

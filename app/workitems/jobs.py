@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.gate.ids import spec_id
-from app.protocol import DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
+from app.protocol import AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
 from app.services import Services
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, WorkItem
@@ -68,6 +68,28 @@ def deliver_job(
 
 def stop_job(item: WorkItem, *, reason: str) -> StopJob:
     return StopJob(**_item_fields(item), reason=reason)
+
+
+def answer_job(
+    item: WorkItem,
+    *,
+    choice: int,
+    option: str,
+    fingerprint: str,
+    author: str,
+    source: str,
+    ref: str,
+) -> AnswerJob:
+    """Pick option `choice` of the question the item's session shows (`fingerprint`)."""
+    return AnswerJob(
+        **_item_fields(item),
+        choice=choice,
+        option=option,
+        fingerprint=fingerprint,
+        author=author,
+        source=source,
+        ref=ref,
+    )
 
 
 def enqueue(

@@ -25,6 +25,9 @@ STATUS_EVENTS = frozenset(
 )
 
 
+STALL_KEYS = ("stall", "stall_hint", "stall_options", "stall_question", "stall_fingerprint")
+
+
 def session_facts(
     name: str, fields: Mapping[str, Any], current: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -32,7 +35,8 @@ def session_facts(
     facts = dict(current)
     if name == Happened.SESSION_STALLED:
         screen = str(fields.get("screen") or "")[:64]
-        if facts.get("stall") != screen:
+        fingerprint = str(fields.get("fingerprint") or "")[:64]
+        if facts.get("stall") != screen or facts.get("stall_fingerprint", "") != fingerprint:
             facts["stalls"] = int(facts.get("stalls") or 0) + 1  # a new stall episode
         facts["stall"] = screen
         facts["stall_hint"] = str(fields.get("hint") or "")[:300]
@@ -40,13 +44,15 @@ def session_facts(
         facts["stall_options"] = (
             [str(o)[:200] for o in options][:9] if isinstance(options, list) else []
         )
+        facts["stall_question"] = str(fields.get("question") or "")[:300]
+        facts["stall_fingerprint"] = str(fields.get("fingerprint") or "")[:64]
     elif name in (
         Happened.SESSION_UNSTALLED,
         Happened.SESSION_SPAWNED,
         Happened.SESSION_RESPAWNED,
         Happened.SESSION_EXITED,
     ):
-        for key in ("stall", "stall_hint", "stall_options"):
+        for key in STALL_KEYS:
             facts.pop(key, None)
     if name == Happened.SESSION_EXITED:
         facts["exit_status"] = fields.get("exit_status")

@@ -1,0 +1,255 @@
+"""Answering a real permission dialog from Slack and GitHub, with the real `claude` binary
+driven offline by the scripted model.
+
+Claude Code runs in the default permission mode (no bypass): the model's `Write` call makes
+it ask "Do you want to create answered.txt?". The devbox watchdog sees the dialog and reports
+its question and options; the App announces it on the issue (fake GitHub) and in Slack (fake
+Slack) with one button per option. An out-of-range `the-loop answer 9` and a press by a
+member who may not execute change nothing; an authorized press of "1. Yes" sends Enter into
+the pane, the file is written, the model is shown the tool's result, and the stall clears.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.commands.hooks import direct_command
+from app.config import parse_config
+from app.fleet.tokens import create_token
+from app.gate.markers import MarkerKind
+from app.spawner.agent import Agent, AgentOptions
+from app.spawner.appclient import AppClient
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.launch import SpawnerContext
+from app.spawner.registry import Registry
+from app.spawner.tmux import TmuxRunner
+from app.spawner.trust import claude_config_path, update_json_file
+from app.store.tables import Job, JobKind
+from channels.answer_blocks import ANSWER_ACTION_PREFIX
+from tests.claude_support import (
+    DUMMY_KEY,
+    GENEROUS,
+    approve_key,
+    claude_binary,
+    claude_env,
+    install_stop_command,
+    report_timing,
+)
+from tests.fakes.anthropic import FakeAnthropic, Reply, Step, contains, tool_result_for
+from tests.fakes.model_script import write
+from tests.fakes.slack_api import FakeSlack
+from tests.gate_support import ITEM, REPO, comment, deliver, item_row, labeled, marked
+from tests.slack_support import interaction_body, post_slack, slack_env
+from tests.spawner_support import bare_repository
+from tests.support import RunningApp, fixture_json, wait_for
+
+pytestmark = [
+    pytest.mark.claude,
+    pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True),
+]
+ROOT = Path(__file__).resolve().parents[1]
+CHANNEL = "C08REALCHAN1"
+MEMBER = "U08REALUSER1"  # octocat: may execute
+READER = "UQEUMSA0K"  # daan: may only read
+EXECUTE = (
+    "the-loop execute\n- [ ] requirements-definition\n- [ ] design\n- [ ] test-planning\n"
+    "- [ ] tasks-breakdown\n"
+)
+
+
+def the_script() -> list[Step]:
+    return [
+        Step(
+            contains("Work on the GitHub issue"),
+            Reply("Writing the file.", (write("answered.txt", "yes\n"),)),
+            name="write",
+        ),
+        Step(tool_result_for("Write"), Reply("The file is written."), name="written"),
+    ]
+
+
+@pytest.fixture
+def model() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic(the_script()) as api:
+        yield api
+
+
+def operator_config(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "harnesses": [
+            {
+                "name": "claude",
+                "default": True,
+                "command": claude_binary(),
+                "args": ["--permission-mode", "default"],
+            }
+        ],
+        "routing": {"workspace": {"root": str(tmp_path / "work")}},
+        "slack": {"channel": CHANNEL, "users": {MEMBER: "octocat", READER: "daan"}},
+    }
+
+
+@pytest.fixture
+def settings_env(
+    settings_env: dict[str, str], fake_slack: tuple[FakeSlack, str], tmp_path: Path
+) -> dict[str, str]:
+    return slack_env(settings_env, fake_slack[1], yaml.safe_dump(operator_config(tmp_path)))
+
+
+@pytest.fixture
+def devbox(
+    running_app: RunningApp, model: FakeAnthropic, tmp_path: Path
+) -> Iterator[SpawnerContext]:
+    home = tmp_path / "devbox-home"
+    home.mkdir()
+    update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
+    install_stop_command(home, direct_command())
+    env = {
+        **claude_env(model.url, home),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
+    with Session(running_app.state.engine) as session, session.begin():
+        token = create_token(session, "devbox", [REPO])
+    client = AppClient(running_app.url, token)
+    state = tmp_path / "devbox-state"
+    runner = TmuxRunner(f"the-loop-answer-{uuid.uuid4().hex[:8]}", env=env, size=(120, 36))
+    ctx = SpawnerContext(
+        config=parse_config(operator_config(tmp_path)),
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=SpawnerEvents(state, client),
+        home=home,
+        state_dir=state,
+        app_url=running_app.url,
+        hosts=frozenset({"claude"}),
+        env=env,
+    )
+    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
+    thread = threading.Thread(target=agent.run)
+    thread.start()
+    try:
+        wait_for(lambda: running_app.events("spawner.registered"), timeout=30)
+        yield ctx
+    finally:
+        agent.stop.set()
+        thread.join(timeout=30)
+        client.close()
+        runner.kill_server()
+
+
+def press(value: str, choice: int, member: str) -> str:
+    payload = copy.deepcopy(fixture_json("slack/block_actions.button_in_thread.json"))
+    payload["actions"][0].update(action_id=f"{ANSWER_ACTION_PREFIX}{choice}", value=value)
+    payload["user"]["id"] = member
+    payload["container"]["channel_id"] = CHANNEL
+    payload["trigger_id"] = f"{uuid.uuid4().int % 10**12}.{choice}"
+    return interaction_body(payload)
+
+
+def answer_jobs(app: RunningApp) -> list[Job]:
+    with Session(app.state.engine) as session:
+        return list(session.scalars(select(Job).where(Job.kind == JobKind.ANSWER)))
+
+
+def stalled_message(slack: FakeSlack) -> dict[str, Any] | None:
+    for message in slack.posted(CHANNEL):
+        if any(
+            str(e.get("action_id", "")).startswith(ANSWER_ACTION_PREFIX)
+            for block in message.get("blocks") or []
+            for e in block.get("elements") or []
+        ):
+            return message
+    return None
+
+
+def test_a_permission_dialog_is_answered_from_slack_and_the_tool_runs(
+    running_app: RunningApp,
+    fake_github: Any,
+    fake_slack: tuple[FakeSlack, str],
+    devbox: SpawnerContext,
+    model: FakeAnthropic,
+    tmp_path: Path,
+) -> None:
+    fake, slack = fake_github[0], fake_slack[0]
+    fake.grant(REPO, "Codertocat", "write")
+    fake.grant(REPO, "octocat", "write")
+    fake.grant(REPO, "daan", "read")
+    labelled = copy.deepcopy(labeled())
+    labelled["repository"]["clone_url"] = str(bare_repository(tmp_path))
+    deliver(running_app, "issues", labelled, "label")
+    deliver(running_app, "issue_comment", comment(EXECUTE, cid=8001), "execute")
+
+    model.wait_for_step(0, timeout=GENEROUS)
+    asked = time.monotonic()
+    stalled = wait_for(lambda: running_app.events("session.stalled"), timeout=GENEROUS)
+    report_timing("Write call → session.stalled at the App", time.monotonic() - asked)
+    facts = wait_for(lambda: item_row(running_app).session or None, timeout=GENEROUS)
+    assert stalled[0]["screen"] == "permission-prompt"
+    assert stalled[0]["question"] == "Do you want to create answered.txt?"
+    options = stalled[0]["options"]
+    assert options[0] == "Yes" and options[-1] == "No"
+    assert facts["stall_options"] == options and facts["stall_fingerprint"]
+
+    (notice,) = wait_for(lambda: marked(fake, MarkerKind.NOTICE), timeout=GENEROUS)
+    assert notice["body"].startswith("@Codertocat, the session of this work item is **waiting")
+    assert "> Do you want to create answered.txt?" in notice["body"]
+    assert "1. Yes" in notice["body"] and "`the-loop answer <n>`" in notice["body"]
+    message = wait_for(lambda: stalled_message(slack), timeout=GENEROUS)
+    buttons = [
+        e
+        for b in message["blocks"]
+        for e in b.get("elements") or []
+        if str(e.get("action_id", "")).startswith(ANSWER_ACTION_PREFIX)
+    ]
+    assert buttons[0]["text"]["text"] == "1. Yes" and len(buttons) == len(options)
+    yes = buttons[0]["value"]
+
+    # An option the screen does not offer, typed on GitHub: refused, nothing queued.
+    deliver(running_app, "issue_comment", comment("the-loop answer 9", cid=8002), "nine")
+    refusals = marked(fake, MarkerKind.REFUSAL)
+    assert any("there is no option 9" in r["body"] for r in refusals)
+    # A member who may only read: told so, only them; nothing queued.
+    assert post_slack(running_app.url, press(yes, 1, READER), form=True).status_code == 200
+    note = wait_for(lambda: [e for e in slack.ephemerals if e["user"] == READER])
+    assert note[0]["text"].startswith("Not authorized")
+    assert answer_jobs(running_app) == []
+    assert not (Path(devbox.registry.get(ITEM).checkout) / "answered.txt").exists()
+
+    pressed = time.monotonic()
+    assert post_slack(running_app.url, press(yes, 1, MEMBER), form=True).status_code == 200
+    (answered,) = wait_for(lambda: running_app.events("session.answered"), timeout=GENEROUS)
+    report_timing("answer pressed → pane moved (spawner's measure)", answered["seconds"])
+    report_timing("Slack press → session.answered at the App", time.monotonic() - pressed)
+    assert answered["moved"] is True and answered["option"] == "Yes" and answered["by"] == "octocat"
+    written = model.wait_for_step(1, timeout=GENEROUS)
+    assert "answered.txt" in written.turn.text
+    assert (Path(devbox.registry.get(ITEM).checkout) / "answered.txt").read_text() == "yes\n"
+    wait_for(lambda: running_app.events("session.unstalled"), timeout=GENEROUS)
+    wait_for(lambda: not (item_row(running_app).session or {}).get("stall"), timeout=GENEROUS)
+    moved = wait_for(
+        lambda: [n for n in marked(fake, MarkerKind.NOTICE) if "moved on" in n["body"]],
+        timeout=GENEROUS,
+    )
+    assert len(moved) == 1
+    ledger = [c["body"] for c in fake.issue_comments(REPO, 1) if "in Slack_" in c["body"]]
+    assert [b.splitlines()[0] for b in ledger] == [
+        f"the-loop answer 1 (question {stalled[0]['fingerprint'][:8]})"
+    ]
+    (job,) = answer_jobs(running_app)
+    assert json.loads(json.dumps(job.payload))["choice"] == 1
+    model.assert_script_done()
