@@ -197,3 +197,33 @@ def test_a_followup_full_of_terminal_control_reaches_the_model_as_one_message(
     assert "\x1b" not in seen.turn.text and "\x03" not in seen.turn.text
     assert pane is not None and not pane.dead  # /exit and Ctrl-C did not end it
     assert events(ctx, "session.delivered")[0]["removed_controls"] == 3
+
+
+def long_text(length: int, alphabet: str, head: str) -> str:
+    """`head`, then `alphabet` repeated and broken into lines, `length` characters in all."""
+    line = (alphabet * (80 // len(alphabet) + 1))[:79] + "\n"
+    return (head + "\n" + line * (length // len(line) + 1))[:length]
+
+
+def test_a_65536_character_issue_and_a_60000_character_cjk_followup_reach_the_model_whole(
+    tmp_path: Path, stopped: list[SpawnerContext]
+) -> None:
+    prompt = long_text(65_536, "abc;\\'\"$`-xyz ", "Work on the long issue.")
+    followup = long_text(60_000, "日本語の課題、中文问题。한국어", "A long follow-up.")
+    script = [
+        Step(contains("Work on the long issue."), Reply("read the issue"), name="issue"),
+        Step(contains("A long follow-up."), Reply("read the follow-up"), name="follow-up"),
+    ]
+    origin = bare_repository(tmp_path)
+    with FakeAnthropic(script) as model:
+        ctx = devbox(tmp_path, model)
+        stopped.append(ctx)
+        run_ok(ctx, spawn_job(origin, item=item(1), prompt=prompt, model="", effort=""))
+        issue = model.wait_for_step(0, timeout=GENEROUS)
+        pane = item_slug(item(1))
+        wait_for(lambda: "read the issue" in ctx.runner.capture(pane), timeout=GENEROUS)
+        run_ok(ctx, deliver_job(origin, followup, item=item(1)))
+        seen = model.wait_for_step(1, timeout=GENEROUS)
+        model.assert_script_done()
+    assert prompt.rstrip("\n") in issue.turn.text  # every character, in order
+    assert followup.rstrip("\n") in seen.turn.text

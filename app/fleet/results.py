@@ -97,7 +97,10 @@ def _spawned(out: _Outcome) -> None:
         transition(out.item, Happened.SPAWN_FAILED)
         out.mirror({"event": "session.spawn_failed", "error": out.error})
         return
-    out.item.session = _session_facts(out.result, out.spawner)
+    facts = _session_facts(out.result, out.spawner)
+    sandbox = (out.item.session or {}).get("sandbox")
+    # The launch event may have come first: how the session is confined is kept.
+    out.item.session = {**facts, "sandbox": sandbox} if sandbox else facts
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)
 

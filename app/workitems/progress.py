@@ -89,6 +89,7 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
         effort=str(frozen.get("effort") or ""),
         stall=str(session.get("stall") or ""),
         stall_hint=str(session.get("stall_hint") or ""),
+        unsandboxed=session.get("sandbox") == "none",
         artifacts=list(item.artifacts or []),
         spec_id=spec_id(item.issue_number),
         pull_request=dict(getattr(item, "pull_request", None) or {}),

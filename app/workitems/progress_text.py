@@ -53,6 +53,13 @@ class ProgressView:
     approve_keyword: str = "the-loop approve"
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
+    unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
+
+
+UNSANDBOXED_NOTE = (
+    "> [!WARNING]\n> This session runs **without the sandbox** (`routing.sandbox.mode: none` on "
+    "its devbox): it can read whatever the spawner's user can."
+)
 
 
 def _choice(label: str, value: str) -> str:
@@ -94,7 +101,10 @@ def render_progress(view: ProgressView) -> str:
         lines += [f"**Done.** Pull request #{pr.get('number')} merged.", ""]
     elif done:
         lines += ["**Done.** This work item walked every phase in force.", ""]
-    lines += [_session_line(view), "", "| | phase | |", "|---|---|---|"]
+    lines += [_session_line(view), ""]
+    if view.unsandboxed:
+        lines += [UNSANDBOXED_NOTE, ""]
+    lines += ["| | phase | |", "|---|---|---|"]
     lines += [_phase_line(node, state, view) for node, state in phase_rows(view.walk)]
     folder = f"docs/specs/{view.spec_id}/" if view.spec_id else ""
     shown = ", ".join(f"`{folder}{name}`" for name in view.artifacts) or "none reported yet"

@@ -56,6 +56,8 @@ def session_facts(
             facts.pop(key, None)
     if name == Happened.SESSION_EXITED:
         facts["exit_status"] = fields.get("exit_status")
+    if name in (Happened.SESSION_SPAWNED, Happened.SESSION_RESPAWNED) and fields.get("sandbox"):
+        facts["sandbox"] = str(fields["sandbox"])[:32]  # "none": shown as a warning
     return facts
 
 

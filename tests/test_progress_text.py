@@ -1,0 +1,41 @@
+"""The progress comment's words (pure): the session's state, its confinement, the phases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from app.store.tables import WorkItemStatus
+from app.workitems.progress_text import UNSANDBOXED_NOTE, ProgressView, render_progress
+from app.workitems.reported import session_facts
+from app.workitems.walk import Walk
+
+ITEM = "github:o/r#1"
+
+
+BASE = ProgressView(
+    work_item=ITEM, status=WorkItemStatus.RUNNING, walk=Walk(pointer="implementation")
+)
+
+
+def view(**changes: Any) -> ProgressView:
+    return replace(BASE, **changes)
+
+
+def test_a_session_without_the_sandbox_is_a_warning_on_the_comment() -> None:
+    assert UNSANDBOXED_NOTE in render_progress(view(unsandboxed=True))
+    assert "without the sandbox" not in render_progress(view())
+
+
+def test_how_a_session_is_confined_comes_from_its_launch_event() -> None:
+    spawned = session_facts("session.spawned", {"sandbox": "none"}, {})
+    assert spawned["sandbox"] == "none"
+    again = session_facts("session.respawned", {"sandbox": "bubblewrap"}, spawned)
+    assert again["sandbox"] == "bubblewrap"
+
+
+def test_a_stalled_session_says_at_which_screen() -> None:
+    text = render_progress(
+        view(status=WorkItemStatus.STALLED, stall="permission-prompt", stall_hint="answer it")
+    )
+    assert "**stalled at a permission prompt** — answer it" in text
