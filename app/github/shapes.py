@@ -54,6 +54,31 @@ SHAPES: Mapping[str, Shape] = {
         absent=frozenset({"repository", "issue", "comment"}),
         numbers=(("installation", "id"),),
     ),
+    "pull_request": Shape(
+        {"action": str, "pull_request": dict, "repository": dict},
+        absent=frozenset({"issue", "comment", "review", "check_run", "check_suite"}),
+        numbers=(("pull_request", "number"),),
+    ),
+    "pull_request_review": Shape(
+        {"action": str, "review": dict, "pull_request": dict, "repository": dict},
+        absent=frozenset({"issue", "comment"}),
+        numbers=(("review", "id"), ("pull_request", "number")),
+    ),
+    "pull_request_review_comment": Shape(
+        {"action": str, "comment": dict, "pull_request": dict, "repository": dict},
+        absent=frozenset({"issue", "review"}),
+        numbers=(("comment", "id"), ("pull_request", "number")),
+    ),
+    "check_run": Shape(
+        {"action": str, "check_run": dict, "repository": dict},
+        absent=frozenset({"issue", "comment", "pull_request", "check_suite"}),
+        numbers=(("check_run", "id"),),
+    ),
+    "check_suite": Shape(
+        {"action": str, "check_suite": dict, "repository": dict},
+        absent=frozenset({"issue", "comment", "pull_request", "check_run"}),
+        numbers=(("check_suite", "id"),),
+    ),
 }
 
 
