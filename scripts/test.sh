@@ -78,7 +78,9 @@ fi
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' || exit 2
 
-python3 -m pytest "$@"
+# Two workers: most of a test's time is waiting on real processes (tmux, claude, git, servers),
+# so two share the machine's cores well. THE_LOOP_TEST_WORKERS=0 runs the tests in one process.
+python3 -m pytest -n "${THE_LOOP_TEST_WORKERS:-2}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   say "pytest collected no tests; that is a failure here."

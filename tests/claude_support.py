@@ -38,6 +38,7 @@ from app.config import HarnessTrust, TrustScope
 from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import claude_config_path, claude_settings_path, pretrust, update_json_file
+from app.spawner.watchdog import submit
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
 from tests.support import wait_for
 
@@ -131,9 +132,10 @@ class ClaudeSession:
         return self.runner.capture(self.name, history=200)
 
     def paste(self, text: str) -> float:
-        """Deliver `text` as a follow-up, as the spawner does; returns when it was sent."""
+        """Deliver `text` as a follow-up, as the spawner does (pasted, then watched until it
+        was sent); returns when the paste began."""
         sent = time.monotonic()
-        self.runner.paste(self.name, text, owner=self.name)
+        submit(self.runner, self.name, self.name, text)
         return sent
 
     def type_keys(self, text: str) -> None:

@@ -133,7 +133,8 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     assert spawned_with_missing_args(devbox.events.path, FLAGS) == []
     assert spawned[0]["model"] == "opus" and spawned[0]["effort"] == "high"
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING)
-    wait_for(lambda: item_row(running_app).session)  # set by the job's result, after the event
+    # The job's result sets the launch facts (the launch event may come first).
+    wait_for(lambda: "harness_args" in (item_row(running_app).session or {}))
     assert item_row(running_app).session["harness_args"] == spawned[0]["harness_args"]  # type: ignore[index]
 
 

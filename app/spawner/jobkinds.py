@@ -121,7 +121,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    removed = submit(ctx.runner, record, text)
+    removed = submit(ctx.runner, record.tmux_session, record.work_item, text)
     _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 

@@ -118,14 +118,14 @@ SUBMIT_POLL = 0.25
 SUBMIT_RETRIES = 8  # Enters pressed again at most
 
 
-def submit(runner: TmuxRunner, record: SessionRecord, text: str) -> int:
+def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
     """Paste `text` into the session and make sure it was sent. Claude Code still busy starting
     up (or taking in a long paste) when the Enter after the paste arrives keeps the text in its
     input box; seen there on two looks in a row, it gets another Enter (an Enter on an empty
     box does nothing). Sent is: the box seen holding it and then empty, one more transcript
     line like it than before, or an empty box for SUBMIT_QUIET. Returns how many control
-    characters the paste removed."""
-    name, owner = record.tmux_session, record.work_item
+    characters the paste removed. `name` is the tmux session, `owner` the work item whose
+    it must be."""
     try:
         before = echoes(runner.capture(name), text)
     except TmuxError:
@@ -165,7 +165,7 @@ def paste_first_message(
 ) -> None:
     """Paste a session's first message and forget it as pending; `session.prompted` says
     so (`late` when it waited for the watchdog)."""
-    removed = submit(runner, record, text)
+    removed = submit(runner, record.tmux_session, record.work_item, text)
     registry.update(record.work_item, pending="")
     note = {"removed_controls": removed} if removed else {}
     emit(
