@@ -24,6 +24,7 @@ from app.spawner.screens import (
     Screen,
     classify_screen,
     echoes,
+    input_line,
     input_ready,
     last_lines,
     unsent,
@@ -123,7 +124,8 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
     up (or taking in a long paste) when the Enter after the paste arrives keeps the text in its
     input box; seen there on two looks in a row, it gets another Enter (an Enter on an empty
     box does nothing). Sent is: the box seen holding it and then empty, one more transcript
-    line like it than before, or an empty box for SUBMIT_QUIET. Returns how many control
+    line like it than before, or an empty box for SUBMIT_QUIET; a pane with no input box has
+    nothing to confirm. Returns how many control
     characters the paste removed. `name` is the tmux session, `owner` the work item whose
     it must be."""
     try:
@@ -146,8 +148,8 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
                 pressed, held_looks = pressed + 1, 0
             continue
         held_looks = 0
-        if classify_screen(screen) is not None:
-            break  # a dialog took the screen: the watchdog reports it
+        if input_line(screen) is None:
+            break  # no input box: a dialog took the screen, or the harness is not Claude Code
         quiet = time.monotonic() - start >= SUBMIT_QUIET
         if seen_held or echoes(screen, text) > before or quiet:
             break
