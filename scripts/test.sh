@@ -79,8 +79,9 @@ python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>/dev/n
   || python3 -m pip install --quiet --disable-pip-version-check -e '.[test]' || exit 2
 
 # Two workers: most of a test's time is waiting on real processes (tmux, claude, git, servers),
-# so two share the machine's cores well. THE_LOOP_TEST_WORKERS=0 runs the tests in one process.
-python3 -m pytest -n "${THE_LOOP_TEST_WORKERS:-2}" "$@"
+# so two share the machine's cores well. A file's tests stay together, in order (some share a
+# module-scoped App). THE_LOOP_TEST_WORKERS=0 runs the tests in one process.
+python3 -m pytest -n "${THE_LOOP_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   say "pytest collected no tests; that is a failure here."
