@@ -2,7 +2,7 @@
 
 A delivery is marked done in the same transaction as its handler's effects, so a crash at
 any point re-runs the handler rather than losing the delivery. Failures back off and, after
-`MAX_ATTEMPTS`, the row is parked with its error for an operator to see.
+`THE_LOOP_INBOX_ATTEMPTS` tries, the row is parked with its error for an operator to see.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class InboxWorker:
         self.router = router
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self.wake = threading.Event()
+        settings = services.settings
+        self.retry = inbox.RetryPolicy(
+            settings.the_loop_inbox_attempts, settings.the_loop_inbox_backoff_seconds
+        )
         self._stop = threading.Event()
 
     def run_once(self) -> bool:
@@ -53,7 +57,9 @@ class InboxWorker:
         except Exception as exc:  # the one catch-all of this process edge
             log.exception("delivery %s (%s.%s) failed", row.delivery_id, row.event, row.action)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            state = inbox.mark_failed(self.engine, row.id, detail, self.services.clock())
+            state = inbox.mark_failed(
+                self.engine, row.id, detail, self.services.clock(), self.retry
+            )
             self.services.events.emit(
                 "webhook.failed",
                 delivery=row.delivery_id,

@@ -4,6 +4,7 @@ it keeps failing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
@@ -18,9 +19,17 @@ MAX_ATTEMPTS = 8
 LEASE = timedelta(minutes=5)
 
 
-def backoff(attempts: int) -> timedelta:
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a failing delivery is tried, and the first wait between tries."""
+
+    attempts: int = MAX_ATTEMPTS
+    base_seconds: float = 1.0
+
+
+def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
     """How long a failed delivery waits before its next attempt."""
-    return timedelta(seconds=queue_delay(attempts))
+    return timedelta(seconds=queue_delay(attempts, base=base_seconds))
 
 
 def _claimable(now: datetime) -> ColumnElement[bool]:
@@ -74,18 +83,25 @@ def mark_done(session: Session, delivery_pk: int, now: datetime) -> None:
     )
 
 
-def mark_failed(engine: Engine, delivery_pk: int, error: str, now: datetime) -> InboxState:
-    """Schedule a retry with backoff, or park the row after MAX_ATTEMPTS."""
+def mark_failed(
+    engine: Engine,
+    delivery_pk: int,
+    error: str,
+    now: datetime,
+    policy: RetryPolicy | None = None,
+) -> InboxState:
+    """Schedule a retry with backoff, or park the row after `policy.attempts` tries."""
+    policy = policy or RetryPolicy()
     with Session(engine) as session, session.begin():
         row = session.get(Delivery, delivery_pk)
         if row is None:
             return InboxState.PARKED
         row.last_error = error[-4000:]
         row.claimed_until = None
-        if row.attempts >= MAX_ATTEMPTS:
+        if row.attempts >= policy.attempts:
             row.state = InboxState.PARKED
         else:
-            row.next_attempt_at = now + backoff(row.attempts)
+            row.next_attempt_at = now + backoff(row.attempts, policy.base_seconds)
         return InboxState(row.state)
 
 
