@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import traceback
+from datetime import timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -32,14 +33,16 @@ class InboxWorker:
         self.wake = threading.Event()
         settings = services.settings
         self.retry = inbox.RetryPolicy(
-            settings.the_loop_inbox_attempts, settings.the_loop_inbox_backoff_seconds
+            settings.the_loop_inbox_attempts,
+            settings.the_loop_inbox_backoff_seconds,
+            timedelta(seconds=settings.the_loop_inbox_lease_seconds),
         )
         self._stop = threading.Event()
 
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        row = inbox.claim(self.engine, self.name, now)
+        row = inbox.claim(self.engine, self.name, now, self.retry.lease)
         if row is None:
             return False
         try:
@@ -53,7 +56,9 @@ class InboxWorker:
                     body=row.body,
                 )
                 self.router.dispatch(ctx)
-                inbox.mark_done(session, row.id, self.services.clock())
+                inbox.mark_done(session, row, self.services.clock())
+        except inbox.LeaseLost as exc:
+            log.warning("%s", exc)  # rolled back: the newer claim handles it
         except Exception as exc:  # the one catch-all of this process edge
             log.exception("delivery %s (%s.%s) failed", row.delivery_id, row.event, row.action)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()

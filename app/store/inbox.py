@@ -25,6 +25,7 @@ class RetryPolicy:
 
     attempts: int = MAX_ATTEMPTS
     base_seconds: float = 1.0
+    lease: timedelta = LEASE
 
 
 def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
@@ -74,13 +75,26 @@ def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) 
         return row
 
 
-def mark_done(session: Session, delivery_pk: int, now: datetime) -> None:
-    """Called inside the handler's transaction, so "done" commits with its effects."""
-    session.execute(
+class LeaseLost(RuntimeError):
+    """The delivery was claimed again meanwhile (this worker's lease ran out): the handler's
+    transaction must roll back, the other claim's run is the one that counts."""
+
+
+def mark_done(session: Session, claimed: Delivery, now: datetime) -> None:
+    """Called inside the handler's transaction, so "done" commits with its effects — and only
+    while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
+    done = session.execute(
         update(Delivery)
-        .where(Delivery.id == delivery_pk)
+        .where(
+            Delivery.id == claimed.id,
+            Delivery.state == InboxState.QUEUED,
+            Delivery.claimed_by == claimed.claimed_by,
+            Delivery.attempts == claimed.attempts,
+        )
         .values(state=InboxState.DONE, done_at=now, claimed_until=None, last_error=None)
     )
+    if done.rowcount != 1:  # type: ignore[attr-defined]
+        raise LeaseLost(f"delivery {claimed.delivery_id} was claimed again meanwhile")
 
 
 def mark_failed(
