@@ -227,12 +227,13 @@ class FakeGitHub:
                     dict(request.headers),
                 )
             )
-            for i, (rx, status, headers) in enumerate(self._failures):
-                if rx.search(request.path):
-                    del self._failures[i]
-                    return Response(
-                        '{"message": "injected"}', status, headers, mimetype="application/json"
-                    )
+            with self._lock:  # each injected failure answers exactly one request
+                for i, (rx, status, headers) in enumerate(self._failures):
+                    if rx.search(request.path):
+                        del self._failures[i]
+                        return Response(
+                            '{"message": "injected"}', status, headers, mimetype="application/json"
+                        )
             return None
 
         @app.post("/app/installations/<int:inst>/access_tokens")
