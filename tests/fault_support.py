@@ -30,8 +30,19 @@ import httpx
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from app.fleet.tokens import create_token
+from app.protocol import parse_payload
 from app.store import make_engine, migrate
-from app.store.tables import Delivery, Event, InboxState
+from app.store.jobqueue import queue_job
+from app.store.tables import (
+    Delivery,
+    Event,
+    InboxState,
+    Job,
+    JobKind,
+    WorkItem,
+    WorkItemStatus,
+)
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import (
@@ -131,6 +142,42 @@ class Bed:
         )
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+    def spawner_token(self, name: str) -> str:
+        with Session(self.engine) as session, session.begin():
+            return create_token(session, name, [REPO])
+
+    def queue_spawns(self, count: int) -> list[int]:
+        """`count` spawn jobs, each for a work item of its own (so none waits for another)."""
+        ids = []
+        with Session(self.engine) as session, session.begin():
+            for n in range(1, count + 1):
+                item_id = f"github:{REPO}#{n}"
+                session.add(
+                    WorkItem(
+                        id=item_id,
+                        repo_full_name=REPO,
+                        issue_number=n,
+                        installation_id=1,
+                        title=f"Issue {n}",
+                        html_url=f"https://github.com/{REPO}/issues/{n}",
+                        clone_url=f"https://github.com/{REPO}.git",
+                        state=WorkItemStatus.FROZEN,
+                        frozen={"harness": "claude", "model": "", "effort": "", "skips": {}},
+                    )
+                )
+                session.flush()
+                payload = parse_payload(
+                    JobKind.SPAWN, {"work_item": item_id, "repo": REPO, "installation_id": 1}
+                )
+                job = queue_job(session, f"spawn@{item_id}", payload)
+                assert job is not None
+                ids.append(job.id)
+        return ids
+
+    def jobs(self) -> dict[int, Job]:
+        with Session(self.engine) as session:
+            return {job.id: job for job in session.scalars(select(Job))}
 
     def states(self) -> Counter[str]:
         with Session(self.engine) as session:
