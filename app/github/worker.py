@@ -11,15 +11,19 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from datetime import timedelta
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.github.router import Router
+from app.retry import Backoff
 from app.services import HandlerContext, Services
 from app.store import inbox
+from app.store.tables import Delivery, InboxState
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +66,7 @@ class InboxWorker:
         except Exception as exc:  # the one catch-all of this process edge
             log.exception("delivery %s (%s.%s) failed", row.delivery_id, row.event, row.action)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            state = inbox.mark_failed(
-                self.engine, row.id, detail, self.services.clock(), self.retry
-            )
+            state = self._record_failure(row, detail)
             self.services.events.emit(
                 "webhook.failed",
                 delivery=row.delivery_id,
@@ -75,6 +77,23 @@ class InboxWorker:
                 error=detail,
             )
         return True
+
+    def _record_failure(self, row: Delivery, detail: str) -> InboxState:
+        """Record the failed try; while the database itself is away (often why the handler
+        failed), keep trying, so the delivery is due again after its backoff rather than
+        after its lease."""
+        pause = Backoff(first=0.2, cap=5.0)
+        give_up = time.monotonic() + self.retry.lease.total_seconds()
+        while True:
+            try:
+                return inbox.mark_failed(
+                    self.engine, row, detail, self.services.clock(), self.retry
+                )
+            except DBAPIError:
+                if self._stop.is_set() or time.monotonic() > give_up:
+                    raise
+                log.warning("could not record the failure of %s; trying again", row.delivery_id)
+                self._stop.wait(pause.next())
 
     def drain(self) -> int:
         """Handle every due delivery; returns how many were handled."""

@@ -99,24 +99,34 @@ def mark_done(session: Session, claimed: Delivery, now: datetime) -> None:
 
 def mark_failed(
     engine: Engine,
-    delivery_pk: int,
+    claimed: Delivery,
     error: str,
     now: datetime,
     policy: RetryPolicy | None = None,
 ) -> InboxState:
-    """Schedule a retry with backoff, or park the row after `policy.attempts` tries."""
+    """Schedule a retry with backoff, or park the row after `policy.attempts` tries; a row
+    claimed again meanwhile (this claim's lease ran out) is left to its new claimer."""
     policy = policy or RetryPolicy()
+    parked = claimed.attempts >= policy.attempts
+    values: dict[str, object] = {"last_error": error[-4000:], "claimed_until": None}
+    if parked:
+        values["state"] = InboxState.PARKED
+    else:
+        values["next_attempt_at"] = now + backoff(claimed.attempts, policy.base_seconds)
     with Session(engine) as session, session.begin():
-        row = session.get(Delivery, delivery_pk)
-        if row is None:
-            return InboxState.PARKED
-        row.last_error = error[-4000:]
-        row.claimed_until = None
-        if row.attempts >= policy.attempts:
-            row.state = InboxState.PARKED
-        else:
-            row.next_attempt_at = now + backoff(row.attempts, policy.base_seconds)
-        return InboxState(row.state)
+        result = session.execute(
+            update(Delivery)
+            .where(
+                Delivery.id == claimed.id,
+                Delivery.state == InboxState.QUEUED,
+                Delivery.claimed_by == claimed.claimed_by,
+                Delivery.attempts == claimed.attempts,
+            )
+            .values(**values)
+        )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return InboxState.QUEUED
+    return InboxState.PARKED if parked else InboxState.QUEUED
 
 
 def requeue(engine: Engine, delivery_id: str, now: datetime) -> bool:
