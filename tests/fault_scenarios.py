@@ -119,6 +119,36 @@ def github_flaky(directory: Path, count: int) -> tuple[Tally, dict[str, Any]]:
         return tally(bed, acked), parked
 
 
+def database_outage(directory: Path, count: int, seconds: float = 3.0) -> tuple[Tally, int]:
+    """The database goes away in the middle of a burst: every connection of the App is cut
+    and new ones are refused for `seconds` (what a PostgreSQL restart does to it, on this
+    database only, so a shared server's other users are not disturbed). The App reconnects by
+    itself: every delivery acknowledged before is handled, once; returns the tally and how
+    many were acknowledged before the outage."""
+    with fault_bed(directory) as bed:
+        replicas = [bed.replica(), bed.replica()]
+        bed.worker()
+        sender = Sender([r.url for r in replicas])
+        before: set[str] = set()
+
+        def outage_at_a_third() -> None:
+            while len(sender.acked) < count // 3:
+                time.sleep(0.01)
+            with bed.outage():
+                before.update(sender.acked)
+                time.sleep(seconds)
+
+        cut = threading.Thread(target=outage_at_a_third, daemon=True)
+        cut.start()
+        sender.send(burst(count, redelivered=0), timeout=SETTLE_SECONDS)
+        cut.join(timeout=30)
+        assert before, "the outage never happened"
+        wait_for(lambda: bed.settled(len(sender.acked)), timeout=SETTLE_SECONDS, interval=0.5)
+        result = tally(bed, sender.acked)
+        assert before <= sender.acked
+        return result, len(before)
+
+
 def _lines(log: Path, kind: str) -> list[int]:
     if not log.exists():
         return []

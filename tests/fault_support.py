@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
@@ -46,6 +46,7 @@ from app.store.tables import (
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import (
+    POSTGRES_URL,
     WEBHOOK_SECRET,
     fixture_json,
     free_port,
@@ -178,6 +179,28 @@ class Bed:
     def jobs(self) -> dict[int, Job]:
         with Session(self.engine) as session:
             return {job.id: job for job in session.scalars(select(Job))}
+
+    @contextmanager
+    def outage(self) -> Iterator[None]:
+        """While inside: the bed's database refuses connections, and every one it had (the
+        App's, this bed's own) is cut, as a server restart would. Only this database."""
+        name = self.engine.url.database
+        admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false'))
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": name},
+                )
+            yield
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true'))
+            admin.dispose()
 
     def states(self) -> Counter[str]:
         with Session(self.engine) as session:

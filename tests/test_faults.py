@@ -45,3 +45,9 @@ def test_github_failing_for_a_while_is_retried_and_a_hopeless_delivery_is_parked
     [shown] = parked["status"]
     assert shown["delivery"] == "broken-1" and shown["attempts"] == 3
     assert "Resource not accessible" in shown["error"] or "403" in shown["error"]
+
+
+def test_the_app_reconnects_after_the_database_went_away_mid_burst(tmp_path):
+    result, before = scenarios.database_outage(tmp_path, DELIVERIES)
+    assert before > 0
+    assert result.lost == [] and result.doubled == [], result.line()
