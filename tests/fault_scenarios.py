@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -17,8 +18,11 @@ from app.store.tables import JobState
 from tests.fault_support import Sender, Tally, burst, fault_bed, labeled_body, tally
 from tests.support import wait_for
 
-# Handling waits long enough for a slow shared machine, never on a fixed pace.
-SETTLE_SECONDS = 120.0
+
+def settle_seconds(count: int) -> float:
+    """How long a scenario waits for `count` deliveries or jobs: long enough for a slow
+    shared machine (a bound, never a pace the test asserts)."""
+    return max(120.0, count * 0.2)
 
 
 def redeliveries(directory: Path, count: int) -> Tally:
@@ -28,8 +32,8 @@ def redeliveries(directory: Path, count: int) -> Tally:
         replicas = [bed.replica(), bed.replica()]
         bed.worker()
         sender = Sender([r.url for r in replicas])
-        sender.send(burst(count))
-        wait_for(lambda: bed.settled(count), timeout=SETTLE_SECONDS, interval=0.5)
+        sender.send(burst(count), timeout=settle_seconds(count))
+        wait_for(lambda: bed.settled(count), timeout=settle_seconds(count), interval=0.5)
         return tally(bed, sender.acked)
 
 
@@ -51,10 +55,12 @@ def replica_killed(directory: Path, count: int) -> Tally:
 
         killer = threading.Thread(target=kill_when_a_third_is_in, daemon=True)
         killer.start()
-        sender.send(burst(count, redelivered=0))
+        sender.send(burst(count, redelivered=0), timeout=settle_seconds(count))
         killer.join(timeout=30)
         assert victim.popen.returncode == -signal.SIGKILL
-        wait_for(lambda: bed.settled(len(sender.acked)), timeout=SETTLE_SECONDS, interval=0.5)
+        wait_for(
+            lambda: bed.settled(len(sender.acked)), timeout=settle_seconds(count), interval=0.5
+        )
         return tally(bed, sender.acked)
 
 
@@ -73,7 +79,8 @@ def spawners_claim(directory: Path, count: int, spawners: int = 3) -> Tally:
         wait_for(lambda: _lines(logs[0], "start") and len(_lines(logs[0], "start")) >= 5, 60)
         procs[0].kill(signal.SIGKILL)
         held = _lines(logs[0], "start")[-1]
-        wait_for(lambda: all(j.state == JobState.DONE for j in bed.jobs().values()), 120, 0.5)
+        everything_done = lambda: all(j.state == JobState.DONE for j in bed.jobs().values())  # noqa: E731
+        wait_for(everything_done, settle_seconds(count), 0.5)
         done = Counter(job for log in logs for job in _lines(log, "done"))
         assert held not in _lines(logs[0], "done")
         assert bed.jobs()[held].attempts >= 2, "the dead spawner's job was not offered again"
@@ -105,7 +112,7 @@ def github_flaky(directory: Path, count: int) -> tuple[Tally, dict[str, Any]]:
         bed.worker()
         sender = Sender([r.url for r in replicas])
         sender.send([*burst(count, redelivered=0), ("broken-1", labeled_body(1, BROKEN_REPO))])
-        wait_for(lambda: bed.settled(count + 1), timeout=SETTLE_SECONDS, interval=0.5)
+        wait_for(lambda: bed.settled(count + 1), timeout=settle_seconds(count), interval=0.5)
         injected = sum(1 for r in fake.requests if r.path.startswith("/repos/Codertocat"))
         listed = bed.cli("inbox", "--state", "parked")
         status = httpx.get(f"{replicas[1].url}/status", headers=ADMIN, timeout=10).json()
@@ -119,12 +126,15 @@ def github_flaky(directory: Path, count: int) -> tuple[Tally, dict[str, Any]]:
         return tally(bed, acked), parked
 
 
-def database_outage(directory: Path, count: int, seconds: float = 3.0) -> tuple[Tally, int]:
+def database_outage(
+    directory: Path, count: int, seconds: float = 3.0, restart: list[str] | None = None
+) -> tuple[Tally, int]:
     """The database goes away in the middle of a burst: every connection of the App is cut
     and new ones are refused for `seconds` (what a PostgreSQL restart does to it, on this
     database only, so a shared server's other users are not disturbed). The App reconnects by
     itself: every delivery acknowledged before is handled, once; returns the tally and how
-    many were acknowledged before the outage."""
+    many were acknowledged before the outage. With `restart`, that command (e.g.
+    `pg_ctlcluster 15 main restart`) restarts the whole server instead."""
     with fault_bed(directory) as bed:
         replicas = [bed.replica(), bed.replica()]
         bed.worker()
@@ -134,16 +144,22 @@ def database_outage(directory: Path, count: int, seconds: float = 3.0) -> tuple[
         def outage_at_a_third() -> None:
             while len(sender.acked) < count // 3:
                 time.sleep(0.01)
+            if restart:
+                before.update(sender.acked)
+                subprocess.run(restart, check=True, timeout=120)
+                return
             with bed.outage():
                 before.update(sender.acked)
                 time.sleep(seconds)
 
         cut = threading.Thread(target=outage_at_a_third, daemon=True)
         cut.start()
-        sender.send(burst(count, redelivered=0), timeout=SETTLE_SECONDS)
+        sender.send(burst(count, redelivered=0), timeout=settle_seconds(count))
         cut.join(timeout=30)
         assert before, "the outage never happened"
-        wait_for(lambda: bed.settled(len(sender.acked)), timeout=SETTLE_SECONDS, interval=0.5)
+        wait_for(
+            lambda: bed.settled(len(sender.acked)), timeout=settle_seconds(count), interval=0.5
+        )
         result = tally(bed, sender.acked)
         assert before <= sender.acked
         return result, len(before)

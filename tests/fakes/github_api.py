@@ -115,7 +115,8 @@ class FakeGitHub:
         self._failures.append((re.compile(path_pattern), status, headers or {}))
 
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
-        return [c for c in self.comments.values() if c["_repo"] == repo and c["_issue"] == number]
+        comments = list(self.comments.values())  # a copy: handlers post meanwhile
+        return [c for c in comments if c["_repo"] == repo and c["_issue"] == number]
 
     def add_comment(
         self, repo: str, number: int, body: str, login: str, kind: str = "User"
