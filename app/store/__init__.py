@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATE_LOCK = 0x7468656C6F6F70  # the advisory lock migrations take on PostgreSQL ("theloop")
 # Threads of an App process that use a connection besides its web threads and inbox workers:
 # the ingest writer, the progress publisher, the job watcher (LISTEN), the chat sender.
 BACKGROUND_CONNECTIONS = 4
@@ -72,9 +76,33 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision (idempotent)."""
+    """Bring the schema to the newest revision (idempotent). On PostgreSQL, processes that
+    start together (replicas, workers) take turns: the first migrates, the others find the
+    schema at its newest revision."""
+    with _sqlite_migrate_lock(engine):
+        _upgrade(engine)
+
+
+@contextlib.contextmanager
+def _sqlite_migrate_lock(engine: Engine) -> Iterator[None]:
+    """On a SQLite file: one process at a time migrates (`flock` on `<db>-migratelock`)."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    fd = os.open(f"{database}-migratelock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _upgrade(engine: Engine) -> None:
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        if is_postgres(engine):  # held until this transaction ends
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATE_LOCK})
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "head")
