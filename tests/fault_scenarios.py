@@ -86,7 +86,7 @@ def spawners_claim(directory: Path, count: int, spawners: int = 3) -> Tally:
         assert bed.jobs()[held].attempts >= 2, "the dead spawner's job was not offered again"
         lost = [j for j in ids if done[j] == 0]
         doubled = [j for j, n in done.items() if n > 1]
-        return Tally(len(ids), lost, doubled)
+        return Tally(len(ids), lost, doubled, "jobs queued")
 
 
 BROKEN_REPO = "Broken/Repo"

@@ -326,9 +326,10 @@ class Tally:
     acked: int
     lost: list[int]  # issues of acknowledged deliveries with no checklist comment
     doubled: list[int]  # issues with more than one, or handled again (label ignored)
+    what: str = "deliveries acknowledged"
 
     def line(self) -> str:
-        return f"{self.acked} acknowledged, {len(self.lost)} lost, {len(self.doubled)} doubled"
+        return f"{self.acked} {self.what}, lost {len(self.lost)}, doubled {len(self.doubled)}"
 
 
 def tally(bed: Bed, acked: set[str], repo: str = REPO) -> Tally:

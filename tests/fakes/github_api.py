@@ -115,7 +115,8 @@ class FakeGitHub:
         self._failures.append((re.compile(path_pattern), status, headers or {}))
 
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
-        comments = list(self.comments.values())  # a copy: handlers post meanwhile
+        with self._lock:  # a copy: handlers post meanwhile
+            comments = list(self.comments.values())
         return [c for c in comments if c["_repo"] == repo and c["_issue"] == number]
 
     def add_comment(
@@ -138,7 +139,8 @@ class FakeGitHub:
             "_repo": repo,
             "_issue": number,
         }
-        self.comments[cid] = comment
+        with self._lock:
+            self.comments[cid] = comment
         return comment
 
     def add_issue(self, repo: str, issue: dict[str, Any]) -> None:
