@@ -81,12 +81,16 @@ class AppState:
         self.engine.dispose()
 
 
-def build_state(settings: Settings) -> AppState:
+def build_state(
+    settings: Settings, web_threads: int = 0, inbox_workers: int | None = None
+) -> AppState:
     """Open the database (migrating it), read the operator config, build the clients and
-    learn who the App is on GitHub."""
+    learn who the App is on GitHub. The pool is sized for `web_threads` serving requests and
+    `inbox_workers` (default: THE_LOOP_INBOX_WORKERS)."""
     config = load_config(settings.the_loop_config)
     watch_changes()
-    engine = make_engine(settings.database_url)
+    workers = settings.the_loop_inbox_workers if inbox_workers is None else inbox_workers
+    engine = make_engine(settings.database_url, web_threads=web_threads, inbox_workers=workers)
     migrate(engine)
     events = EventLog(settings.events_path, engine)
     for finding in config_findings(config):

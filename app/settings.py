@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     the_loop_spawner_token: str | None = None
     the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
     the_loop_inbox_workers: int = 1
+    # A failing delivery is tried this many times (waiting base, 2 base, 4 base … seconds,
+    # at most 5 minutes, between tries) before it is parked with its error.
+    the_loop_inbox_attempts: int = 8
+    the_loop_inbox_backoff_seconds: float = 1.0
+    # How long a worker holds a delivery it claimed; one that dies leaves it due again after.
+    the_loop_inbox_lease_seconds: float = 300.0
+    # How long a spawner holds a claimed job without a heartbeat before it is offered again.
+    the_loop_job_lease_seconds: float = 120.0
     # Seconds a request's whole body may take to arrive; a slower one is answered 408.
     the_loop_body_deadline: float = 30.0
     slack_bot_token: str | None = None
