@@ -18,14 +18,16 @@ def is_postgres(engine: Engine) -> bool:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine tuned for the backend: SQLite in WAL mode with a busy timeout, or PostgreSQL."""
+    """An engine tuned for the backend: SQLite in WAL mode, every connection taking the file's
+    write lock at its first write (`sqlite_writes.LockingConnection`), or PostgreSQL."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             _private_database(Path(path))
-        engine = create_engine(
-            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=20
-        )
+        from app.store.sqlite_writes import LockingConnection
+
+        connect_args = {"timeout": 30, "check_same_thread": False, "factory": LockingConnection}
+        engine = create_engine(url, connect_args=connect_args, pool_size=20)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
