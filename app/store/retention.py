@@ -8,11 +8,11 @@
 
 Queued and parked deliveries are never touched: a parked one waits for an operator.
 
-Every pass works in batches of `batch` rows, each its own short transaction, with a pause
+Every pass works in batches of 200 rows, each its own short transaction, with a pause
 between them, so a webhook's write never waits behind more than one batch (on SQLite the
-batch's connection holds the file's write lock only from its first write to its commit).
-Rows are found by primary key from where the last batch stopped, and the search is a read
-that takes no lock.
+batch's connection holds the file's write lock only from its first write to its commit, and
+never checkpoints inside it). Rows are found by primary key from where the last batch
+stopped, and the search is a read that takes no lock.
 """
 
 from __future__ import annotations
@@ -25,15 +25,26 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, LargeBinary, delete, func, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    LargeBinary,
+    delete,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.orm import InstrumentedAttribute
 
 from app.store.tables import Delivery, Event, InboxState, Once
 
 log = logging.getLogger(__name__)
 
-BATCH = 500
-PAUSE = 0.005  # seconds between batches: a waiting writer gets the lock first
+BATCH = 200
+PAUSE = 0.02  # seconds between batches: waiting writers go first
+SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default, restored on the connection after a pass
 SPAWNER_EVENT_KEY = "spawner-event:"  # `Once` keys of reported event ids (app.fleet.reports)
 
 
@@ -71,86 +82,98 @@ def prune(
 ) -> Pruned:
     """One pass over the store; returns what it removed."""
     pruned = Pruned()
-    pruned.bodies, pruned.deliveries = _prune_deliveries(engine, retention, now, batch, pause)
-    pruned.events = _delete_in_batches(
-        engine, Event.id, Event.ts < now - retention.events, batch, pause
-    )
-    pruned.spawner_event_ids = _delete_in_batches(
-        engine,
-        Once.key,
-        Once.key.startswith(SPAWNER_EVENT_KEY)
-        & (Once.created_at < now - retention.spawner_event_ids),
-        batch,
-        pause,
-    )
+    reported = Once.key.startswith(SPAWNER_EVENT_KEY)
+    old_ids = reported & (Once.created_at < now - retention.spawner_event_ids)
+    with engine.connect() as conn, _Batches(conn, pause) as batches:
+        pruned.bodies, pruned.deliveries = _prune_deliveries(batches, retention, now, batch)
+        old_events = Event.ts < now - retention.events
+        pruned.events = _delete_in_batches(batches, Event.id, old_events, batch)
+        pruned.spawner_event_ids = _delete_in_batches(batches, Once.key, old_ids, batch)
     return pruned
 
 
+class _Batches:
+    """One connection for a pass; after each batch's commit, a pause. On SQLite its commits
+    never stop to checkpoint (that would happen holding the write lock): each batch's pages
+    are copied into the database file after the commit by a PASSIVE checkpoint, which no
+    writer waits for."""
+
+    def __init__(self, conn: Connection, pause: float) -> None:
+        self.conn = conn
+        self.pause = pause
+        self.sqlite = conn.dialect.name == "sqlite"
+
+    def __enter__(self) -> _Batches:
+        if self.sqlite:
+            self.conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.rollback()
+        if self.sqlite:
+            self.conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT}")
+
+    def done(self) -> None:
+        self.conn.commit()
+        if self.sqlite:
+            self.conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        time.sleep(self.pause)
+
+
 def _prune_deliveries(
-    engine: Engine, retention: Retention, now: datetime, batch: int, pause: float
+    batches: _Batches, retention: Retention, now: datetime, batch: int
 ) -> tuple[int, int]:
-    """Walk done deliveries received before the younger cutoff, oldest first: delete the rows
+    """Walk done deliveries received before the later cutoff, oldest first: delete the rows
     past `dedupe`, empty the bodies past `bodies`. A delivery is done after it was received,
     so a row received after both cutoffs can be neither."""
+    conn = batches.conn
     body_cutoff, row_cutoff = now - retention.bodies, now - retention.dedupe
     latest = max(body_cutoff, row_cutoff)
     done = Delivery.state == InboxState.DONE
     bodies = deliveries = 0
     last = 0
     while True:
-        with engine.connect() as conn:
-            ids = list(
-                conn.scalars(
-                    select(Delivery.id)
-                    .where(Delivery.id > last, done, Delivery.received_at < latest)
-                    .order_by(Delivery.id)
-                    .limit(batch)
-                )
+        ids = list(
+            conn.scalars(
+                select(Delivery.id)
+                .where(Delivery.id > last, done, Delivery.received_at < latest)
+                .order_by(Delivery.id)
+                .limit(batch)
             )
-            if not ids:
-                return bodies, deliveries
-            last = ids[-1]
-            in_batch = Delivery.id.in_(ids)
-            gone = conn.execute(
-                delete(Delivery).where(in_batch, done, Delivery.done_at < row_cutoff)
-            )
-            emptied = conn.execute(
-                update(Delivery)
-                .where(
-                    in_batch,
-                    done,
-                    Delivery.done_at < body_cutoff,
-                    func.length(Delivery.body) > 0,
-                )
-                .values(body=literal(b"", LargeBinary()))
-            )
+        )
+        if not ids:
             conn.commit()
-        deliveries += gone.rowcount
-        bodies += emptied.rowcount
-        time.sleep(pause)
+            return bodies, deliveries
+        last = ids[-1]
+        in_batch = Delivery.id.in_(ids)
+        deliveries += conn.execute(
+            delete(Delivery).where(in_batch, done, Delivery.done_at < row_cutoff)
+        ).rowcount
+        bodies += conn.execute(
+            update(Delivery)
+            .where(in_batch, done, Delivery.done_at < body_cutoff, func.length(Delivery.body) > 0)
+            .values(body=literal(b"", LargeBinary()))
+        ).rowcount
+        batches.done()
 
 
 def _delete_in_batches(
-    engine: Engine,
+    batches: _Batches,
     column: InstrumentedAttribute[Any],
     condition: ColumnElement[bool],
     batch: int,
-    pause: float,
 ) -> int:
     """Delete the rows `condition` picks, `batch` primary keys (`column`) at a time, each
     batch committed."""
-    table = column.class_
+    conn = batches.conn
     removed = 0
     while True:
-        with engine.connect() as conn:
-            keys = list(conn.scalars(select(column).where(condition).limit(batch)))
-            if not keys:
-                return removed
-            removed += conn.execute(delete(table).where(column.in_(keys))).rowcount
-            conn.commit()
+        keys = list(conn.scalars(select(column).where(condition).limit(batch)))
+        if keys:
+            removed += conn.execute(delete(column.class_).where(column.in_(keys))).rowcount
+        batches.done()
         if len(keys) < batch:
             return removed
-        time.sleep(pause)
 
 
 class PeriodicPrune:
