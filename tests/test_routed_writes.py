@@ -23,7 +23,7 @@ from app.github.worker import InboxWorker
 from app.services import HandlerContext, Services
 from app.settings import load_settings
 from app.store import make_engine, migrate
-from app.store.sqlite_writes import WriteLockTimeout, lock_for_file
+from app.store.sqlite_writes import WriteLockTimeout, lock_for_file, writes
 from app.store.tables import Delivery, Event, InboxState, Once
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,3 +172,23 @@ def test_a_writer_waiting_on_another_thread_gives_up_after_the_timeout(tmp_path:
         thread.join(10)
     with lock:  # free again
         pass
+
+
+@pytest.mark.parametrize(
+    ("statement", "takes_the_lock"),
+    [
+        ("SELECT * FROM inbox", False),
+        ("PRAGMA wal_checkpoint(PASSIVE)", False),
+        ("BEGIN", False),
+        ("  insert into once (key) values (?)", True),
+        ("-- a comment\nUPDATE inbox SET state = ?", True),
+        ("/* a comment */ DELETE FROM events", True),
+        ("WITH old AS (SELECT id FROM events) DELETE FROM events WHERE id IN old", True),
+        ("WITH n AS (SELECT 1) SELECT * FROM n", False),
+        ("SAVEPOINT sa_savepoint_1", True),
+        ("BEGIN IMMEDIATE", True),
+        ("CREATE TABLE t (id INTEGER)", True),
+    ],
+)
+def test_which_statements_take_the_write_lock(statement: str, takes_the_lock: bool) -> None:
+    assert writes(statement) is takes_the_lock

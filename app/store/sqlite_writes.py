@@ -30,6 +30,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ CHECKPOINT_INTERVAL = 0.1
 RESTART_AT_FRAMES = 131_072
 # How long a writer waits for the other threads of its process (SQLite's busy timeout too).
 LOCK_TIMEOUT = 30.0
+# A transaction holding the lock longer than this (seconds) is logged: every webhook waited.
+SLOW_HOLD = 0.25
 
 
 def sqlite_path(engine: Engine) -> Path | None:
@@ -206,6 +209,8 @@ class LockingConnection(sqlite3.Connection):
         memory = name in ("", ":memory:") or name.startswith("file:")
         self._lock = None if memory else lock_for_file(Path(name))
         self._holding = False
+        self._since = 0.0
+        self._first = ""
 
     def cursor(self, factory: Any = LockingCursor) -> Any:
         return super().cursor(factory)
@@ -214,6 +219,7 @@ class LockingConnection(sqlite3.Connection):
         if self._lock is not None and not self._holding and writes(sql):
             self._lock.acquire()
             self._holding = True
+            self._since, self._first = time.monotonic(), sql
 
     def after(self) -> None:
         """Outside a transaction (a DDL statement done, or a BEGIN that failed) let go."""
@@ -224,6 +230,9 @@ class LockingConnection(sqlite3.Connection):
         self._holding = False
         if self._lock is not None:
             self._lock.release()
+        held = time.monotonic() - self._since
+        if held > SLOW_HOLD:  # every other writer, webhooks included, waited this long
+            log.warning("SQLite write lock held %.0f ms from: %.120s", held * 1000, self._first)
 
     def commit(self) -> None:
         try:
