@@ -21,7 +21,7 @@ def make_engine(url: str) -> Engine:
     """An engine tuned for the backend: SQLite in WAL mode, every connection taking the file's
     write lock at its first write (`sqlite_writes.LockingConnection`), or PostgreSQL."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
+        path = url.split("///", 1)[1] if "///" in url else ""  # `sqlite://`: in memory
         if path and path != ":memory:":
             _private_database(Path(path))
         from app.store.sqlite_writes import LockingConnection
