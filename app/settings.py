@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 MIN_ADMIN_TOKEN = 16
@@ -54,6 +54,15 @@ class Settings(BaseSettings):
     the_loop_job_lease_seconds: float = 120.0
     # Seconds a request's whole body may take to arrive; a slower one is answered 408.
     the_loop_body_deadline: float = 30.0
+    # Retention (days): a done delivery's body; its row, whose delivery id and body hash are
+    # the dedupe keys (kept past GitHub's redelivery window: 3 days on github.com, 7 on
+    # Enterprise Server, plus a day); event rows; the ids of events spawners reported.
+    the_loop_retain_bodies_days: float = Field(default=7.0, gt=0)
+    the_loop_retain_dedupe_days: float = Field(default=8.0, gt=0)
+    the_loop_retain_events_days: float = Field(default=90.0, gt=0)
+    the_loop_retain_spawner_event_ids_days: float = Field(default=30.0, gt=0)
+    # Seconds between prunes in a process running inbox workers (0: never on its own).
+    the_loop_prune_interval: float = Field(default=3600.0, ge=0)
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None

@@ -37,19 +37,19 @@ def is_postgres(engine: Engine) -> bool:
 
 
 def make_engine(url: str, *, web_threads: int = 0, inbox_workers: int = 1) -> Engine:
-    """An engine tuned for the backend: SQLite in WAL mode with a busy timeout, or PostgreSQL
+    """An engine tuned for the backend: SQLite in WAL mode, every connection taking the file's
+    write lock at its first write (`sqlite_writes.LockingConnection`), or PostgreSQL
     (connections checked before use, so a restarted server costs no request). Its pool is
     sized for a process of `web_threads` and `inbox_workers` (`pool_size`)."""
     size = pool_size(web_threads, inbox_workers)
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
+        path = url.split("///", 1)[1] if "///" in url else ""  # `sqlite://`: in memory
         if path and path != ":memory:":
             _private_database(Path(path))
-        engine = create_engine(
-            url,
-            connect_args={"timeout": 30, "check_same_thread": False},
-            pool_size=max(20, size),
-        )
+        from app.store.sqlite_writes import LockingConnection
+
+        connect_args = {"timeout": 30, "check_same_thread": False, "factory": LockingConnection}
+        engine = create_engine(url, connect_args=connect_args, pool_size=max(20, size))
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_size=size, max_overflow=OVERFLOW_CONNECTIONS, pool_pre_ping=True)

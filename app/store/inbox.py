@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
 from app.store import is_postgres
-from app.store.sqlite_writes import write_lock
 from app.store.tables import Delivery, InboxState
 
 MAX_ATTEMPTS = 8
@@ -45,18 +44,13 @@ def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) 
     """Take the oldest due delivery for `worker` until the lease runs out.
 
     PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas never take the same row. SQLite: a
-    conditional UPDATE, checked by its row count, under the file's `WriteLock` (which also
-    keeps another process from committing between the SELECT and the UPDATE). An idle
-    worker's look at an empty inbox takes no lock.
+    conditional UPDATE, checked by its row count (its connection takes the file's write
+    lock at that UPDATE). An idle worker's look at an empty inbox takes no lock.
     """
     with Session(engine) as session:
         if session.scalar(select(Delivery.id).where(_claimable(now)).limit(1)) is None:
             return None
-    with (
-        write_lock(engine),
-        Session(engine, expire_on_commit=False) as session,
-        session.begin(),
-    ):
+    with Session(engine, expire_on_commit=False) as session, session.begin():
         query = select(Delivery).where(_claimable(now)).order_by(Delivery.id).limit(1)
         if is_postgres(engine):
             query = query.with_for_update(skip_locked=True)
