@@ -16,8 +16,14 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 
-def create_app(settings: Settings | None = None, *, start_workers: bool | None = None) -> Flask:
-    """Build the App: webhook ingress, health check, status page, inbox workers.
+def create_app(
+    settings: Settings | None = None,
+    *,
+    start_workers: bool | None = None,
+    web_threads: int = 32,
+) -> Flask:
+    """Build the App: webhook ingress, health check, status page, inbox workers. Its
+    database pool is sized for `web_threads` request threads and its inbox workers.
 
     Refuses to start without a webhook secret: an App that cannot verify deliveries must
     not accept them.
@@ -25,6 +31,7 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
     from flask import Flask, jsonify
     from flask.typing import ResponseReturnValue
 
+    from app.fleet.api import LEASE_CONFIG
     from app.fleet.api import bp as spawner_bp
     from app.fleet.phase_api import bp as phase_bp
     from app.fleet.pull_api import bp as pulls_bp
@@ -39,9 +46,10 @@ def create_app(settings: Settings | None = None, *, start_workers: bool | None =
         raise SettingsError(
             "GITHUB_WEBHOOK_SECRET is required: the App refuses to start without it"
         )
-    state = build_state(settings)
+    state = build_state(settings, web_threads=web_threads)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.config[LEASE_CONFIG] = settings.the_loop_job_lease_seconds
     app.extensions["the-loop"] = state
     app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set

@@ -72,7 +72,7 @@ def create_asgi_app(
 
     from app import create_app
 
-    flask_app = create_app(settings)
+    flask_app = create_app(settings, web_threads=wsgi_threads)
     state: AppState = flask_app.extensions["the-loop"]
     return AsgiApp(state, WSGIMiddleware(flask_app, workers=wsgi_threads))  # type: ignore[arg-type]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -19,6 +20,7 @@ from app.ingress.sampling import SampledLog
 from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
+from app.store.retention import PeriodicPrune, Pruned, Retention
 from app.workitems.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 
@@ -35,11 +37,29 @@ class AppState:
     ingest: IngestWriter = field(init=False)
     progress: ProgressPublisher = field(init=False)
     sampled: SampledLog = field(init=False)
+    pruner: PeriodicPrune = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
         self.progress = ProgressPublisher(self.services, self.engine)
         self.sampled = SampledLog(self.services.events)
+        self.pruner = PeriodicPrune(
+            self.engine,
+            retention_of(self.settings),
+            self.settings.the_loop_prune_interval,
+            self.services.clock,
+            self._pruned,
+        )
+
+    def _pruned(self, pruned: Pruned) -> None:
+        if pruned.total():
+            self.services.events.emit(
+                "store.pruned",
+                bodies=pruned.bodies,
+                deliveries=pruned.deliveries,
+                events=pruned.events,
+                spawner_event_ids=pruned.spawner_event_ids,
+            )
 
     def known_token(self, authorization: str) -> bool:
         """Whether an `Authorization: Bearer …` value names a live spawner or session token."""
@@ -60,6 +80,7 @@ class AppState:
             worker.start()
         if count:
             self.progress.start()
+            self.pruner.start()
         # The chat mirror's sender (if the mirror has one) runs beside the inbox workers.
         start_mirror = getattr(self.services.mirror, "start", None)
         if callable(start_mirror):
@@ -69,6 +90,7 @@ class AppState:
         for worker in self.workers:
             worker.stop()
         self.progress.stop()
+        self.pruner.stop()
         stop_mirror = getattr(self.services.mirror, "stop", None)
         if callable(stop_mirror):
             stop_mirror()
@@ -81,12 +103,26 @@ class AppState:
         self.engine.dispose()
 
 
-def build_state(settings: Settings) -> AppState:
+def retention_of(settings: Settings) -> Retention:
+    """The ages past which the store forgets, from the settings."""
+    return Retention(
+        bodies=timedelta(days=settings.the_loop_retain_bodies_days),
+        dedupe=timedelta(days=settings.the_loop_retain_dedupe_days),
+        events=timedelta(days=settings.the_loop_retain_events_days),
+        spawner_event_ids=timedelta(days=settings.the_loop_retain_spawner_event_ids_days),
+    )
+
+
+def build_state(
+    settings: Settings, web_threads: int = 0, inbox_workers: int | None = None
+) -> AppState:
     """Open the database (migrating it), read the operator config, build the clients and
-    learn who the App is on GitHub."""
+    learn who the App is on GitHub. The pool is sized for `web_threads` serving requests and
+    `inbox_workers` (default: THE_LOOP_INBOX_WORKERS)."""
     config = load_config(settings.the_loop_config)
     watch_changes()
-    engine = make_engine(settings.database_url)
+    workers = settings.the_loop_inbox_workers if inbox_workers is None else inbox_workers
+    engine = make_engine(settings.database_url, web_threads=web_threads, inbox_workers=workers)
     migrate(engine)
     events = EventLog(settings.events_path, engine)
     for finding in config_findings(config):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 MIN_ADMIN_TOKEN = 16
@@ -44,8 +44,25 @@ class Settings(BaseSettings):
     the_loop_spawner_token: str | None = None
     the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
     the_loop_inbox_workers: int = 1
+    # A failing delivery is tried this many times (waiting base, 2 base, 4 base … seconds,
+    # at most 5 minutes, between tries) before it is parked with its error.
+    the_loop_inbox_attempts: int = 8
+    the_loop_inbox_backoff_seconds: float = 1.0
+    # How long a worker holds a delivery it claimed; one that dies leaves it due again after.
+    the_loop_inbox_lease_seconds: float = 300.0
+    # How long a spawner holds a claimed job without a heartbeat before it is offered again.
+    the_loop_job_lease_seconds: float = 120.0
     # Seconds a request's whole body may take to arrive; a slower one is answered 408.
     the_loop_body_deadline: float = 30.0
+    # Retention (days): a done delivery's body; its row, whose delivery id and body hash are
+    # the dedupe keys (kept past GitHub's redelivery window: 3 days on github.com, 7 on
+    # Enterprise Server, plus a day); event rows; the ids of events spawners reported.
+    the_loop_retain_bodies_days: float = Field(default=7.0, gt=0)
+    the_loop_retain_dedupe_days: float = Field(default=8.0, gt=0)
+    the_loop_retain_events_days: float = Field(default=90.0, gt=0)
+    the_loop_retain_spawner_event_ids_days: float = Field(default=30.0, gt=0)
+    # Seconds between prunes in a process running inbox workers (0: never on its own).
+    the_loop_prune_interval: float = Field(default=3600.0, ge=0)
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None

@@ -28,7 +28,9 @@ prefix = ""
 index = 0
 
 function setup(thread)
-  thread:set("prefix", "bench-" .. tostring(#threads) .. "-" .. tostring(os.time()))
+  -- INGEST_ID tells apart wrk processes started in the same second (one per replica)
+  local id = os.getenv("INGEST_ID") or ""
+  thread:set("prefix", "bench-" .. id .. tostring(#threads) .. "-" .. tostring(os.time()))
   thread:set("index", #threads)
   table.insert(threads, thread)
 end

@@ -22,6 +22,7 @@ import pytest
 from githubkit.webhooks import sign
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 FIXTURES = Path(
     os.environ.get("THE_LOOP_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
@@ -85,7 +86,8 @@ def scratch_database(kind: str, directory: Path) -> Iterator[str]:
     if not POSTGRES_URL:
         pytest.skip("THE_LOOP_TEST_POSTGRES_URL is not set")
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    # No pooled connection: the server may have been restarted by the time the test ends.
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:

@@ -139,3 +139,28 @@ def test_unrouted_deliveries_are_marked_done(store):
     assert worker.drain() == 1
     with Session(engine) as session:
         assert session.scalars(select(Delivery)).one().state == InboxState.DONE
+
+
+def test_a_worker_whose_lease_ran_out_mid_handler_commits_nothing(store):
+    """The newer claim's run is the one that counts: the slow run's effects roll back."""
+    engine, services, clock = store
+    store_delivery(engine)
+    runs: list[str] = []
+
+    def slow(ctx: HandlerContext) -> None:
+        runs.append("slow")
+        ctx.session.add(Once(key="effect:slow"))
+        if len(runs) == 1:  # while it works, its lease runs out and another worker takes over
+            clock.now += inbox.LEASE + timedelta(seconds=1)
+            assert other.run_once()
+
+    def quick(ctx: HandlerContext) -> None:
+        ctx.session.add(Once(key="effect:quick"))
+
+    other = InboxWorker(services, engine, Router({("issues", "opened"): [quick]}), "other")
+    worker = InboxWorker(services, engine, Router({("issues", "opened"): [slow]}), "slow")
+    assert worker.run_once()
+    assert effects(engine) == ["effect:quick"]
+    with Session(engine) as session:
+        row = session.scalars(select(Delivery)).one()
+        assert (row.state, row.claimed_by) == (InboxState.DONE, "other")

@@ -92,12 +92,15 @@ def run_inbox(args: argparse.Namespace) -> int:
     from app.store.inbox import requeue
     from app.store.tables import Delivery
 
-    engine = make_engine(load_settings().database_url)
+    settings = load_settings()
+    engine = make_engine(settings.database_url)
     migrate(engine)
     if args.retry:
         ok = requeue(engine, args.retry, utcnow())
         print("requeued" if ok else f"the-loop: no parked delivery {args.retry}")
         return 0 if ok else 1
+    if args.prune:
+        return _prune(engine, settings)
     with Session(engine) as session:
         query = select(Delivery).order_by(Delivery.id.desc()).limit(args.limit)
         if args.state:
@@ -118,6 +121,28 @@ def run_inbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prune(engine: Any, settings: Any) -> int:
+    from app.runtime import retention_of
+    from app.services import utcnow
+    from app.store.retention import prune
+
+    retention = retention_of(settings)
+    pruned = prune(engine, retention, utcnow())
+    table = Table("removed", "count", "older than", box=None)
+    table.add_row("done deliveries' bodies", str(pruned.bodies), _days(retention.bodies))
+    table.add_row("done deliveries (dedupe keys)", str(pruned.deliveries), _days(retention.dedupe))
+    table.add_row("events", str(pruned.events), _days(retention.events))
+    table.add_row(
+        "spawner event ids", str(pruned.spawner_event_ids), _days(retention.spawner_event_ids)
+    )
+    Console().print(table)
+    return 0
+
+
+def _days(age: Any) -> str:
+    return f"{age.total_seconds() / 86400:g} days"
+
+
 def register(subparsers: Any) -> None:
     events = subparsers.add_parser("events", help="print the event log")
     events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
@@ -127,8 +152,15 @@ def register(subparsers: Any) -> None:
     events.add_argument("--file", help="read this events.jsonl instead of the state dir's")
     events.set_defaults(func=run_events)
 
-    inbox = subparsers.add_parser("inbox", help="list webhook deliveries (or requeue a parked one)")
+    inbox = subparsers.add_parser(
+        "inbox", help="list webhook deliveries (requeue a parked one, prune old rows)"
+    )
     inbox.add_argument("--state", choices=["queued", "done", "parked"])
     inbox.add_argument("--limit", type=int, default=50)
     inbox.add_argument("--retry", metavar="DELIVERY", help="requeue a parked delivery")
+    inbox.add_argument(
+        "--prune",
+        action="store_true",
+        help="remove what is past its retention now (THE_LOOP_RETAIN_*_DAYS) and say what",
+    )
     inbox.set_defaults(func=run_inbox)

@@ -82,7 +82,8 @@ def run_worker(args: argparse.Namespace) -> int:
 
     undumpable()
     settings = load_settings()
-    state = build_state(settings)
+    workers = max(1, settings.the_loop_inbox_workers)
+    state = build_state(settings, inbox_workers=workers)
     if args.drain:
         worker = InboxWorker(state.services, state.engine, state.router)
         print(f"handled {worker.drain()} deliveries")
@@ -90,7 +91,7 @@ def run_worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    state.start_workers(max(1, settings.the_loop_inbox_workers))
+    state.start_workers(workers)
     stop.wait()
     state.stop_workers()
     return 0

@@ -15,9 +15,10 @@ The same transaction records `webhook.received` for each new delivery. A deliver
 acts on (`routed` says which; most of what GitHub sends is such) is stored already done: it
 is kept for dedupe and audit, and the worker never has to touch it.
 
-On SQLite the writer also takes the file's `WriteLock` (writers in other processes queue
-rather than poll) and leaves WAL checkpoints to a `WalCheckpointer`, so a commit never stops
-to copy the WAL into the database file.
+On SQLite the writer's connection takes the file's `WriteLock` at its first write, like every
+connection of the App (writers in other threads and processes queue rather than poll), and
+leaves WAL checkpoints to a `WalCheckpointer`, so a commit never stops to copy the WAL into
+the database file.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.audit import EventLog, event_record
-from app.store.sqlite_writes import WalCheckpointer, sqlite_path, write_lock
+from app.store.sqlite_writes import WalCheckpointer, sqlite_path
 from app.store.tables import Delivery, Event, InboxState, compress_body
 
 MAX_BATCH = 500
@@ -101,7 +102,6 @@ class IngestWriter:
             .on_conflict_do_nothing()  # a repeated delivery id or body
             .returning(Delivery.delivery_id)
         )
-        self._lock = write_lock(engine)
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._checkpointer: WalCheckpointer | None = None
@@ -227,26 +227,25 @@ class IngestWriter:
             }
             received[item.delivery_id] = event_record("webhook.received", None, fields, now)
         try:
-            with self._lock:
-                conn = self._connection()
-                with conn.begin():
-                    # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING for the batch:
-                    # the ids it returns are the deliveries not seen before.
-                    inserted = {row.delivery_id for row in conn.execute(self._insert, rows)}
-                    records = [received[d] for d in received if d in inserted]
-                    if records:
-                        conn.execute(
-                            insert(Event),
-                            [
-                                {
-                                    "ts": now,
-                                    "event": "webhook.received",
-                                    "work_item": None,
-                                    "data": record,
-                                }
-                                for record in records
-                            ],
-                        )
+            conn = self._connection()
+            with conn.begin():
+                # One multi-row INSERT … ON CONFLICT DO NOTHING RETURNING for the batch:
+                # the ids it returns are the deliveries not seen before.
+                inserted = {row.delivery_id for row in conn.execute(self._insert, rows)}
+                records = [received[d] for d in received if d in inserted]
+                if records:
+                    conn.execute(
+                        insert(Event),
+                        [
+                            {
+                                "ts": now,
+                                "event": "webhook.received",
+                                "work_item": None,
+                                "data": record,
+                            }
+                            for record in records
+                        ],
+                    )
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             self._discard_connection()
             self._finish([(item, (False, exc)) for item in batch])

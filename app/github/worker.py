@@ -2,7 +2,7 @@
 
 A delivery is marked done in the same transaction as its handler's effects, so a crash at
 any point re-runs the handler rather than losing the delivery. Failures back off and, after
-`MAX_ATTEMPTS`, the row is parked with its error for an operator to see.
+`THE_LOOP_INBOX_ATTEMPTS` tries, the row is parked with its error for an operator to see.
 """
 
 from __future__ import annotations
@@ -11,14 +11,19 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
+from datetime import timedelta
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.github.router import Router
+from app.retry import Backoff
 from app.services import HandlerContext, Services
 from app.store import inbox
+from app.store.tables import Delivery, InboxState
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +35,18 @@ class InboxWorker:
         self.router = router
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self.wake = threading.Event()
+        settings = services.settings
+        self.retry = inbox.RetryPolicy(
+            settings.the_loop_inbox_attempts,
+            settings.the_loop_inbox_backoff_seconds,
+            timedelta(seconds=settings.the_loop_inbox_lease_seconds),
+        )
         self._stop = threading.Event()
 
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        row = inbox.claim(self.engine, self.name, now)
+        row = inbox.claim(self.engine, self.name, now, self.retry.lease)
         if row is None:
             return False
         try:
@@ -49,11 +60,13 @@ class InboxWorker:
                     body=row.body,
                 )
                 self.router.dispatch(ctx)
-                inbox.mark_done(session, row.id, self.services.clock())
+                inbox.mark_done(session, row, self.services.clock())
+        except inbox.LeaseLost as exc:
+            log.warning("%s", exc)  # rolled back: the newer claim handles it
         except Exception as exc:  # the one catch-all of this process edge
             log.exception("delivery %s (%s.%s) failed", row.delivery_id, row.event, row.action)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            state = inbox.mark_failed(self.engine, row.id, detail, self.services.clock())
+            state = self._record_failure(row, detail)
             self.services.events.emit(
                 "webhook.failed",
                 delivery=row.delivery_id,
@@ -64,6 +77,23 @@ class InboxWorker:
                 error=detail,
             )
         return True
+
+    def _record_failure(self, row: Delivery, detail: str) -> InboxState:
+        """Record the failed try; while the database itself is away (often why the handler
+        failed), keep trying, so the delivery is due again after its backoff rather than
+        after its lease."""
+        pause = Backoff(first=0.2, cap=5.0)
+        give_up = time.monotonic() + self.retry.lease.total_seconds()
+        while True:
+            try:
+                return inbox.mark_failed(
+                    self.engine, row, detail, self.services.clock(), self.retry
+                )
+            except DBAPIError:
+                if self._stop.is_set() or time.monotonic() > give_up:
+                    raise
+                log.warning("could not record the failure of %s; trying again", row.delivery_id)
+                self._stop.wait(pause.next())
 
     def drain(self) -> int:
         """Handle every due delivery; returns how many were handled."""

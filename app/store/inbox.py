@@ -4,6 +4,7 @@ it keeps failing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
@@ -11,16 +12,24 @@ from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
 from app.store import is_postgres
-from app.store.sqlite_writes import write_lock
 from app.store.tables import Delivery, InboxState
 
 MAX_ATTEMPTS = 8
 LEASE = timedelta(minutes=5)
 
 
-def backoff(attempts: int) -> timedelta:
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a failing delivery is tried, and the first wait between tries."""
+
+    attempts: int = MAX_ATTEMPTS
+    base_seconds: float = 1.0
+    lease: timedelta = LEASE
+
+
+def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
     """How long a failed delivery waits before its next attempt."""
-    return timedelta(seconds=queue_delay(attempts))
+    return timedelta(seconds=queue_delay(attempts, base=base_seconds))
 
 
 def _claimable(now: datetime) -> ColumnElement[bool]:
@@ -35,18 +44,13 @@ def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) 
     """Take the oldest due delivery for `worker` until the lease runs out.
 
     PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas never take the same row. SQLite: a
-    conditional UPDATE, checked by its row count, under the file's `WriteLock` (which also
-    keeps another process from committing between the SELECT and the UPDATE). An idle
-    worker's look at an empty inbox takes no lock.
+    conditional UPDATE, checked by its row count (its connection takes the file's write
+    lock at that UPDATE). An idle worker's look at an empty inbox takes no lock.
     """
     with Session(engine) as session:
         if session.scalar(select(Delivery.id).where(_claimable(now)).limit(1)) is None:
             return None
-    with (
-        write_lock(engine),
-        Session(engine, expire_on_commit=False) as session,
-        session.begin(),
-    ):
+    with Session(engine, expire_on_commit=False) as session, session.begin():
         query = select(Delivery).where(_claimable(now)).order_by(Delivery.id).limit(1)
         if is_postgres(engine):
             query = query.with_for_update(skip_locked=True)
@@ -65,28 +69,58 @@ def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) 
         return row
 
 
-def mark_done(session: Session, delivery_pk: int, now: datetime) -> None:
-    """Called inside the handler's transaction, so "done" commits with its effects."""
-    session.execute(
+class LeaseLost(RuntimeError):
+    """The delivery was claimed again meanwhile (this worker's lease ran out): the handler's
+    transaction must roll back, the other claim's run is the one that counts."""
+
+
+def mark_done(session: Session, claimed: Delivery, now: datetime) -> None:
+    """Called inside the handler's transaction, so "done" commits with its effects — and only
+    while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
+    done = session.execute(
         update(Delivery)
-        .where(Delivery.id == delivery_pk)
+        .where(
+            Delivery.id == claimed.id,
+            Delivery.state == InboxState.QUEUED,
+            Delivery.claimed_by == claimed.claimed_by,
+            Delivery.attempts == claimed.attempts,
+        )
         .values(state=InboxState.DONE, done_at=now, claimed_until=None, last_error=None)
     )
+    if done.rowcount != 1:  # type: ignore[attr-defined]
+        raise LeaseLost(f"delivery {claimed.delivery_id} was claimed again meanwhile")
 
 
-def mark_failed(engine: Engine, delivery_pk: int, error: str, now: datetime) -> InboxState:
-    """Schedule a retry with backoff, or park the row after MAX_ATTEMPTS."""
+def mark_failed(
+    engine: Engine,
+    claimed: Delivery,
+    error: str,
+    now: datetime,
+    policy: RetryPolicy | None = None,
+) -> InboxState:
+    """Schedule a retry with backoff, or park the row after `policy.attempts` tries; a row
+    claimed again meanwhile (this claim's lease ran out) is left to its new claimer."""
+    policy = policy or RetryPolicy()
+    parked = claimed.attempts >= policy.attempts
+    values: dict[str, object] = {"last_error": error[-4000:], "claimed_until": None}
+    if parked:
+        values["state"] = InboxState.PARKED
+    else:
+        values["next_attempt_at"] = now + backoff(claimed.attempts, policy.base_seconds)
     with Session(engine) as session, session.begin():
-        row = session.get(Delivery, delivery_pk)
-        if row is None:
-            return InboxState.PARKED
-        row.last_error = error[-4000:]
-        row.claimed_until = None
-        if row.attempts >= MAX_ATTEMPTS:
-            row.state = InboxState.PARKED
-        else:
-            row.next_attempt_at = now + backoff(row.attempts)
-        return InboxState(row.state)
+        result = session.execute(
+            update(Delivery)
+            .where(
+                Delivery.id == claimed.id,
+                Delivery.state == InboxState.QUEUED,
+                Delivery.claimed_by == claimed.claimed_by,
+                Delivery.attempts == claimed.attempts,
+            )
+            .values(**values)
+        )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return InboxState.QUEUED
+    return InboxState.PARKED if parked else InboxState.QUEUED
 
 
 def requeue(engine: Engine, delivery_id: str, now: datetime) -> bool:

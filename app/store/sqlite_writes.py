@@ -5,8 +5,11 @@ about the hot path waiting on something it should not wait for:
 
 - **Writers polling for the lock.** SQLite's busy handler sleeps 1, 2, 5, 10… ms between
   attempts, and a group-committing writer in one gunicorn worker can starve its twin in
-  another for hundreds of milliseconds. `WriteLock` queues writers on a blocking `flock`
-  instead, so the next writer starts the moment the last one commits.
+  another for hundreds of milliseconds; a handler's transaction in the same process did the
+  same to the ingest writer. `WriteLock` queues writers on a thread lock and a blocking
+  `flock` instead, so the next writer starts the moment the last one commits, and every
+  SQLite connection the App opens (`LockingConnection`) takes it at its first write: the
+  ingest writer, handlers, claims, the API, commands, migrations.
 - **Checkpoints inside a commit.** With automatic checkpoints, the commit that crosses the
   threshold copies the whole WAL into the database file and syncs it before returning.
   `WalCheckpointer` does that work on its own thread (PASSIVE: writers carry on). Once a
@@ -24,8 +27,10 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,10 @@ CHECKPOINT_INTERVAL = 0.1
 # Past this many frames (512 MiB at 4 KiB pages; ~35 s of the most `bench/ingest` can
 # send) the checkpointer holds writers back to finish a pass, so the WAL starts over.
 RESTART_AT_FRAMES = 131_072
+# How long a writer waits for the other threads of its process (SQLite's busy timeout too).
+LOCK_TIMEOUT = 30.0
+# A transaction holding the lock longer than this (seconds) is logged: every webhook waited.
+SLOW_HOLD = 0.25
 
 
 def sqlite_path(engine: Engine) -> Path | None:
@@ -49,17 +58,28 @@ def sqlite_path(engine: Engine) -> Path | None:
     return Path(database)
 
 
+class WriteLockTimeout(sqlite3.OperationalError):
+    """The write lock was not had in time: the caller's transaction fails and is retried, as
+    it would for SQLite's own "database is locked"."""
+
+
 class WriteLock:
     """One writer at a time across the threads and processes that use the same SQLite file.
 
     A thread lock orders this process's threads; `flock` on `<db>-writelock` orders
     processes (flock is held per open file, so threads of one process would share it).
     The file is reopened after a fork so a child never shares its parent's lock.
+
+    Waiting for the thread lock is bounded by a timeout, and a thread that already holds the
+    lock (through another connection) is refused at once: a thread of this process can never
+    wait forever on itself or on a sibling that waits on it.
     """
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, timeout: float = LOCK_TIMEOUT) -> None:
         self.path = db_path.with_name(db_path.name + "-writelock")
+        self.timeout = timeout
         self._thread_lock = threading.Lock()
+        self._owner: int | None = None
         self._fd = -1
         self._pid = -1
 
@@ -69,24 +89,49 @@ class WriteLock:
             self._pid = os.getpid()
         return self._fd
 
-    def __enter__(self) -> WriteLock:
-        self._thread_lock.acquire()
+    def acquire(self, timeout: float | None = None) -> None:
+        if self._owner == threading.get_ident():
+            raise WriteLockTimeout(
+                f"this thread already holds the write lock of {self.path.name}: a second "
+                "connection writing now would wait on the first forever"
+            )
+        wait = self.timeout if timeout is None else timeout
+        if not self._thread_lock.acquire(timeout=wait):
+            raise WriteLockTimeout(f"the write lock of {self.path.name} was busy for {wait:g} s")
         try:
             fcntl.flock(self._file(), fcntl.LOCK_EX)
         except BaseException:
             self._thread_lock.release()
             raise
-        return self
+        self._owner = threading.get_ident()
 
-    def __exit__(self, *exc: object) -> None:
+    def release(self) -> None:
+        self._owner = None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self._thread_lock.release()
 
+    def __enter__(self) -> WriteLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 _locks: dict[Path, WriteLock] = {}
 _locks_guard = threading.Lock()
+
+
+def lock_for_file(path: Path) -> WriteLock:
+    """The one write lock of a SQLite file in this process."""
+    key = path.resolve()
+    with _locks_guard:
+        lock = _locks.get(key)
+        if lock is None:
+            lock = _locks[key] = WriteLock(key)
+        return lock
 
 
 def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
@@ -95,12 +140,120 @@ def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
     path = sqlite_path(engine)
     if path is None:
         return contextlib.nullcontext()
-    key = path.resolve()
-    with _locks_guard:
-        lock = _locks.get(key)
-        if lock is None:
-            lock = _locks[key] = WriteLock(key)
-        return lock
+    return lock_for_file(path)
+
+
+# Statements that write (or begin a transaction that will): a connection takes the file's
+# write lock before the first of them. `WITH` is a write when it ends in one.
+_WRITES = frozenset(
+    {"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER", "SAVEPOINT", "VACUUM"}
+)
+_COMMENT = re.compile(r"\s*(?:--[^\n]*\n|/\*.*?\*/)", re.S)
+_DML = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE)\b", re.I)
+
+
+def writes(statement: str) -> bool:
+    """Whether a SQL statement writes to the database (pure)."""
+    text = statement.lstrip()
+    while text.startswith(("--", "/*")):
+        match = _COMMENT.match(text)
+        if match is None:
+            return False
+        text = text[match.end() :].lstrip()
+    head = text[:16].split(None, 1)
+    word = head[0].upper() if head else ""
+    if word == "WITH":
+        return _DML.search(text) is not None
+    if word == "BEGIN":
+        return text[5:].lstrip()[:9].upper() in ("IMMEDIATE", "EXCLUSIVE")
+    return word in _WRITES
+
+
+class LockingCursor(sqlite3.Cursor):
+    """Takes its connection's write lock before a write that needs it (see LockingConnection)."""
+
+    connection: LockingConnection
+
+    def execute(self, sql: str, parameters: Any = (), /) -> LockingCursor:
+        self.connection.before(sql)
+        try:
+            super().execute(sql, parameters)
+        finally:
+            self.connection.after()
+        return self
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> LockingCursor:
+        self.connection.before(sql)
+        try:
+            super().executemany(sql, seq_of_parameters)
+        finally:
+            self.connection.after()
+        return self
+
+
+class LockingConnection(sqlite3.Connection):
+    """A SQLite connection that holds its file's `WriteLock` from its first write in a
+    transaction until the transaction ends.
+
+    The driver opens a transaction right before the first INSERT/UPDATE/DELETE (reads before
+    it run outside any transaction), so the lock is taken exactly when SQLite's own write
+    lock is about to be, and the BEGIN that follows never meets another writer of this file
+    that plays by the same rule: nobody waits in SQLite's sleeping busy handler. A statement
+    that writes outside a transaction (DDL) holds the lock for that statement only. Readers
+    take nothing. `make_engine` opens every SQLite connection of the App this way.
+    """
+
+    def __init__(self, database: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        name = str(database)
+        memory = name in ("", ":memory:") or name.startswith("file:")
+        self._lock = None if memory else lock_for_file(Path(name))
+        self._holding = False
+        self._since = 0.0
+        self._first = ""
+
+    def cursor(self, factory: Any = LockingCursor) -> Any:
+        return super().cursor(factory)
+
+    def before(self, sql: str) -> None:
+        if self._lock is not None and not self._holding and writes(sql):
+            self._lock.acquire()
+            self._holding = True
+            self._since, self._first = time.monotonic(), sql
+
+    def after(self) -> None:
+        """Outside a transaction (a DDL statement done, or a BEGIN that failed) let go."""
+        if self._holding and not self.in_transaction:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        self._holding = False
+        if self._lock is not None:
+            self._lock.release()
+        held = time.monotonic() - self._since
+        if held > SLOW_HOLD:  # every other writer, webhooks included, waited this long
+            log.warning("SQLite write lock held %.0f ms from: %.120s", held * 1000, self._first)
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            if self._holding and not self.in_transaction:
+                self._let_go()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            if self._holding and not self.in_transaction:
+                self._let_go()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._holding:
+                self._let_go()
 
 
 class WalCheckpointer:

@@ -115,7 +115,9 @@ class FakeGitHub:
         self._failures.append((re.compile(path_pattern), status, headers or {}))
 
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
-        return [c for c in self.comments.values() if c["_repo"] == repo and c["_issue"] == number]
+        with self._lock:  # a copy: handlers post meanwhile
+            comments = list(self.comments.values())
+        return [c for c in comments if c["_repo"] == repo and c["_issue"] == number]
 
     def add_comment(
         self, repo: str, number: int, body: str, login: str, kind: str = "User"
@@ -137,7 +139,8 @@ class FakeGitHub:
             "_repo": repo,
             "_issue": number,
         }
-        self.comments[cid] = comment
+        with self._lock:
+            self.comments[cid] = comment
         return comment
 
     def add_issue(self, repo: str, issue: dict[str, Any]) -> None:
@@ -227,12 +230,13 @@ class FakeGitHub:
                     dict(request.headers),
                 )
             )
-            for i, (rx, status, headers) in enumerate(self._failures):
-                if rx.search(request.path):
-                    del self._failures[i]
-                    return Response(
-                        '{"message": "injected"}', status, headers, mimetype="application/json"
-                    )
+            with self._lock:  # each injected failure answers exactly one request
+                for i, (rx, status, headers) in enumerate(self._failures):
+                    if rx.search(request.path):
+                        del self._failures[i]
+                        return Response(
+                            '{"message": "injected"}', status, headers, mimetype="application/json"
+                        )
             return None
 
         @app.post("/app/installations/<int:inst>/access_tokens")

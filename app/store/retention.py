@@ -1,0 +1,221 @@
+"""Retention: what the store forgets, and when.
+
+- a done delivery's body, after `bodies` (the row stays: it still answers for dedupe);
+- a done delivery's row — its delivery id and body hash, the dedupe keys — after `dedupe`;
+- event rows, after `events`;
+- the ids of events spawners reported (kept so a resent batch is not counted twice), after
+  `spawner_event_ids`.
+
+Queued and parked deliveries are never touched: a parked one waits for an operator.
+
+Every pass works in batches of 200 rows, each its own short transaction, with a pause
+between them, so a webhook's write never waits behind more than one batch (on SQLite the
+batch's connection holds the file's write lock only from its first write to its commit, and
+never checkpoints inside it). Rows are found by primary key from where the last batch
+stopped, and the search is a read that takes no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    LargeBinary,
+    delete,
+    func,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.orm import InstrumentedAttribute
+
+from app.store.tables import Delivery, Event, InboxState, Once
+
+log = logging.getLogger(__name__)
+
+BATCH = 200
+PAUSE = 0.02  # seconds between batches: waiting writers go first
+SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default, restored on the connection after a pass
+SPAWNER_EVENT_KEY = "spawner-event:"  # `Once` keys of reported event ids (app.fleet.reports)
+
+
+@dataclass(frozen=True)
+class Retention:
+    bodies: timedelta = timedelta(days=7)
+    dedupe: timedelta = timedelta(days=8)
+    events: timedelta = timedelta(days=90)
+    spawner_event_ids: timedelta = timedelta(days=30)
+
+
+@dataclass
+class Pruned:
+    """How many of each the pass removed."""
+
+    bodies: int = 0
+    deliveries: int = 0
+    events: int = 0
+    spawner_event_ids: int = 0
+
+    def total(self) -> int:
+        return self.bodies + self.deliveries + self.events + self.spawner_event_ids
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def prune(
+    engine: Engine,
+    retention: Retention,
+    now: datetime,
+    *,
+    batch: int = BATCH,
+    pause: float = PAUSE,
+) -> Pruned:
+    """One pass over the store; returns what it removed."""
+    pruned = Pruned()
+    reported = Once.key.startswith(SPAWNER_EVENT_KEY)
+    old_ids = reported & (Once.created_at < now - retention.spawner_event_ids)
+    with engine.connect() as conn, _Batches(conn, pause) as batches:
+        pruned.bodies, pruned.deliveries = _prune_deliveries(batches, retention, now, batch)
+        old_events = Event.ts < now - retention.events
+        pruned.events = _delete_in_batches(batches, Event.id, old_events, batch)
+        pruned.spawner_event_ids = _delete_in_batches(batches, Once.key, old_ids, batch)
+    return pruned
+
+
+class _Batches:
+    """One connection for a pass; after each batch's commit, a pause. On SQLite its commits
+    never stop to checkpoint (that would happen holding the write lock): each batch's pages
+    are copied into the database file after the commit by a PASSIVE checkpoint, which no
+    writer waits for."""
+
+    def __init__(self, conn: Connection, pause: float) -> None:
+        self.conn = conn
+        self.pause = pause
+        self.sqlite = conn.dialect.name == "sqlite"
+
+    def __enter__(self) -> _Batches:
+        if self.sqlite:
+            self.conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.rollback()
+        if self.sqlite:
+            self.conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT}")
+
+    def done(self) -> None:
+        self.conn.commit()
+        if self.sqlite:
+            self.conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        time.sleep(self.pause)
+
+
+def _prune_deliveries(
+    batches: _Batches, retention: Retention, now: datetime, batch: int
+) -> tuple[int, int]:
+    """Walk done deliveries received before the later cutoff, oldest first: delete the rows
+    past `dedupe`, empty the bodies past `bodies`. A delivery is done after it was received,
+    so a row received after both cutoffs can be neither."""
+    conn = batches.conn
+    body_cutoff, row_cutoff = now - retention.bodies, now - retention.dedupe
+    latest = max(body_cutoff, row_cutoff)
+    done = Delivery.state == InboxState.DONE
+    bodies = deliveries = 0
+    last = 0
+    while True:
+        ids = list(
+            conn.scalars(
+                select(Delivery.id)
+                .where(Delivery.id > last, done, Delivery.received_at < latest)
+                .order_by(Delivery.id)
+                .limit(batch)
+            )
+        )
+        if not ids:
+            conn.commit()
+            return bodies, deliveries
+        last = ids[-1]
+        in_batch = Delivery.id.in_(ids)
+        deliveries += conn.execute(
+            delete(Delivery).where(in_batch, done, Delivery.done_at < row_cutoff)
+        ).rowcount
+        bodies += conn.execute(
+            update(Delivery)
+            .where(in_batch, done, Delivery.done_at < body_cutoff, func.length(Delivery.body) > 0)
+            .values(body=literal(b"", LargeBinary()))
+        ).rowcount
+        batches.done()
+
+
+def _delete_in_batches(
+    batches: _Batches,
+    column: InstrumentedAttribute[Any],
+    condition: ColumnElement[bool],
+    batch: int,
+) -> int:
+    """Delete the rows `condition` picks, `batch` primary keys (`column`) at a time, each
+    batch committed."""
+    conn = batches.conn
+    removed = 0
+    while True:
+        keys = list(conn.scalars(select(column).where(condition).limit(batch)))
+        if keys:
+            removed += conn.execute(delete(column.class_).where(column.in_(keys))).rowcount
+        batches.done()
+        if len(keys) < batch:
+            return removed
+
+
+class PeriodicPrune:
+    """Runs `prune` every `interval` seconds on a thread of its own (the first pass a minute
+    after start, or sooner when the interval is shorter); `report` hears what each pass
+    removed."""
+
+    FIRST_PASS = 60.0
+
+    def __init__(
+        self,
+        engine: Engine,
+        retention: Retention,
+        interval: float,
+        clock: Callable[[], datetime],
+        report: Callable[[Pruned], None] = lambda _pruned: None,
+    ) -> None:
+        self.engine = engine
+        self.retention = retention
+        self.interval = interval
+        self.clock = clock
+        self.report = report
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.interval <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="store-prune", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        wait = min(self.interval, self.FIRST_PASS)
+        while not self._stop.wait(wait):
+            wait = self.interval
+            try:
+                self.report(prune(self.engine, self.retention, self.clock()))
+            except Exception:  # the store is away: the next pass tries again
+                log.exception("store prune failed")
