@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,28 +24,17 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.commands.hooks import direct_command
 from app.config import parse_config
-from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind
-from app.spawner.agent import Agent, AgentOptions
-from app.spawner.appclient import AppClient
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import claude_config_path, update_json_file
 from app.store.tables import Job, JobKind
 from channels.answer_blocks import ANSWER_ACTION_PREFIX
 from tests.claude_support import (
-    DUMMY_KEY,
     GENEROUS,
-    approve_key,
     claude_binary,
-    claude_env,
-    install_stop_command,
     report_timing,
 )
+from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, contains, tool_result_for
 from tests.fakes.model_script import write
 from tests.fakes.slack_api import FakeSlack
@@ -114,42 +100,15 @@ def settings_env(
 def devbox(
     running_app: RunningApp, model: FakeAnthropic, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
-    home = tmp_path / "devbox-home"
-    home.mkdir()
-    update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
-    install_stop_command(home, direct_command())
-    env = {
-        **claude_env(model.url, home),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "PYTHONPATH": str(ROOT),
-    }
-    with Session(running_app.state.engine) as session, session.begin():
-        token = create_token(session, "devbox", [REPO])
-    client = AppClient(running_app.url, token)
-    state = tmp_path / "devbox-state"
-    runner = TmuxRunner(f"the-loop-answer-{uuid.uuid4().hex[:8]}", env=env, size=(120, 36))
-    ctx = SpawnerContext(
-        config=parse_config(operator_config(tmp_path)),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state, client),
-        home=home,
-        state_dir=state,
-        app_url=running_app.url,
-        hosts=frozenset({"claude"}),
-        env=env,
-    )
-    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
-    thread = threading.Thread(target=agent.run)
-    thread.start()
-    try:
-        wait_for(lambda: running_app.events("spawner.registered"), timeout=30)
+    home = scripted_home(tmp_path)
+    config = parse_config(operator_config(tmp_path))
+    env = scripted_env(model.url, home)
+    registered = lambda: running_app.events("spawner.registered")  # noqa: E731
+    engine = running_app.state.engine
+    with running_devbox(
+        running_app.url, engine, REPO, config, home, env, registered, size=(120, 36)
+    ) as ctx:
         yield ctx
-    finally:
-        agent.stop.set()
-        thread.join(timeout=30)
-        client.close()
-        runner.kill_server()
 
 
 def press(value: str, choice: int, member: str) -> str:

@@ -14,39 +14,23 @@ checkout's state file.
 from __future__ import annotations
 
 import copy
-import os
-import sys
-import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy.orm import Session
 
-from app.commands.hooks import direct_command
 from app.config import parse_config
-from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind
-from app.spawner.agent import Agent, AgentOptions
-from app.spawner.appclient import AppClient
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import claude_config_path, update_json_file
 from app.store.tables import WorkItemStatus
 from app.workstate import read_state, state_path
 from tests.claude_support import (
-    DUMMY_KEY,
     GENEROUS,
-    approve_key,
     claude_binary,
-    claude_env,
-    install_stop_command,
 )
+from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
@@ -165,42 +149,13 @@ def devbox(
 ) -> Iterator[SpawnerContext]:
     """A spawner on this machine whose sessions run the real claude against the fake model,
     with the product's stop gate installed in the devbox user's Claude Code settings."""
-    home = tmp_path / "devbox-home"
-    home.mkdir()
-    update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
-    install_stop_command(home, direct_command())
-    env = {
-        **claude_env(model.url, home),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "PYTHONPATH": str(ROOT),
-    }
-    with Session(running_app.state.engine) as session, session.begin():
-        token = create_token(session, "devbox", [REPO])
-    client = AppClient(running_app.url, token)
-    state = tmp_path / "spawner-state"
-    runner = TmuxRunner(f"the-loop-e2e-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
-    ctx = SpawnerContext(
-        config=parse_config(yaml.safe_load(operator_yaml)),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state, client),
-        home=home,
-        state_dir=state,
-        app_url=running_app.url,
-        hosts=frozenset({"claude"}),
-        env=env,
-    )
-    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
-    thread = threading.Thread(target=agent.run)
-    thread.start()
-    try:
-        wait_for(lambda: running_app.events("spawner.registered"), timeout=30)
+    home = scripted_home(tmp_path)
+    config = parse_config(yaml.safe_load(operator_yaml))
+    registered = lambda: running_app.events("spawner.registered")  # noqa: E731
+    engine = running_app.state.engine
+    env = scripted_env(model.url, home)
+    with running_devbox(running_app.url, engine, REPO, config, home, env, registered) as ctx:
         yield ctx
-    finally:
-        agent.stop.set()
-        thread.join(timeout=30)
-        client.close()
-        runner.kill_server()
 
 
 def progress(fake: Any) -> str:

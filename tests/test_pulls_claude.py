@@ -13,38 +13,24 @@ webhook to the model seeing it is printed in the run's summary (measured, not as
 from __future__ import annotations
 
 import copy
-import os
 import re
 import statistics
-import sys
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.config import parse_config
-from app.fleet.tokens import create_token
-from app.spawner.agent import Agent, AgentOptions
-from app.spawner.appclient import AppClient
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import claude_config_path, update_json_file
 from app.store.tables import WorkItemStatus
 from tests.claude_support import (
-    DUMMY_KEY,
     GENEROUS,
-    approve_key,
     claude_binary,
-    claude_env,
     report_timing,
 )
+from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.fakes.github_pulls import head_sha
 from tests.pull_support import (
@@ -122,16 +108,8 @@ def model() -> Iterator[FakeAnthropic]:
 def devbox(bed: Bed, model: FakeAnthropic, tmp_path: Path) -> Iterator[SpawnerContext]:
     """The spawner's agent loop on this machine; its sessions run the real claude against
     the scripted model, with this tree's `the-loop` on PATH and a committer identity."""
-    home = tmp_path / "devbox-home"
-    home.mkdir()
-    update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
-    env = {
-        **claude_env(model.url, home),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "PYTHONPATH": str(ROOT),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        **AUTHOR_ENV,
-    }
+    home = scripted_home(tmp_path, stop_gate=False)
+    env = scripted_env(model.url, home, GIT_CONFIG_NOSYSTEM="1", **AUTHOR_ENV)
     config = parse_config(
         {
             "harnesses": [
@@ -145,33 +123,10 @@ def devbox(bed: Bed, model: FakeAnthropic, tmp_path: Path) -> Iterator[SpawnerCo
             "routing": {"workspace": {"root": str(tmp_path / "work")}},
         }
     )
-    with Session(bed.app.state.engine) as db, db.begin():
-        token = create_token(db, "devbox", [REPO])
-    client = AppClient(bed.app.url, token)
-    state = tmp_path / "spawner-state"
-    runner = TmuxRunner(f"the-loop-prs-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
-    ctx = SpawnerContext(
-        config=config,
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state, client),
-        home=home,
-        state_dir=state,
-        app_url=bed.app.url,
-        hosts=frozenset({"claude"}),
-        env=env,
-    )
-    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
-    thread = threading.Thread(target=agent.run)
-    thread.start()
-    try:
-        wait_for(lambda: bed.events("spawner.registered"), timeout=30)
+    registered = lambda: bed.events("spawner.registered")  # noqa: E731
+    engine = bed.app.state.engine
+    with running_devbox(bed.app.url, engine, REPO, config, home, env, registered) as ctx:
         yield ctx
-    finally:
-        agent.stop.set()
-        thread.join(timeout=30)
-        client.close()
-        runner.kill_server()
 
 
 def screen(ctx: SpawnerContext) -> str:
