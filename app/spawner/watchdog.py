@@ -117,17 +117,18 @@ SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
 SUBMIT_QUIET = 3.0  # an empty box this long after the paste, never seen holding it: sent
 SUBMIT_POLL = 0.25
 SUBMIT_RETRIES = 8  # Enters pressed again at most
+HELD_LOOKS = 3  # looks in a row the box must hold the text before another Enter
 
 
 def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
     """Paste `text` into the session and make sure it was sent. Claude Code still busy starting
     up (or taking in a long paste) when the Enter after the paste arrives keeps the text in its
-    input box; seen there on two looks in a row, it gets another Enter (an Enter on an empty
-    box does nothing). Sent is: the box seen holding it and then empty, one more transcript
-    line like it than before, or an empty box for SUBMIT_QUIET; a pane with no input box has
-    nothing to confirm. Returns how many control
-    characters the paste removed. `name` is the tmux session, `owner` the work item whose
-    it must be."""
+    input box; seen there on HELD_LOOKS looks in a row (and not yet in the transcript), it
+    gets another Enter (an Enter on an empty box does nothing). Sent is: one more transcript
+    line like it than before (a message queued behind a running turn shows there too), the
+    box seen holding it and then empty, or an empty box for SUBMIT_QUIET; a pane with no
+    input box has nothing to confirm. Returns how many control characters the paste removed.
+    `name` is the tmux session, `owner` the work item whose it must be."""
     try:
         before = echoes(runner.capture(name), text)
     except TmuxError:
@@ -141,9 +142,11 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
             screen = runner.capture(name)
         except TmuxError:
             break
+        if echoes(screen, text) > before:
+            break  # in the transcript (sent, or queued behind a running turn)
         if unsent(screen, text):
             seen_held, held_looks = True, held_looks + 1
-            if held_looks >= 2 and pressed < SUBMIT_RETRIES:
+            if held_looks >= HELD_LOOKS and pressed < SUBMIT_RETRIES:
                 runner.press(name, ["Enter"], owner=owner)
                 pressed, held_looks = pressed + 1, 0
             continue
@@ -151,7 +154,7 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
         if input_line(screen) is None:
             break  # no input box: a dialog took the screen, or the harness is not Claude Code
         quiet = time.monotonic() - start >= SUBMIT_QUIET
-        if seen_held or echoes(screen, text) > before or quiet:
+        if seen_held or quiet:
             break
     return removed
 
