@@ -117,7 +117,9 @@ SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
 SUBMIT_QUIET = 3.0  # an empty box this long after the paste, never seen holding it: sent
 SUBMIT_POLL = 0.25
 SUBMIT_RETRIES = 8  # Enters pressed again at most
-HELD_LOOKS = 3  # looks in a row the box must hold the text before another Enter
+# Looks in a row the box must hold the text before another Enter: long enough that a paste
+# claude is still taking in (60,000 characters take seconds) is not sent twice.
+HELD_LOOKS = 12
 
 
 def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
