@@ -11,7 +11,6 @@ and its messages go out once Slack answers again.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from sqlalchemy import Engine, event, update
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.retry import queue_delay
+from app.retry import WakeLoop, queue_delay
 from app.store.tables import Once, WorkItem
 from channels import outbox
 from channels.blocks import Kind, Message, checklist_closed, render
@@ -79,8 +78,10 @@ def classify(exc: Exception, attempts: int, base: float) -> Failure:
     return Failure(f"{type(exc).__name__}: {exc}", None, queue_delay(attempts, base))
 
 
-class SlackSender:
+class SlackSender(WakeLoop):
     """Delivers outbox rows, oldest first, one work item's rows strictly in order."""
+
+    thread_name = "slack-sender"
 
     def __init__(
         self,
@@ -99,11 +100,8 @@ class SlackSender:
         self.channel = channel
         self.clock = clock
         self.base_delay = base_delay
-        self.poll = poll
-        self.wake = threading.Event()
-        self._stop = threading.Event()
         self._paused_until: datetime | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(poll)
 
     # --- one send -------------------------------------------------------------------------
     def run_once(self) -> bool:
@@ -231,30 +229,6 @@ class SlackSender:
         while self.run_once():
             count += 1
         return count
-
-    def run_forever(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if self.run_once():
-                    continue
-            except Exception:  # the database may be briefly unavailable; keep the thread
-                log.exception("Slack sender loop error")
-            self.wake.wait(self.poll)
-            self.wake.clear()
-
-    def start(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self.run_forever, name="slack-sender", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
 
 
 class SlackMirror:

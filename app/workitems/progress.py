@@ -25,7 +25,7 @@ from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
-from app.retry import queue_delay
+from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem
@@ -98,8 +98,10 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
     )
 
 
-class ProgressPublisher:
+class ProgressPublisher(WakeLoop):
     """Posts and edits progress comments of due items; one thread per App process."""
+
+    thread_name = "progress-publisher"
 
     def __init__(
         self,
@@ -112,10 +114,7 @@ class ProgressPublisher:
         self.services = services
         self.engine = engine
         self.clock = clock
-        self.poll = poll
-        self.wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(poll)
 
     def _claim(self) -> str | None:
         now = self.clock()
@@ -211,27 +210,3 @@ class ProgressPublisher:
         while self.run_once():
             count += 1
         return count
-
-    def run_forever(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if self.run_once():
-                    continue
-            except Exception:  # this loop's edge: the database may be briefly away
-                log.exception("progress publisher loop error")
-            self.wake.wait(self.poll)
-            self.wake.clear()
-
-    def start(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self.run_forever, name="progress-publisher", daemon=True
-            )
-            self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
