@@ -96,6 +96,37 @@ def test_a_queued_job_wakes_a_waiting_poll_at_once(api):
     assert min(latencies) < 0.1, latencies
 
 
+def test_finishing_a_job_wakes_the_poll_waiting_for_the_next_job_of_its_item(api):
+    """Jobs of one item run in order: a follow-up queued while the item's previous job runs is
+    offered the moment that job's result is reported, not at the next re-check (60 s here,
+    longer than the poll waits)."""
+    spawner = api.spawner(api.token())
+    spawner.register()
+    api.flask.config[POLL_CONFIG] = 60.0
+    try:
+        item = api.work_item(number=5)
+        first = api.queue(JobKind.STOP, "stop:first", item, reason="test")
+        assert spawner.job()["id"] == first
+        second = api.queue(JobKind.STOP, "stop:second", item, reason="test")
+        answers: list[tuple[float, dict | None]] = []
+
+        def poll() -> None:
+            job = spawner.job(wait=20)
+            answers.append((time.monotonic(), job))
+
+        thread = threading.Thread(target=poll)
+        thread.start()
+        time.sleep(0.3)  # the poll is waiting: the second job is blocked behind the first
+        reported = time.monotonic()
+        assert spawner.result(first).status_code == 200
+        thread.join(25)
+    finally:
+        api.flask.config.pop(POLL_CONFIG)
+    answered, job = answers[0]
+    assert job is not None and job["id"] == second
+    assert answered - reported < 10  # well before the poll's 20 s were up
+
+
 @SQLITE_ONLY
 def test_a_spawn_job_carries_a_token_for_its_one_repository(api):
     spawner = api.spawner(api.token())

@@ -64,13 +64,18 @@ def queue_job(session: Session, key: str, payload: JobPayload) -> Job | None:
     )
     session.add(job)
     session.flush()
-    wake_on_commit(session, payload.repo)
+    _announce(session, payload.repo)
+    return job
+
+
+def _announce(session: Session, repo: str) -> None:
+    """Wake the pollers serving `repo` once `session` commits: in this process, and in the
+    App's other replicas through PostgreSQL's NOTIFY (SQLite's watcher sees the commit)."""
+    wake_on_commit(session, repo)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
-            text("SELECT pg_notify(:channel, :repo)"),
-            {"channel": NOTIFY_CHANNEL, "repo": payload.repo},
+            text("SELECT pg_notify(:channel, :repo)"), {"channel": NOTIFY_CHANNEL, "repo": repo}
         )
-    return job
 
 
 def _host_of(session: Session, work_item: str) -> int | None:
@@ -246,4 +251,15 @@ def finish(
     job.state = JobState.DONE if ok else JobState.FAILED
     job.result = result
     job.lease_until = None
+    if _waiting_behind(session, job):
+        _announce(session, job.repo_full_name)  # the next job of this item is claimable now
     return Finish.FINISHED, job
+
+
+def _waiting_behind(session: Session, job: Job) -> bool:
+    """Whether a later job of `job`'s work item waits in the queue (jobs of one item run in
+    order, so it could not be claimed until this one finished)."""
+    later = select(Job.id).where(
+        Job.work_item == job.work_item, Job.id > job.id, Job.state == JobState.QUEUED
+    )
+    return session.scalars(later.limit(1)).first() is not None
