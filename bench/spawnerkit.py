@@ -37,12 +37,27 @@ from tests.support import fixture_json, post_webhook, with_installation  # noqa:
 REPO = "Codertocat/Hello-World"
 USER = "Codertocat"
 SECRET = "bench-webhook-secret"
-HARNESS = """#!/bin/sh
+HARNESS = r"""#!/bin/sh
 # Stands in for claude: note when it was exec'd, show an input box (where the spawner pastes
-# the first message), then keep what reaches the terminal.
+# the first message), then keep what reaches the terminal. Like claude it asks for bracketed
+# paste and shows each message sent as one transcript line (its first non-empty line) above
+# a fresh, empty input box: the spawner confirms a paste from that line.
 date +%s.%N > "$BENCH_DIR/$THE_LOOP_WORK_ITEM.start"
-printf 'stand-in\\n%s\\n\\342\\235\\257 \\n%s\\n' "$RULE" "$RULE"
-exec cat >> "$BENCH_DIR/$THE_LOOP_WORK_ITEM.stdin"
+esc=$(printf '\033')
+box() { printf '%s\n\342\235\257 \n%s\n' "$RULE" "$RULE"; }
+stty -echo
+printf '\033[?2004hstand-in\n'
+box
+while IFS= read -r line; do
+  case $line in
+    "$esc[200~"*) line=${line#"$esc[200~"}; first=yes ;;
+  esac
+  line=${line%"$esc[201~"}
+  printf '%s\n' "$line" >> "$BENCH_DIR/$THE_LOOP_WORK_ITEM.stdin"
+  if [ "$first" = yes ] && [ -n "$line" ]; then
+    printf '\342\235\257 %s\n' "$line"; box; first=no
+  fi
+done
 """
 RULE = "\u2500" * 40
 
