@@ -42,11 +42,13 @@ class InboxWorker:
             timedelta(seconds=settings.the_loop_inbox_lease_seconds),
         )
         self._stop = threading.Event()
+        self._idle = True  # the last look found nothing due: look before claiming
 
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        row = inbox.claim(self.engine, self.name, now, self.retry.lease)
+        row = inbox.claim(self.engine, self.name, now, self.retry.lease, look_first=self._idle)
+        self._idle = row is None
         if row is None:
             return False
         try:
