@@ -8,7 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Select, and_, bindparam, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Engine,
+    Select,
+    and_,
+    bindparam,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
@@ -37,7 +47,7 @@ def _build_claimable() -> ColumnElement[bool]:
     """Which deliveries a worker may take at `now` (a bound parameter): queued, due, and not
     under a live claim. Built once, like the statements below: composing an expression costs
     more than running it, and a flood runs these thousands of times a second."""
-    now = bindparam("now")
+    now: BindParameter[datetime] = bindparam("now")
     return and_(
         Delivery.state == InboxState.QUEUED,
         Delivery.next_attempt_at <= now,
@@ -50,7 +60,7 @@ _ANY_DUE = select(Delivery.id).where(_CLAIMABLE).limit(1)
 _OLDEST = select(Delivery.id).where(_CLAIMABLE).order_by(Delivery.id).limit(1)
 
 
-def _take(oldest: Select[tuple[int]]) -> Any:
+def _take(oldest: Select[Any]) -> Any:
     """Claim the delivery `oldest` picks, in one statement that returns the claimed row."""
     return (
         update(Delivery)
