@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
@@ -101,6 +102,9 @@ class Delivery(Base):
     """One GitHub webhook delivery, stored before it is acknowledged."""
 
     __tablename__ = "inbox"
+    # A claim asks for the oldest queued row: (state, id) answers it from the index, however
+    # many done rows lie before it (PostgreSQL would otherwise walk the primary key past them).
+    __table_args__ = (Index("ix_inbox_state_id", "state", "id"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
     event: Mapped[str] = mapped_column(String(64))
@@ -108,7 +112,7 @@ class Delivery(Base):
     body: Mapped[bytes] = mapped_column(CompressedBody)
     # SHA-256 of the body as received: a signed body is stored once, whatever its id says.
     body_sha256: Mapped[str | None] = mapped_column(String(64), unique=True, index=True)
-    state: Mapped[str] = mapped_column(String(16), default=InboxState.QUEUED, index=True)
+    state: Mapped[str] = mapped_column(String(16), default=InboxState.QUEUED)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     claimed_by: Mapped[str | None] = mapped_column(String(128))
