@@ -74,7 +74,9 @@ class AppState:
 
     def start_workers(self, count: int) -> None:
         for index in range(count):
-            worker = InboxWorker(self.services, self.engine, self.router)
+            worker = InboxWorker(
+                self.services, self.engine, self.router, yield_to=self.ingest.pressed
+            )
             worker.name = f"{worker.name}:{index}"
             self.workers.append(worker)
             worker.start()

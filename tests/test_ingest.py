@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -175,4 +176,36 @@ def test_bodies_are_stored_compressed_and_older_plain_rows_still_read(database_u
         assert bodies == {"d-1": body, "plain-1": b'{"action":"opened"}'}
     finally:
         writer.close()
+        engine.dispose()
+
+
+def test_deliveries_queued_behind_a_commit_press_the_writer_single_ones_do_not(tmp_path):
+    """While acknowledgements wait on the writer (deliveries arrived faster than a commit),
+    `pressed` tells the process's handlers to step back; one delivery at a time never does."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
+    migrate(engine)
+    calm = IngestWriter(engine, EventLog(None), pressure_hold=60)
+    flooded = IngestWriter(engine, EventLog(None), pressure_hold=60)
+    try:
+        for n in range(5):
+            assert calm.store(f"calm-{n}", "issues", "opened", body_of(f"calm-{n}"))
+        assert not calm.pressed()
+        threads = [
+            threading.Thread(
+                target=flooded.store, args=(f"d-{n}", "issues", "opened", body_of(f"d-{n}"))
+            )
+            for n in range(10)
+        ]
+        with write_lock(engine):  # a commit under way: the others queue behind it
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 5
+            while flooded._queue.qsize() < 9 and time.monotonic() < deadline:
+                time.sleep(0.01)  # all ten submitted (the writer holds at least one)
+        for thread in threads:
+            thread.join(10)
+        assert flooded.pressed()
+    finally:
+        calm.close()
+        flooded.close()
         engine.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from app.config import OperatorConfig
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.router import Router
-from app.github.worker import InboxWorker
+from app.github.worker import MAX_YIELDS, InboxWorker
 from app.services import HandlerContext, Services, utcnow
 from app.settings import load_settings
 from app.store import inbox, make_engine, migrate
@@ -51,7 +52,9 @@ def store(database_url, tmp_path):
 def store_delivery(engine, delivery_id="d-1", event="issues", action="opened"):
     """Store through the App's own intake, as the webhook endpoint does."""
     writer = IngestWriter(engine, EventLog(None))
-    assert writer.store(delivery_id, event, action, json.dumps({"n": 1}).encode())
+    assert writer.store(
+        delivery_id, event, action, json.dumps({"n": 1, "id": delivery_id}).encode()
+    )
 
 
 def effects(engine):
@@ -70,6 +73,31 @@ def test_handler_effects_and_done_commit_together(store):
     assert worker.drain() == 1
     assert worker.drain() == 0
     assert effects(engine) == ["effect:d-1"]
+
+
+def test_a_worker_steps_back_while_acknowledgements_wait_yet_handles_everything(store):
+    """A flood (the ingest writer pressed the whole time): before each claim the worker pauses
+    its `MAX_YIELDS` times, then handles one delivery anyway, so nothing is starved."""
+    engine, services, _ = store
+    for n in range(3):
+        store_delivery(engine, f"d-{n}")
+    asked: list[float] = []
+
+    def flooded() -> bool:
+        asked.append(time.monotonic())
+        return True
+
+    router = Router({("issues", "opened"): [recording_handler]})
+    worker = InboxWorker(services, engine, router, yield_to=flooded)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(effects(engine)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert sorted(effects(engine)) == ["effect:d-0", "effect:d-1", "effect:d-2"]
+    assert len(asked) >= 3 * MAX_YIELDS
 
 
 def test_failing_handler_rolls_back_backs_off_and_retries(store):

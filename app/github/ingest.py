@@ -29,6 +29,7 @@ import hashlib
 import json
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,9 @@ from app.store.tables import Delivery, Event, InboxState, compress_body
 
 MAX_BATCH = 500
 WAIT_SECONDS = 15.0
+# How long after a batch that found deliveries queued behind it the writer counts as pressed
+# (`IngestWriter.pressed`): handlers in this process step back meanwhile.
+PRESSURE_HOLD = 0.05
 
 
 class IngestUnavailable(RuntimeError):
@@ -91,11 +95,13 @@ class IngestWriter:
         events: EventLog,
         routed: Callable[[str, str | None], bool] = lambda _event, _action: True,
         wait_seconds: float = WAIT_SECONDS,
+        pressure_hold: float = PRESSURE_HOLD,
     ) -> None:
         self.engine = engine
         self.events = events
         self.routed = routed
         self.wait_seconds = wait_seconds  # then a waiting request answers 503
+        self.pressure_hold = pressure_hold
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
             dialect_insert(Delivery)
@@ -107,6 +113,13 @@ class IngestWriter:
         self._checkpointer: WalCheckpointer | None = None
         self._conn: Connection | None = None
         self._start_lock = threading.Lock()
+        self._pressed_until = 0.0
+
+    def pressed(self) -> bool:
+        """Whether acknowledgements are waiting on this writer: a recent batch held more than
+        one delivery (they arrived faster than one commit), so the process's CPU and the
+        database's write lock are better spent acknowledging than handling."""
+        return time.monotonic() < self._pressed_until
 
     def store(self, delivery_id: str, event: str, action: str | None, body: bytes) -> bool:
         """Store one delivery durably; True when new, False for a repeated delivery id."""
@@ -184,6 +197,8 @@ class IngestWriter:
                         return
                     batch.append(item)
                 self._write(batch)
+                if len(batch) > 1:
+                    self._pressed_until = time.monotonic() + self.pressure_hold
         finally:
             if self._conn is not None:
                 self._conn.close()

@@ -3,6 +3,12 @@
 A delivery is marked done in the same transaction as its handler's effects, so a crash at
 any point re-runs the handler rather than losing the delivery. Failures back off and, after
 `THE_LOOP_INBOX_ATTEMPTS` tries, the row is parked with its error for an operator to see.
+
+Acknowledging comes before handling: while `yield_to` says the process's acknowledgements
+are waiting (a flood: the ingest writer batches), a worker pauses before each claim, up to
+`MAX_YIELDS` pauses in a row, so handlers neither take the GIL nor the SQLite write lock from
+the webhooks GitHub times out on, yet never stop altogether. The backlog is handled in order
+once the flood passes.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy import Engine
@@ -28,9 +35,21 @@ from app.store.tables import Delivery, InboxState
 log = logging.getLogger(__name__)
 
 
+YIELD_PAUSE = 0.025  # seconds a worker steps back while acknowledgements wait
+MAX_YIELDS = 8  # pauses in a row, then one delivery is handled anyway
+
+
 class InboxWorker:
-    def __init__(self, services: Services, engine: Engine, router: Router, name: str = "") -> None:
+    def __init__(
+        self,
+        services: Services,
+        engine: Engine,
+        router: Router,
+        name: str = "",
+        yield_to: Callable[[], bool] | None = None,
+    ) -> None:
         self.services = services
+        self.yield_to = yield_to
         self.engine = engine
         self.router = router
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
@@ -42,11 +61,14 @@ class InboxWorker:
             timedelta(seconds=settings.the_loop_inbox_lease_seconds),
         )
         self._stop = threading.Event()
+        self._idle = True  # the last look found nothing due: look before claiming
+        self._yields = 0
 
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        row = inbox.claim(self.engine, self.name, now, self.retry.lease)
+        row = inbox.claim(self.engine, self.name, now, self.retry.lease, look_first=self._idle)
+        self._idle = row is None
         if row is None:
             return False
         try:
@@ -102,8 +124,19 @@ class InboxWorker:
             count += 1
         return count
 
+    def _step_back(self) -> bool:
+        """Pause once if acknowledgements are waiting and the pauses in a row allow it."""
+        if self.yield_to is None or self._yields >= MAX_YIELDS or not self.yield_to():
+            self._yields = 0
+            return False
+        self._yields += 1
+        self._stop.wait(YIELD_PAUSE)
+        return True
+
     def run_forever(self, poll: float = 0.5) -> None:
         while not self._stop.is_set():
+            if self._step_back():
+                continue
             try:
                 if self.run_once():
                     continue

@@ -6,8 +6,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Engine,
+    Select,
+    and_,
+    bindparam,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
@@ -32,7 +43,11 @@ def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
     return timedelta(seconds=queue_delay(attempts, base=base_seconds))
 
 
-def _claimable(now: datetime) -> ColumnElement[bool]:
+def _build_claimable() -> ColumnElement[bool]:
+    """Which deliveries a worker may take at `now` (a bound parameter): queued, due, and not
+    under a live claim. Built once, like the statements below: composing an expression costs
+    more than running it, and a flood runs these thousands of times a second."""
+    now: BindParameter[datetime] = bindparam("now")
     return and_(
         Delivery.state == InboxState.QUEUED,
         Delivery.next_attempt_at <= now,
@@ -40,33 +55,66 @@ def _claimable(now: datetime) -> ColumnElement[bool]:
     )
 
 
-def claim(engine: Engine, worker: str, now: datetime, lease: timedelta = LEASE) -> Delivery | None:
+_CLAIMABLE = _build_claimable()
+_ANY_DUE = select(Delivery.id).where(_CLAIMABLE).limit(1)
+_OLDEST = select(Delivery.id).where(_CLAIMABLE).order_by(Delivery.id).limit(1)
+
+
+def _take(oldest: Select[Any]) -> Any:
+    """Claim the delivery `oldest` picks, in one statement that returns the claimed row."""
+    return (
+        update(Delivery)
+        .where(Delivery.id == oldest.scalar_subquery(), _CLAIMABLE)
+        .values(
+            claimed_by=bindparam("worker"),
+            claimed_until=bindparam("until"),
+            attempts=Delivery.attempts + 1,
+        )
+        .returning(Delivery)
+        .execution_options(synchronize_session=False)
+    )
+
+
+_TAKE_SQLITE = _take(_OLDEST)
+_TAKE_POSTGRES = _take(_OLDEST.with_for_update(skip_locked=True))
+_SAME_CLAIM = and_(
+    Delivery.id == bindparam("row"),
+    Delivery.state == InboxState.QUEUED,
+    Delivery.claimed_by == bindparam("claimer"),
+    Delivery.attempts == bindparam("attempt"),
+)
+_DONE = (
+    update(Delivery)
+    .where(_SAME_CLAIM)
+    .values(state=InboxState.DONE, done_at=bindparam("at"), claimed_until=None, last_error=None)
+    .execution_options(synchronize_session=False)
+)
+
+
+def claim(
+    engine: Engine,
+    worker: str,
+    now: datetime,
+    lease: timedelta = LEASE,
+    *,
+    look_first: bool = True,
+) -> Delivery | None:
     """Take the oldest due delivery for `worker` until the lease runs out.
 
-    PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas never take the same row. SQLite: a
-    conditional UPDATE, checked by its row count (its connection takes the file's write
-    lock at that UPDATE). An idle worker's look at an empty inbox takes no lock.
+    One UPDATE picks and claims the row and returns it: on PostgreSQL its pick is `FOR UPDATE
+    SKIP LOCKED`, so replicas never take the same row; on SQLite the statement runs under the
+    file's write lock (its connection takes it at the UPDATE). With `look_first`, an idle
+    worker's look at an empty inbox is a plain read that takes no lock; a worker that just
+    took a delivery skips it (the inbox is likely not empty).
     """
-    with Session(engine) as session:
-        if session.scalar(select(Delivery.id).where(_claimable(now)).limit(1)) is None:
-            return None
+    if look_first:
+        with Session(engine) as session:
+            if session.scalar(_ANY_DUE, {"now": now}) is None:
+                return None
+    take = _TAKE_POSTGRES if is_postgres(engine) else _TAKE_SQLITE
     with Session(engine, expire_on_commit=False) as session, session.begin():
-        query = select(Delivery).where(_claimable(now)).order_by(Delivery.id).limit(1)
-        if is_postgres(engine):
-            query = query.with_for_update(skip_locked=True)
-        row = session.scalars(query).first()
-        if row is None:
-            return None
-        taken = session.execute(
-            update(Delivery)
-            .where(Delivery.id == row.id, _claimable(now))
-            .values(claimed_by=worker, claimed_until=now + lease, attempts=Delivery.attempts + 1)
-            .execution_options(synchronize_session=False)
-        )
-        if taken.rowcount != 1:  # type: ignore[attr-defined]
-            return None
-        session.refresh(row)
-        return row
+        params = {"now": now, "worker": worker, "until": now + lease}
+        return session.scalars(take, params).first()
 
 
 class LeaseLost(RuntimeError):
@@ -74,19 +122,14 @@ class LeaseLost(RuntimeError):
     transaction must roll back, the other claim's run is the one that counts."""
 
 
+def _claim_of(claimed: Delivery) -> dict[str, Any]:
+    return {"row": claimed.id, "claimer": claimed.claimed_by, "attempt": claimed.attempts}
+
+
 def mark_done(session: Session, claimed: Delivery, now: datetime) -> None:
     """Called inside the handler's transaction, so "done" commits with its effects — and only
     while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
-    done = session.execute(
-        update(Delivery)
-        .where(
-            Delivery.id == claimed.id,
-            Delivery.state == InboxState.QUEUED,
-            Delivery.claimed_by == claimed.claimed_by,
-            Delivery.attempts == claimed.attempts,
-        )
-        .values(state=InboxState.DONE, done_at=now, claimed_until=None, last_error=None)
-    )
+    done = session.execute(_DONE, {**_claim_of(claimed), "at": now})
     if done.rowcount != 1:  # type: ignore[attr-defined]
         raise LeaseLost(f"delivery {claimed.delivery_id} was claimed again meanwhile")
 
@@ -109,14 +152,7 @@ def mark_failed(
         values["next_attempt_at"] = now + backoff(claimed.attempts, policy.base_seconds)
     with Session(engine) as session, session.begin():
         result = session.execute(
-            update(Delivery)
-            .where(
-                Delivery.id == claimed.id,
-                Delivery.state == InboxState.QUEUED,
-                Delivery.claimed_by == claimed.claimed_by,
-                Delivery.attempts == claimed.attempts,
-            )
-            .values(**values)
+            update(Delivery).where(_SAME_CLAIM).values(**values), _claim_of(claimed)
         )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return InboxState.QUEUED

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import is_own_comment
@@ -101,10 +101,16 @@ def record_ignored(
     )
 
 
+# Built once: every comment on every issue asks, most of them about no work item.
+_BY_ISSUE = select(WorkItem).where(
+    WorkItem.repo_full_name == bindparam("repo"), WorkItem.issue_number == bindparam("number")
+)
+
+
 def _frozen_item(session: Session, repo: str, number: int) -> WorkItem | None:
     """The executed item of issue `number`, or of the pull request `number` is linked to."""
-    query = select(WorkItem).where(WorkItem.repo_full_name == repo, WorkItem.issue_number == number)
-    item = session.scalars(query).first() or item_for_pull(session, repo, number)
+    item = session.scalars(_BY_ISSUE, {"repo": repo, "number": number}).first()
+    item = item or item_for_pull(session, repo, number)
     return item if item is not None and item.frozen is not None else None
 
 

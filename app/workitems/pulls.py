@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.gate.ids import issue_of_branch, work_item_id
@@ -43,10 +43,18 @@ class PullRequestRefused(Exception):
         self.status = status
 
 
+_BY_PULL = (
+    select(WorkItem)
+    .where(
+        WorkItem.repo_full_name == bindparam("repo"), WorkItem.pull_number == bindparam("number")
+    )
+    .order_by(WorkItem.created_at)
+)
+
+
 def item_for_pull(session: Session, repo: str, number: int) -> WorkItem | None:
     """The work item pull request `number` of `repo` is linked to (or is), if any."""
-    query = select(WorkItem).where(WorkItem.repo_full_name == repo, WorkItem.pull_number == number)
-    return session.scalars(query.order_by(WorkItem.created_at)).first()
+    return session.scalars(_BY_PULL, {"repo": repo, "number": number}).first()
 
 
 def item_for_branch(session: Session, repo: str, branch: str) -> WorkItem | None:
