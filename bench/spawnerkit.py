@@ -1,10 +1,12 @@
-"""Shared set-up of the spawner benchmarks (bench/spawn, bench/followup, bench/fleet).
+"""Shared set-up of the spawner benchmarks (bench/spawn, bench/followup, bench/fleet, bench/e2e).
 
 Everything real on one machine: a fake GitHub REST server on loopback (the tests' fake), the
-App (`create_app`, its inbox worker and spawner API, SQLite), and `the-loop spawner` as its
-own process on its own tmux socket. The harness is a tiny shell script standing in for
-`claude`: it records the moment it was exec'd, then appends what reaches its terminal to a
-file, so launch and delivery times are read from the files it writes.
+App (`create_app`, its inbox worker and spawner API, SQLite) in this process, or with
+`Stack(serve=True)` as a `the-loop serve` process (gunicorn, two workers, inbox workers on,
+SQLite or `database_url`), and `the-loop spawner` as its own process on its own tmux
+socket. The harness is a tiny shell script standing in for `claude`: it records the moment
+it was exec'd, then appends what reaches its terminal to a file, so launch and delivery
+times are read from the files it writes.
 
 Issues are released the way a human releases them: the labelled webhook, then an
 `issue_comment` "the-loop execute" from an authorized user, both signed.
@@ -16,6 +18,7 @@ import copy
 import logging
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,7 +31,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from benchkit import free_port, start_process, wait_healthy  # noqa: E402
+
+from app.gate.markers import MARKER_PREFIX, MarkerKind  # noqa: E402
 from app.spawner.tmux import TmuxRunner  # noqa: E402
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem  # noqa: E402
 from tests.fakes.server import LiveServer  # noqa: E402
@@ -60,6 +67,7 @@ while IFS= read -r line; do
 done
 """
 RULE = "\u2500" * 40
+CHECKLIST_MARKER = MARKER_PREFIX + MarkerKind.CHECKLIST
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -89,9 +97,20 @@ def git(*args: str, cwd: Path) -> None:
 
 
 class Stack:
-    """Fake GitHub + App + a `the-loop spawner` process, in a temporary directory."""
+    """Fake GitHub + App + a `the-loop spawner` process, in a temporary directory.
 
-    def __init__(self, *, concurrency: int = 4, sandbox: str = "bubblewrap") -> None:
+    `serve=True` runs the App as `the-loop serve --workers 2 --threads 8` (its stderr in
+    `<tmp>/server-0.log`) instead of in this process, where its GIL would be shared with the
+    benchmark's own threads; `database_url` replaces the SQLite file (an empty database)."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 4,
+        sandbox: str = "bubblewrap",
+        serve: bool = False,
+        database_url: str | None = None,
+    ) -> None:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self.tmp = Path(tempfile.mkdtemp(prefix="the-loop-bench-"))
         self.bench_dir = self.tmp / "harness"
@@ -107,6 +126,9 @@ class Stack:
         self.harness.chmod(0o755)
         self._comment_ids = iter(range(10_000, 10**9))
         self.spawner: subprocess.Popen[bytes] | None = None
+        self.serve = serve
+        self.database_url = database_url or f"sqlite:///{self.tmp / 'the-loop.db'}"
+        self.app_process: subprocess.Popen[bytes] | None = None
 
     def _origin(self) -> Path:
         src = self.tmp / "src"
@@ -121,9 +143,7 @@ class Stack:
     def __enter__(self) -> Stack:
         from sqlalchemy.orm import Session
 
-        from app import create_app
         from app.fleet.tokens import create_token
-        from app.settings import load_settings
 
         key = generate_private_key_pem()
         self.fake = FakeGitHub(app_id=4242, private_key_pem=key)
@@ -142,17 +162,41 @@ class Stack:
             "GITHUB_PRIVATE_KEY": key,
             "GITHUB_WEBHOOK_SECRET": SECRET,
             "GITHUB_API_URL": self.github.url,
-            "DATABASE_URL": f"sqlite:///{self.tmp / 'the-loop.db'}",
+            "DATABASE_URL": self.database_url,
             "THE_LOOP_STATE_DIR": str(self.tmp / "state"),
             "THE_LOOP_CONFIG": str(config),
         }
-        self.app = create_app(load_settings(self.env, dotenv=None))
-        self.state = self.app.extensions["the-loop"]
-        self.server = LiveServer(self.app).start()
-        with Session(self.state.engine) as session, session.begin():
+        if self.serve:
+            self._start_serve()
+        else:
+            self._start_in_process()
+        with Session(self.engine) as session, session.begin():
             token = create_token(session, "bench", [REPO])
         self._start_spawner(token)
         return self
+
+    def _start_in_process(self) -> None:
+        from app import create_app
+        from app.settings import load_settings
+
+        self.app = create_app(load_settings(self.env, dotenv=None))
+        self.state = self.app.extensions["the-loop"]
+        self.server = LiveServer(self.app).start()
+        self.url = self.server.url
+        self.engine = self.state.engine
+
+    def _start_serve(self) -> None:
+        """`the-loop serve` as deployed; this process reads and writes the same database."""
+        from app.store import make_engine
+
+        port = free_port()
+        args = ["serve", "--workers", "2", "--threads", "8"]
+        env = {**os.environ, **self.env, "PORT": str(port)}
+        self.app_process = start_process(args, env, self.tmp)
+        self.url = f"http://127.0.0.1:{port}"
+        if not wait_healthy(self.url):
+            raise RuntimeError(f"the-loop serve did not start; see {self.tmp}/server-0.log")
+        self.engine = make_engine(self.database_url)
 
     def _start_spawner(self, token: str) -> None:
         env = {
@@ -161,7 +205,7 @@ class Stack:
             "PYTHONPATH": str(ROOT),
             "BENCH_DIR": str(self.bench_dir),
             "RULE": RULE,
-            "THE_LOOP_URL": self.server.url,
+            "THE_LOOP_URL": self.url,
             "THE_LOOP_SPAWNER_TOKEN": token,
             "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
             "THE_LOOP_STATE_DIR": str(self.tmp / "spawner-state"),
@@ -199,7 +243,7 @@ class Stack:
 
         from app.store.tables import Spawner
 
-        with Session(self.state.engine) as session:
+        with Session(self.engine) as session:
             return any(s.serves is not None for s in session.scalars(select(Spawner)))
 
     def __exit__(self, *exc: object) -> None:
@@ -211,16 +255,20 @@ class Stack:
                 self.spawner.kill()
             self._log.close()
         TmuxRunner(self.socket).kill_server()
-        self.server.stop()
-        self.state.stop_workers()
-        self.state.engine.dispose()
+        if self.app_process is not None:
+            os.killpg(self.app_process.pid, signal.SIGTERM)
+            self.app_process.wait(timeout=30)
+        else:
+            self.server.stop()
+            self.state.stop_workers()
+        self.engine.dispose()
         self.github.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- what a human does on GitHub --------------------------------------------------------
 
     def webhook(self, event: str, payload: dict[str, Any]) -> None:
-        response = post_webhook(self.server.url, event, payload, secret=SECRET)
+        response = post_webhook(self.url, event, payload, secret=SECRET)
         if response.status_code != 202:
             raise RuntimeError(f"{event}: {response.status_code} {response.text}")
 
@@ -245,10 +293,16 @@ class Stack:
             item = session.get(WorkItem, f"github:{REPO}#{number}")
             return item is not None and item.checklist_comment_id is not None
 
+    def checklist_on_github(self, number: int) -> bool:
+        """Whether the App's checklist comment was created on issue `number` of the fake."""
+        return any(
+            CHECKLIST_MARKER in str(c["body"]) for c in self.fake.issue_comments(REPO, number)
+        )
+
     def _session(self) -> Any:
         from sqlalchemy.orm import Session
 
-        return Session(self.state.engine)
+        return Session(self.engine)
 
     def warm_checkout(self, number: int) -> None:
         """Clone the item's tree ahead of time, as a respawn or an earlier run left it."""

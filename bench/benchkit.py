@@ -1,0 +1,71 @@
+"""Helpers shared by the benchmarks that run `the-loop` as processes (bench/ingest, bench/e2e,
+and spawnerkit's `Stack(serve=True)`): a free port, a `the-loop` subprocess and its health
+check, the inbox's states, and the CPU time the hypervisor stole (/proc/stat)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, func, select
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from app.store.tables import Delivery  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def steal() -> tuple[int, int]:
+    """(steal, total) CPU jiffies so far, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[7] if len(fields) > 7 else 0, sum(fields)
+
+
+def steal_percent(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time stolen between two `steal()` readings, in percent."""
+    return 100 * (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
+def start_process(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """`the-loop <args>` in a session of its own; its stderr goes to `server-<n>.log`."""
+    log = cwd / f"server-{len(list(cwd.glob('server-*.log')))}.log"
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+
+
+def wait_healthy(url: str) -> bool:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def inbox_counts(db_url: str) -> dict[str, int]:
+    """How many deliveries the inbox holds in each state (queued, done, parked)."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(Delivery.state, func.count()).group_by(Delivery.state))
+            return {str(state): int(count) for state, count in rows}
+    finally:
+        engine.dispose()
