@@ -220,3 +220,30 @@ def test_each_door_asks_for_its_credential_and_caps_its_body():
     assert edge.slack_headers_problem(stale, now).reason == "slack-stale"  # type: ignore[union-attr]
     unsigned = edge.slack_headers_problem({}, now)
     assert unsigned is not None and unsigned.status == 401
+
+
+def test_the_heap_built_at_start_up_is_out_of_the_collectors_reach(tmp_path):
+    """A full collection walks every tracked object; what the App built at start-up is
+    frozen, so a collection under a flood walks only what requests made."""
+    import gc
+
+    from app.asgi import create_asgi_app
+    from app.settings import load_settings
+
+    settings = load_settings(
+        {
+            "GITHUB_WEBHOOK_SECRET": "s",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'the-loop.db'}",
+            "THE_LOOP_STATE_DIR": str(tmp_path),
+            "THE_LOOP_CONFIG": str(tmp_path / "none.yaml"),
+            "THE_LOOP_INBOX_WORKERS": "0",
+        },
+        dotenv=None,
+    )
+    gc.unfreeze()
+    try:
+        app = create_asgi_app(settings, wsgi_threads=1)
+        assert gc.get_freeze_count() > 10_000
+        app.state.close()
+    finally:
+        gc.unfreeze()
