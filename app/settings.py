@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     the_loop_spawner_token: str | None = None
     the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
     the_loop_inbox_workers: int = 1
+    # `the-loop worker` lowers its own CPU priority by this much (0-19): on a machine it
+    # shares with `the-loop serve`, webhooks are acknowledged first and handled after.
+    the_loop_worker_nice: int = Field(default=10, ge=0, le=19)
     # A failing delivery is tried this many times (waiting base, 2 base, 4 base … seconds,
     # at most 5 minutes, between tries) before it is parked with its error.
     the_loop_inbox_attempts: int = 8

@@ -74,7 +74,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_worker(args: argparse.Namespace) -> int:
     """Inbox workers (THE_LOOP_INBOX_WORKERS, at least one) and the chat mirror's sender,
-    without the HTTP server; `--drain` handles what is due and exits."""
+    without the HTTP server, at a CPU priority THE_LOOP_WORKER_NICE below the App's (a
+    flood is acknowledged first); `--drain` handles what is due and exits."""
     from app.github.worker import InboxWorker
     from app.runtime import build_state
     from app.settings import load_settings
@@ -82,6 +83,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
     undumpable()
     settings = load_settings()
+    os.nice(settings.the_loop_worker_nice)  # acknowledging comes before handling
     workers = max(1, settings.the_loop_inbox_workers)
     state = build_state(settings, inbox_workers=workers)
     if args.drain:
