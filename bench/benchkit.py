@@ -18,6 +18,20 @@ sys.path.insert(0, str(ROOT))
 from app.store.tables import Delivery  # noqa: E402
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile of `values`, by the nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def splice(fixture: Path) -> tuple[bytes, bytes]:
+    """The fixture's JSON as `prefix + n + suffix`, with a `bench_n` field of its own per
+    delivery: the App stores a signed body once, so every request needs a body of its own."""
+    text = fixture.read_bytes()
+    assert text.startswith(b"{")
+    return b'{"bench_n": ', b"," + text[1:]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchkit import free_port, start_process, wait_healthy  # noqa: E402
+from benchkit import free_port, percentile, start_process, wait_healthy  # noqa: E402
 
 from app.gate.markers import MARKER_PREFIX, MarkerKind  # noqa: E402
 from app.spawner.tmux import TmuxRunner  # noqa: E402
@@ -68,11 +68,6 @@ done
 """
 RULE = "\u2500" * 40
 CHECKLIST_MARKER = MARKER_PREFIX + MarkerKind.CHECKLIST
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def summary(name: str, seconds: list[float]) -> str:

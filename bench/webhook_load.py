@@ -34,6 +34,9 @@ from urllib.parse import urlsplit
 
 from githubkit.webhooks import sign
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import percentile, splice
+
 FIXTURE = Path(__file__).resolve().parents[2] / "shared/fixtures/github/issue_comment.created.json"
 REPLY_TIMEOUT = 10.0
 FINISH_SECONDS = 5.0
@@ -51,16 +54,16 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
 
     def report(self, ended: float) -> dict[str, float]:
-        ms = sorted(x * 1000 for x in self.latencies) or [0.0]
+        ms = [x * 1000 for x in self.latencies] or [0.0]
         seconds = max(1e-9, ended - self.started)
         return {
             "sent": self.sent,
             "acked": self.acked,
             "other": self.other,
             "errors": self.errors,
-            "p50_ms": ms[round(0.5 * (len(ms) - 1))],
-            "p99_ms": ms[round(0.99 * (len(ms) - 1))],
-            "max_ms": ms[-1],
+            "p50_ms": percentile(ms, 0.5),
+            "p99_ms": percentile(ms, 0.99),
+            "max_ms": max(ms),
             "seconds": seconds,
             "rate": self.sent / seconds,
         }
@@ -72,9 +75,7 @@ class Deliveries:
     def __init__(self, url: str, fixture: Path, secret: str, event: str) -> None:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        text = fixture.read_bytes()
-        assert text.startswith(b"{")
-        self.prefix, self.suffix = b'{"bench_n": ', b"," + text[1:]
+        self.prefix, self.suffix = splice(fixture)
         self.secret, self.event = secret, event
         self.run = uuid.uuid4().hex[:8]
 
