@@ -36,9 +36,9 @@ import pytest
 from app.commands.hooks import install_stop_hook, read_settings, write_settings
 from app.config import HarnessTrust, TrustScope
 from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
+from app.spawner.sending import submit
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import claude_config_path, claude_settings_path, pretrust, update_json_file
-from app.spawner.watchdog import submit
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
 from tests.support import wait_for
 

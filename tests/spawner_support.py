@@ -15,7 +15,11 @@ from urllib.parse import quote
 
 import pytest
 
+from app.audit import read_jsonl
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.registry import Registry, SessionRecord
 from app.spawner.tmux import TmuxRunner
+from app.spawner.watchdog import Watchdog
 from tests.support import wait_for
 
 STANDIN = r"""#!{python}
@@ -23,7 +27,7 @@ STANDIN = r"""#!{python}
 # What a run does comes from plan.json there (one entry per start: {{"exit": n}} or
 # {{"screen": text[, "until_key": true]}}), or, for a direct tmux test, from its last
 # argument (EXIT:n, SCREEN:path). Otherwise it shows Claude Code's input box (the sign that a
-# pasted message lands) and keeps every byte that reaches its terminal.
+# pasted message lands), keeps every byte that reaches its terminal and echoes each message.
 import json, os, sys, time, tty, urllib.parse
 item = os.environ.get("THE_LOOP_WORK_ITEM_ID") or os.environ.get("THE_LOOP_WORK_ITEM")
 out = os.path.join({records!r}, urllib.parse.quote(item or "standing-" + os.getcwd(), safe=""))
@@ -61,6 +65,7 @@ else:
     sys.stdout.write(box)
 sys.stdout.write("\x1b[?2004h")
 sys.stdout.flush()
+pending = b""
 with open(os.path.join(out, "stdin.bin"), "ab") as fh:
     while True:
         data = os.read(0, 65536)
@@ -68,6 +73,18 @@ with open(os.path.join(out, "stdin.bin"), "ab") as fh:
             break
         fh.write(data)
         fh.flush()
+        # Like claude, a pasted message sent with Enter shows as one transcript line (its
+        # first non-empty line) above a fresh, empty box: the spawner confirms it from there.
+        pending += data
+        while (end := pending.find(b"\x1b[201~\r")) >= 0:
+            start = pending.find(b"\x1b[200~")
+            text = pending[start + 6 if 0 <= start < end else 0 : end].decode("utf-8", "replace")
+            pending = pending[end + 7 :]
+            first = next((ln for ln in text.splitlines() if ln.strip()), "")[:60]
+            sys.stdout.write("\r\n\u276f " + first + "\r\n\r\n" + box)
+            sys.stdout.flush()
+        if b"\x1b[200~" not in pending:
+            pending = pending[-16:]  # a paste's start is kept until it ends
 """
 
 
@@ -168,3 +185,44 @@ def bare_repository(tmp_path: Path, name: str = "origin.git") -> Path:
     bare = tmp_path / name
     git("clone", "-q", "--bare", str(work), str(bare), cwd=tmp_path)
     return bare
+
+
+class Fleet:
+    """Sessions started straight in tmux panes, with a registry, events and a watchdog."""
+
+    def __init__(self, runner: TmuxRunner, tmp_path: Path) -> None:
+        self.runner = runner
+        self.registry = Registry(tmp_path / "sessions.json")
+        self.events = SpawnerEvents(tmp_path)
+        self.dog = Watchdog(runner, self.registry, self.events.emit)
+        self.tmp = tmp_path
+
+    def start(self, name: str, script: str) -> SessionRecord:
+        target = self.runner.start(name, self.tmp, ["sh", "-c", script], owner=f"github:o/r#{name}")
+        return self.registry.put(
+            SessionRecord(
+                work_item=f"github:o/r#{name}",
+                harness="claude",
+                model="",
+                effort="",
+                harness_args=[],
+                session_id=f"sid-{name}",
+                tmux_session=name,
+                tmux_target=target,
+                checkout=str(self.tmp),
+                interaction="work-item",
+            )
+        )
+
+    def events_named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in read_jsonl(self.events.path) if e["event"] == name]
+
+    def state(self, name: str) -> str:
+        record = self.registry.get(f"github:o/r#{name}")
+        assert record is not None
+        return record.state
+
+
+@pytest.fixture
+def fleet(runner: TmuxRunner, tmp_path: Path) -> Fleet:
+    return Fleet(runner, tmp_path)

@@ -12,6 +12,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import claude_config_path, update_json_file
+from app.spawner.watchdog import Watchdog
 from tests.claude_support import DUMMY_KEY, GENEROUS, approve_key, claude_binary, claude_env
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.hostile_support import SEARCH
@@ -75,6 +77,25 @@ def devbox(
         env=env,
         ready_timeout=GENEROUS,
     )
+
+
+@contextmanager
+def watched(ctx: SpawnerContext, interval: float = 1.0) -> Iterator[None]:
+    """The spawner's watchdog looking at the sessions every `interval`, as the agent's does."""
+    dog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks)
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.wait(interval):
+            dog.tick()
+
+    thread = threading.Thread(target=look, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=GENEROUS)
 
 
 @pytest.fixture
@@ -153,14 +174,21 @@ def test_eight_sessions_launched_at_once_all_start_without_a_trust_dialog(
                 failures.append(str(exc))
 
         threads = [threading.Thread(target=spawn, args=(n,)) for n in numbers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=300)
-        assert failures == []
-        wait_for(lambda: not model.pending(), timeout=GENEROUS * 2)
+        with watched(ctx):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=300)
+            assert failures == []
+            try:
+                wait_for(lambda: not model.pending(), timeout=GENEROUS)
+            except AssertionError:  # say what each session's pane shows
+                records = ctx.registry.all()
+                panes = {r.work_item: ctx.runner.capture(r.tmux_session) for r in records}
+                raise AssertionError(f"the model never saw {model.pending()}: {panes}") from None
         model.assert_script_done()  # every session got its first message to the model
     assert events(ctx, "session.stalled") == [] and events(ctx, "session.prompt_pending") == []
+    assert events(ctx, "session.paste_unconfirmed") == []
     homes = (
         [ctx.home]
         if mode == "none"

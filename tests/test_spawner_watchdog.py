@@ -3,20 +3,15 @@ real tmux panes: a blocking screen is `stalled`, a dead pane `exited`, never `ru
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from app.audit import read_jsonl
 from app.config import parse_config
 from app.protocol import AnswerJob
 from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
 from app.spawner.dialogs import parse_dialog
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry, SessionRecord, SessionState
+from app.spawner.registry import SessionState
 from app.spawner.screens import (
     Screen,
     classify_screen,
@@ -26,8 +21,7 @@ from app.spawner.screens import (
     last_lines,
     unsent,
 )
-from app.spawner.tmux import TmuxRunner
-from app.spawner.watchdog import Watchdog
+from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for
 
 SCREENS = FIXTURES / "claude-screens"
@@ -87,45 +81,6 @@ def test_last_lines_drop_tmux_s_dead_pane_line() -> None:
         "--dangerously-skip-permissions cannot be used with root/sudo privileges for security "
         "reasons"
     ]
-
-
-class Fleet:
-    def __init__(self, runner: TmuxRunner, tmp_path: Path) -> None:
-        self.runner = runner
-        self.registry = Registry(tmp_path / "sessions.json")
-        self.events = SpawnerEvents(tmp_path)
-        self.dog = Watchdog(runner, self.registry, self.events.emit)
-        self.tmp = tmp_path
-
-    def start(self, name: str, script: str) -> SessionRecord:
-        target = self.runner.start(name, self.tmp, ["sh", "-c", script], owner=f"github:o/r#{name}")
-        return self.registry.put(
-            SessionRecord(
-                work_item=f"github:o/r#{name}",
-                harness="claude",
-                model="",
-                effort="",
-                harness_args=[],
-                session_id=f"sid-{name}",
-                tmux_session=name,
-                tmux_target=target,
-                checkout=str(self.tmp),
-                interaction="work-item",
-            )
-        )
-
-    def events_named(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in read_jsonl(self.events.path) if e["event"] == name]
-
-    def state(self, name: str) -> str:
-        record = self.registry.get(f"github:o/r#{name}")
-        assert record is not None
-        return record.state
-
-
-@pytest.fixture
-def fleet(runner: TmuxRunner, tmp_path: Path) -> Fleet:
-    return Fleet(runner, tmp_path)
 
 
 def test_a_pane_at_the_trust_dialog_is_stalled_once_then_unstalled(fleet: Fleet) -> None:

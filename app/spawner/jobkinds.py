@@ -34,14 +34,9 @@ from app.spawner.launch import (
 )
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
+from app.spawner.sending import paste_first_message, submit, watch_unsent
 from app.spawner.tmux import TmuxError
-from app.spawner.watchdog import (
-    Readiness,
-    await_input,
-    paste_first_message,
-    report_stall,
-    submit,
-)
+from app.spawner.watchdog import Readiness, await_input, report_stall
 from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
@@ -121,8 +116,9 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    removed = submit(ctx.runner, record.tmux_session, record.work_item, text)
-    _delivered(ctx, job, record.session_id, respawned=False, removed=removed)
+    sent = submit(ctx.runner, record.tmux_session, record.work_item, text)
+    watch_unsent(ctx.registry, ctx.events.emit, record, text, sent, first=False)
+    _delivered(ctx, job, record.session_id, respawned=False, removed=sent.removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
 
 

@@ -23,16 +23,11 @@ from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.sandbox import BWRAP
+from app.spawner.sending import paste_first_message
 from app.spawner.sessionhome import home_for, seed_home
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
-from app.spawner.watchdog import (
-    Readiness,
-    Waited,
-    await_input,
-    paste_first_message,
-    report_stall,
-)
+from app.spawner.watchdog import Readiness, Waited, await_input, report_stall
 from app.spawner.workbranch import configure_push, switch_to
 
 RUNNER = "tmux"

@@ -58,6 +58,12 @@ class SessionRecord:
     stall: str = ""
     stall_fingerprint: str = ""  # the question on screen, when the stall is one (dialogs.py)
     pending: str = ""  # a first message not pasted yet (the session was not ready for it)
+    # A paste not yet seen sent (sending.py): the watchdog follows it through.
+    unsent: str = ""
+    unsent_before: int = 0  # transcript lines like it before the paste
+    unsent_first: bool = False  # the session's first message
+    unsent_tries: int = 0  # Enters pressed or pastes repeated for it so far
+    unsent_since: str = ""
     exit_status: int | None = None
     started_at: str = field(default_factory=_now)
     updated_at: str = field(default_factory=_now)

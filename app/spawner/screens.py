@@ -106,18 +106,26 @@ def unsent(text: str, pasted: str) -> bool:
     return bool(held) and _shows(held or "", pasted)
 
 
-def echoes(text: str, pasted: str) -> int:
-    """How many messages in the visible transcript (prompt-marked lines above the input box)
-    look like `pasted`: one more after a paste than before means it was sent."""
+def _messages(text: str) -> list[str]:
+    """The messages in the visible transcript: prompt-marked, non-empty lines above the
+    input box (what follows the mark)."""
     lines = text.splitlines()
     rules = [i for i, ln in enumerate(lines) if _RULE.match(ln)]
     above = lines[: rules[-2]] if len(rules) >= 2 else lines
-    return sum(
-        1
-        for ln in above
-        if ln.lstrip().startswith(PROMPT_MARK)
-        and _shows(ln.lstrip()[len(PROMPT_MARK) :].strip(), pasted)
-    )
+    marked = (ln.lstrip() for ln in above)
+    shown = (ln[len(PROMPT_MARK) :].strip() for ln in marked if ln.startswith(PROMPT_MARK))
+    return [ln for ln in shown if ln]
+
+
+def echoes(text: str, pasted: str) -> int:
+    """How many messages in the visible transcript look like `pasted`: one more after a
+    paste than before means it was sent."""
+    return sum(1 for shown in _messages(text) if _shows(shown, pasted))
+
+
+def transcript_messages(text: str) -> int:
+    """How many messages the visible transcript shows: none in a session never sent one."""
+    return len(_messages(text))
 
 
 def last_lines(text: str, count: int = 6, limit: int = 600) -> list[str]:

@@ -4,7 +4,8 @@
 blocking screen `session.stalled` (naming which), and a stalled pane that moved on
 `session.unstalled` — so nothing waiting on a keypress is reported as running. A session
 whose first message could not be pasted yet (it was still starting, or stopped at a dialog)
-gets it once its input box shows. `await_input` is the same look, repeated until a session
+gets it once its input box shows, and a paste not yet seen sent is followed through
+(sending.py). `await_input` is the same look, repeated until a session
 just launched is ready for its first message.
 """
 
@@ -19,16 +20,8 @@ from typing import Any
 from app.spawner.dialogs import parse_dialog
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
-from app.spawner.screens import (
-    HINTS,
-    Screen,
-    classify_screen,
-    echoes,
-    input_line,
-    input_ready,
-    last_lines,
-    unsent,
-)
+from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
+from app.spawner.sending import follow_through, paste_first_message
 from app.spawner.tmux import TmuxError, TmuxRunner
 
 Emit = Callable[..., Any]
@@ -113,78 +106,6 @@ def await_input(
         time.sleep(poll)
 
 
-SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
-SUBMIT_QUIET = 3.0  # an empty box this long after the paste, never seen holding it: sent
-SUBMIT_POLL = 0.25
-SUBMIT_RETRIES = 8  # Enters pressed again at most
-# Looks in a row the box must hold the text before another Enter: long enough that a paste
-# claude is still taking in (60,000 characters take seconds) is not sent twice.
-HELD_LOOKS = 12
-
-
-def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> int:
-    """Paste `text` into the session and make sure it was sent. Claude Code still busy starting
-    up (or taking in a long paste) when the Enter after the paste arrives keeps the text in its
-    input box; seen there on HELD_LOOKS looks in a row (and not yet in the transcript), it
-    gets another Enter (an Enter on an empty box does nothing). Sent is: one more transcript
-    line like it than before (a message queued behind a running turn shows there too), the
-    box seen holding it and then empty, or an empty box for SUBMIT_QUIET; a pane with no
-    input box has nothing to confirm. Returns how many control characters the paste removed.
-    `name` is the tmux session, `owner` the work item whose it must be."""
-    try:
-        before = echoes(runner.capture(name), text)
-    except TmuxError:
-        before = 0
-    removed = runner.paste(name, text, owner=owner)
-    start = time.monotonic()
-    seen_held, held_looks, pressed = False, 0, 0
-    while time.monotonic() - start < SUBMIT_WINDOW:
-        time.sleep(SUBMIT_POLL)
-        try:
-            screen = runner.capture(name)
-        except TmuxError:
-            break
-        if echoes(screen, text) > before:
-            break  # in the transcript (sent, or queued behind a running turn)
-        if unsent(screen, text):
-            seen_held, held_looks = True, held_looks + 1
-            if held_looks >= HELD_LOOKS and pressed < SUBMIT_RETRIES:
-                runner.press(name, ["Enter"], owner=owner)
-                pressed, held_looks = pressed + 1, 0
-            continue
-        held_looks = 0
-        if input_line(screen) is None:
-            break  # no input box: a dialog took the screen, or the harness is not Claude Code
-        quiet = time.monotonic() - start >= SUBMIT_QUIET
-        if seen_held or quiet:
-            break
-    return removed
-
-
-def paste_first_message(
-    runner: TmuxRunner,
-    registry: Registry,
-    emit: Emit,
-    record: SessionRecord,
-    text: str,
-    *,
-    late: bool,
-) -> None:
-    """Paste a session's first message and forget it as pending; `session.prompted` says
-    so (`late` when it waited for the watchdog)."""
-    removed = submit(runner, record.tmux_session, record.work_item, text)
-    registry.update(record.work_item, pending="")
-    note = {"removed_controls": removed} if removed else {}
-    emit(
-        "session.prompted",
-        record.work_item,
-        session_id=record.session_id,
-        chars=len(text),
-        late=late,
-        **note,
-    )
-
-
 class Watchdog:
     """One look at every live session per `tick`; state changes become events."""
 
@@ -247,6 +168,8 @@ class Watchdog:
             paste_first_message(
                 self.runner, self.registry, self.emit, record, record.pending, late=True
             )
+        elif record.unsent:
+            follow_through(self.runner, self.registry, self.emit, record, text)
         if record.state == SessionState.STALLED:
             self.registry.update(
                 record.work_item, state=SessionState.RUNNING.value, stall="", stall_fingerprint=""

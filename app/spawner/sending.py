@@ -1,0 +1,196 @@
+"""Putting a message into a session's input box, and knowing that it was sent.
+
+A paste into Claude Code is sent by the Enter after it — unless the TUI was still busy
+(starting up, or taking in a long paste) when that Enter arrived: then the text stays in the
+box, or, while it is still starting, the paste can be lost. `submit` watches the pane for
+SUBMIT_WINDOW and presses Enter again for text it sees held. What it could not confirm in
+that window is kept on the session's record (`unsent`) and `follow_through`, run by the
+watchdog on every look, finishes the job: another Enter for text still held, the first
+message pasted again into a session that shows none yet, `session.paste_confirmed` when it
+shows in the transcript, and `session.paste_unconfirmed` (a warning) when it never does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from app.spawner.registry import Registry, SessionRecord
+from app.spawner.screens import echoes, input_line, transcript_messages, unsent
+from app.spawner.tmux import TmuxError, TmuxRunner
+
+Emit = Callable[..., Any]
+
+SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
+SUBMIT_POLL = 0.25
+SUBMIT_RETRIES = 8  # Enters pressed again at most, in the window
+# Looks in a row the box must hold the text before another Enter: long enough that a paste
+# claude is still taking in (60,000 characters take seconds) is not sent twice.
+HELD_LOOKS = 12
+FOLLOW_PRESSES = 20  # Enters the watchdog presses, at most, for text still held
+FOLLOW_REPASTES = 2  # times a first message no session shows is pasted again
+FOLLOW_SECONDS = 120.0  # after this, a paste never seen sent is reported, not watched
+
+
+class Outcome(StrEnum):
+    ECHOED = "echoed"  # one more transcript line like it than before: sent (or queued)
+    TAKEN = "taken"  # the box was seen holding it, then empty
+    NO_BOX = "no_box"  # no input box shows (a dialog, or not Claude Code): nothing to watch
+    HELD = "held"  # still in the box when the window ran out
+    UNSEEN = "unseen"  # neither in the box nor in the transcript: maybe lost
+
+
+CONFIRMED = frozenset({Outcome.ECHOED, Outcome.TAKEN, Outcome.NO_BOX})
+
+
+@dataclass(frozen=True)
+class Sent:
+    removed: int  # control characters the paste removed
+    outcome: Outcome
+    before: int  # transcript lines like the text before the paste
+
+    @property
+    def confirmed(self) -> bool:
+        return self.outcome in CONFIRMED
+
+
+def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
+    """Paste `text` into tmux session `name` (work item `owner`'s) and watch it go: text seen
+    held in the box on HELD_LOOKS looks in a row (and not yet in the transcript) gets another
+    Enter; an Enter on an empty box does nothing."""
+    try:
+        before = echoes(runner.capture(name), text)
+    except TmuxError:
+        before = 0
+    removed = runner.paste(name, text, owner=owner)
+    start = time.monotonic()
+    seen_held, held_looks, pressed = False, 0, 0
+    outcome = Outcome.UNSEEN
+    while time.monotonic() - start < SUBMIT_WINDOW:
+        time.sleep(SUBMIT_POLL)
+        try:
+            screen = runner.capture(name)
+        except TmuxError:
+            outcome = Outcome.NO_BOX
+            break
+        if echoes(screen, text) > before:
+            outcome = Outcome.ECHOED
+            break
+        if unsent(screen, text):
+            seen_held, held_looks, outcome = True, held_looks + 1, Outcome.HELD
+            if held_looks >= HELD_LOOKS and pressed < SUBMIT_RETRIES:
+                runner.press(name, ["Enter"], owner=owner)
+                pressed, held_looks = pressed + 1, 0
+            continue
+        held_looks = 0
+        if input_line(screen) is None:
+            outcome = Outcome.NO_BOX
+            break
+        if seen_held:
+            outcome = Outcome.TAKEN
+            break
+        outcome = Outcome.UNSEEN
+    return Sent(removed, outcome, before)
+
+
+def watch_unsent(
+    registry: Registry, emit: Emit, record: SessionRecord, text: str, sent: Sent, *, first: bool
+) -> None:
+    """Hand a paste `submit` could not confirm to the watchdog, and say so."""
+    if sent.confirmed:
+        return
+    registry.update(
+        record.work_item,
+        unsent=text,
+        unsent_before=sent.before,
+        unsent_first=first,
+        unsent_tries=0,
+        unsent_since=datetime.now(UTC).isoformat(),
+    )
+    emit(
+        "session.paste_pending",
+        record.work_item,
+        level="warning",
+        session_id=record.session_id,
+        outcome=sent.outcome.value,
+        chars=len(text),
+    )
+
+
+def paste_first_message(
+    runner: TmuxRunner,
+    registry: Registry,
+    emit: Emit,
+    record: SessionRecord,
+    text: str,
+    *,
+    late: bool,
+) -> None:
+    """Paste a session's first message and forget it as pending; `session.prompted` says
+    so (`late` when it waited for the watchdog)."""
+    sent = submit(runner, record.tmux_session, record.work_item, text)
+    registry.update(record.work_item, pending="")
+    note = {"removed_controls": sent.removed} if sent.removed else {}
+    emit(
+        "session.prompted",
+        record.work_item,
+        session_id=record.session_id,
+        chars=len(text),
+        late=late,
+        **note,
+    )
+    watch_unsent(registry, emit, record, text, sent, first=True)
+
+
+def _forget(registry: Registry, record: SessionRecord) -> None:
+    registry.update(record.work_item, unsent="", unsent_before=0, unsent_tries=0, unsent_since="")
+
+
+def follow_through(
+    runner: TmuxRunner, registry: Registry, emit: Emit, record: SessionRecord, screen: str
+) -> None:
+    """One look at a session holding an unconfirmed paste (`record.unsent`), `screen` being
+    what its pane shows now."""
+    text = record.unsent
+    if echoes(screen, text) > record.unsent_before:
+        _forget(registry, record)
+        emit("session.paste_confirmed", record.work_item, session_id=record.session_id)
+        return
+    waited = (datetime.now(UTC) - datetime.fromisoformat(record.unsent_since)).total_seconds()
+    if unsent(screen, text) and record.unsent_tries < FOLLOW_PRESSES:
+        runner.press(record.tmux_session, ["Enter"], owner=record.work_item)
+        registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
+        return
+    box = input_line(screen)
+    if (
+        record.unsent_first
+        and box == ""
+        and transcript_messages(screen) == 0
+        and record.unsent_tries < FOLLOW_REPASTES
+    ):
+        # Nothing was ever sent to this session and its box is empty: the paste was lost.
+        registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
+        sent = submit(runner, record.tmux_session, record.work_item, text)
+        if sent.confirmed:
+            _forget(registry, record)
+            emit(
+                "session.paste_confirmed",
+                record.work_item,
+                session_id=record.session_id,
+                pasted_again=True,
+            )
+        return
+    if waited >= FOLLOW_SECONDS:
+        _forget(registry, record)
+        emit(
+            "session.paste_unconfirmed",
+            record.work_item,
+            level="warning",
+            session_id=record.session_id,
+            box=box,
+            chars=len(text),
+        )
