@@ -151,7 +151,8 @@ def test_a_delivery_that_keeps_failing_is_parked_not_dropped(store):
 def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store):
     engine, services, clock = store
     store_delivery(engine)
-    dead = inbox.claim(engine, "worker-that-died", clock.now)
+    with engine.connect() as conn:
+        dead = inbox.claim(conn, "worker-that-died", clock.now)
     assert dead is not None
     worker = InboxWorker(services, engine, Router({("issues", "opened"): [recording_handler]}))
     assert worker.run_once() is False  # still leased to the dead worker

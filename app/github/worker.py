@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -67,12 +67,18 @@ class InboxWorker:
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        row = inbox.claim(self.engine, self.name, now, self.retry.lease, look_first=self._idle)
-        self._idle = row is None
-        if row is None:
-            return False
+        with self.engine.connect() as conn:
+            row = inbox.claim(conn, self.name, now, self.retry.lease, look_first=self._idle)
+            self._idle = row is None
+            if row is None:
+                return False
+            self._handle(conn, row)
+        return True
+
+    def _handle(self, conn: Connection, row: Delivery) -> None:
+        """Run the handlers of claimed `row` on `conn`; done commits with their effects."""
         try:
-            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            with Session(conn, expire_on_commit=False) as session, session.begin():
                 ctx = HandlerContext(
                     services=self.services,
                     session=session,
@@ -98,7 +104,6 @@ class InboxWorker:
                 state=str(state),
                 error=detail,
             )
-        return True
 
     def _record_failure(self, row: Delivery, detail: str) -> InboxState:
         """Record the failed try; while the database itself is away (often why the handler

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Connection,
     Engine,
     Select,
     and_,
@@ -92,29 +93,38 @@ _DONE = (
 
 
 def claim(
-    engine: Engine,
+    conn: Connection,
     worker: str,
     now: datetime,
     lease: timedelta = LEASE,
     *,
     look_first: bool = True,
 ) -> Delivery | None:
-    """Take the oldest due delivery for `worker` until the lease runs out.
+    """Take the oldest due delivery for `worker` until the lease runs out, on `conn` (the
+    connection its handler then runs on: one checkout per delivery).
 
     One UPDATE picks and claims the row and returns it: on PostgreSQL its pick is `FOR UPDATE
-    SKIP LOCKED`, so replicas never take the same row; on SQLite the statement runs under the
+    SKIP LOCKED`, so replicas never take the same row, and it runs in autocommit (the claim
+    is one round trip, no BEGIN or COMMIT of its own); on SQLite the statement runs under the
     file's write lock (its connection takes it at the UPDATE). With `look_first`, an idle
     worker's look at an empty inbox is a plain read that takes no lock; a worker that just
     took a delivery skips it (the inbox is likely not empty).
     """
-    if look_first:
-        with Session(engine) as session:
-            if session.scalar(_ANY_DUE, {"now": now}) is None:
-                return None
-    take = _TAKE_POSTGRES if is_postgres(engine) else _TAKE_SQLITE
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        params = {"now": now, "worker": worker, "until": now + lease}
-        return session.scalars(take, params).first()
+    postgres = is_postgres(conn.engine)
+    if postgres:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        if look_first:
+            with Session(conn) as session:
+                if session.scalar(_ANY_DUE, {"now": now}) is None:
+                    return None
+        take = _TAKE_POSTGRES if postgres else _TAKE_SQLITE
+        with Session(conn, expire_on_commit=False) as session, session.begin():
+            params = {"now": now, "worker": worker, "until": now + lease}
+            return session.scalars(take, params).first()
+    finally:
+        if postgres:
+            conn.execution_options(isolation_level=conn.default_isolation_level)
 
 
 class LeaseLost(RuntimeError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import BindParameter, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import is_own_comment
@@ -21,7 +21,6 @@ from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
 from app.workitems.jobs import deliver_job, enqueue
-from app.workitems.pulls import item_for_pull
 from app.workitems.states import is_live
 
 
@@ -101,16 +100,27 @@ def record_ignored(
     )
 
 
-# Built once: every comment on every issue asks, most of them about no work item.
-_BY_ISSUE = select(WorkItem).where(
-    WorkItem.repo_full_name == bindparam("repo"), WorkItem.issue_number == bindparam("number")
-)
+def _build_by_issue_or_pull() -> Select[Any]:
+    """The item of an issue, else the one its pull request is linked to: one statement, built
+    once — every comment on every issue asks, most of them about no work item."""
+    number: BindParameter[int] = bindparam("number")
+    return (
+        select(WorkItem)
+        .where(
+            WorkItem.repo_full_name == bindparam("repo"),
+            or_(WorkItem.issue_number == number, WorkItem.pull_number == number),
+        )
+        .order_by((WorkItem.issue_number == number).desc(), WorkItem.created_at)
+        .limit(1)
+    )
+
+
+_BY_ISSUE_OR_PULL = _build_by_issue_or_pull()
 
 
 def _frozen_item(session: Session, repo: str, number: int) -> WorkItem | None:
     """The executed item of issue `number`, or of the pull request `number` is linked to."""
-    item = session.scalars(_BY_ISSUE, {"repo": repo, "number": number}).first()
-    item = item or item_for_pull(session, repo, number)
+    item = session.scalars(_BY_ISSUE_OR_PULL, {"repo": repo, "number": number}).first()
     return item if item is not None and item.frozen is not None else None
 
 
