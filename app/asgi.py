@@ -151,7 +151,9 @@ class AsgiApp:
         if isinstance(v, Answer):
             return v
         try:
-            new = await self.state.ingest.store_async(v.delivery_id, v.event, v.action, v.body)
+            new = await self.state.ingest.store_async(
+                v.delivery_id, v.event, v.action, v.body, v.lane
+            )
         except IngestUnavailable as exc:
             return unavailable(v, exc)
         return accepted(self.state, v, new)

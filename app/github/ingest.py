@@ -11,6 +11,9 @@ A delivery is new when neither its delivery id nor its body (by SHA-256) was sto
 the signature covers the body only, so a signed body replayed under a fresh delivery id is a
 repeat, not a second delivery.
 
+A routed delivery gets its lane's fair turn (`app.store.lanes`): a flood on one issue is
+queued behind what other issues send meanwhile, not in front of it.
+
 The same transaction records `webhook.received` for each new delivery. A delivery no handler
 acts on (`routed` says which; most of what GitHub sends is such) is stored already done: it
 is kept for dedupe and audit, and the worker never has to touch it.
@@ -40,6 +43,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.audit import EventLog, event_record
+from app.store.lanes import Turns
 from app.store.sqlite_writes import WalCheckpointer, sqlite_path
 from app.store.tables import Delivery, Event, InboxState, compress_body
 
@@ -71,15 +75,16 @@ class _Pending:
     action: str | None
     body: bytes
     digest: str
+    lane: str
     done: Callable[[bool, BaseException | None], None] | None = None
     future: asyncio.Future[Outcome] | None = None
 
 
 def _pending(
-    delivery_id: str, event: str, action: str | None, body: bytes, **waiter: Any
+    delivery_id: str, event: str, action: str | None, body: bytes, lane: str, **waiter: Any
 ) -> _Pending:
     digest = hashlib.sha256(body).hexdigest()
-    return _Pending(delivery_id, event, action, compress_body(body), digest, **waiter)
+    return _Pending(delivery_id, event, action, compress_body(body), digest, lane, **waiter)
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:
@@ -96,12 +101,14 @@ class IngestWriter:
         routed: Callable[[str, str | None], bool] = lambda _event, _action: True,
         wait_seconds: float = WAIT_SECONDS,
         pressure_hold: float = PRESSURE_HOLD,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.engine = engine
         self.events = events
         self.routed = routed
         self.wait_seconds = wait_seconds  # then a waiting request answers 503
         self.pressure_hold = pressure_hold
+        self.clock = clock  # what a batch records as received, and its turns count from
         dialect_insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
         self._insert = (
             dialect_insert(Delivery)
@@ -114,6 +121,7 @@ class IngestWriter:
         self._conn: Connection | None = None
         self._start_lock = threading.Lock()
         self._pressed_until = 0.0
+        self._turns = Turns()  # used by the writer thread only
 
     def pressed(self) -> bool:
         """Whether acknowledgements are waiting on this writer: a recent batch held more than
@@ -121,8 +129,11 @@ class IngestWriter:
         database's write lock are better spent acknowledging than handling."""
         return time.monotonic() < self._pressed_until
 
-    def store(self, delivery_id: str, event: str, action: str | None, body: bytes) -> bool:
-        """Store one delivery durably; True when new, False for a repeated delivery id."""
+    def store(
+        self, delivery_id: str, event: str, action: str | None, body: bytes, lane: str = ""
+    ) -> bool:
+        """Store one delivery durably; True when new, False for a repeated delivery id.
+        `lane` is what it is about (store/lanes.py), for its fair turn."""
         finished = threading.Event()
         outcome: list[Any] = []
 
@@ -130,13 +141,13 @@ class IngestWriter:
             outcome.extend((new, error))
             finished.set()
 
-        self._submit(_pending(delivery_id, event, action, body, done=done))
+        self._submit(_pending(delivery_id, event, action, body, lane, done=done))
         if not finished.wait(self.wait_seconds):
             raise IngestUnavailable("the store did not answer in time")
         return self._outcome(*outcome)
 
     async def store_async(
-        self, delivery_id: str, event: str, action: str | None, body: bytes
+        self, delivery_id: str, event: str, action: str | None, body: bytes, lane: str = ""
     ) -> bool:
         """`store` for a coroutine: the event loop serves other requests meanwhile."""
         loop = asyncio.get_running_loop()
@@ -144,7 +155,7 @@ class IngestWriter:
         # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
         timed_out: list[tuple[asyncio.Future[Outcome], Outcome]] = [(future, (False, _TIMED_OUT))]
         timer = loop.call_later(self.wait_seconds, _settle, timed_out)
-        self._submit(_pending(delivery_id, event, action, body, future=future))
+        self._submit(_pending(delivery_id, event, action, body, lane, future=future))
         try:
             new, error = await future
         finally:
@@ -215,7 +226,8 @@ class IngestWriter:
         return self._conn
 
     def _write(self, batch: list[_Pending]) -> None:
-        now = datetime.now(UTC)
+        now = self.clock()
+        now_ms = int(now.timestamp() * 1000)
         rows = []
         received = {}
         for item in batch:
@@ -232,6 +244,7 @@ class IngestWriter:
                     "received_at": now,
                     "state": InboxState.QUEUED if routed else InboxState.DONE,
                     "done_at": None if routed else now,
+                    "turn": self._turns.take(item.lane, now_ms) if routed else now_ms,
                 }
             )
             fields = {

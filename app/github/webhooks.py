@@ -21,6 +21,7 @@ from githubkit.webhooks import verify
 from app.github.ingest import IngestUnavailable
 from app.github.shapes import shape_problem
 from app.ingress.sampling import Record, cut
+from app.store.lanes import lane_of
 
 if TYPE_CHECKING:
     from app.runtime import AppState
@@ -81,6 +82,7 @@ class Verified:
     event: str
     action: str | None
     body: bytes = field(repr=False)
+    lane: str = ""  # the issue, pull request or repository it is about (store/lanes.py)
 
 
 UNAVAILABLE = Answer(
@@ -167,7 +169,8 @@ def screen(
         error = f"the body does not match X-GitHub-Event: {problem}"
         return rejected("400 Bad Request", error, "shape-mismatch", headers, remote)
     action = payload.get("action")
-    return Verified(delivery, event, action if isinstance(action, str) else None, body)
+    action = action if isinstance(action, str) else None
+    return Verified(delivery, event, action, body, lane_of(payload))
 
 
 def acknowledged(delivery: Verified, new: bool) -> Answer:
@@ -227,7 +230,7 @@ class WebhookIngress:
         if isinstance(v, Answer):
             return v
         try:
-            new = self.state.ingest.store(v.delivery_id, v.event, v.action, v.body)
+            new = self.state.ingest.store(v.delivery_id, v.event, v.action, v.body, v.lane)
         except IngestUnavailable as exc:
             return unavailable(v, exc)
         return accepted(self.state, v, new)

@@ -58,7 +58,7 @@ def _build_claimable() -> ColumnElement[bool]:
 
 _CLAIMABLE = _build_claimable()
 _ANY_DUE = select(Delivery.id).where(_CLAIMABLE).limit(1)
-_OLDEST = select(Delivery.id).where(_CLAIMABLE).order_by(Delivery.id).limit(1)
+_OLDEST = select(Delivery.id).where(_CLAIMABLE).order_by(Delivery.turn, Delivery.id).limit(1)
 
 
 def _take(oldest: Select[Any]) -> Any:
@@ -100,7 +100,8 @@ def claim(
     *,
     look_first: bool = True,
 ) -> Delivery | None:
-    """Take the oldest due delivery for `worker` until the lease runs out, on `conn` (the
+    """Take the due delivery of the earliest turn (lanes.py: a flooding issue or repository
+    waits its fair share), oldest first, for `worker` until the lease runs out, on `conn` (the
     connection its handler then runs on: one checkout per delivery).
 
     One UPDATE picks and claims the row and returns it: on PostgreSQL its pick is `FOR UPDATE

@@ -102,9 +102,9 @@ class Delivery(Base):
     """One GitHub webhook delivery, stored before it is acknowledged."""
 
     __tablename__ = "inbox"
-    # A claim asks for the oldest queued row: (state, id) answers it from the index, however
-    # many done rows lie before it (PostgreSQL would otherwise walk the primary key past them).
-    __table_args__ = (Index("ix_inbox_state_id", "state", "id"),)
+    # A claim asks for the queued row of the earliest turn (lanes.py), oldest first: (state,
+    # turn, id) answers it from the index, however many done rows lie before it.
+    __table_args__ = (Index("ix_inbox_state_turn", "state", "turn", "id"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
     event: Mapped[str] = mapped_column(String(64))
@@ -120,6 +120,8 @@ class Delivery(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When its lane's fair share lets it be handled, in ms since the epoch (lanes.py).
+    turn: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Event(Base):
