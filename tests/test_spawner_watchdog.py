@@ -150,6 +150,24 @@ def test_a_paste_still_in_the_input_box_is_unsent_and_an_empty_box_is_sent() -> 
     assert not unsent(queued, "please also handle the empty-list case")
 
 
+def test_a_short_multi_line_paste_still_in_the_box_is_unsent() -> None:
+    """Claude Code shows a paste of a few lines whole in its box (as seen when an Enter came
+    before it had taken the paste in): the box is still recognised, and holds the text."""
+    held = box(
+        "A follow-up from octocat on the issue:\n"
+        "  please also check that the README names the new command,\n"
+        "    and keep this indented line as it is."
+    )
+    multi = (
+        "A follow-up from octocat on the issue:\n"
+        "please also check that the README names the new command,\n"
+        "  and keep this indented line as it is."
+    )
+    assert (input_line(held) or "").startswith("A follow-up from octocat on the issue:\n")
+    assert unsent(held, multi)
+    assert not unsent(box(""), multi)
+
+
 def test_a_sent_message_shows_once_more_in_the_transcript() -> None:
     rule = "─" * 40
     before = box("")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from itertools import pairwise
 
 
 class Screen(StrEnum):
@@ -79,15 +80,19 @@ def input_ready(text: str) -> bool:
 
 
 def input_line(text: str) -> str | None:
-    """What Claude Code's input box holds (stripped), or None when no input box shows. A
-    paste it collapsed reads "[Pasted text #1 +22 lines]"; an empty box reads ""."""
+    """What Claude Code's input box holds (stripped; its lines joined by newlines), or None
+    when no input box shows. The box is the last two rules with a prompt-marked line right
+    under the first. A paste it collapsed reads "[Pasted text #1 +22 lines]"; a short
+    multi-line one shows every line; an empty box reads ""."""
     if classify_screen(text) is not None:
         return None
     lines = text.splitlines()
-    for i in range(len(lines) - 2, 0, -1):
-        line = lines[i].lstrip()
-        if line.startswith(PROMPT_MARK) and _RULE.match(lines[i - 1]) and _RULE.match(lines[i + 1]):
-            return line[len(PROMPT_MARK) :].strip()
+    rules = [i for i, ln in enumerate(lines) if _RULE.match(ln)]
+    for top, bottom in reversed(list(pairwise(rules))):
+        first = lines[top + 1].lstrip() if bottom > top + 1 else ""
+        if first.startswith(PROMPT_MARK):
+            held = [first[len(PROMPT_MARK) :], *lines[top + 2 : bottom]]
+            return "\n".join(ln.strip() for ln in held).strip()
     return None
 
 
