@@ -91,7 +91,8 @@ def test_screen_answers_a_ping_and_hands_back_anything_else_to_store():
 
     opened = fixture_bytes("github/issues.opened.json")
     verdict = screen(SECRET, headers_for(opened, delivery="d-2"), opened, None)
-    assert verdict == Verified("d-2", "issues", "opened", opened)
+    lane = "Codertocat/Hello-World#1"  # the issue it is about: its fair turn's lane
+    assert verdict == Verified("d-2", "issues", "opened", opened, lane)
     answer = acknowledged(verdict, new=False)
     assert answer.status.startswith("202") and answer.body == {"delivery": "d-2", "duplicate": True}
 
