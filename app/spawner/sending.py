@@ -23,7 +23,7 @@ from app.spawner.registry import Registry, SessionRecord
 from app.spawner.screens import echoes, input_line, transcript_messages, unsent
 from app.spawner.tmux import TmuxError, TmuxRunner
 
-Emit = Callable[..., Any]
+Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
 
 SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
 SUBMIT_POLL = 0.25
@@ -93,7 +93,6 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
         if seen_held:
             outcome = Outcome.TAKEN
             break
-        outcome = Outcome.UNSEEN
     return Sent(removed, outcome, before)
 
 
@@ -150,6 +149,11 @@ def _forget(registry: Registry, record: SessionRecord) -> None:
     registry.update(record.work_item, unsent="", unsent_before=0, unsent_tries=0, unsent_since="")
 
 
+def _confirmed(registry: Registry, emit: Emit, record: SessionRecord, **note: Any) -> None:
+    _forget(registry, record)
+    emit("session.paste_confirmed", record.work_item, session_id=record.session_id, **note)
+
+
 def follow_through(
     runner: TmuxRunner, registry: Registry, emit: Emit, record: SessionRecord, screen: str
 ) -> None:
@@ -157,10 +161,8 @@ def follow_through(
     what its pane shows now."""
     text = record.unsent
     if echoes(screen, text) > record.unsent_before:
-        _forget(registry, record)
-        emit("session.paste_confirmed", record.work_item, session_id=record.session_id)
+        _confirmed(registry, emit, record)
         return
-    waited = (datetime.now(UTC) - datetime.fromisoformat(record.unsent_since)).total_seconds()
     if unsent(screen, text) and record.unsent_tries < FOLLOW_PRESSES:
         runner.press(record.tmux_session, ["Enter"], owner=record.work_item)
         registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
@@ -176,15 +178,10 @@ def follow_through(
         registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
         sent = submit(runner, record.tmux_session, record.work_item, text)
         if sent.confirmed:
-            _forget(registry, record)
-            emit(
-                "session.paste_confirmed",
-                record.work_item,
-                session_id=record.session_id,
-                pasted_again=True,
-            )
+            _confirmed(registry, emit, record, pasted_again=True)
         return
-    if waited >= FOLLOW_SECONDS:
+    waited = datetime.now(UTC) - datetime.fromisoformat(record.unsent_since)
+    if waited.total_seconds() >= FOLLOW_SECONDS:
         _forget(registry, record)
         emit(
             "session.paste_unconfirmed",

@@ -12,19 +12,16 @@ just launched is ready for its first message.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from app.spawner.dialogs import parse_dialog
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
-from app.spawner.sending import follow_through, paste_first_message
+from app.spawner.sending import Emit, follow_through, paste_first_message
 from app.spawner.tmux import TmuxError, TmuxRunner
 
-Emit = Callable[..., Any]
 POLL_SECONDS = 0.05
 
 
