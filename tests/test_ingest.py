@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import zlib
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -152,7 +153,7 @@ def test_a_writer_stuck_on_the_lock_answers_unavailable_and_the_redelivery_is_a_
         engine.dispose()
 
 
-def test_bodies_are_stored_compressed_and_older_plain_rows_still_read(database_url):
+def test_bodies_are_stored_compressed_and_older_plain_and_zlib_rows_still_read(database_url):
     engine = make_engine(database_url)
     migrate(engine)
     body = fixture_bytes("github/issue_comment.created.json")
@@ -167,13 +168,26 @@ def test_bodies_are_stored_compressed_and_older_plain_rows_still_read(database_u
                 )
             )
             conn.execute(
-                text("UPDATE inbox SET body = :raw WHERE delivery_id = 'plain-1'"),
-                {"raw": b'{"action":"opened"}'},
+                insert(Delivery.__table__).values(
+                    delivery_id="zlib-1", event="issues", action=None, body=b"{}", state="done"
+                )
             )
-        assert len(bytes(stored)) * 4 < len(body)
+            for delivery, raw in (
+                ("plain-1", b'{"action":"opened"}'),
+                ("zlib-1", zlib.compress(b'{"action":"closed"}', 1)),
+            ):
+                conn.execute(
+                    text("UPDATE inbox SET body = :raw WHERE delivery_id = :d"),
+                    {"raw": raw, "d": delivery},
+                )
+        assert len(bytes(stored)) * 6 < len(body)
         with Session(engine) as session:
             bodies = dict(session.execute(select(Delivery.delivery_id, Delivery.body)).all())
-        assert bodies == {"d-1": body, "plain-1": b'{"action":"opened"}'}
+        assert bodies == {
+            "d-1": body,
+            "plain-1": b'{"action":"opened"}',
+            "zlib-1": b'{"action":"closed"}',
+        }
     finally:
         writer.close()
         engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import zlib
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,9 +22,13 @@ from sqlalchemy import (
     TypeDecorator,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from zstandard import ZstdCompressor, ZstdDecompressor
 
-# The first byte of every stream `zlib.compress` writes; no JSON text can start with it.
-_ZLIB_HEADER = 0x78
+# How a stored body starts: a Zstandard frame's magic number, or the first byte of a zlib
+# stream (rows stored before bodies were kept as Zstandard). No JSON text starts with either.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZLIB_HEADER = b"\x78"
+_codecs = threading.local()  # a (de)compressor serves one thread at a time
 
 
 def utcnow() -> datetime:
@@ -31,16 +36,27 @@ def utcnow() -> datetime:
 
 
 def compress_body(body: bytes) -> bytes:
-    """A JSON webhook body as stored: zlib level 1, about a sixth of GitHub's verbose JSON.
-    Already-compressed input comes back unchanged, so callers may compress early."""
-    if body[:1] == bytes((_ZLIB_HEADER,)):
+    """A JSON webhook body as stored: Zstandard level 1, about a seventh of GitHub's verbose
+    JSON. It runs on the acknowledgement path, where it takes 38 us for a 15 KB comment
+    against zlib's 93 us (`bench/ingest`). Already-compressed input comes back unchanged, so
+    callers may compress early."""
+    if body.startswith((_ZSTD_MAGIC, _ZLIB_HEADER)):
         return body
-    return zlib.compress(body, 1)
+    compressor = getattr(_codecs, "compressor", None)
+    if compressor is None:
+        compressor = _codecs.compressor = ZstdCompressor(level=1)
+    return bytes(compressor.compress(body))
 
 
 def decompress_body(stored: bytes) -> bytes:
-    """The JSON body back from `compress_body`; an uncompressed row reads back as it is."""
-    if stored[:1] == bytes((_ZLIB_HEADER,)):
+    """The JSON body back from `compress_body`; an older zlib row or an uncompressed one reads
+    back too."""
+    if stored.startswith(_ZSTD_MAGIC):
+        decompressor = getattr(_codecs, "decompressor", None)
+        if decompressor is None:
+            decompressor = _codecs.decompressor = ZstdDecompressor()
+        return bytes(decompressor.decompress(stored))
+    if stored.startswith(_ZLIB_HEADER):
         return zlib.decompress(stored)
     return stored
 
