@@ -151,7 +151,7 @@ def _prune_deliveries(
         batches.done()
 
 
-def received_before(latest: datetime, last: int, batch: int) -> Select[tuple[int]]:
+def received_before(latest: datetime, last: int, batch: int) -> Select[int]:
     """The next `batch` deliveries after id `last` received before `latest`, in id order.
 
     The search walks the primary key and reads each row's time; it names no state, so no
