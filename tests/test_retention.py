@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import event, insert, select
 from sqlalchemy.orm import Session
 
 from app.services import utcnow
 from app.store import make_engine, migrate
-from app.store.retention import Pruned, Retention, prune, received_before
+from app.store.retention import Pruned, Retention, prune
 from app.store.tables import Delivery, Event, InboxState, Once
 from tests.support import wait_for, wsgi_app
 
@@ -104,21 +104,37 @@ def test_exactly_the_old_rows_go_in_small_batches(database_url: str) -> None:
         engine.dispose()
 
 
-def test_the_search_for_old_deliveries_walks_the_primary_key(tmp_path: Path) -> None:
-    """A search by state picked the claim index and read and sorted every done row for each
-    batch of 200: a prune of a 1,000,000-delivery store ran for over 20 minutes, while every
-    acknowledgement waited seconds. The search must walk the primary key."""
+def test_a_prune_finds_and_changes_deliveries_by_primary_key(tmp_path: Path) -> None:
+    """A statement naming the state let SQLite pick the (state, turn, id) claim index and
+    read every done row for each batch of 200: a prune of a 1,000,000-delivery store ran for
+    over 20 minutes. Every statement a prune runs on the inbox must use the primary key."""
     engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
     migrate(engine)
-    search = received_before(utcnow(), 0, 200)
-    sql = str(search.compile(engine, compile_kwargs={"literal_binds": True}))
+    now = utcnow()
+    fill(engine, now)
+    old = [delivery(f"bulk-{n:03d}-", InboxState.DONE, timedelta(days=10), now) for n in range(400)]
+    with engine.begin() as conn:
+        conn.execute(insert(Delivery), old)
+    statements: list[str] = []
+
+    def trace(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.set_trace_callback(statements.append)
+
+    engine.dispose()
+    event.listen(engine, "connect", trace)
     try:
+        assert prune(engine, Retention(), now, pause=0).deliveries == 405
+        on_inbox = {sql for sql in statements if " inbox " in f"{sql} " and "PRAGMA" not in sql}
         with engine.connect() as conn:
-            plan = " | ".join(row[3] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+            plans = {
+                sql: " | ".join(row[3] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+                for sql in on_inbox
+            }
     finally:
         engine.dispose()
-    assert "INTEGER PRIMARY KEY" in plan, plan
-    assert "TEMP B-TREE" not in plan, plan
+    assert any(sql.startswith("DELETE") for sql in plans) and len(plans) >= 3
+    for sql, plan in plans.items():
+        assert "INTEGER PRIMARY KEY" in plan and "ix_inbox_state_turn" not in plan, (sql, plan)
 
 
 def test_inbox_prune_says_what_it_removed(database_url: str, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -124,46 +124,70 @@ class _Batches:
 def _prune_deliveries(
     batches: _Batches, retention: Retention, now: datetime, batch: int
 ) -> tuple[int, int]:
-    """Walk done deliveries received before the later cutoff, oldest first: delete the rows
-    past `dedupe`, empty the bodies past `bodies`. A delivery is done after it was received,
-    so a row received after both cutoffs can be neither."""
+    """Walk the deliveries received before the later cutoff, oldest first: delete the done
+    rows past `dedupe`, empty the bodies of done rows past `bodies`. A delivery is done after
+    it was received, so a row received after both cutoffs can be neither.
+
+    Each batch is read by primary key and sorted out here; its DELETE and UPDATE name rows
+    by id only. A statement that also names the state lets the database pick the (state,
+    turn, id) claim index, which on a big store reads every done row for each batch of 200.
+    Only done rows have a `done_at`, and a done row stays done, so the time alone keeps the
+    statements to done rows."""
     conn = batches.conn
     body_cutoff, row_cutoff = now - retention.bodies, now - retention.dedupe
-    latest = max(body_cutoff, row_cutoff)
-    done = Delivery.state == InboxState.DONE
     bodies = deliveries = 0
     last = 0
     while True:
-        ids = list(conn.scalars(received_before(latest, last, batch)))
-        if not ids:
+        rows = conn.execute(received_before(max(body_cutoff, row_cutoff), last, batch)).all()
+        if not rows:
             conn.commit()
             return bodies, deliveries
-        last = ids[-1]
-        in_batch = Delivery.id.in_(ids)
-        deliveries += conn.execute(
-            delete(Delivery).where(in_batch, done, Delivery.done_at < row_cutoff)
-        ).rowcount
-        bodies += conn.execute(
-            update(Delivery)
-            .where(in_batch, done, Delivery.done_at < body_cutoff, func.length(Delivery.body) > 0)
-            .values(body=literal(b"", LargeBinary()))
-        ).rowcount
+        last = rows[-1].id
+        done = [row for row in rows if row.state == InboxState.DONE and row.done_at is not None]
+        gone = [row.id for row in done if _aware(row.done_at) < row_cutoff]
+        emptied = [
+            row.id
+            for row in done
+            if row_cutoff <= _aware(row.done_at) < body_cutoff and row.has_body
+        ]
+        if gone:
+            deliveries += conn.execute(
+                delete(Delivery).where(Delivery.id.in_(gone), Delivery.done_at < row_cutoff)
+            ).rowcount
+        if emptied:
+            bodies += conn.execute(
+                update(Delivery)
+                .where(Delivery.id.in_(emptied), Delivery.done_at < body_cutoff)
+                .values(body=literal(b"", LargeBinary()))
+            ).rowcount
         batches.done()
 
 
-def received_before(latest: datetime, last: int, batch: int) -> Select[int]:
-    """The next `batch` deliveries after id `last` received before `latest`, in id order.
+def received_before(
+    latest: datetime, last: int, batch: int
+) -> Select[int, str, datetime | None, bool]:
+    """The next `batch` deliveries after id `last` received before `latest`, in id order:
+    their id, state, when they were done and whether they still hold a body.
 
     The search walks the primary key and reads each row's time; it names no state, so no
     database picks the (state, turn, id) claim index for it instead, which would read and
-    sort every done row of a big store for each batch. The batch's DELETE and UPDATE keep to
-    done rows."""
+    sort every done row of a big store for each batch."""
     return (
-        select(Delivery.id)
+        select(
+            Delivery.id,
+            Delivery.state,
+            Delivery.done_at,
+            (func.length(Delivery.body) > 0).label("has_body"),
+        )
         .where(Delivery.id > last, Delivery.received_at < latest)
         .order_by(Delivery.id)
         .limit(batch)
     )
+
+
+def _aware(at: datetime) -> datetime:
+    """A stored time as UTC-aware (SQLite returns them naive)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _delete_in_batches(
