@@ -8,7 +8,7 @@
 
 Queued and parked deliveries are never touched: a parked one waits for an operator.
 
-Every pass works in batches of 200 rows, each its own short transaction, with a pause
+Every pass works in batches of 50 rows, each its own short transaction, with a pause
 between them, so a webhook's write never waits behind more than one batch (on SQLite the
 batch's connection holds the file's write lock only from its first write to its commit, and
 never checkpoints inside it). Rows are found by primary key from where the last batch
@@ -43,7 +43,7 @@ from app.store.tables import Delivery, Event, InboxState, Once
 
 log = logging.getLogger(__name__)
 
-BATCH = 200
+BATCH = 50  # rows a transaction: its write lock is held for a few milliseconds
 PAUSE = 0.02  # seconds between batches: waiting writers go first
 SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default, restored on the connection after a pass
 SPAWNER_EVENT_KEY = "spawner-event:"  # `Once` keys of reported event ids (app.fleet.reports)
@@ -130,7 +130,7 @@ def _prune_deliveries(
 
     Each batch is read by primary key and sorted out here; its DELETE and UPDATE name rows
     by id only. A statement that also names the state lets the database pick the (state,
-    turn, id) claim index, which on a big store reads every done row for each batch of 200.
+    turn, id) claim index, which on a big store reads every done row for each batch.
     Only done rows have a `done_at`, and a done row stays done, so the time alone keeps the
     statements to done rows."""
     conn = batches.conn
