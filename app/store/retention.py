@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -128,9 +128,9 @@ def _prune_deliveries(
     rows past `dedupe`, empty the bodies of done rows past `bodies`. A delivery is done after
     it was received, so a row received after both cutoffs can be neither.
 
-    Each batch is read by primary key and sorted out here; its DELETE and UPDATE name rows
-    by id only. A statement that also names the state lets the database pick the (state,
-    turn, id) claim index, which on a big store reads every done row for each batch.
+    Each batch is read by primary key with what is due to each row, and its DELETE and
+    UPDATE name rows by id only. A statement that names the state lets the database pick the
+    (state, turn, id) claim index, which on a big store reads every done row for each batch.
     Only done rows have a `done_at`, and a done row stays done, so the time alone keeps the
     statements to done rows."""
     conn = batches.conn
@@ -138,18 +138,13 @@ def _prune_deliveries(
     bodies = deliveries = 0
     last = 0
     while True:
-        rows = conn.execute(received_before(max(body_cutoff, row_cutoff), last, batch)).all()
+        rows = conn.execute(_next_batch(body_cutoff, row_cutoff, last, batch)).all()
         if not rows:
             conn.commit()
             return bodies, deliveries
         last = rows[-1].id
-        done = [row for row in rows if row.state == InboxState.DONE and row.done_at is not None]
-        gone = [row.id for row in done if _aware(row.done_at) < row_cutoff]
-        emptied = [
-            row.id
-            for row in done
-            if row_cutoff <= _aware(row.done_at) < body_cutoff and row.has_body
-        ]
+        gone = [row.id for row in rows if row.gone]
+        emptied = [row.id for row in rows if row.emptied and not row.gone]
         if gone:
             deliveries += conn.execute(
                 delete(Delivery).where(Delivery.id.in_(gone), Delivery.done_at < row_cutoff)
@@ -163,31 +158,25 @@ def _prune_deliveries(
         batches.done()
 
 
-def received_before(
-    latest: datetime, last: int, batch: int
-) -> Select[int, str, datetime | None, bool]:
-    """The next `batch` deliveries after id `last` received before `latest`, in id order:
-    their id, state, when they were done and whether they still hold a body.
-
-    The search walks the primary key and reads each row's time; it names no state, so no
-    database picks the (state, turn, id) claim index for it instead, which would read and
-    sort every done row of a big store for each batch."""
+def _next_batch(
+    body_cutoff: datetime, row_cutoff: datetime, last: int, batch: int
+) -> Select[int, bool | None, bool | None]:
+    """The next `batch` deliveries after id `last` received before either cutoff, in id
+    order: each one's id, whether its row is due to go and whether its body is. The state
+    is read in the columns, not searched by, so the search walks the primary key."""
+    done = Delivery.state == InboxState.DONE
     return (
         select(
             Delivery.id,
-            Delivery.state,
-            Delivery.done_at,
-            (func.length(Delivery.body) > 0).label("has_body"),
+            (done & (Delivery.done_at < row_cutoff)).label("gone"),
+            (done & (Delivery.done_at < body_cutoff) & (func.length(Delivery.body) > 0)).label(
+                "emptied"
+            ),
         )
-        .where(Delivery.id > last, Delivery.received_at < latest)
+        .where(Delivery.id > last, Delivery.received_at < max(body_cutoff, row_cutoff))
         .order_by(Delivery.id)
         .limit(batch)
     )
-
-
-def _aware(at: datetime) -> datetime:
-    """A stored time as UTC-aware (SQLite returns them naive)."""
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _delete_in_batches(

@@ -45,7 +45,7 @@ def compress_body(body: bytes) -> bytes:
     compressor = getattr(_codecs, "compressor", None)
     if compressor is None:
         compressor = _codecs.compressor = ZstdCompressor(level=1)
-    return bytes(compressor.compress(body))
+    return compressor.compress(body)
 
 
 def decompress_body(stored: bytes) -> bytes:
@@ -55,7 +55,7 @@ def decompress_body(stored: bytes) -> bytes:
         decompressor = getattr(_codecs, "decompressor", None)
         if decompressor is None:
             decompressor = _codecs.decompressor = ZstdDecompressor()
-        return bytes(decompressor.decompress(stored))
+        return decompressor.decompress(stored)
     if stored.startswith(_ZLIB_HEADER):
         return zlib.decompress(stored)
     return stored
