@@ -255,3 +255,8 @@ def test_a_65536_character_issue_and_a_60000_character_cjk_followup_reach_the_mo
         model.assert_script_done()
     assert prompt.rstrip("\n") in issue.turn.text  # every character, in order
     assert followup.rstrip("\n") in seen.turn.text
+    # Both were seen sent, though each pushes its own first line off the pane: no warning
+    # that a paste may be lost, and nothing for the watchdog to paste again.
+    assert events(ctx, "session.paste_pending") == []
+    record = ctx.registry.get(item(1))
+    assert record is not None and record.unsent == ""

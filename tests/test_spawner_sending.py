@@ -15,17 +15,25 @@ from tests.support import wait_for
 
 # A TUI in the shape of Claude Code's: an input box between two rules, a pasted message shown
 # in the box (its first line) until an Enter sends it into the transcript above. `drop`
-# loses the first paste; `hold:N` ignores the first N Enters after a paste.
+# loses the first paste; `hold:N` ignores the first N Enters after a paste; `tall` shows a
+# sent message whole in the transcript, as Claude Code does, so a long one pushes its own
+# first line off the pane. Every message it takes is appended to the file in its second
+# argument, so a test counts what was really sent.
 SLOW_TUI = r"""
 import os, sys, tty
 tty.setraw(0)
 mode = sys.argv[1]
 drop = mode == "drop"
 deaf = int(mode.split(":")[1]) if mode.startswith("hold:") else 0
+tall = mode == "tall"
+sent_log = sys.argv[2]
 rule = "\u2500" * 40
-transcript, held = [], ""
+transcript, held, whole = [], "", ""
 def draw():
-    lines = ["slow tui", ""] + ["\u276f " + t for t in transcript]
+    lines = ["slow tui", ""]
+    for text in transcript:
+        first, *rest = text.splitlines()
+        lines += ["\u276f " + first] + (["  " + ln for ln in rest] if tall else [])
     lines += ["", rule, "\u276f " + held, rule]
     sys.stdout.write("\x1b[2J\x1b[H" + "\r\n".join(lines) + "\r\n")
     sys.stdout.flush()
@@ -46,6 +54,7 @@ while True:
             if drop:
                 drop = False
                 continue
+            whole = text.strip("\n")
             held = next((ln for ln in text.splitlines() if ln.strip()), "")
             draw()
         elif buf.startswith(b"\r"):
@@ -53,7 +62,9 @@ while True:
             if held and deaf > 0:
                 deaf -= 1
             elif held:
-                transcript.append(held)
+                transcript.append(whole)
+                with open(sent_log, "a") as log:
+                    log.write(whole + "\n\0")
                 held = ""
                 draw()
         else:
@@ -64,9 +75,15 @@ while True:
 def slow_tui(fleet: Fleet, name: str, mode: str) -> SessionRecord:
     script = fleet.tmp / "slow_tui.py"
     script.write_text(SLOW_TUI)
-    record = fleet.start(name, f"{sys.executable} {script} {mode}")
+    record = fleet.start(name, f"{sys.executable} {script} {mode} {fleet.tmp / f'sent-{name}'}")
     wait_for(lambda: "slow tui" in fleet.runner.capture(name))
     return record
+
+
+def taken(fleet: Fleet, name: str) -> list[str]:
+    """Every message the TUI in session `name` took, whole, in order."""
+    log = fleet.tmp / f"sent-{name}"
+    return log.read_text().split("\n\0")[:-1] if log.exists() else []
 
 
 def messages(fleet: Fleet, name: str) -> list[str]:
@@ -130,3 +147,34 @@ def test_a_paste_never_seen_sent_is_reported_once_it_is_given_up(
     assert messages(fleet, "4") == ["first"]  # a session with a transcript is never re-pasted
     after = fleet.registry.get("github:o/r#4")
     assert after is not None and after.unsent == ""
+
+
+LONG = "Work on the long issue.\n" + "".join(f"line {n} of the issue body\n" for n in range(80))
+
+
+def test_a_message_that_pushes_its_own_first_line_off_the_pane_is_known_as_sent(
+    fleet: Fleet,
+) -> None:
+    record = slow_tui(fleet, "5", "tall")
+    paste_first_message(fleet.runner, fleet.registry, fleet.events.emit, record, LONG, late=False)
+    assert taken(fleet, "5") == [LONG.strip("\n")]
+    assert "\u276f Work on the long issue." not in fleet.runner.capture("5")  # scrolled off
+    assert fleet.events_named("session.paste_pending") == []
+    fleet.dog.tick()
+    assert taken(fleet, "5") == [LONG.strip("\n")]
+
+
+def test_a_first_message_only_the_scrollback_shows_is_never_pasted_again(fleet: Fleet) -> None:
+    slow_tui(fleet, "6", "tall")
+    fleet.runner.paste("6", LONG, owner="github:o/r#6")
+    wait_for(lambda: len(taken(fleet, "6")) == 1)
+    fleet.registry.update(
+        "github:o/r#6",
+        unsent=LONG,
+        unsent_first=True,
+        unsent_since=datetime.now(UTC).isoformat(),
+    )
+    fleet.dog.tick()
+    fleet.dog.tick()
+    assert taken(fleet, "6") == [LONG.strip("\n")]
+    assert fleet.events_named("session.paste_confirmed") == []

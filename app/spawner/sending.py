@@ -2,8 +2,9 @@
 
 A paste into Claude Code is sent by the Enter after it — unless the TUI was still busy
 (starting up, or taking in a long paste) when that Enter arrived: then the text stays in the
-box, or, while it is still starting, the paste can be lost. `submit` watches the pane for
-SUBMIT_WINDOW and presses Enter again for text it sees held. What it could not confirm in
+box, or, while it is still starting, the paste can be lost. `submit` presses Enter once the
+box shows the text, watches the pane for SUBMIT_WINDOW and presses Enter again for text it
+sees held. What it could not confirm in
 that window is kept on the session's record (`unsent`) and `follow_through`, run by the
 watchdog on every look, finishes the job: another Enter for text still held, the first
 message pasted again into a session that shows none yet, `session.paste_confirmed` when it
@@ -27,12 +28,14 @@ Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
 
 SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
 SUBMIT_POLL = 0.25
+SHOW_WINDOW = 5.0  # seconds a paste may take to show in the box before its Enter goes anyway
 SUBMIT_RETRIES = 8  # Enters pressed again at most, in the window
 # Looks in a row the box must hold the text before another Enter: long enough that a paste
 # claude is still taking in (60,000 characters take seconds) is not sent twice.
 HELD_LOOKS = 12
 FOLLOW_PRESSES = 20  # Enters the watchdog presses, at most, for text still held
 FOLLOW_REPASTES = 2  # times a first message no session shows is pasted again
+HISTORY_LINES = 2000  # scrollback read before a first message is pasted again (tmux's default)
 FOLLOW_SECONDS = 120.0  # after this, a paste never seen sent is reported, not watched
 
 
@@ -59,16 +62,20 @@ class Sent:
 
 
 def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
-    """Paste `text` into tmux session `name` (work item `owner`'s) and watch it go: text seen
-    held in the box on HELD_LOOKS looks in a row (and not yet in the transcript) gets another
-    Enter; an Enter on an empty box does nothing."""
+    """Paste `text` into tmux session `name` (work item `owner`'s) and watch it go.
+
+    The Enter waits until the box shows the text (at most SHOW_WINDOW): a pasted message long
+    enough to scroll its own first line off the pane is then still known as sent, because the
+    box was seen holding it and then empty. Text seen held on HELD_LOOKS looks in a row after
+    the Enter (and not yet in the transcript) gets another; an Enter on an empty box does
+    nothing. A pane with no input box gets its Enter at once."""
     try:
         before = echoes(runner.capture(name), text)
     except TmuxError:
         before = 0
-    removed = runner.paste(name, text, owner=owner)
+    removed = runner.paste(name, text, owner=owner, enter=False)
     start = time.monotonic()
-    seen_held, held_looks, pressed = False, 0, 0
+    entered, seen_held, held_looks, pressed = False, False, 0, 0
     outcome = Outcome.UNSEEN
     while time.monotonic() - start < SUBMIT_WINDOW:
         time.sleep(SUBMIT_POLL)
@@ -80,14 +87,23 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
         if echoes(screen, text) > before:
             outcome = Outcome.ECHOED
             break
-        if unsent(screen, text):
+        held, box = unsent(screen, text), input_line(screen)
+        if not entered:
+            if held or box is None or time.monotonic() - start >= SHOW_WINDOW:
+                runner.press(name, ["Enter"], owner=owner)
+                entered, seen_held = True, held
+            if box is None:
+                outcome = Outcome.NO_BOX
+                break
+            continue
+        if held:
             seen_held, held_looks, outcome = True, held_looks + 1, Outcome.HELD
             if held_looks >= HELD_LOOKS and pressed < SUBMIT_RETRIES:
                 runner.press(name, ["Enter"], owner=owner)
                 pressed, held_looks = pressed + 1, 0
             continue
         held_looks = 0
-        if input_line(screen) is None:
+        if box is None:
             outcome = Outcome.NO_BOX
             break
         if seen_held:
@@ -154,6 +170,17 @@ def _confirmed(registry: Registry, emit: Emit, record: SessionRecord, **note: An
     emit("session.paste_confirmed", record.work_item, session_id=record.session_id, **note)
 
 
+def _never_sent(runner: TmuxRunner, record: SessionRecord) -> bool:
+    """Whether the session's pane, scrollback included, shows no message at all. The
+    scrollback counts: a first message longer than the pane pushes its own first line off it,
+    and must not be taken for lost and pasted again."""
+    try:
+        whole = runner.capture(record.tmux_session, history=HISTORY_LINES)
+    except TmuxError:
+        return False
+    return transcript_messages(whole) == 0
+
+
 def follow_through(
     runner: TmuxRunner, registry: Registry, emit: Emit, record: SessionRecord, screen: str
 ) -> None:
@@ -171,8 +198,8 @@ def follow_through(
     if (
         record.unsent_first
         and box == ""
-        and transcript_messages(screen) == 0
         and record.unsent_tries < FOLLOW_REPASTES
+        and _never_sent(runner, record)
     ):
         # Nothing was ever sent to this session and its box is empty: the paste was lost.
         registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)

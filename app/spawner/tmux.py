@@ -286,16 +286,16 @@ class TmuxRunner:
             }
         return dict(zip(names, parts, strict=True))
 
-    def paste(self, name: str, text: str, *, owner: str) -> int:
-        """Deliver `text` as typed input — clear the line, bracketed paste, Enter — only into
-        a session that is `owner`'s. Control characters never reach the pane (`paste_text`);
-        returns how many were removed."""
+    def paste(self, name: str, text: str, *, owner: str, enter: bool = True) -> int:
+        """Deliver `text` as typed input — clear the line, bracketed paste, then Enter unless
+        `enter` is false — only into a session that is `owner`'s. Control characters never
+        reach the pane (`paste_text`); returns how many were removed."""
         if not self._check_owner(name, owner):
             raise TmuxError(f"tmux session {name} does not exist")
         cleaned = paste_text(text)
         tag = uuid.uuid4().hex[:12]
         target = _target(name)
-        body, clear, enter = f"m{tag}", f"c{tag}", f"e{tag}"
+        body, clear, key = f"m{tag}", f"c{tag}", f"e{tag}"
         commands = [
             "load-buffer",
             "-b",
@@ -321,19 +321,10 @@ class TmuxRunner:
             body,
             "-t",
             target,
-            ";",
-            "set-buffer",
-            "-b",
-            enter,
-            ENTER,
-            ";",
-            "paste-buffer",
-            "-d",
-            "-b",
-            enter,
-            "-t",
-            target,
         ]
+        if enter:
+            commands += [";", "set-buffer", "-b", key, ENTER]
+            commands += [";", "paste-buffer", "-d", "-b", key, "-t", target]
         try:
             self._run(commands, stdin=cleaned.text)
         except TmuxError:

@@ -254,7 +254,9 @@ class FakeAnthropic:
         for r in self.snapshot():
             if r.kind == "main":
                 label = "main, UNMATCHED" if r.step is None else f"main, step {r.step}"
-                lines.append(f"  [{label}] last user turn: {r.turn.text[-300:]!r}")
+                roles = [m.get("role") for m in r.body.get("messages", [])]
+                turn = r.turn.text[-300:]
+                lines.append(f"  [{label}] messages {roles}, last user turn: {turn!r}")
             else:
                 lines.append(f"  [{r.kind}] {r.method} {r.path}")
         return "\n".join(lines)
