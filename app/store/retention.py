@@ -11,8 +11,10 @@ Queued and parked deliveries are never touched: a parked one waits for an operat
 Every pass works in batches of 50 rows, each its own short transaction, with a pause
 between them, so a webhook's write never waits behind more than one batch (on SQLite the
 batch's connection holds the file's write lock only from its first write to its commit, and
-never checkpoints inside it). Rows are found by primary key from where the last batch
-stopped, and the search is a read that takes no lock.
+never checkpoints inside it). While the machine's CPUs are nearly all busy the pauses grow
+(`app.store.pacing`): a pass yields to a flood of webhooks and catches up after it. Rows
+are found by primary key from where the last batch stopped, and the search is a read that
+takes no lock.
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute
 
+from app.store.pacing import Pacer
 from app.store.tables import Delivery, Event, InboxState, Once
 
 log = logging.getLogger(__name__)
 
 BATCH = 50  # rows a transaction: its write lock is held for a few milliseconds
-PAUSE = 0.02  # seconds between batches: waiting writers go first
+PAUSE = 0.02  # seconds between batches (more while the CPUs are busy): waiting writers go first
 SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default, restored on the connection after a pass
 # Batches between the pass's own WAL checkpoints. A checkpoint after every batch was most of
 # a pass's time (5.5 ms of the 12 a batch took): consecutive batches change the same pages,
@@ -100,7 +103,8 @@ def prune(
 
 
 class _Batches:
-    """One connection for a pass; after each batch's commit, a pause. On SQLite its commits
+    """One connection for a pass; after each batch's commit, a rest (`Pacer`: longer while
+    the machine is busy acknowledging). On SQLite its commits
     never stop to checkpoint (that would happen holding the write lock): every
     CHECKPOINT_EVERY batches, and at the end, a PASSIVE checkpoint copies their pages into
     the database file, which no writer waits for. Deleted rows are zeroed only in pages a
@@ -110,7 +114,7 @@ class _Batches:
 
     def __init__(self, conn: Connection, pause: float) -> None:
         self.conn = conn
-        self.pause = pause
+        self.pacer = Pacer(pause)
         self.sqlite = conn.dialect.name == "sqlite"
         self.committed = 0
         self.secure_delete: Any = None  # the connection's setting, put back after the pass
@@ -134,7 +138,7 @@ class _Batches:
         self.committed += 1
         if self.sqlite and self.committed % CHECKPOINT_EVERY == 0:
             self.conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        time.sleep(self.pause)
+        time.sleep(self.pacer.rest())
 
 
 def _prune_deliveries(
