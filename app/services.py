@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -20,10 +20,7 @@ from app.config import OperatorConfig
 from app.github.client import GitHubApp
 from app.mirror import Mirror, NullMirror
 from app.settings import Settings
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from app.store.tables import utcnow
 
 
 @dataclass

@@ -9,7 +9,7 @@ Errors are JSON `{"error": "…"}` with a status that says whose fault it is.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -33,7 +33,7 @@ from app.fleet.tokens import (
 from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs
 from app.store import jobwake
-from app.store.tables import Job, JobKind, Spawner, WorkItem
+from app.store.tables import Job, JobKind, Spawner, WorkItem, aware
 
 bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
 
@@ -61,11 +61,6 @@ def _state() -> Any:
 
 def _lease() -> timedelta:
     return timedelta(seconds=float(current_app.config.get(LEASE_CONFIG, jobs.LEASE.seconds)))
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes for what was stored as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _poll_interval(state: Any) -> float:
@@ -175,7 +170,7 @@ def next_job() -> Response | tuple[str, int]:
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         now = state.services.clock()
-        if spawner.last_seen is None or now - _aware(spawner.last_seen) > LAST_SEEN_EVERY:
+        if spawner.last_seen is None or now - aware(spawner.last_seen) > LAST_SEEN_EVERY:
             spawner.last_seen = now  # a write per minute, not per poll
             renew_session_tokens(session, hosted_items(session, spawner), now)
     jobwake.listen_for_jobs(state.engine)

@@ -21,13 +21,13 @@ import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
-from app.store.tables import SessionToken, Spawner, WorkItem, WorkItemStatus
+from app.store.tables import SessionToken, Spawner, WorkItem, WorkItemStatus, aware
 
 SPAWNER_PREFIX = "tlsp_"
 SESSION_PREFIX = "tlss_"
@@ -159,11 +159,6 @@ class Principal:
         return self.work_item is not None and hmac.compare_digest(self.work_item, work_item)
 
 
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes for what was stored as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def authenticate(session: Session, authorization: str | None, now: datetime) -> Principal | None:
     """The principal behind an `Authorization: Bearer …` header, or None (also for a session
     token that has expired).
@@ -179,7 +174,7 @@ def authenticate(session: Session, authorization: str | None, now: datetime) -> 
         return Principal(spawner=spawner) if spawner is not None else None
     if token.startswith(SESSION_PREFIX):
         row = session.get(SessionToken, hash_token(token))
-        if row is None or _aware(row.expires_at) <= now:
+        if row is None or aware(row.expires_at) <= now:
             return None
         return Principal(work_item=row.work_item)
     return None

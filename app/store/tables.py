@@ -6,7 +6,7 @@ import threading
 import zlib
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import (
     JSON,
@@ -33,6 +33,20 @@ _codecs = threading.local()  # a (de)compressor serves one thread at a time
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@overload
+def aware(moment: datetime) -> datetime: ...
+@overload
+def aware(moment: None) -> None: ...
+@overload
+def aware(moment: datetime | None) -> datetime | None: ...
+def aware(moment: datetime | None) -> datetime | None:
+    """A time read back from the store, in UTC: SQLite hands back naive datetimes for what
+    was stored as UTC, PostgreSQL aware ones."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
 
 
 def compress_body(body: bytes) -> bytes:

@@ -9,20 +9,13 @@ unconfirmed rather than running: nobody is watching it any more.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from app.store.tables import WorkItemStatus
+from app.store.tables import WorkItemStatus, aware
 
 S = WorkItemStatus
 SPAWNER_SILENT_AFTER = timedelta(minutes=5)  # a polling spawner writes last_seen every minute
 MISSING = "—"
-
-
-def aware(moment: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes for what was stored as UTC."""
-    if moment is None:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def ago(moment: datetime | None, now: datetime) -> str:

@@ -25,8 +25,9 @@ from app.store.tables import (
     Spawner,
     WorkItem,
     WorkItemStatus,
+    aware,
 )
-from app.web.present import Health, aware, session_health
+from app.web.present import Health, session_health
 
 WORK_ITEMS_SHOWN = 100
 EVENTS_SHOWN = 100

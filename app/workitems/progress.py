@@ -28,7 +28,7 @@ from app.github.issues import IssueIO
 from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
-from app.store.tables import WorkItem
+from app.store.tables import WorkItem, aware
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.walk import Walk
 
@@ -55,9 +55,7 @@ def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
         if not any(state.attrs[n].history.has_changes() for n in names):
             continue
         obj.progress_rev = (obj.progress_rev or 0) + 1
-        due = obj.progress_due_at
-        if due is not None and due.tzinfo is None:
-            due = due.replace(tzinfo=UTC)
+        due = aware(obj.progress_due_at)
         # Always written, so a publisher's concurrent "clean" cannot hide this change.
         obj.progress_due_at = min(due, now + WINDOW) if due is not None else now + WINDOW
 
