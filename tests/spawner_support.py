@@ -55,17 +55,31 @@ if os.isatty(0):
     tty.setraw(0)
 rule = "\u2500" * 40
 box = "stand-in harness\r\n\r\n" + rule + "\r\n\u276f \r\n" + rule + "\r\n"
+boxed = True  # the box is the last thing on the pane: a paste can be shown in it
 if "screen" in step:
     sys.stdout.write(step["screen"].replace("\n", "\r\n"))
-    sys.stdout.flush()
+    boxed = False
     if step.get("until_key"):  # a human answers the screen with a key, then it goes away
+        sys.stdout.flush()
         os.read(0, 1)
         sys.stdout.write("\x1b[2J\x1b[H" + box)
+        boxed = True
 else:
     sys.stdout.write(box)
 sys.stdout.write("\x1b[?2004h")
 sys.stdout.flush()
-pending = b""
+
+
+def show_in_box(line):
+    # The cursor sits under the box's bottom rule: up two, rewrite the prompt line, back.
+    if boxed:
+        sys.stdout.write("\x1b[2A\r\x1b[2K\u276f " + line + "\r\x1b[2B")
+        sys.stdout.flush()
+
+
+# Like claude, a paste is held in the box (its first non-empty line shows) until an Enter
+# that follows it; the message then shows as one transcript line above a fresh, empty box.
+pending, held, in_paste = b"", None, False
 with open(os.path.join(out, "stdin.bin"), "ab") as fh:
     while True:
         data = os.read(0, 65536)
@@ -73,18 +87,31 @@ with open(os.path.join(out, "stdin.bin"), "ab") as fh:
             break
         fh.write(data)
         fh.flush()
-        # Like claude, a pasted message sent with Enter shows as one transcript line (its
-        # first non-empty line) above a fresh, empty box: the spawner confirms it from there.
         pending += data
-        while (end := pending.find(b"\x1b[201~\r")) >= 0:
-            start = pending.find(b"\x1b[200~")
-            text = pending[start + 6 if 0 <= start < end else 0 : end].decode("utf-8", "replace")
-            pending = pending[end + 7 :]
-            first = next((ln for ln in text.splitlines() if ln.strip()), "")[:60]
-            sys.stdout.write("\r\n\u276f " + first + "\r\n\r\n" + box)
-            sys.stdout.flush()
-        if b"\x1b[200~" not in pending:
-            pending = pending[-16:]  # a paste's start is kept until it ends
+        while True:
+            if in_paste:
+                end = pending.find(b"\x1b[201~")
+                if end < 0:
+                    break
+                text = pending[:end].decode("utf-8", "replace")
+                pending, in_paste = pending[end + 6 :], False
+                held = next((ln for ln in text.splitlines() if ln.strip()), "")[:60]
+                show_in_box(held)
+                continue
+            start, enter = pending.find(b"\x1b[200~"), pending.find(b"\r")
+            if enter >= 0 and (start < 0 or enter < start):
+                pending = pending[enter + 1 :]
+                if held is not None:
+                    show_in_box("")
+                    sys.stdout.write("\r\n\u276f " + held + "\r\n\r\n" + box)
+                    sys.stdout.flush()
+                    held, boxed = None, True
+                continue
+            if start >= 0:
+                pending, in_paste = pending[start + 6 :], True
+                continue
+            pending = pending[-5:]  # the start of a paste's marker is kept until it is whole
+            break
 """
 
 
