@@ -91,6 +91,12 @@ def messages(fleet: Fleet, name: str) -> list[str]:
     return [ln[2:] for ln in screen.splitlines()[:-4] if ln.startswith("\u276f ")]
 
 
+def typed(fleet: Fleet, name: str, text: str) -> None:
+    """Paste `text` into pane `name` and press Enter at once, as a hurried human would."""
+    fleet.runner.paste(name, text, owner=f"github:o/r#{name}")
+    fleet.runner.press(name, ["Enter"], owner=f"github:o/r#{name}")
+
+
 def test_a_paste_held_past_its_enter_gets_another_enter(fleet: Fleet) -> None:
     slow_tui(fleet, "1", "hold:1")
     sent = submit(fleet.runner, "1", "github:o/r#1", "Work on item 1 now.")
@@ -117,7 +123,7 @@ def test_a_first_message_the_session_lost_is_pasted_again_by_the_watchdog(
 
 def test_text_still_held_after_the_window_is_sent_by_the_watchdog(fleet: Fleet) -> None:
     slow_tui(fleet, "3", "hold:1")
-    fleet.runner.paste("3", "please also fix the docs", owner="github:o/r#3")
+    typed(fleet, "3", "please also fix the docs")
     wait_for(lambda: "\u276f please also fix the docs" in fleet.runner.capture("3"))
     unsent_since = datetime.now(UTC).isoformat()
     fleet.registry.update(
@@ -135,7 +141,7 @@ def test_a_paste_never_seen_sent_is_reported_once_it_is_given_up(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     slow_tui(fleet, "4", "hold:0")
-    fleet.runner.paste("4", "first", owner="github:o/r#4")  # the transcript is not empty
+    typed(fleet, "4", "first")  # the transcript is not empty
     wait_for(lambda: messages(fleet, "4") == ["first"])
     long_ago = datetime.now(UTC) - timedelta(seconds=FOLLOW_SECONDS + 1)
     fleet.registry.update(
@@ -166,7 +172,7 @@ def test_a_message_that_pushes_its_own_first_line_off_the_pane_is_known_as_sent(
 
 def test_a_first_message_only_the_scrollback_shows_is_never_pasted_again(fleet: Fleet) -> None:
     slow_tui(fleet, "6", "tall")
-    fleet.runner.paste("6", LONG, owner="github:o/r#6")
+    typed(fleet, "6", LONG)
     wait_for(lambda: len(taken(fleet, "6")) == 1)
     fleet.registry.update(
         "github:o/r#6",

@@ -127,7 +127,7 @@ def test_a_dead_pane_stays_visible_with_its_exit_status(
     assert "exiting as asked" in runner.capture("a", history=100)
 
 
-def test_a_followup_is_pasted_bracketed_after_clearing_the_line_then_entered(
+def test_a_followup_is_pasted_bracketed_after_clearing_the_line_and_entered_apart(
     runner: TmuxRunner, standin: StandIn, tmp_path: Path
 ) -> None:
     runner.start(
@@ -136,6 +136,8 @@ def test_a_followup_is_pasted_bracketed_after_clearing_the_line_then_entered(
     standin.wait_start("a")
     wait_for(lambda: (standin.folder("a") / "stdin.bin").exists())
     runner.paste("a", "please also\nhandle `$(id)` and ; rm", owner="x")
+    wait_for(lambda: standin.stdin("a").endswith(b"\x1b[201~"))  # no Enter of its own
+    runner.press("a", ["Enter"], owner="x")
     expected = b"\x15\x1b[200~please also\rhandle `$(id)` and ; rm\x1b[201~\r"
     wait_for(lambda: standin.stdin("a") == expected)
 

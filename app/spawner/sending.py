@@ -73,7 +73,7 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
         before = echoes(runner.capture(name), text)
     except TmuxError:
         before = 0
-    removed = runner.paste(name, text, owner=owner, enter=False)
+    removed = runner.paste(name, text, owner=owner)
     start = time.monotonic()
     entered, seen_held, held_looks, pressed = False, False, 0, 0
     outcome = Outcome.UNSEEN

@@ -33,7 +33,6 @@ from app.spawner.pastetext import paste_text
 
 DEFAULT_SOCKET = "the-loop"
 CLEAR_LINE = "\x15"
-ENTER = "\r"
 _MARK = "@@the-loop-pane@@"
 OWNER_OPTION = "@the-loop-item"
 
@@ -286,16 +285,17 @@ class TmuxRunner:
             }
         return dict(zip(names, parts, strict=True))
 
-    def paste(self, name: str, text: str, *, owner: str, enter: bool = True) -> int:
-        """Deliver `text` as typed input — clear the line, bracketed paste, then Enter unless
-        `enter` is false — only into a session that is `owner`'s. Control characters never
-        reach the pane (`paste_text`); returns how many were removed."""
+    def paste(self, name: str, text: str, *, owner: str) -> int:
+        """Put `text` into the input of a session that is `owner`'s: clear the line, then a
+        bracketed paste. No Enter: the caller presses it once the input shows the text
+        (`sending.submit`). Control characters never reach the pane (`paste_text`); returns
+        how many were removed."""
         if not self._check_owner(name, owner):
             raise TmuxError(f"tmux session {name} does not exist")
         cleaned = paste_text(text)
         tag = uuid.uuid4().hex[:12]
         target = _target(name)
-        body, clear, key = f"m{tag}", f"c{tag}", f"e{tag}"
+        body, clear = f"m{tag}", f"c{tag}"
         commands = [
             "load-buffer",
             "-b",
@@ -322,9 +322,6 @@ class TmuxRunner:
             "-t",
             target,
         ]
-        if enter:
-            commands += [";", "set-buffer", "-b", key, ENTER]
-            commands += [";", "paste-buffer", "-d", "-b", key, "-t", target]
         try:
             self._run(commands, stdin=cleaned.text)
         except TmuxError:
