@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -56,12 +55,6 @@ _HEADER_NAMES = frozenset(name.encode() for name in HEADERS)
 _DOOR_HEADERS = frozenset(name.encode() for name in doors.HEADERS)
 # Threads for the Flask side; a spawner's long-poll holds one for up to a minute.
 WSGI_THREADS = 32
-# Seconds a thread may keep the GIL while another waits for it (Python's default: 0.005).
-# The event loop, the ingest writer and the inbox workers take turns with it, so a batch
-# committed in C waited up to 5 ms to wake its requests, and a request up to 5 ms to be
-# read. bench/ingest --routed, runs interleaved on 2 cores: 1,837, 1,673 and 1,378
-# deliveries/s at 1 ms against 1,523, 1,320 and 1,176 at 5 ms.
-GIL_SWITCH_INTERVAL = 0.001
 
 
 def settle_heap() -> None:
@@ -91,7 +84,6 @@ def create_asgi_app(
     flask_app = create_app(settings, web_threads=wsgi_threads)
     state: AppState = flask_app.extensions["the-loop"]
     settle_heap()
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     return AsgiApp(state, WSGIMiddleware(flask_app, workers=wsgi_threads))  # type: ignore[arg-type]
 
 
