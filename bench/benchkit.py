@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, func, select
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from app.store.pacing import stat_ticks  # noqa: E402
 from app.store.tables import Delivery  # noqa: E402
 
 
@@ -39,9 +40,9 @@ def free_port() -> int:
 
 
 def steal() -> tuple[int, int]:
-    """(steal, total) CPU jiffies so far, from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[7] if len(fields) > 7 else 0, sum(fields)
+    """(steal, total) CPU ticks so far, from /proc/stat ((0, 0) where it cannot be read)."""
+    ticks = stat_ticks() or [0] * 8
+    return ticks[7], sum(ticks)
 
 
 def steal_percent(before: tuple[int, int], after: tuple[int, int]) -> float:

@@ -20,9 +20,9 @@ PROC_STAT = Path("/proc/stat")
 CpuTimes = tuple[int, int]  # (busy, total) clock ticks since boot, all CPUs
 
 
-def cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
-    """All CPUs' (busy, total) ticks from `/proc/stat`, or None where it cannot be read.
-    Idle and I/O wait count as not busy; time stolen by the hypervisor counts as busy."""
+def stat_ticks(path: Path = PROC_STAT) -> list[int] | None:
+    """All CPUs' clock ticks since boot from `/proc/stat` — user, nice, system, idle, iowait,
+    irq, softirq, steal — or None where it cannot be read."""
     try:
         with path.open() as stat:
             first = stat.readline().split()
@@ -30,7 +30,15 @@ def cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
         return None
     if not first or first[0] != "cpu":
         return None
-    ticks = [int(value) for value in first[1:9]]  # user … steal
+    return [int(value) for value in first[1:9]]
+
+
+def cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
+    """All CPUs' (busy, total) ticks, or None where they cannot be read. Idle and I/O wait
+    count as not busy; time stolen by the hypervisor counts as busy."""
+    ticks = stat_ticks(path)
+    if ticks is None:
+        return None
     total = sum(ticks)
     return total - ticks[3] - ticks[4], total
 
