@@ -7,6 +7,8 @@ Each command module exposes `register(subparsers)`, which adds its sub-commands 
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -48,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # At exit the interpreter's last collection walks every object a command built (the App
+    # alone is ~140,000: githubkit's models, SQLAlchemy, Flask): 0.9 s of `serve`'s 2 s stop,
+    # and of every short command. Frozen objects are skipped; nothing is left unflushed.
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
