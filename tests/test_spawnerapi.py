@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from app.fleet.api import POLL_CONFIG
+from app.fleet.api import LEASE_CONFIG, POLL_CONFIG
 from app.store.tables import JobKind, JobState, WorkItemStatus
 from tests.spawnerapi_support import serve_api
 
@@ -99,10 +99,13 @@ def test_a_queued_job_wakes_a_waiting_poll_at_once(api):
 def test_finishing_a_job_wakes_the_poll_waiting_for_the_next_job_of_its_item(api):
     """Jobs of one item run in order: a follow-up queued while the item's previous job runs is
     offered the moment that job's result is reported, not at the next re-check (60 s here,
-    longer than the poll waits)."""
+    longer than the poll waits). The first job's lease is as long: on a slow machine a 1 s
+    lease could run out before its result, and the poll would rightly get it again."""
     spawner = api.spawner(api.token())
     spawner.register()
+    lease = api.flask.config[LEASE_CONFIG]
     api.flask.config[POLL_CONFIG] = 60.0
+    api.flask.config[LEASE_CONFIG] = 60.0
     try:
         item = api.work_item(number=5)
         first = api.queue(JobKind.STOP, "stop:first", item, reason="test")
@@ -122,6 +125,7 @@ def test_finishing_a_job_wakes_the_poll_waiting_for_the_next_job_of_its_item(api
         thread.join(25)
     finally:
         api.flask.config.pop(POLL_CONFIG)
+        api.flask.config[LEASE_CONFIG] = lease
     answered, job = answers[0]
     assert job is not None and job["id"] == second
     assert answered - reported < 10  # well before the poll's 20 s were up
