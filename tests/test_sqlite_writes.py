@@ -13,7 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from app.store import make_engine
+from app.store import make_engine, migrate
+from app.store.inbox import read_keys_ahead
 from app.store.sqlite_writes import WalCheckpointer, WriteLock, write_lock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,4 +160,29 @@ def test_under_the_bound_a_round_never_waits_for_writers(tmp_path):
     finally:
         conn.close()
         writer.close()
+        engine.dispose()
+
+
+def test_keys_are_read_ahead_while_another_writer_holds_the_lock(tmp_path):
+    """The read before a prune's DELETE takes no lock: it runs to its end while another
+    writer holds the file's write lock (a write would wait for that writer)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
+    migrate(engine)
+    held, done = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with write_lock(engine):
+            held.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with engine.connect() as conn, conn.begin():
+            read_keys_ahead(conn, ["delivery-1", "delivery-2"], ["ab" * 32])
+            assert thread.is_alive() and not done.is_set()  # the writer still holds the lock
+    finally:
+        done.set()
+        thread.join(10)
         engine.dispose()

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    func,
     or_,
     select,
     update,
@@ -179,3 +180,27 @@ def requeue(engine: Engine, delivery_id: str, now: datetime) -> bool:
             .values(state=InboxState.QUEUED, attempts=0, next_attempt_at=now)
         )
         return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+_KEYS_READ = (
+    select(func.count())
+    .select_from(Delivery)
+    .where(
+        or_(
+            Delivery.delivery_id.in_(bindparam("ids", expanding=True)),
+            Delivery.body_sha256.in_(bindparam("digests", expanding=True)),
+        )
+    )
+)
+
+
+def read_keys_ahead(conn: Connection, delivery_ids: list[str], digests: list[str]) -> None:
+    """On SQLite, read the dedupe index pages a write of these keys will change (the prune's
+    DELETE of old rows) before the write takes the file's lock. A page the kernel has dropped
+    (a store bigger than memory, a machine that pages out cold file pages) then comes from
+    the disk while this connection alone waits, not every writer behind it. The read takes
+    no lock and leaves the pages in the page cache. On PostgreSQL, writers share no lock:
+    nothing to do."""
+    if conn.dialect.name != "sqlite" or not (delivery_ids or digests):
+        return
+    conn.execute(_KEYS_READ, {"ids": delivery_ids, "digests": digests}).scalar()

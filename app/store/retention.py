@@ -43,6 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute
 
+from app.store.inbox import read_keys_ahead
 from app.store.pacing import Pacer
 from app.store.tables import Delivery, Event, InboxState, Once
 
@@ -149,8 +150,12 @@ def _prune_deliveries(
     it was received, so a row received after both cutoffs can be neither.
 
     Each batch is read by primary key with what is due to each row, and its DELETE and
-    UPDATE name rows by id only. A statement that names the state lets the database pick the
-    (state, turn, id) claim index, which on a big store reads every done row for each batch.
+    UPDATE name rows by id only. Before the DELETE the rows' dedupe index entries are read
+    (`read_keys_ahead`): old rows' index pages are the coldest in the store, and read inside
+    the DELETE they would come from the disk holding the write lock.
+
+    A statement that names the state lets the database pick the (state, turn, id) claim
+    index, which on a big store reads every done row for each batch.
     Only done rows have a `done_at`, and a done row stays done, so the time alone keeps the
     statements to done rows."""
     conn = batches.conn
@@ -173,10 +178,12 @@ def _prune_deliveries(
             conn.commit()
             return bodies, deliveries
         last = rows[-1].id
-        gone = [row.id for row in rows if row.gone]
+        gone = [row for row in rows if row.gone]
         emptied = [row.id for row in rows if row.emptied and not row.gone]
         if gone:
-            deliveries += conn.execute(remove, {"ids": gone}).rowcount
+            digests = [row.body_sha256 for row in gone if row.body_sha256]
+            read_keys_ahead(conn, [row.delivery_id for row in gone], digests)
+            deliveries += conn.execute(remove, {"ids": [row.id for row in gone]}).rowcount
         if emptied:
             bodies += conn.execute(empty, {"ids": emptied}).rowcount
         batches.done()
@@ -184,14 +191,17 @@ def _prune_deliveries(
 
 def _next_batch(
     body_cutoff: datetime, row_cutoff: datetime, batch: int
-) -> Select[int, bool | None, bool | None]:
+) -> Select[int, str, str | None, bool | None, bool | None]:
     """The next `batch` deliveries after id `:last` received before either cutoff, in id
-    order: each one's id, whether its row is due to go and whether its body is. The state
-    is read in the columns, not searched by, so the search walks the primary key."""
+    order: each one's id and dedupe keys, whether its row is due to go and whether its body
+    is. The state is read in the columns, not searched by, so the search walks the primary
+    key."""
     done = Delivery.state == InboxState.DONE
     return (
         select(
             Delivery.id,
+            Delivery.delivery_id,
+            Delivery.body_sha256,
             (done & (Delivery.done_at < row_cutoff)).label("gone"),
             (done & (Delivery.done_at < body_cutoff) & (func.length(Delivery.body) > 0)).label(
                 "emptied"
