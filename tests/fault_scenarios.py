@@ -29,7 +29,7 @@ def redeliveries(directory: Path, count: int) -> Tally:
     """Two replicas and a worker; `count` deliveries and 10 % of them delivered twice, the
     copies spread over both replicas: every delivery is handled once."""
     with fault_bed(directory) as bed:
-        replicas = [bed.replica(), bed.replica()]
+        replicas = bed.replicas(2)
         bed.worker()
         sender = Sender([r.url for r in replicas])
         sender.send(burst(count), timeout=settle_seconds(count))
@@ -42,7 +42,7 @@ def replica_killed(directory: Path, count: int) -> Tally:
     third of the burst is acknowledged. The sender delivers again what was not acknowledged:
     every acknowledged delivery is handled once, none twice."""
     with fault_bed(directory, THE_LOOP_INBOX_LEASE_SECONDS="5") as bed:
-        replicas = [bed.replica(), bed.replica()]
+        replicas = bed.replicas(2)
         bed.worker()
         sender = Sender([r.url for r in replicas])
         victim = replicas[0]
@@ -69,7 +69,7 @@ def spawners_claim(directory: Path, count: int, spawners: int = 3) -> Tally:
     SIGKILLed in the middle of its fifth job. Every job is done by exactly one spawner, the
     dead one's job too, once its lease ran out."""
     with fault_bed(directory, THE_LOOP_JOB_LEASE_SECONDS="3") as bed:
-        replicas = [bed.replica(inbox_workers=0), bed.replica(inbox_workers=0)]
+        replicas = bed.replicas(2, inbox_workers=0)
         ids = bed.queue_spawns(count)
         logs = [directory / f"spawner-{i}.log" for i in range(spawners)]
         procs = []
@@ -108,7 +108,7 @@ def github_flaky(directory: Path, count: int) -> tuple[Tally, dict[str, Any]]:
             fake.fail_next(comments, 429, {"Retry-After": "1"})
         for _ in range(1000):  # every try of the broken repository's delivery, and more
             fake.fail_next(f"^/repos/{BROKEN_REPO}/", 403)
-        replicas = [bed.replica(), bed.replica()]
+        replicas = bed.replicas(2)
         bed.worker()
         sender = Sender([r.url for r in replicas])
         sender.send([*burst(count, redelivered=0), ("broken-1", labeled_body(1, BROKEN_REPO))])
@@ -136,7 +136,7 @@ def database_outage(
     many were acknowledged before the outage. With `restart`, that command (e.g.
     `pg_ctlcluster 15 main restart`) restarts the whole server instead."""
     with fault_bed(directory) as bed:
-        replicas = [bed.replica(), bed.replica()]
+        replicas = bed.replicas(2)
         bed.worker()
         sender = Sender([r.url for r in replicas])
         before: set[str] = set()

@@ -46,6 +46,7 @@ from app.store.tables import (
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import (
+    APP_ID,
     POSTGRES_URL,
     WEBHOOK_SECRET,
     fixture_json,
@@ -58,7 +59,6 @@ from tests.support import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-APP_ID = 4242
 REPO = "Codertocat/Hello-World"
 TRIGGER = "the-loop: auto-execute"
 logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the fake's access log
@@ -117,16 +117,23 @@ class Bed:
         self.procs.append(proc)
         return proc
 
-    def replica(self, inbox_workers: int = 1, threads: int = 8) -> Proc:
-        """`the-loop serve` on a port of its own, healthy when returned."""
-        port = free_port()
-        extra = {"PORT": str(port), "THE_LOOP_INBOX_WORKERS": str(inbox_workers)}
-        proc = self.start(["app.cli", "serve", "--workers", "1", "--threads", str(threads)], extra)
-        proc.url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: healthy(proc.url) or proc.popen.poll() is not None, timeout=60)
-        if proc.popen.poll() is not None:
-            raise AssertionError(f"the-loop serve exited:\n{proc.tail()}")
-        return proc
+    def replicas(self, count: int = 2, inbox_workers: int = 1, threads: int = 8) -> list[Proc]:
+        """`count` `the-loop serve` processes on ports of their own, started together (they
+        take turns at the schema's migration, as replicas deployed together do), healthy when
+        returned."""
+        procs = []
+        for _ in range(count):
+            port = free_port()
+            extra = {"PORT": str(port), "THE_LOOP_INBOX_WORKERS": str(inbox_workers)}
+            args = ["app.cli", "serve", "--workers", "1", "--threads", str(threads)]
+            proc = self.start(args, extra)
+            proc.url = f"http://127.0.0.1:{port}"
+            procs.append(proc)
+        for proc in procs:
+            wait_for(lambda p=proc: healthy(p.url) or p.popen.poll() is not None, timeout=60)
+            if proc.popen.poll() is not None:
+                raise AssertionError(f"the-loop serve exited:\n{proc.tail()}")
+        return procs
 
     def worker(self, inbox_workers: int = 2) -> Proc:
         return self.start(["app.cli", "worker"], {"THE_LOOP_INBOX_WORKERS": str(inbox_workers)})
