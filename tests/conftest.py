@@ -13,7 +13,14 @@ import pytest
 
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
-from tests.support import POSTGRES_URL, WEBHOOK_SECRET, RunningApp, scratch_database, wsgi_app
+from tests.support import (
+    APP_ID,
+    POSTGRES_URL,
+    RunningApp,
+    app_env,
+    scratch_database,
+    wsgi_app,
+)
 
 pytest_plugins = [
     "tests.spawner_support",  # tmux, git and stand-in harness fixtures
@@ -23,7 +30,6 @@ pytest_plugins = [
     "tests.pull_support",  # the pull-request bed: App, git over HTTP, a started session
 ]
 
-APP_ID = 4242
 _HOME = pytest.StashKey[tuple[str | None, Path]]()
 
 
@@ -87,18 +93,7 @@ def settings_env(
     tmp_path: Path, database_url: str, fake_github: tuple[FakeGitHub, str], app_private_key: str
 ) -> dict[str, str]:
     """The environment of an App under test; tests add keys before building settings."""
-    config = tmp_path / "cli-config.yaml"
-    if not config.exists():
-        config.write_text("{}\n")
-    return {
-        "GITHUB_APP_ID": str(APP_ID),
-        "GITHUB_PRIVATE_KEY": app_private_key,
-        "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-        "GITHUB_API_URL": fake_github[1],
-        "DATABASE_URL": database_url,
-        "THE_LOOP_STATE_DIR": str(tmp_path / "state"),
-        "THE_LOOP_CONFIG": str(config),
-    }
+    return app_env(tmp_path, database_url, fake_github[1], app_private_key)
 
 
 @pytest.fixture

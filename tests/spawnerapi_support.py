@@ -16,10 +16,9 @@ from app.fleet.tokens import create_token
 from app.protocol import parse_payload
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
-from tests.conftest import APP_ID
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
-from tests.support import WEBHOOK_SECRET, scratch_database
+from tests.support import APP_ID, WEBHOOK_SECRET, scratch_database
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 1

@@ -28,6 +28,7 @@ FIXTURES = Path(
     os.environ.get("THE_LOOP_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
 )
 WEBHOOK_SECRET = "test-webhook-secret"
+APP_ID = 4242  # the fake GitHub's App
 POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 
 
@@ -96,6 +97,25 @@ def scratch_database(kind: str, directory: Path) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def app_env(
+    directory: Path, database_url: str, github_url: str, private_key: str
+) -> dict[str, str]:
+    """The environment of an App under test, its state and config in `directory`; tests add
+    keys before building settings."""
+    config = directory / "cli-config.yaml"
+    if not config.exists():
+        config.write_text("{}\n")
+    return {
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_PRIVATE_KEY": private_key,
+        "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "GITHUB_API_URL": github_url,
+        "DATABASE_URL": database_url,
+        "THE_LOOP_STATE_DIR": str(directory / "state"),
+        "THE_LOOP_CONFIG": str(config),
+    }
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:

@@ -2,7 +2,9 @@
 
 Every test runs against both fronts of the App: `the-loop serve` (gunicorn's asgi worker,
 what is deployed; on SQLite, as test_durability runs it on PostgreSQL too) and the plain
-WSGI App (`gunicorn 'app:create_app()'`) on SQLite and PostgreSQL.
+WSGI App (`gunicorn 'app:create_app()'`) on SQLite and PostgreSQL. Tests of what the App
+stores get an App and a store of their own (`running_app`); tests of answers alone share
+one per front (`shared_app`), as GitHub's deliveries share one deployed App.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.store.tables import Delivery, InboxState, Installation, Repository
+from tests.fakes.github_api import FakeGitHub
+from tests.fakes.server import LiveServer
 from tests.support import (
+    APP_ID,
     RunningApp,
+    app_env,
     fixture_bytes,
     post_webhook,
     scratch_database,
@@ -30,6 +36,7 @@ from tests.support import (
 
 
 @pytest.fixture(
+    scope="module",
     params=[
         ("serve", "sqlite"),
         ("wsgi", "sqlite"),
@@ -53,42 +60,60 @@ def running_app(front: tuple[str, str], settings_env: dict[str, str]) -> Iterato
         yield app
 
 
-def test_ping_is_answered(running_app):
-    resp = post_webhook(running_app.url, "ping", fixture_bytes("github/ping.with-app_id.json"))
+@pytest.fixture(scope="module")
+def shared_app(
+    front: tuple[str, str], tmp_path_factory: pytest.TempPathFactory, app_private_key: str
+) -> Iterator[RunningApp]:
+    """One App per front for the module's tests that leave nothing behind that another
+    reads: each finds only its own rows by delivery id."""
+    directory = tmp_path_factory.mktemp("shared-app")
+    github = FakeGitHub(app_id=APP_ID, private_key_pem=app_private_key)
+    with (
+        scratch_database(front[1], directory) as url,
+        LiveServer(github.wsgi()) as api,
+        (served_app if front[0] == "serve" else wsgi_app)(
+            app_env(directory, url, api.url, app_private_key)
+        ) as app,
+    ):
+        yield app
+
+
+def test_ping_is_answered(shared_app):
+    resp = post_webhook(shared_app.url, "ping", fixture_bytes("github/ping.with-app_id.json"))
     assert resp.status_code == 200
     assert resp.json()["zen"]
 
 
-def test_forged_signature_is_refused_and_recorded(running_app):
+def test_forged_signature_is_refused_and_recorded(shared_app):
     body = fixture_bytes("github/ping.json")
-    resp = post_webhook(running_app.url, "ping", body, secret="not-the-secret", delivery="forged-1")
+    resp = post_webhook(shared_app.url, "ping", body, secret="not-the-secret", delivery="forged-1")
     assert resp.status_code == 401
-    rejected = running_app.events("webhook.rejected")
+    rejected = shared_app.events("webhook.rejected")
     assert rejected and rejected[-1]["delivery"] == "forged-1"
     assert rejected[-1]["reason"] == "bad-signature"
 
 
-def test_missing_signature_is_refused(running_app):
+def test_missing_signature_is_refused(shared_app):
     body = fixture_bytes("github/ping.json")
     headers = signed_headers("ping", body)
     del headers["X-Hub-Signature-256"]
-    resp = httpx.post(f"{running_app.url}/github/webhooks", content=body, headers=headers)
+    resp = httpx.post(f"{shared_app.url}/github/webhooks", content=body, headers=headers)
     assert resp.status_code == 401
-    assert running_app.events("webhook.rejected")[-1]["reason"] == "missing-signature"
+    assert shared_app.events("webhook.rejected")[-1]["reason"] == "missing-signature"
 
 
 @pytest.mark.parametrize("body", [b"{not json", b'["an", "array"]'], ids=["malformed", "array"])
-def test_a_body_that_is_not_a_json_object_is_a_400(running_app, body):
+def test_a_body_that_is_not_a_json_object_is_a_400(shared_app, body):
     resp = httpx.post(
-        f"{running_app.url}/github/webhooks", content=body, headers=signed_headers("issues", body)
+        f"{shared_app.url}/github/webhooks", content=body, headers=signed_headers("issues", body)
     )
     assert resp.status_code == 400
 
 
-def test_oversized_body_is_a_413(running_app):
+def test_oversized_body_is_a_413(shared_app):
     body = b" " * (25 * 1024 * 1024 + 1)
     resp = httpx.post(
-        f"{running_app.url}/github/webhooks",
+        f"{shared_app.url}/github/webhooks",
         content=body,
         headers={**signed_headers("issues", b"{}"), "Content-Length": str(len(body))},
         timeout=30,
@@ -135,12 +160,12 @@ def test_repositories_added_and_removed(running_app):
     assert "octocat/Hello-World" not in names
 
 
-def test_healthz(running_app):
-    assert httpx.get(f"{running_app.url}/healthz").json()["ok"] is True
+def test_healthz(shared_app):
+    assert httpx.get(f"{shared_app.url}/healthz").json()["ok"] is True
 
 
-def test_only_post_is_allowed(running_app):
-    resp = httpx.get(f"{running_app.url}/github/webhooks")
+def test_only_post_is_allowed(shared_app):
+    resp = httpx.get(f"{shared_app.url}/github/webhooks")
     assert resp.status_code == 405
     assert resp.headers["allow"] == "POST"
 
