@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.config import load_config
 from app.fleet.tokens import create_token, mint_session_token
 from app.spawner.probes import Result, Verdict, VerdictCache, plan_probes
-from tests.support import RunningApp, free_port
+from tests.support import RunningApp, free_port, scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "octo/loop"
@@ -72,6 +72,14 @@ class Devbox:
         assert done.returncode in (0, 1), done.stderr
         rows = [json.loads(line) for line in done.stdout.splitlines()]
         return done.returncode, {row.pop("check"): row for row in rows}
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """The App's store on SQLite only: doctor examines the devbox and talks to the App over
+    HTTP, so which database the App keeps is not what is tested here."""
+    with scratch_database("sqlite", tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
