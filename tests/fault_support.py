@@ -49,6 +49,7 @@ from tests.support import (
     APP_ID,
     POSTGRES_URL,
     WEBHOOK_SECRET,
+    app_env,
     fixture_json,
     free_port,
     healthy,
@@ -232,19 +233,11 @@ def fault_bed(directory: Path, **settings: str) -> Iterator[Bed]:
     """A bed on a fresh PostgreSQL database; `settings` are extra environment variables."""
     key = generate_private_key_pem()
     fake = FakeGitHub(app_id=APP_ID, private_key_pem=key)
-    config = directory / "cli-config.yaml"
-    config.write_text("{}\n")
     with ExitStack() as stack:
         url = stack.enter_context(scratch_database("postgres", directory))
         github = stack.enter_context(LiveServer(fake.wsgi()))
         env = {
-            "GITHUB_APP_ID": str(APP_ID),
-            "GITHUB_PRIVATE_KEY": key,
-            "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-            "GITHUB_API_URL": github.url,
-            "DATABASE_URL": url,
-            "THE_LOOP_STATE_DIR": str(directory / "state"),
-            "THE_LOOP_CONFIG": str(config),
+            **app_env(directory, url, github.url, key),
             "THE_LOOP_ADMIN_TOKEN": "fault-admin-token-0123456789",
             **settings,
         }

@@ -18,7 +18,7 @@ from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
-from tests.support import APP_ID, WEBHOOK_SECRET, scratch_database
+from tests.support import APP_ID, app_env, scratch_database
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 1
@@ -171,15 +171,7 @@ def serve_api(
     config = directory / "cli-config.yaml"
     config.write_text(config_yaml)
     with scratch_database(kind, directory) as url, LiveServer(fake.wsgi()) as github:
-        env = {
-            "GITHUB_APP_ID": str(APP_ID),
-            "GITHUB_PRIVATE_KEY": private_key,
-            "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-            "GITHUB_API_URL": github.url,
-            "DATABASE_URL": url,
-            "THE_LOOP_STATE_DIR": str(directory / "state"),
-            "THE_LOOP_CONFIG": str(config),
-        }
+        env = app_env(directory, url, github.url, private_key)  # with the config above
         app = create_app(load_settings(env, dotenv=None))
         app.config[LEASE_CONFIG] = lease_seconds
         state = app.extensions["the-loop"]

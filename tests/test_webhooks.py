@@ -64,8 +64,8 @@ def running_app(front: tuple[str, str], settings_env: dict[str, str]) -> Iterato
 def shared_app(
     front: tuple[str, str], tmp_path_factory: pytest.TempPathFactory, app_private_key: str
 ) -> Iterator[RunningApp]:
-    """One App per front for the module's tests that leave nothing behind that another
-    reads: each finds only its own rows by delivery id."""
+    """One App per front for the module's tests that leave nothing another reads: each
+    reads only its answer, or the event its own request just caused."""
     directory = tmp_path_factory.mktemp("shared-app")
     github = FakeGitHub(app_id=APP_ID, private_key_pem=app_private_key)
     with (
