@@ -167,6 +167,8 @@ class AsgiApp:
             if name in _DOOR_HEADERS
         }
         refusal = await self.admit(door, headers)
+        if refusal is None and door.credential is doors.Credential.BEARER:
+            scope[doors.ADMITTED] = True
         if refusal is None:
             try:
                 body = await self.deadlines.read(receive, door.max_body)

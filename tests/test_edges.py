@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
@@ -231,3 +231,58 @@ def test_a_flood_of_forged_webhooks_costs_a_counter_not_rows(settings_env):
     assert sum(s["counts"].get("bad-signature", 0) for s in summaries) == count
     assert all(len(e["delivery"]) == len(e["gh_event"]) == FIELD_LIMIT for e in samples)
     assert grown <= len(events) * ROW_BYTES + PAGE_SLACK
+
+
+def token_lookups(engine: Any) -> list[str]:
+    """Every statement `engine` runs that looks a spawner token up, as it runs."""
+    seen: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _count(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if "spawners.token_hash =" in statement:
+            seen.append(statement)
+
+    return seen
+
+
+def test_a_spawner_call_looks_its_token_up_once_at_the_door_and_once_in_its_transaction(
+    settings_env,
+):
+    """Behind the ASGI front the Flask door trusts the front's lookup; as plain WSGI the
+    Flask door makes it. Either way the endpoint authenticates again where it acts."""
+    import asyncio
+
+    from app import create_app
+    from app.asgi import create_asgi_app
+    from app.settings import load_settings
+
+    settings = load_settings(settings_env, dotenv=None)
+    front = create_asgi_app(settings)
+    with Session(front.state.engine) as db, db.begin():
+        token = create_token(db, "devbox", [REPO])
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    async def whoami(headers: dict[str, str]) -> int:
+        transport = httpx.ASGITransport(app=front)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            return (await client.get("/spawner/v1/whoami", headers=headers)).status_code
+
+    lookups = token_lookups(front.state.engine)
+    assert asyncio.run(whoami(bearer)) == 200
+    assert len(lookups) == 2
+    assert asyncio.run(whoami({"Authorization": "Bearer tlsp_forged"})) == 401
+    assert len(lookups) == 3  # refused by the front, before Flask
+    front.state.close()
+
+    flask_app = create_app(settings)
+    state = flask_app.extensions["the-loop"]
+    lookups = token_lookups(state.engine)
+    with flask_app.test_client() as client:
+        assert client.get("/spawner/v1/whoami", headers=bearer).status_code == 200
+        assert len(lookups) == 2
+        assert client.get("/spawner/v1/whoami").status_code == 401
+        assert (
+            client.get("/spawner/v1/whoami", headers={"Authorization": "Bearer x"}).status_code
+            == 401
+        )
+    state.close()

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.ingress.doors import SPAWNER_MAX_BODY
+from app.ingress.doors import ADMITTED, SPAWNER_MAX_BODY
 
 TOO_LARGE = f"the body may be at most {SPAWNER_MAX_BODY} bytes"
 
@@ -20,14 +20,22 @@ class BodyTooLarge(ValueError):
 
 def credential_first() -> tuple[Response, int] | None:
     """A `before_request` hook: 401 for an unknown or expired token, 413 for a body declared
-    too large — both before any of the body is read."""
-    header = request.headers.get("Authorization")
-    if not header or not current_app.extensions["the-loop"].known_token(header):
-        return jsonify(error="a valid token is required (Authorization: Bearer …)"), 401
+    too large — both before any of the body is read. Behind the ASGI front, which looked the
+    token up before it read the body, the lookup is not repeated; each endpoint still
+    authenticates inside the transaction that acts on the caller's behalf."""
+    if not _admitted_by_front():
+        header = request.headers.get("Authorization")
+        if not header or not current_app.extensions["the-loop"].known_token(header):
+            return jsonify(error="a valid token is required (Authorization: Bearer …)"), 401
     request.max_content_length = SPAWNER_MAX_BODY
     if (request.content_length or 0) > SPAWNER_MAX_BODY:
         return jsonify(error=TOO_LARGE), 413
     return None
+
+
+def _admitted_by_front() -> bool:
+    scope = request.environ.get("asgi.scope")
+    return isinstance(scope, dict) and scope.get(ADMITTED) is True
 
 
 def json_object() -> dict[str, Any] | None:

@@ -31,6 +31,12 @@ HEADERS = frozenset(
 )
 
 
+# The ASGI scope key the front sets on a request whose bearer token it looked up and found
+# live: the Flask door behind it (`app.fleet.door`) need not look it up again. Only the server
+# writes scope keys; a client's headers reach Flask as `HTTP_*` entries, never as this.
+ADMITTED = "the-loop.admitted"
+
+
 class Credential(StrEnum):
     NONE = "none"
     BEARER = "bearer"  # a spawner or session token, looked up by the caller
