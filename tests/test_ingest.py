@@ -223,3 +223,60 @@ def test_deliveries_queued_behind_a_commit_press_the_writer_single_ones_do_not(t
         calm.close()
         flooded.close()
         engine.dispose()
+
+
+def test_what_the_writer_stores_reads_back_through_the_models(database_url, tmp_path):
+    """The writer's driver SQL stores each field in the form the models read: times equal to
+    the writer's clock, the state, the turn, the body, and the event's data as a dict."""
+    from datetime import UTC, datetime
+
+    from app.store.tables import aware, decompress_body
+
+    moment = datetime(2026, 12, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    engine = make_engine(database_url)
+    migrate(engine)
+    writer = IngestWriter(
+        engine,
+        EventLog(tmp_path / "events.jsonl", engine),
+        routed=lambda event, _action: event == "issue_comment",
+        clock=lambda: moment,
+    )
+    try:
+        assert writer.store("d-done", "issues", "opened", b'{"n":1}')
+        assert writer.store("d-queued", "issue_comment", "created", b'{"n":2}', lane="o/r#1")
+        with Session(engine) as session:
+            rows = {r.delivery_id: r for r in session.scalars(select(Delivery))}
+            events = list(session.scalars(select(Event).order_by(Event.id)))
+            due = session.scalars(
+                select(Delivery.delivery_id).where(Delivery.next_attempt_at <= moment)
+            ).all()
+        done, queued = rows["d-done"], rows["d-queued"]
+        assert (done.state, queued.state) == (InboxState.DONE, InboxState.QUEUED)
+        assert aware(done.received_at) == moment and aware(done.done_at) == moment
+        assert aware(queued.next_attempt_at) == moment and queued.done_at is None
+        assert sorted(due) == ["d-done", "d-queued"]  # times compare as times in SQL too
+        assert done.turn == int(moment.timestamp() * 1000) <= queued.turn
+        assert decompress_body(queued.body) == b'{"n":2}' and queued.attempts == 0
+        assert [aware(e.ts) for e in events] == [moment, moment]
+        assert [e.data for e in events] == [
+            {
+                "ts": moment.isoformat(),
+                "event": "webhook.received",
+                "work_item": None,
+                "delivery": delivery,
+                "gh_event": event,
+                "action": action,
+                "routed": routed,
+            }
+            for delivery, event, action, routed in (
+                ("d-done", "issues", "opened", False),
+                ("d-queued", "issue_comment", "created", True),
+            )
+        ]
+        assert [e["delivery"] for e in read_jsonl(tmp_path / "events.jsonl")] == [
+            "d-done",
+            "d-queued",
+        ]
+    finally:
+        writer.close()
+        engine.dispose()
