@@ -167,9 +167,9 @@ class AsgiApp:
             if name in _DOOR_HEADERS
         }
         refusal = await self.admit(door, headers)
-        if refusal is None and door.credential is doors.Credential.BEARER:
-            scope[doors.ADMITTED] = True
         if refusal is None:
+            if door.credential is doors.Credential.BEARER:  # Flask's door need not look again
+                scope[doors.ADMITTED] = True
             try:
                 body = await self.deadlines.read(receive, door.max_body)
             except ClientGone:
