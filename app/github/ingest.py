@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import queue
 import threading
 import time
@@ -40,7 +39,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Dialect, Engine
 
-from app.audit import EventLog, event_record
+from app.audit import EventLog, event_line
 from app.store.lanes import Turns
 from app.store.sqlite_writes import WalCheckpointer, sqlite_path
 from app.store.tables import Delivery, Event, InboxState, compress_body
@@ -292,8 +291,7 @@ class IngestWriter:
                 "action": item.action,
                 "routed": routed,
             }
-            record = event_record("webhook.received", None, fields, now)
-            lines[item.delivery_id] = json.dumps(record, separators=(",", ":"))
+            lines[item.delivery_id] = event_line("webhook.received", None, fields, now)
         try:
             conn = self._connection()
             with conn.begin():
