@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
 from app.store.retention import PeriodicPrune, Pruned, Retention
+from app.store.sqlite_writes import look_after
 from app.workitems.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 
@@ -38,6 +40,9 @@ class AppState:
     progress: ProgressPublisher = field(init=False)
     sampled: SampledLog = field(init=False)
     pruner: PeriodicPrune = field(init=False)
+    # Releases the process's WAL checkpointer (SQLite) while inbox workers run: their
+    # commits then never checkpoint holding the write lock every webhook waits for.
+    _checkpoints_done: Callable[[], None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
@@ -83,6 +88,8 @@ class AppState:
         if count:
             self.progress.start()
             self.pruner.start()
+            if self._checkpoints_done is None:
+                self._checkpoints_done = look_after(self.engine)
         # The chat mirror's sender (if the mirror has one) runs beside the inbox workers.
         start_mirror = getattr(self.services.mirror, "start", None)
         if callable(start_mirror):
@@ -93,6 +100,9 @@ class AppState:
             worker.stop()
         self.progress.stop()
         self.pruner.stop()
+        if self._checkpoints_done is not None:
+            self._checkpoints_done()
+            self._checkpoints_done = None
         stop_mirror = getattr(self.services.mirror, "stop", None)
         if callable(stop_mirror):
             stop_mirror()

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from app.store import make_engine, migrate
 from app.store.inbox import read_keys_ahead
-from app.store.sqlite_writes import WalCheckpointer, WriteLock, write_lock
+from app.store.sqlite_writes import (
+    WalCheckpointer,
+    WriteLock,
+    checkpointed_here,
+    look_after,
+    no_checkpoints,
+    write_lock,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,4 +192,76 @@ def test_keys_are_read_ahead_while_another_writer_holds_the_lock(tmp_path):
     finally:
         done.set()
         thread.join(10)
+        engine.dispose()
+
+
+def _store_rows(conn, rows: int) -> None:
+    """Commit `rows` 3 KB rows (about a WAL frame each) on an App connection."""
+    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, b BLOB)")
+    conn.exec_driver_sql("INSERT INTO t (b) VALUES (?)", [(os.urandom(3000),)] * rows)
+    conn.commit()
+
+
+def _copied_into_the_file(db: Path) -> bool:
+    """Whether the rows reached the database file itself, which only a checkpoint does
+    (committed pages stay in the WAL until one copies them)."""
+    return db.stat().st_size > 2_000_000
+
+
+def test_while_a_checkpointer_runs_the_commits_of_its_process_never_checkpoint(tmp_path):
+    """A commit past SQLite's 1,000-page threshold checkpoints the whole WAL holding the write
+    lock (every webhook waits); while a WalCheckpointer of the process looks after the file,
+    a handler's commit leaves that to it, and once it stops, commits checkpoint again."""
+    db = tmp_path / "the-loop.db"
+    engine = make_engine(f"sqlite:///{db}")
+    checkpointer = WalCheckpointer(engine, interval=3600).start()  # no round during the test
+    try:
+        assert checkpointed_here(db)
+        with engine.connect() as conn:
+            _store_rows(conn, 1500)
+        assert not _copied_into_the_file(db)
+        assert (tmp_path / "the-loop.db-wal").stat().st_size > 4_000_000  # all in the WAL
+    finally:
+        checkpointer.stop()
+    try:
+        assert not checkpointed_here(db)
+        with engine.connect() as conn:  # the same pooled connection: it follows the change
+            _store_rows(conn, 1)
+        assert _copied_into_the_file(db)
+    finally:
+        engine.dispose()
+
+
+def test_a_prune_holds_back_its_own_connections_checkpoints(tmp_path):
+    db = tmp_path / "the-loop.db"
+    engine = make_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            with no_checkpoints(conn.connection.dbapi_connection):
+                _store_rows(conn, 1500)
+                assert not _copied_into_the_file(db)
+            _store_rows(conn, 1)
+            assert _copied_into_the_file(db)
+    finally:
+        engine.dispose()
+
+
+def _checkpointer_threads() -> int:
+    return sum(thread.name == "wal-checkpointer" for thread in threading.enumerate())
+
+
+def test_the_users_of_a_file_share_one_checkpointer_until_the_last_lets_go(tmp_path):
+    db = tmp_path / "the-loop.db"
+    engine = make_engine(f"sqlite:///{db}")
+    before = _checkpointer_threads()
+    try:
+        writer_done, workers_done = look_after(engine), look_after(engine)
+        assert _checkpointer_threads() == before + 1 and checkpointed_here(db)
+        writer_done()
+        writer_done()  # a second release of the same user changes nothing
+        assert _checkpointer_threads() == before + 1 and checkpointed_here(db)
+        workers_done()
+        assert _checkpointer_threads() == before and not checkpointed_here(db)
+        look_after(make_engine("sqlite://"))()  # in memory: nothing to look after
+    finally:
         engine.dispose()

@@ -20,8 +20,8 @@ is kept for dedupe and audit, and the worker never has to touch it.
 
 On SQLite the writer's connection takes the file's `WriteLock` at its first write, like every
 connection of the App (writers in other threads and processes queue rather than poll), and
-leaves WAL checkpoints to a `WalCheckpointer`, so a commit never stops to copy the WAL into
-the database file.
+the writer has the process's `WalCheckpointer` run (`look_after`), so no commit of the
+process stops to copy the WAL into the database file.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
 from app.store.lanes import Turns
-from app.store.sqlite_writes import WalCheckpointer, sqlite_path
+from app.store.sqlite_writes import look_after
 from app.store.tables import Delivery, Event, InboxState, compress_body
 
 MAX_BATCH = 500
@@ -156,7 +156,7 @@ class IngestWriter:
         self._sql = _BatchSQL(engine.dialect)
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._checkpointer: WalCheckpointer | None = None
+        self._checkpoints_done: Callable[[], None] | None = None  # `look_after`'s release
         self._conn: Connection | None = None
         self._start_lock = threading.Lock()
         self._pressed_until = 0.0
@@ -214,9 +214,9 @@ class IngestWriter:
         if thread is not None:
             self._queue.put(None)
             thread.join(timeout=self.wait_seconds)
-        if self._checkpointer is not None:
-            self._checkpointer.stop()
-            self._checkpointer = None
+        if self._checkpoints_done is not None:
+            self._checkpoints_done()
+            self._checkpoints_done = None
 
     def _submit(self, item: _Pending) -> None:
         if self._thread is None:
@@ -229,8 +229,8 @@ class IngestWriter:
         self._queue.put(item)
 
     def _run(self) -> None:
-        if sqlite_path(self.engine) is not None and self._checkpointer is None:
-            self._checkpointer = WalCheckpointer(self.engine).start()
+        if self._checkpoints_done is None:
+            self._checkpoints_done = look_after(self.engine)
         try:
             while True:
                 first = self._queue.get()
@@ -255,13 +255,9 @@ class IngestWriter:
                 self._conn = None
 
     def _connection(self) -> Connection:
-        """The writer's own connection, held across batches; on SQLite its commits never run
-        a checkpoint (the `WalCheckpointer` does)."""
+        """The writer's own connection, held across batches."""
         if self._conn is None:
             self._conn = self.engine.connect()
-            if self._checkpointer is not None:
-                self._conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
-                self._conn.commit()
         return self._conn
 
     def _write(self, batch: list[_Pending]) -> None:

@@ -45,13 +45,13 @@ from sqlalchemy.orm import InstrumentedAttribute
 
 from app.store.inbox import read_keys_ahead
 from app.store.pacing import Pacer
+from app.store.sqlite_writes import no_checkpoints
 from app.store.tables import Delivery, Event, InboxState, Once
 
 log = logging.getLogger(__name__)
 
 BATCH = 50  # rows a transaction: its write lock is held for a few milliseconds
 PAUSE = 0.02  # seconds between batches (more while the CPUs are busy): waiting writers go first
-SQLITE_AUTOCHECKPOINT = 1000  # SQLite's default, restored on the connection after a pass
 # Batches between the pass's own WAL checkpoints. A checkpoint after every batch was most of
 # a pass's time (5.5 ms of the 12 a batch took): consecutive batches change the same pages,
 # which one checkpoint copies once. The App's own checkpointer runs meanwhile anyway.
@@ -95,7 +95,11 @@ def prune(
     pruned = Pruned()
     reported = Once.key.startswith(SPAWNER_EVENT_KEY)
     old_ids = reported & (Once.created_at < now - retention.spawner_event_ids)
-    with engine.connect() as conn, _Batches(conn, pause) as batches:
+    with (
+        engine.connect() as conn,
+        no_checkpoints(conn.connection.dbapi_connection),
+        _Batches(conn, pause) as batches,
+    ):
         pruned.bodies, pruned.deliveries = _prune_deliveries(batches, retention, now, batch)
         old_events = Event.ts < now - retention.events
         pruned.events = _delete_in_batches(batches, Event.id, old_events, batch)
@@ -105,8 +109,8 @@ def prune(
 
 class _Batches:
     """One connection for a pass; after each batch's commit, a rest (`Pacer`: longer while
-    the machine is busy acknowledging). On SQLite its commits
-    never stop to checkpoint (that would happen holding the write lock): every
+    the machine is busy acknowledging). On SQLite its commits never stop to checkpoint
+    (`prune` holds them back: that would happen holding the write lock); every
     CHECKPOINT_EVERY batches, and at the end, a PASSIVE checkpoint copies their pages into
     the database file, which no writer waits for. Deleted rows are zeroed only in pages a
     batch writes anyway (`secure_delete=FAST`; the build's default zeroes every freed page
@@ -122,7 +126,6 @@ class _Batches:
 
     def __enter__(self) -> _Batches:
         if self.sqlite:
-            self.conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
             self.secure_delete = self.conn.exec_driver_sql("PRAGMA secure_delete").scalar()
             self.conn.exec_driver_sql("PRAGMA secure_delete=FAST")
         return self
@@ -131,7 +134,6 @@ class _Batches:
         self.conn.rollback()
         if self.sqlite:
             self.conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            self.conn.exec_driver_sql(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT}")
             self.conn.exec_driver_sql(f"PRAGMA secure_delete={int(self.secure_delete or 0)}")
 
     def done(self) -> None:

@@ -11,10 +11,13 @@ about the hot path waiting on something it should not wait for:
   SQLite connection the App opens (`LockingConnection`) takes it at its first write: the
   ingest writer, handlers, claims, the API, commands, migrations.
 - **Checkpoints inside a commit.** With automatic checkpoints, the commit that crosses the
-  threshold copies the whole WAL into the database file and syncs it before returning.
-  `WalCheckpointer` does that work on its own thread (PASSIVE: writers carry on). Once a
-  pass has copied every frame, the next commit starts the WAL over from the top, which under
-  real traffic happens in any pause of a tenth of a second. Writers that never pause keep
+  threshold copies the whole WAL into the database file and syncs it before returning,
+  holding the write lock all along: under a flood every handler's commit did (25 ms a
+  claim), and every webhook waited. `WalCheckpointer` does that work on its own thread
+  (PASSIVE: writers carry on), and while one runs in a process no connection of that
+  process checkpoints in a commit (`LockingConnection`). Once a pass has copied every
+  frame, the next commit starts the WAL over from the top, which under real traffic
+  happens in any pause of a tenth of a second. Writers that never pause keep
   a pass from ever reaching the end, so past a hard bound the checkpointer copies the last
   frames again holding the write lock: that pass must sync the file while writers wait
   (25 to 60 ms measured under load), hence a bound that a burst does not reach.
@@ -31,6 +34,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,8 @@ RESTART_AT_FRAMES = 131_072
 LOCK_TIMEOUT = 30.0
 # A transaction holding the lock longer than this (seconds) is logged: every webhook waited.
 SLOW_HOLD = 0.25
+# SQLite's default: WAL pages after which a commit checkpoints, where no checkpointer runs.
+SQLITE_AUTOCHECKPOINT = 1000
 
 
 def sqlite_path(engine: Engine) -> Path | None:
@@ -134,6 +140,44 @@ def lock_for_file(path: Path) -> WriteLock:
         return lock
 
 
+_checkpointed: dict[Path, int] = {}  # files a running WalCheckpointer of this process copies
+_shared: dict[Path, tuple[WalCheckpointer, int]] = {}  # `look_after`'s checkpointers, users
+_checkpointers_guard = threading.RLock()  # look_after starts a checkpointer holding it
+
+
+def checkpointed_here(path: Path) -> bool:
+    """Whether a WalCheckpointer of this process copies the WAL of the file at `path`."""
+    return _checkpointed.get(path.resolve(), 0) > 0
+
+
+def look_after(engine: Engine) -> Callable[[], None]:
+    """Have this process's one WalCheckpointer copy the WAL of the engine's SQLite file,
+    starting it if none runs; returns the call that says this user no longer needs it (the
+    last one stops it). Nothing to do for PostgreSQL or an in-memory database."""
+    path = sqlite_path(engine)
+    if path is None:
+        return lambda: None
+    key = path.resolve()
+    with _checkpointers_guard:
+        running, users = _shared.get(key) or (WalCheckpointer(engine).start(), 0)
+        _shared[key] = (running, users + 1)
+    released = threading.Event()
+
+    def release() -> None:
+        if released.is_set():
+            return
+        released.set()
+        with _checkpointers_guard:
+            checkpointer, left = _shared[key]
+            if left > 1:
+                _shared[key] = (checkpointer, left - 1)
+                return
+            del _shared[key]
+        checkpointer.stop()
+
+    return release
+
+
 def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
     """The write lock for an engine's SQLite file (one per file per process); a no-op for
     PostgreSQL, which has row locks, and for an in-memory database."""
@@ -201,6 +245,10 @@ class LockingConnection(sqlite3.Connection):
     that plays by the same rule: nobody waits in SQLite's sleeping busy handler. A statement
     that writes outside a transaction (DDL) holds the lock for that statement only. Readers
     take nothing. `make_engine` opens every SQLite connection of the App this way.
+
+    Its commits checkpoint the WAL (SQLite's automatic checkpoint, holding the lock) only
+    while no WalCheckpointer of this process looks after the file and no `no_checkpoints`
+    holds them back; it checks each time it takes the lock.
     """
 
     def __init__(self, database: Any, *args: Any, **kwargs: Any) -> None:
@@ -208,6 +256,9 @@ class LockingConnection(sqlite3.Connection):
         name = str(database)
         memory = name in ("", ":memory:") or name.startswith("file:")
         self._lock = None if memory else lock_for_file(Path(name))
+        self._path = None if self._lock is None else Path(name).resolve()
+        self._autocheckpoint = SQLITE_AUTOCHECKPOINT  # as SQLite opens a connection
+        self.checkpoints_held = 0  # `no_checkpoints` blocks around this connection
         self._holding = False
         self._since = 0.0
         self._first = ""
@@ -217,9 +268,20 @@ class LockingConnection(sqlite3.Connection):
 
     def before(self, sql: str) -> None:
         if self._lock is not None and not self._holding and writes(sql):
+            self._follow_checkpointer()
             self._lock.acquire()
             self._holding = True
             self._since, self._first = time.monotonic(), sql
+
+    def _follow_checkpointer(self) -> None:
+        """No checkpoint in this connection's commits while a checkpointer or a
+        `no_checkpoints` block does them; SQLite's automatic ones otherwise."""
+        assert self._path is not None
+        held = self.checkpoints_held or _checkpointed.get(self._path, 0) > 0
+        wanted = 0 if held else SQLITE_AUTOCHECKPOINT
+        if wanted != self._autocheckpoint:
+            sqlite3.Cursor(self).execute(f"PRAGMA wal_autocheckpoint={wanted}").close()
+            self._autocheckpoint = wanted
 
     def after(self) -> None:
         """Outside a transaction (a DDL statement done, or a BEGIN that failed) let go."""
@@ -256,9 +318,23 @@ class LockingConnection(sqlite3.Connection):
                 self._let_go()
 
 
+@contextlib.contextmanager
+def no_checkpoints(dbapi_connection: Any) -> Iterator[None]:
+    """Within the block, the commits of this SQLite connection never checkpoint (its user
+    checkpoints when it suits it); anything but a `LockingConnection` is left as it is."""
+    if not isinstance(dbapi_connection, LockingConnection):
+        yield
+        return
+    dbapi_connection.checkpoints_held += 1
+    try:
+        yield
+    finally:
+        dbapi_connection.checkpoints_held -= 1
+
+
 class WalCheckpointer:
-    """Copies committed WAL pages into the database file in the background, for a
-    connection that turned automatic checkpoints off (`PRAGMA wal_autocheckpoint=0`)."""
+    """Copies committed WAL pages into the database file in the background. While it runs,
+    the commits of this process's `LockingConnection`s on the file never checkpoint."""
 
     def __init__(
         self,
@@ -271,6 +347,7 @@ class WalCheckpointer:
         if path is None:
             raise ValueError("WAL checkpoints are for a SQLite database file")
         self.path = path
+        self._key = path.resolve()
         self.lock = write_lock(engine)
         self.interval = interval
         self.restart_at_frames = restart_at_frames
@@ -279,14 +356,23 @@ class WalCheckpointer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> WalCheckpointer:
+        """Start the rounds; meanwhile no commit of this process checkpoints this file."""
+        with _checkpointers_guard:
+            _checkpointed[self._key] = _checkpointed.get(self._key, 0) + 1
         self._thread = threading.Thread(target=self._run, name="wal-checkpointer", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        thread.join(timeout=5)
+        with _checkpointers_guard:
+            left = _checkpointed.pop(self._key, 0) - 1
+            if left > 0:
+                _checkpointed[self._key] = left
 
     def checkpoint(self, conn: sqlite3.Connection) -> int:
         """One round: a PASSIVE checkpoint; if the WAL is past the bound and writers kept it
