@@ -78,6 +78,28 @@ def test_a_body_stored_once_is_a_repeat_under_any_other_delivery_id(database_url
         engine.dispose()
 
 
+def test_the_new_deliveries_of_a_batch_are_logged_in_the_order_they_arrived(database_url, tmp_path):
+    engine = make_engine(database_url)
+    migrate(engine)
+    writer = IngestWriter(engine, EventLog(tmp_path / "events.jsonl", engine))
+    ids = ["o-3", "o-1", "o-4", "o-1", "o-5", "o-9", "o-2", "o-6"]
+
+    async def together() -> list[bool]:
+        sends = [writer.store_async(d, "issues", "opened", body_of(d)) for d in ids]
+        return list(await asyncio.gather(*sends))
+
+    try:
+        assert asyncio.run(together()) == [True, True, True, False, True, True, True, True]
+        logged = ["o-3", "o-1", "o-4", "o-5", "o-9", "o-2", "o-6"]
+        with Session(engine) as session:
+            events = session.scalars(select(Event).order_by(Event.id)).all()
+        assert [e.data["delivery"] for e in events] == logged
+        assert [e["delivery"] for e in read_jsonl(tmp_path / "events.jsonl")] == logged
+    finally:
+        writer.close()
+        engine.dispose()
+
+
 def test_a_store_that_cannot_write_answers_unavailable(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'never-migrated.db'}")  # no tables
     writer = IngestWriter(engine, EventLog(None))

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Engine
@@ -89,6 +90,11 @@ class _BatchSQL:
     NOTHING RETURNING for a batch's deliveries (the ids it returns are the ones not seen
     before), one executemany for their `webhook.received` events.
 
+    On PostgreSQL both are one statement (`batch`: the events' INSERT reads the first's
+    RETURNING in a data-modifying WITH), run in autocommit: one round trip a batch instead
+    of four (BEGIN, deliveries, events, COMMIT), each of which waited for the server's
+    process to be scheduled on a machine busy acknowledging.
+
     Driver SQL rather than Core statements, because Core processes every value of every row:
     a batch's one timestamp formatted four times per delivery, the events statement's cache
     key built per batch — about half the writer's time on a batch of ten, much of it with
@@ -122,9 +128,24 @@ class _BatchSQL:
         )
         moment_type = Delivery.received_at.type.dialect_impl(dialect)
         self._moment = moment_type.bind_processor(dialect)
+        self.one_statement = dialect.name == "postgresql"
 
     def deliveries(self, count: int) -> str:
         return self._head + ", ".join([self._row] * count) + self._tail
+
+    def batch(self, deliveries: int, lines: int) -> str:
+        """PostgreSQL: the deliveries' INSERT, and the events of those it stored, in one
+        statement. Parameters: the deliveries' values, the time and the event's name, then
+        (order, delivery id, line) for each line; returns the ids stored."""
+        lines_rows = ", ".join(["(%s, %s, %s)"] * lines)
+        return (
+            f"WITH new AS ({self.deliveries(deliveries)}), logged AS ("
+            f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) "
+            "SELECT %s, %s, NULL, CAST(line.data AS JSON) "
+            f"FROM (VALUES {lines_rows}) AS line(ord, delivery_id, data) "
+            "JOIN new ON new.delivery_id = line.delivery_id ORDER BY line.ord) "
+            "SELECT delivery_id FROM new"
+        )
 
     def moment(self, value: datetime) -> Any:
         """A time as the driver takes it for a DateTime column of the models."""
@@ -258,6 +279,8 @@ class IngestWriter:
         """The writer's own connection, held across batches."""
         if self._conn is None:
             self._conn = self.engine.connect()
+            if self._sql.one_statement:  # the batch's one statement commits by itself
+                self._conn.execution_options(isolation_level="AUTOCOMMIT")
         return self._conn
 
     def _write(self, batch: list[_Pending]) -> None:
@@ -291,16 +314,26 @@ class IngestWriter:
         try:
             conn = self._connection()
             with conn.begin():
-                stored = conn.exec_driver_sql(self._sql.deliveries(len(batch)), tuple(values))
-                inserted = {row[0] for row in stored}
-                new_lines = [line for delivery, line in lines.items() if delivery in inserted]
-                if new_lines:
-                    events = [(moment, "webhook.received", None, line) for line in new_lines]
-                    conn.exec_driver_sql(self._sql.events, events)
+                if self._sql.one_statement:
+                    logged = [(n, *line) for n, line in enumerate(lines.items())]
+                    params = [*values, moment, "webhook.received", *chain.from_iterable(logged)]
+                    sql = self._sql.batch(len(batch), len(logged))
+                    inserted = {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+                else:
+                    stored = conn.exec_driver_sql(self._sql.deliveries(len(batch)), tuple(values))
+                    inserted = {row[0] for row in stored}
+                    events = [
+                        (moment, "webhook.received", None, line)
+                        for delivery, line in lines.items()
+                        if delivery in inserted
+                    ]
+                    if events:
+                        conn.exec_driver_sql(self._sql.events, events)
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             self._discard_connection()
             self._finish([(item, (False, exc)) for item in batch])
             return
+        new_lines = [line for delivery, line in lines.items() if delivery in inserted]
         self.events.append_lines(new_lines)
         seen: set[str] = set()
         outcomes: list[tuple[_Pending, Outcome]] = []
