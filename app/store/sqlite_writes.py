@@ -17,10 +17,11 @@ about the hot path waiting on something it should not wait for:
   (PASSIVE: writers carry on), and while one runs in a process no connection of that
   process checkpoints in a commit (`LockingConnection`). Once a pass has copied every
   frame, the next commit starts the WAL over from the top, which under real traffic
-  happens in any pause of a tenth of a second. Writers that never pause keep
-  a pass from ever reaching the end, so past a hard bound the checkpointer copies the last
-  frames again holding the write lock: that pass must sync the file while writers wait
-  (25 to 60 ms measured under load), hence a bound that a burst does not reach.
+  happens in any pause of a tenth of a second. Writers that never pause (a flood, or even a
+  steady 200 deliveries a second) keep a pass from ever reaching the end, so past a hard
+  bound the checkpointer copies the last frames again holding the write lock: that pass
+  must sync the file while writers wait (7 to 200 ms measured under a flood, however few
+  frames are left: the sync waits for the disk), hence a bound that a burst does not reach.
   (TRUNCATE would do the same and also shrink the file under the lock: 250 ms measured.)
 """
 
