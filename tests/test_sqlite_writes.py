@@ -216,7 +216,7 @@ def test_while_a_checkpointer_runs_the_commits_of_its_process_never_checkpoint(t
     engine = make_engine(f"sqlite:///{db}")
     checkpointer = WalCheckpointer(engine, interval=3600).start()  # no round during the test
     try:
-        assert checkpointed_here(db)
+        assert checkpointed_here(db.resolve())
         with engine.connect() as conn:
             _store_rows(conn, 1500)
         assert not _copied_into_the_file(db)
@@ -224,7 +224,7 @@ def test_while_a_checkpointer_runs_the_commits_of_its_process_never_checkpoint(t
     finally:
         checkpointer.stop()
     try:
-        assert not checkpointed_here(db)
+        assert not checkpointed_here(db.resolve())
         with engine.connect() as conn:  # the same pooled connection: it follows the change
             _store_rows(conn, 1)
         assert _copied_into_the_file(db)
@@ -256,12 +256,12 @@ def test_the_users_of_a_file_share_one_checkpointer_until_the_last_lets_go(tmp_p
     before = _checkpointer_threads()
     try:
         writer_done, workers_done = look_after(engine), look_after(engine)
-        assert _checkpointer_threads() == before + 1 and checkpointed_here(db)
+        assert _checkpointer_threads() == before + 1 and checkpointed_here(db.resolve())
         writer_done()
         writer_done()  # a second release of the same user changes nothing
-        assert _checkpointer_threads() == before + 1 and checkpointed_here(db)
+        assert _checkpointer_threads() == before + 1 and checkpointed_here(db.resolve())
         workers_done()
-        assert _checkpointer_threads() == before and not checkpointed_here(db)
+        assert _checkpointer_threads() == before and not checkpointed_here(db.resolve())
         look_after(make_engine("sqlite://"))()  # in memory: nothing to look after
     finally:
         engine.dispose()

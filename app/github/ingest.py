@@ -46,6 +46,7 @@ from app.store.sqlite_writes import look_after
 from app.store.tables import Delivery, Event, InboxState, compress_body
 
 MAX_BATCH = 500
+RECEIVED = "webhook.received"  # the event each new delivery records
 WAIT_SECONDS = 15.0
 # How long after a batch that found deliveries queued behind it the writer counts as pressed
 # (`IngestWriter.pressed`): handlers in this process step back meanwhile.
@@ -121,14 +122,14 @@ class _BatchSQL:
         self._row = "(" + ", ".join([mark] * len(self.COLUMNS)) + ")"
         self._head = f"INSERT INTO {Delivery.__tablename__} ({', '.join(self.COLUMNS)}) VALUES "
         self._tail = " ON CONFLICT DO NOTHING RETURNING delivery_id"
-        data = mark if dialect.name == "sqlite" else f"CAST({mark} AS JSON)"
+        self.one_statement = dialect.name == "postgresql"
+        # SQLite's second statement (PostgreSQL writes the events inside `batch`).
         self.events = (
             f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) "
-            f"VALUES ({mark}, {mark}, {mark}, {data})"
+            f"VALUES ({mark}, {mark}, {mark}, {mark})"
         )
         moment_type = Delivery.received_at.type.dialect_impl(dialect)
         self._moment = moment_type.bind_processor(dialect)
-        self.one_statement = dialect.name == "postgresql"
 
     def deliveries(self, count: int) -> str:
         return self._head + ", ".join([self._row] * count) + self._tail
@@ -310,20 +311,20 @@ class IngestWriter:
                 "action": item.action,
                 "routed": routed,
             }
-            lines[item.delivery_id] = event_line("webhook.received", None, fields, now)
+            lines[item.delivery_id] = event_line(RECEIVED, None, fields, now)
         try:
             conn = self._connection()
             with conn.begin():
                 if self._sql.one_statement:
                     logged = [(n, *line) for n, line in enumerate(lines.items())]
-                    params = [*values, moment, "webhook.received", *chain.from_iterable(logged)]
+                    params = [*values, moment, RECEIVED, *chain.from_iterable(logged)]
                     sql = self._sql.batch(len(batch), len(logged))
                     inserted = {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
                 else:
                     stored = conn.exec_driver_sql(self._sql.deliveries(len(batch)), tuple(values))
                     inserted = {row[0] for row in stored}
                     events = [
-                        (moment, "webhook.received", None, line)
+                        (moment, RECEIVED, None, line)
                         for delivery, line in lines.items()
                         if delivery in inserted
                     ]

@@ -147,8 +147,9 @@ _checkpointers_guard = threading.RLock()  # look_after starts a checkpointer hol
 
 
 def checkpointed_here(path: Path) -> bool:
-    """Whether a WalCheckpointer of this process copies the WAL of the file at `path`."""
-    return _checkpointed.get(path.resolve(), 0) > 0
+    """Whether a WalCheckpointer of this process copies the WAL of the file at `path` (a
+    resolved path: every connection asks at each write, so it is not resolved again)."""
+    return _checkpointed.get(path, 0) > 0
 
 
 def look_after(engine: Engine) -> Callable[[], None]:
@@ -278,7 +279,7 @@ class LockingConnection(sqlite3.Connection):
         """No checkpoint in this connection's commits while a checkpointer or a
         `no_checkpoints` block does them; SQLite's automatic ones otherwise."""
         assert self._path is not None
-        held = self.checkpoints_held or _checkpointed.get(self._path, 0) > 0
+        held = self.checkpoints_held or checkpointed_here(self._path)
         wanted = 0 if held else SQLITE_AUTOCHECKPOINT
         if wanted != self._autocheckpoint:
             sqlite3.Cursor(self).execute(f"PRAGMA wal_autocheckpoint={wanted}").close()
