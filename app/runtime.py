@@ -22,7 +22,7 @@ from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
 from app.store.retention import PeriodicPrune, Pruned, Retention
-from app.store.sqlite_writes import look_after
+from app.store.wal_checkpoints import look_after
 from app.workitems.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 

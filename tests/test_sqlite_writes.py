@@ -15,14 +15,8 @@ from pathlib import Path
 
 from app.store import make_engine, migrate
 from app.store.inbox import read_keys_ahead
-from app.store.sqlite_writes import (
-    WalCheckpointer,
-    WriteLock,
-    checkpointed_here,
-    look_after,
-    no_checkpoints,
-    write_lock,
-)
+from app.store.sqlite_writes import WriteLock, checkpointed_here, no_checkpoints, write_lock
+from app.store.wal_checkpoints import WalCheckpointer, look_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,6 +141,37 @@ def test_past_the_bound_a_round_waits_for_writers_and_the_wal_starts_over(tmp_pa
         assert frames[0] >= 100
         _write(writer, 1)
         assert _frames_in_log(conn) < 10  # the log started over: the bound holds
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM t").fetchone()[0] == 301
+    finally:
+        conn.close()
+        writer.close()
+        engine.dispose()
+
+
+def test_past_the_bound_the_copied_pages_reach_the_disk_before_writers_are_held(tmp_path):
+    """SQLite syncs the database file only in a pass that copies everything, which writers
+    that never pause do not allow: left to the locked pass, that sync held every writer for
+    the whole cycle's pages. The round flushes the file while a writer still holds the lock,
+    and the pass that waits for the lock still finishes the copy."""
+    db, writer = _wal_database(tmp_path, rows=300)
+    engine = make_engine(f"sqlite:///{db}")
+    flushed: list[int] = []
+
+    def flush(descriptor: int) -> None:
+        os.fdatasync(descriptor)
+        flushed.append(os.fstat(descriptor).st_ino)  # which file
+
+    checkpointer = WalCheckpointer(engine, restart_at_frames=100, flush=flush)
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        with write_lock(engine):
+            done, _frames = _checkpoint_in_thread(checkpointer, conn)
+            assert not done.wait(0.3)  # the last pass waits for the writer
+            # ...having flushed the database file twice meanwhile, the writer still writing
+            assert flushed == [db.stat().st_ino] * 2
+        assert done.wait(10)
+        _write(writer, 1)
+        assert _frames_in_log(conn) < 10  # the log started over
         assert sqlite3.connect(db).execute("SELECT count(*) FROM t").fetchone()[0] == 301
     finally:
         conn.close()

@@ -42,8 +42,8 @@ from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
 from app.store.lanes import Turns
-from app.store.sqlite_writes import look_after
 from app.store.tables import Delivery, Event, InboxState, compress_body
+from app.store.wal_checkpoints import look_after
 
 MAX_BATCH = 500
 RECEIVED = "webhook.received"  # the event each new delivery records

@@ -11,18 +11,9 @@ about the hot path waiting on something it should not wait for:
   SQLite connection the App opens (`LockingConnection`) takes it at its first write: the
   ingest writer, handlers, claims, the API, commands, migrations.
 - **Checkpoints inside a commit.** With automatic checkpoints, the commit that crosses the
-  threshold copies the whole WAL into the database file and syncs it before returning,
-  holding the write lock all along: under a flood every handler's commit did (25 ms a
-  claim), and every webhook waited. `WalCheckpointer` does that work on its own thread
-  (PASSIVE: writers carry on), and while one runs in a process no connection of that
-  process checkpoints in a commit (`LockingConnection`). Once a pass has copied every
-  frame, the next commit starts the WAL over from the top, which under real traffic
-  happens in any pause of a tenth of a second. Writers that never pause (a flood, or even a
-  steady 200 deliveries a second) keep a pass from ever reaching the end, so past a hard
-  bound the checkpointer copies the last frames again holding the write lock: that pass
-  must sync the file while writers wait (7 to 200 ms measured under a flood, however few
-  frames are left: the sync waits for the disk), hence a bound that a burst does not reach.
-  (TRUNCATE would do the same and also shrink the file under the lock: 250 ms measured.)
+  threshold copies the whole WAL into the database file and syncs it, holding the write
+  lock. While a `WalCheckpointer` (`app.store.wal_checkpoints`) does that work for the
+  process, no `LockingConnection` of the process checkpoints in a commit.
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +34,6 @@ from sqlalchemy import Engine
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_INTERVAL = 0.1
-# Past this many frames (512 MiB at 4 KiB pages; ~35 s of the most `bench/ingest` can
-# send) the checkpointer holds writers back to finish a pass, so the WAL starts over.
-RESTART_AT_FRAMES = 131_072
 # How long a writer waits for the other threads of its process (SQLite's busy timeout too).
 LOCK_TIMEOUT = 30.0
 # A transaction holding the lock longer than this (seconds) is logged: every webhook waited.
@@ -142,8 +129,7 @@ def lock_for_file(path: Path) -> WriteLock:
 
 
 _checkpointed: dict[Path, int] = {}  # files a running WalCheckpointer of this process copies
-_shared: dict[Path, tuple[WalCheckpointer, int]] = {}  # `look_after`'s checkpointers, users
-_checkpointers_guard = threading.RLock()  # look_after starts a checkpointer holding it
+_checkpointed_guard = threading.Lock()
 
 
 def checkpointed_here(path: Path) -> bool:
@@ -152,32 +138,15 @@ def checkpointed_here(path: Path) -> bool:
     return _checkpointed.get(path, 0) > 0
 
 
-def look_after(engine: Engine) -> Callable[[], None]:
-    """Have this process's one WalCheckpointer copy the WAL of the engine's SQLite file,
-    starting it if none runs; returns the call that says this user no longer needs it (the
-    last one stops it). Nothing to do for PostgreSQL or an in-memory database."""
-    path = sqlite_path(engine)
-    if path is None:
-        return lambda: None
-    key = path.resolve()
-    with _checkpointers_guard:
-        running, users = _shared.get(key) or (WalCheckpointer(engine).start(), 0)
-        _shared[key] = (running, users + 1)
-    released = threading.Event()
-
-    def release() -> None:
-        if released.is_set():
-            return
-        released.set()
-        with _checkpointers_guard:
-            checkpointer, left = _shared[key]
-            if left > 1:
-                _shared[key] = (checkpointer, left - 1)
-                return
-            del _shared[key]
-        checkpointer.stop()
-
-    return release
+def count_checkpointer(path: Path, change: int) -> None:
+    """A WalCheckpointer of this process starts (+1) or stops (-1) copying the WAL of the
+    file at `path` (resolved); the process's connections follow at their next write."""
+    with _checkpointed_guard:
+        left = _checkpointed.get(path, 0) + change
+        if left > 0:
+            _checkpointed[path] = left
+        else:
+            _checkpointed.pop(path, None)
 
 
 def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
@@ -332,69 +301,3 @@ def no_checkpoints(dbapi_connection: Any) -> Iterator[None]:
         yield
     finally:
         dbapi_connection.checkpoints_held -= 1
-
-
-class WalCheckpointer:
-    """Copies committed WAL pages into the database file in the background. While it runs,
-    the commits of this process's `LockingConnection`s on the file never checkpoint."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        interval: float = CHECKPOINT_INTERVAL,
-        restart_at_frames: int = RESTART_AT_FRAMES,
-    ) -> None:
-        path = sqlite_path(engine)
-        if path is None:
-            raise ValueError("WAL checkpoints are for a SQLite database file")
-        self.path = path
-        self._key = path.resolve()
-        self.lock = write_lock(engine)
-        self.interval = interval
-        self.restart_at_frames = restart_at_frames
-        self._last_frames = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> WalCheckpointer:
-        """Start the rounds; meanwhile no commit of this process checkpoints this file."""
-        with _checkpointers_guard:
-            _checkpointed[self._key] = _checkpointed.get(self._key, 0) + 1
-        self._thread = threading.Thread(target=self._run, name="wal-checkpointer", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        thread.join(timeout=5)
-        with _checkpointers_guard:
-            left = _checkpointed.pop(self._key, 0) - 1
-            if left > 0:
-                _checkpointed[self._key] = left
-
-    def checkpoint(self, conn: sqlite3.Connection) -> int:
-        """One round: a PASSIVE checkpoint; if the WAL is past the bound and writers kept it
-        from copying everything, a second one under the write lock, which has only the
-        frames written during the first to copy. Returns the WAL's size in frames."""
-        _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        growing, self._last_frames = frames > self._last_frames, frames
-        if frames >= self.restart_at_frames and growing:
-            with self.lock:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(frames)
-
-    def _run(self) -> None:
-        # Another checkpoint in progress is not worth waiting for: the next round comes soon.
-        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    self.checkpoint(conn)
-                except sqlite3.Error as exc:  # busy or locked: the next round tries again
-                    log.debug("WAL checkpoint of %s deferred: %s", self.path, exc)
-        finally:
-            conn.close()
