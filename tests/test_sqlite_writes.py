@@ -179,6 +179,28 @@ def test_past_the_bound_the_copied_pages_reach_the_disk_before_writers_are_held(
         engine.dispose()
 
 
+def test_a_flush_that_fails_leaves_the_locked_pass_to_sync_and_the_wal_still_starts_over(
+    tmp_path, caplog
+):
+    db, writer = _wal_database(tmp_path, rows=300)
+    engine = make_engine(f"sqlite:///{db}")
+
+    def flush(descriptor: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    checkpointer = WalCheckpointer(engine, restart_at_frames=100, flush=flush)
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        assert checkpointer.checkpoint(conn) >= 100
+        _write(writer, 1)
+        assert _frames_in_log(conn) < 10
+        assert "could not flush" in caplog.text and "Input/output error" in caplog.text
+    finally:
+        conn.close()
+        writer.close()
+        engine.dispose()
+
+
 def test_under_the_bound_a_round_never_waits_for_writers(tmp_path):
     db, writer = _wal_database(tmp_path, rows=20)
     engine = make_engine(f"sqlite:///{db}")

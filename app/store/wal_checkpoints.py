@@ -144,7 +144,10 @@ class WalCheckpointer:
         _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         growing, self._last_frames = frames > self._last_frames, frames
         if frames >= self.restart_at_frames and growing:
-            self._settle(conn)
+            try:
+                self._settle(conn)
+            except OSError as exc:  # the locked pass still runs, syncing everything itself
+                log.warning("could not flush %s before the WAL's last pass: %s", self.path, exc)
             with self.lock:
                 held = time.monotonic()
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
