@@ -15,7 +15,14 @@ from pathlib import Path
 
 from app.store import make_engine, migrate
 from app.store.inbox import read_keys_ahead
-from app.store.sqlite_writes import WriteLock, checkpointed_here, no_checkpoints, write_lock
+from app.store.sqlite_writes import (
+    SLOW_HOLD,
+    WriteLock,
+    checkpointed_here,
+    no_checkpoints,
+    note_hold,
+    write_lock,
+)
 from app.store.wal_checkpoints import WalCheckpointer, look_after
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,3 +319,12 @@ def test_the_users_of_a_file_share_one_checkpointer_until_the_last_lets_go(tmp_p
         look_after(make_engine("sqlite://"))()  # in memory: nothing to look after
     finally:
         engine.dispose()
+
+
+def test_a_hold_past_the_slow_bound_is_logged_with_its_holder_as_the_benches_count_it(caplog):
+    """Transactions and the checkpointer's locked pass report a long hold the same way, so
+    `bench/retention` counts both (it looks for "SQLite write lock held")."""
+    note_hold(SLOW_HOLD / 2, "UPDATE inbox SET state=?")
+    assert "SQLite write lock held" not in caplog.text
+    note_hold(SLOW_HOLD + 0.05, "the WAL checkpointer's last pass, past 131072 frames")
+    assert "SQLite write lock held 300 ms from: the WAL checkpointer's last pass" in caplog.text

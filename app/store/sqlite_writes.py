@@ -149,6 +149,14 @@ def count_checkpointer(path: Path, change: int) -> None:
             _checkpointed.pop(path, None)
 
 
+def note_hold(seconds: float, holder: str) -> None:
+    """Log a hold of the write lock past SLOW_HOLD (every other writer, webhooks included,
+    waited this long), naming the holder: a transaction's first statement, or the
+    checkpointer's locked pass. `bench/retention` counts these lines."""
+    if seconds > SLOW_HOLD:
+        log.warning("SQLite write lock held %.0f ms from: %.120s", seconds * 1000, holder)
+
+
 def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
     """The write lock for an engine's SQLite file (one per file per process); a no-op for
     PostgreSQL, which has row locks, and for an in-memory database."""
@@ -263,9 +271,7 @@ class LockingConnection(sqlite3.Connection):
         self._holding = False
         if self._lock is not None:
             self._lock.release()
-        held = time.monotonic() - self._since
-        if held > SLOW_HOLD:  # every other writer, webhooks included, waited this long
-            log.warning("SQLite write lock held %.0f ms from: %.120s", held * 1000, self._first)
+        note_hold(time.monotonic() - self._since, self._first)
 
     def commit(self) -> None:
         try:

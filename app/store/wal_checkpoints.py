@@ -32,12 +32,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from app.store.sqlite_writes import (
-    SLOW_HOLD,
-    count_checkpointer,
-    sqlite_path,
-    write_lock,
-)
+from app.store.sqlite_writes import count_checkpointer, note_hold, sqlite_path, write_lock
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +79,15 @@ _descriptors_guard = threading.Lock()
 
 
 def _flushing_descriptor(path: Path) -> int:
-    """A read-only descriptor of the database file, for flushing its written pages to disk.
-    Opened once per file and never closed: closing any descriptor of a file drops every
-    POSIX lock this process holds on it, SQLite's included, and another process could then
-    take the file for its own (delete the WAL while this one still writes to it)."""
-    key = path.resolve()
+    """A read-only descriptor of the database file at `path` (resolved), for flushing its
+    written pages to disk. Opened once per file and never closed: closing any descriptor of
+    a file drops every POSIX lock this process holds on it, SQLite's included, and another
+    process could then take the file for its own (delete the WAL while this one still
+    writes to it)."""
     with _descriptors_guard:
-        descriptor = _descriptors.get(key)
+        descriptor = _descriptors.get(path)
         if descriptor is None:
-            descriptor = _descriptors[key] = os.open(key, os.O_RDONLY)
+            descriptor = _descriptors[path] = os.open(path, os.O_RDONLY)
         return descriptor
 
 
@@ -152,20 +147,14 @@ class WalCheckpointer:
                 held = time.monotonic()
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 held = time.monotonic() - held
-            if held > SLOW_HOLD:  # as a slow transaction is: every webhook waited
-                log.warning(
-                    "WAL of %s past %d frames: its last pass held writers %.0f ms",
-                    self.path.name,
-                    frames,
-                    held * 1000,
-                )
+            note_hold(held, f"the WAL checkpointer's last pass, past {frames} frames")
         return int(frames)
 
     def _settle(self, conn: sqlite3.Connection) -> None:
         """Before writers are held: put on disk what the passes copied into the database
         file, copy what arrived meanwhile, and put that on disk too. The locked pass that
         follows then syncs a few pages, not a whole cycle's."""
-        database = _flushing_descriptor(self.path)
+        database = _flushing_descriptor(self._key)
         self.flush(database)
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         self.flush(database)
