@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -302,3 +306,47 @@ def test_what_the_writer_stores_reads_back_through_the_models(database_url, tmp_
     finally:
         writer.close()
         engine.dispose()
+
+
+_FLOOD = """
+import asyncio, sys
+from app.audit import EventLog
+from app.github.ingest import IngestWriter
+from app.store import make_engine, migrate
+
+engine = make_engine(f"sqlite:///{sys.argv[1]}")
+migrate(engine)
+writer = IngestWriter(engine, EventLog(None))
+
+async def flood():
+    ids = [f"d-{n}" for n in range(3000)]
+    bodies = [b'{"action":"opened","n":"%s"}' % d.encode() for d in ids]
+    return await asyncio.gather(
+        *(writer.store_async(d, "issues", "opened", b) for d, b in zip(ids, bodies))
+    )
+
+print(sum(asyncio.run(flood())))
+writer.close()
+"""
+
+
+def test_a_flood_of_deliveries_writes_no_temporary_file(tmp_path):
+    """Batches large enough to journal hundreds of pages keep the journal in memory: acks do
+    not wait on file creation in the temporary directory, and a full one cannot fail them.
+    SQLite creates and at once unlinks its temporary files, so the directory's mtime is what
+    tells one was made."""
+    scratch = tmp_path / "sqlite-tmp"
+    scratch.mkdir()
+    os.utime(scratch, (1_000_000, 1_000_000))
+    env = {**os.environ, "SQLITE_TMPDIR": str(scratch), "TMPDIR": str(scratch)}
+    done = subprocess.run(
+        [sys.executable, "-c", _FLOOD, str(tmp_path / "the-loop.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3000"]  # every delivery stored, each new
+    assert scratch.stat().st_mtime == 1_000_000, "a temporary file was created and removed"

@@ -21,7 +21,9 @@ is kept for dedupe and audit, and the worker never has to touch it.
 On SQLite the writer's connection takes the file's `WriteLock` at its first write, like every
 connection of the App (writers in other threads and processes queue rather than poll), and
 the writer has the process's `WalCheckpointer` run (`look_after`), so no commit of the
-process stops to copy the WAL into the database file.
+process stops to copy the WAL into the database file. Its statement journals stay in memory
+(`statement_journals_in_memory`): a large batch writes no temporary file while it holds
+the lock.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
 from app.store.lanes import Turns
+from app.store.sqlite_writes import statement_journals_in_memory
 from app.store.tables import Delivery, Event, InboxState, compress_body
 from app.store.wal_checkpoints import look_after
 
@@ -273,6 +276,9 @@ class IngestWriter:
                     self._pressed_until = time.monotonic() + self.pressure_hold
         finally:
             if self._conn is not None:
+                driver = self._conn.connection.driver_connection
+                with contextlib.suppress(Exception):  # a broken one is closed all the same
+                    statement_journals_in_memory(driver, False)  # back to the pool's default
                 self._conn.close()
                 self._conn = None
 
@@ -282,6 +288,7 @@ class IngestWriter:
             self._conn = self.engine.connect()
             if self._sql.one_statement:  # the batch's one statement commits by itself
                 self._conn.execution_options(isolation_level="AUTOCOMMIT")
+            statement_journals_in_memory(self._conn.connection.driver_connection)
         return self._conn
 
     def _write(self, batch: list[_Pending]) -> None:

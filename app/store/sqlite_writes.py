@@ -157,6 +157,23 @@ def note_hold(seconds: float, holder: str) -> None:
         log.warning("SQLite write lock held %.0f ms from: %.120s", seconds * 1000, holder)
 
 
+def statement_journals_in_memory(dbapi_connection: Any, wanted: bool = True) -> None:
+    """Keep a SQLite connection's statement journals in memory (`wanted`), or back at the
+    build's default (temporary files); anything but a SQLite connection is left as it is.
+
+    Inside a transaction SQLite journals every existing page a multi-row statement changes,
+    so that statement alone can be undone. Past 64 KiB of them (a batch of some ten
+    deliveries: their random ids and digests land on a page each in two indexes) it spills
+    the journal to a new file in the temporary directory: created, unlinked and written a
+    page at a time while every writer of the file waits on the lock. In memory the journal
+    costs what the statement changes, which the caller bounds (the ingest writer's batch).
+    PRAGMA temp_store also keeps temporary tables and sorts in memory, so it is for
+    connections whose statements are known, never for the pool at large."""
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        store = "MEMORY" if wanted else "DEFAULT"
+        dbapi_connection.execute(f"PRAGMA temp_store={store}").close()
+
+
 def write_lock(engine: Engine) -> contextlib.AbstractContextManager[Any]:
     """The write lock for an engine's SQLite file (one per file per process); a no-op for
     PostgreSQL, which has row locks, and for an in-memory database."""
