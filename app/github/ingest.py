@@ -90,14 +90,19 @@ def _pending(
 
 
 class _BatchSQL:
-    """The writer's two statements as the driver's SQL: one multi-row INSERT … ON CONFLICT DO
-    NOTHING RETURNING for a batch's deliveries (the ids it returns are the ones not seen
-    before), one executemany for their `webhook.received` events.
+    """The writer's statements as the driver's SQL.
 
-    On PostgreSQL both are one statement (`batch`: the events' INSERT reads the first's
-    RETURNING in a data-modifying WITH), run in autocommit: one round trip a batch instead
-    of four (BEGIN, deliveries, events, COMMIT), each of which waited for the server's
-    process to be scheduled on a machine busy acknowledging.
+    On PostgreSQL a batch is one statement (`batch`) run in autocommit: the deliveries'
+    multi-row INSERT … ON CONFLICT DO NOTHING RETURNING (the ids it returns are the ones not
+    seen before), and the events' INSERT reading that RETURNING in a data-modifying WITH. One
+    round trip a batch instead of four (BEGIN, deliveries, events, COMMIT), each of which
+    waited for the server's process to be scheduled on a machine busy acknowledging.
+
+    On SQLite a batch is two multi-row INSERTs in one transaction, with no RETURNING and no
+    executemany: the driver lets go of the GIL for every row it steps through, and under a
+    flood each time cost the writer up to a GIL switch interval to get it back from the busy
+    event loop. Which deliveries were new follows from the INSERT's row count and last rowid
+    (`stored_between` looks them up only when some were not).
 
     Driver SQL rather than Core statements, because Core processes every value of every row:
     a batch's one timestamp formatted four times per delivery, the events statement's cache
@@ -124,18 +129,26 @@ class _BatchSQL:
         mark = "?" if dialect.paramstyle == "qmark" else "%s"
         self._row = "(" + ", ".join([mark] * len(self.COLUMNS)) + ")"
         self._head = f"INSERT INTO {Delivery.__tablename__} ({', '.join(self.COLUMNS)}) VALUES "
-        self._tail = " ON CONFLICT DO NOTHING RETURNING delivery_id"
+        self._tail = " ON CONFLICT DO NOTHING"
         self.one_statement = dialect.name == "postgresql"
-        # SQLite's second statement (PostgreSQL writes the events inside `batch`).
-        self.events = (
-            f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) "
-            f"VALUES ({mark}, {mark}, {mark}, {mark})"
+        # SQLite's: the events of the new deliveries, and the rows one INSERT stored.
+        self._events_head = (
+            f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) VALUES "
+        )
+        self.stored_between = (
+            f"SELECT delivery_id FROM {Delivery.__tablename__} WHERE id > ? AND id <= ?"
         )
         moment_type = Delivery.received_at.type.dialect_impl(dialect)
         self._moment = moment_type.bind_processor(dialect)
 
-    def deliveries(self, count: int) -> str:
-        return self._head + ", ".join([self._row] * count) + self._tail
+    def deliveries(self, count: int, returning: bool = True) -> str:
+        """The deliveries' INSERT; with `returning`, it returns the ids it stored."""
+        rows = self._head + ", ".join([self._row] * count) + self._tail
+        return rows + " RETURNING delivery_id" if returning else rows
+
+    def events(self, count: int) -> str:
+        """SQLite: `count` events in one INSERT; parameters (ts, event, work_item, data)."""
+        return self._events_head + ", ".join(["(?, ?, ?, ?)"] * count)
 
     def batch(self, deliveries: int, lines: int) -> str:
         """PostgreSQL: the deliveries' INSERT, and the events of those it stored, in one
@@ -328,15 +341,16 @@ class IngestWriter:
                     sql = self._sql.batch(len(batch), len(logged))
                     inserted = {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
                 else:
-                    stored = conn.exec_driver_sql(self._sql.deliveries(len(batch)), tuple(values))
-                    inserted = {row[0] for row in stored}
+                    ids = [item.delivery_id for item in batch]
+                    inserted = self._store_sqlite(conn, ids, values)
                     events = [
                         (moment, RECEIVED, None, line)
                         for delivery, line in lines.items()
                         if delivery in inserted
                     ]
                     if events:
-                        conn.exec_driver_sql(self._sql.events, events)
+                        sql = self._sql.events(len(events))
+                        conn.exec_driver_sql(sql, tuple(chain.from_iterable(events)))
         except Exception as exc:  # the store is down or refused: every waiter answers 503
             self._discard_connection()
             self._finish([(item, (False, exc)) for item in batch])
@@ -352,6 +366,21 @@ class IngestWriter:
             )
             seen.add(item.delivery_id)
         self._finish(outcomes)
+
+    def _store_sqlite(self, conn: Connection, ids: list[str], values: list[Any]) -> set[str]:
+        """Insert a batch's deliveries; the ids of those it stored. All of them is the common
+        case. Otherwise the ones it stored are the rows after the table's last before it:
+        the write lock is held, and SQLite gives each new row the next rowid."""
+        stored = conn.exec_driver_sql(
+            self._sql.deliveries(len(ids), returning=False), tuple(values)
+        )
+        added, last = stored.rowcount, stored.lastrowid
+        if added == len(ids):
+            return set(ids)
+        if added <= 0:
+            return set()
+        rows = conn.exec_driver_sql(self._sql.stored_between, (last - added, last))
+        return {row[0] for row in rows}
 
     @staticmethod
     def _finish(outcomes: list[tuple[_Pending, Outcome]]) -> None:
