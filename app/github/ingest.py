@@ -289,8 +289,8 @@ class IngestWriter:
                     self._pressed_until = time.monotonic() + self.pressure_hold
         finally:
             if self._conn is not None:
-                driver = self._conn.connection.driver_connection
                 with contextlib.suppress(Exception):  # a broken one is closed all the same
+                    driver = self._conn.connection.driver_connection
                     statement_journals_in_memory(driver, False)  # back to the pool's default
                 self._conn.close()
                 self._conn = None
