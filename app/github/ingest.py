@@ -141,10 +141,9 @@ class _BatchSQL:
         moment_type = Delivery.received_at.type.dialect_impl(dialect)
         self._moment = moment_type.bind_processor(dialect)
 
-    def deliveries(self, count: int, returning: bool = True) -> str:
-        """The deliveries' INSERT; with `returning`, it returns the ids it stored."""
-        rows = self._head + ", ".join([self._row] * count) + self._tail
-        return rows + " RETURNING delivery_id" if returning else rows
+    def deliveries(self, count: int) -> str:
+        """The deliveries' INSERT, skipping those already stored."""
+        return self._head + ", ".join([self._row] * count) + self._tail
 
     def events(self, count: int) -> str:
         """SQLite: `count` events in one INSERT; parameters (ts, event, work_item, data)."""
@@ -156,7 +155,7 @@ class _BatchSQL:
         (order, delivery id, line) for each line; returns the ids stored."""
         lines_rows = ", ".join(["(%s, %s, %s)"] * lines)
         return (
-            f"WITH new AS ({self.deliveries(deliveries)}), logged AS ("
+            f"WITH new AS ({self.deliveries(deliveries)} RETURNING delivery_id), logged AS ("
             f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) "
             "SELECT %s, %s, NULL, CAST(line.data AS JSON) "
             f"FROM (VALUES {lines_rows}) AS line(ord, delivery_id, data) "
@@ -371,9 +370,7 @@ class IngestWriter:
         """Insert a batch's deliveries; the ids of those it stored. All of them is the common
         case. Otherwise the ones it stored are the rows after the table's last before it:
         the write lock is held, and SQLite gives each new row the next rowid."""
-        stored = conn.exec_driver_sql(
-            self._sql.deliveries(len(ids), returning=False), tuple(values)
-        )
+        stored = conn.exec_driver_sql(self._sql.deliveries(len(ids)), tuple(values))
         added, last = stored.rowcount, stored.lastrowid
         if added == len(ids):
             return set(ids)

@@ -144,9 +144,9 @@ class WalCheckpointer:
             except OSError as exc:  # the locked pass still runs, syncing everything itself
                 log.warning("could not flush %s before the WAL's last pass: %s", self.path, exc)
             with self.lock:
-                held = time.monotonic()
+                started = time.monotonic()
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                held = time.monotonic() - held
+                held = time.monotonic() - started
             note_hold(held, f"the WAL checkpointer's last pass, past {frames} frames")
         return int(frames)
 
