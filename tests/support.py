@@ -134,6 +134,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
 class RunningApp:
     url: str
     state: Any  # app.runtime.AppState
+    pid: int | None = None  # the serving process, when it is one of its own
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         from sqlalchemy import select
@@ -183,7 +184,7 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
         wait_for(lambda: healthy(url) or proc.poll() is not None, timeout=30)
         if proc.poll() is not None:
             raise AssertionError(f"the-loop serve exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        yield RunningApp(url=url, state=SimpleNamespace(engine=engine))
+        yield RunningApp(url=url, state=SimpleNamespace(engine=engine), pid=proc.pid)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

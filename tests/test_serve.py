@@ -1,0 +1,46 @@
+"""`the-loop serve` as processes: what its gunicorn workers set up for themselves."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import fixture_bytes, post_webhook, served_app, wait_for
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling")
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    yield f"sqlite:///{tmp_path / 'the-loop.db'}"
+
+
+def threads(pid: int) -> dict[int, str]:
+    """A process's threads by id, with their names."""
+    tasks = Path(f"/proc/{pid}/task")
+    return {int(t.name): (t / "comm").read_text().strip() for t in tasks.iterdir()}
+
+
+def workers(arbiter: int) -> list[int]:
+    """The processes gunicorn's arbiter forked."""
+    children = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
+    with served_app(settings_env) as app:
+        assert app.pid is not None
+        # a routed delivery starts the ingest writer; the inbox workers run from the start
+        response = post_webhook(
+            app.url, "issue_comment", fixture_bytes("github/issue_comment.created.json")
+        )
+        assert response.status_code == 202
+        worker = wait_for(lambda: workers(app.pid)[0] if workers(app.pid) else None)
+        wait_for(lambda: len(threads(worker)) >= 4)
+        policies = {tid: os.sched_getscheduler(tid) for tid in threads(worker)}
+        assert set(policies.values()) == {os.SCHED_BATCH}, policies
+        # the arbiter only watches its workers and is left as it was started
+        assert os.sched_getscheduler(app.pid) == os.sched_getscheduler(0)
