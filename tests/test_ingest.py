@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Engine, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog, read_jsonl
@@ -219,34 +219,46 @@ def test_bodies_are_stored_compressed_and_older_plain_and_zlib_rows_still_read(d
         engine.dispose()
 
 
-def test_deliveries_queued_behind_a_commit_press_the_writer_single_ones_do_not(tmp_path):
-    """While acknowledgements wait on the writer (deliveries arrived faster than a commit),
-    `pressed` tells the process's handlers to step back; one delivery at a time never does."""
+def queued_behind_a_commit(engine: Engine, writer: IngestWriter, count: int) -> None:
+    """`count` deliveries submitted at once while another commit holds the write lock: what
+    the writer took before it blocked goes in one batch, the rest in the next."""
+    threads = [
+        threading.Thread(
+            target=writer.store, args=(f"{id(writer)}-{n}", "issues", "opened", body_of(str(n)))
+        )
+        for n in range(count)
+    ]
+    with write_lock(engine):
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while writer._queue.qsize() < count - 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join(10)
+
+
+def test_deliveries_queued_behind_a_commit_press_the_writer_a_few_together_do_not(tmp_path):
+    """While acknowledgements wait on the writer (many deliveries arrived during a commit),
+    `pressed` tells the process's handlers to step back; one delivery at a time never does,
+    nor do the two or three that ordinary traffic brings together."""
     engine = make_engine(f"sqlite:///{tmp_path / 'the-loop.db'}")
     migrate(engine)
     calm = IngestWriter(engine, EventLog(None), pressure_hold=60)
+    steady = IngestWriter(engine, EventLog(None), pressure_hold=60)
     flooded = IngestWriter(engine, EventLog(None), pressure_hold=60)
     try:
         for n in range(5):
             assert calm.store(f"calm-{n}", "issues", "opened", body_of(f"calm-{n}"))
         assert not calm.pressed()
-        threads = [
-            threading.Thread(
-                target=flooded.store, args=(f"d-{n}", "issues", "opened", body_of(f"d-{n}"))
-            )
-            for n in range(10)
-        ]
-        with write_lock(engine):  # a commit under way: the others queue behind it
-            for thread in threads:
-                thread.start()
-            deadline = time.monotonic() + 5
-            while flooded._queue.qsize() < 9 and time.monotonic() < deadline:
-                time.sleep(0.01)  # all ten submitted (the writer holds at least one)
-        for thread in threads:
-            thread.join(10)
+        # three together, however they split into batches
+        queued_behind_a_commit(engine, steady, 3)
+        assert not steady.pressed()
+        queued_behind_a_commit(engine, flooded, 10)
         assert flooded.pressed()
     finally:
         calm.close()
+        steady.close()
         flooded.close()
         engine.dispose()
 

@@ -51,9 +51,13 @@ from app.store.wal_checkpoints import look_after
 MAX_BATCH = 500
 RECEIVED = "webhook.received"  # the event each new delivery records
 WAIT_SECONDS = 15.0
-# How long after a batch that found deliveries queued behind it the writer counts as pressed
-# (`IngestWriter.pressed`): handlers in this process step back meanwhile.
+# A batch of more than PRESSED_BATCH deliveries means acknowledgements wait on the writer
+# (`IngestWriter.pressed`), and for PRESSURE_HOLD seconds after it handlers in this process
+# step back. Two or three together is ordinary traffic: at a steady 200 routed deliveries a
+# second, counting every batch of two made the handlers step back most of the time, and
+# they finished 47 a second (`bench/e2e`); a flood makes batches larger than that.
 PRESSURE_HOLD = 0.05
+PRESSED_BATCH = 3
 
 
 class IngestUnavailable(RuntimeError):
@@ -201,8 +205,8 @@ class IngestWriter:
 
     def pressed(self) -> bool:
         """Whether acknowledgements are waiting on this writer: a recent batch held more than
-        one delivery (they arrived faster than one commit), so the process's CPU and the
-        database's write lock are better spent acknowledging than handling."""
+        PRESSED_BATCH deliveries (they arrived faster than its commits), so the process's CPU
+        and the database's write lock are better spent acknowledging than handling."""
         return time.monotonic() < self._pressed_until
 
     def store(
@@ -284,7 +288,7 @@ class IngestWriter:
                         return
                     batch.append(item)
                 self._write(batch)
-                if len(batch) > 1:
+                if len(batch) > PRESSED_BATCH:
                     self._pressed_until = time.monotonic() + self.pressure_hold
         finally:
             if self._conn is not None:
