@@ -222,11 +222,9 @@ def test_bodies_are_stored_compressed_and_older_plain_and_zlib_rows_still_read(d
 def queued_behind_a_commit(engine: Engine, writer: IngestWriter, count: int) -> None:
     """`count` deliveries submitted at once while another commit holds the write lock: what
     the writer took before it blocked goes in one batch, the rest in the next."""
+    ids = [f"{id(writer)}-{n}" for n in range(count)]
     threads = [
-        threading.Thread(
-            target=writer.store, args=(f"{id(writer)}-{n}", "issues", "opened", body_of(str(n)))
-        )
-        for n in range(count)
+        threading.Thread(target=writer.store, args=(i, "issues", "opened", body_of(i))) for i in ids
     ]
     with write_lock(engine):
         for thread in threads:
