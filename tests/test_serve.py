@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,6 @@ import pytest
 from tests.support import fixture_bytes, post_webhook, served_app
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling")
-
-
-@pytest.fixture
-def database_url(tmp_path: Path) -> Iterator[str]:
-    yield f"sqlite:///{tmp_path / 'the-loop.db'}"
 
 
 def thread_ids(pid: int) -> list[int]:
