@@ -80,7 +80,14 @@ def spawners_claim(directory: Path, count: int, spawners: int = 3) -> Tally:
         procs[0].kill(signal.SIGKILL)
         held = _lines(logs[0], "start")[-1]
         everything_done = lambda: all(j.state == JobState.DONE for j in bed.jobs().values())  # noqa: E731
-        wait_for(everything_done, settle_seconds(count), 0.5)
+        try:
+            wait_for(everything_done, settle_seconds(count), 0.5)
+        except AssertionError as exc:  # say where the jobs stand and what each process saw
+            states = Counter(str(j.state) for j in bed.jobs().values())
+            seen = [(p.log, p.tail()[-1500:]) for p in bed.procs]
+            seen += [(log, log.read_text()[-600:]) for log in logs if log.exists()]
+            logs_seen = "\n".join(f"--- {path.name}\n{text}" for path, text in seen)
+            raise AssertionError(f"{exc}\njobs by state: {dict(states)}\n{logs_seen}") from None
         # A spawner logs `done` once the App has accepted its result, so the last line may
         # come a moment after the job shows done; a job no spawner logs is still lost.
         done = _done_lines(logs, ids, within=10.0)

@@ -33,7 +33,8 @@ def main() -> int:
         while time.monotonic() - last_job < args.idle:
             try:
                 job = client.claim(wait=1.0)
-            except AppUnavailable:
+            except AppUnavailable as exc:  # logged: a run of these explains a stall
+                log.write(f"unavailable {exc}\n")
                 time.sleep(0.2)
                 continue
             if job is None:
