@@ -6,13 +6,13 @@ hand them fakes at the network boundary.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+import orjson
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
@@ -48,7 +48,7 @@ class HandlerContext:
 
     @cached_property
     def payload(self) -> dict[str, Any]:
-        data = json.loads(self.body)
+        data = orjson.loads(self.body)
         return data if isinstance(data, dict) else {}
 
     @property

@@ -9,11 +9,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
-    ColumnElement,
     Connection,
+    Dialect,
     Engine,
-    Select,
     and_,
     bindparam,
     func,
@@ -25,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
 from app.store import is_postgres
-from app.store.tables import Delivery, InboxState
+from app.store.tables import Delivery, InboxState, decompress_body
 
 MAX_ATTEMPTS = 8
 LEASE = timedelta(minutes=5)
@@ -45,52 +43,75 @@ def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
     return timedelta(seconds=queue_delay(attempts, base=base_seconds))
 
 
-def _build_claimable() -> ColumnElement[bool]:
-    """Which deliveries a worker may take at `now` (a bound parameter): queued, due, and not
-    under a live claim. Built once, like the statements below: composing an expression costs
-    more than running it, and a flood runs these thousands of times a second."""
-    now: BindParameter[datetime] = bindparam("now")
-    return and_(
-        Delivery.state == InboxState.QUEUED,
-        Delivery.next_attempt_at <= now,
-        or_(Delivery.claimed_until.is_(None), Delivery.claimed_until < now),
-    )
+@dataclass(frozen=True)
+class Claimed:
+    """A delivery a worker holds: what its handlers read, and the claim (`claimed_by`,
+    `attempts`) that marking it done or failed must still match."""
+
+    id: int
+    delivery_id: str
+    event: str
+    action: str | None
+    body: bytes  # as received (decompressed)
+    attempts: int
+    claimed_by: str
 
 
-_CLAIMABLE = _build_claimable()
-_ANY_DUE = select(Delivery.id).where(_CLAIMABLE).limit(1)
-_OLDEST = select(Delivery.id).where(_CLAIMABLE).order_by(Delivery.turn, Delivery.id).limit(1)
+class _InboxSQL:
+    """A worker's statements as the driver's SQL, one set per dialect.
 
+    Every routed delivery is claimed and then marked done, so these two run as often as
+    webhooks arrive. As ORM statements they cost more than the handlers themselves: cache
+    key, bulk-update bookkeeping and loading an ORM row took some 60 % of a worker's time
+    per delivery (`bench/e2e`, where handlers have to keep up with the webhooks). The
+    driver runs them as written; the times go through the models' own DateTime bind
+    processor, so what is compared is what the models stored.
 
-def _take(oldest: Select[Any]) -> Any:
-    """Claim the delivery `oldest` picks, in one statement that returns the claimed row."""
-    return (
-        update(Delivery)
-        .where(Delivery.id == oldest.scalar_subquery(), _CLAIMABLE)
-        .values(
-            claimed_by=bindparam("worker"),
-            claimed_until=bindparam("until"),
-            attempts=Delivery.attempts + 1,
+    Claiming is one UPDATE that picks the queued, due, unclaimed delivery of the earliest
+    turn (lanes.py: a flooding issue or repository waits its fair share), oldest first, and
+    returns it. On PostgreSQL the pick is `FOR UPDATE SKIP LOCKED`, so replicas never take
+    the same row.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        table = Delivery.__tablename__
+        due = (
+            f"state = '{InboxState.QUEUED}' AND next_attempt_at <= {mark} "
+            f"AND (claimed_until IS NULL OR claimed_until < {mark})"
         )
-        .returning(Delivery)
-        .execution_options(synchronize_session=False)
-    )
+        skip_locked = " FOR UPDATE SKIP LOCKED" if dialect.name == "postgresql" else ""
+        self.any_due = f"SELECT 1 FROM {table} WHERE {due} LIMIT 1"  # (now, now)
+        # (worker, until, now, now, now, now)
+        self.take = (
+            f"UPDATE {table} SET claimed_by = {mark}, claimed_until = {mark}, "
+            f"attempts = attempts + 1 WHERE id = (SELECT id FROM {table} WHERE {due} "
+            f"ORDER BY turn, id LIMIT 1{skip_locked}) AND {due} "
+            "RETURNING id, delivery_id, event, action, body, attempts, claimed_by"
+        )
+        # (at, row, claimer, attempt)
+        self.done = (
+            f"UPDATE {table} SET state = '{InboxState.DONE}', done_at = {mark}, "
+            f"claimed_until = NULL, last_error = NULL WHERE id = {mark} "
+            f"AND state = '{InboxState.QUEUED}' AND claimed_by = {mark} AND attempts = {mark}"
+        )
+        processor = Delivery.received_at.type.dialect_impl(dialect).bind_processor(dialect)
+        self._moment = processor
+
+    def moment(self, value: datetime) -> Any:
+        """A time as the driver takes it for a DateTime column of the models."""
+        return value if self._moment is None else self._moment(value)
 
 
-_TAKE_SQLITE = _take(_OLDEST)
-_TAKE_POSTGRES = _take(_OLDEST.with_for_update(skip_locked=True))
-_SAME_CLAIM = and_(
-    Delivery.id == bindparam("row"),
-    Delivery.state == InboxState.QUEUED,
-    Delivery.claimed_by == bindparam("claimer"),
-    Delivery.attempts == bindparam("attempt"),
-)
-_DONE = (
-    update(Delivery)
-    .where(_SAME_CLAIM)
-    .values(state=InboxState.DONE, done_at=bindparam("at"), claimed_until=None, last_error=None)
-    .execution_options(synchronize_session=False)
-)
+_sql_by_dialect: dict[tuple[str, str], _InboxSQL] = {}
+
+
+def _sql(dialect: Dialect) -> _InboxSQL:
+    key = (dialect.name, dialect.driver)
+    found = _sql_by_dialect.get(key)
+    if found is None:
+        found = _sql_by_dialect[key] = _InboxSQL(dialect)
+    return found
 
 
 def claim(
@@ -100,33 +121,38 @@ def claim(
     lease: timedelta = LEASE,
     *,
     look_first: bool = True,
-) -> Delivery | None:
-    """Take the due delivery of the earliest turn (lanes.py: a flooding issue or repository
-    waits its fair share), oldest first, for `worker` until the lease runs out, on `conn` (the
-    connection its handler then runs on: one checkout per delivery).
+) -> Claimed | None:
+    """Take the due delivery of the earliest turn, oldest first, for `worker` until the lease
+    runs out, on `conn` (the connection its handler then runs on: one checkout per delivery).
 
-    One UPDATE picks and claims the row and returns it: on PostgreSQL its pick is `FOR UPDATE
-    SKIP LOCKED`, so replicas never take the same row, and it runs in autocommit (the claim
-    is one round trip, no BEGIN or COMMIT of its own); on SQLite the statement runs under the
-    file's write lock (its connection takes it at the UPDATE). With `look_first`, an idle
-    worker's look at an empty inbox is a plain read that takes no lock; a worker that just
-    took a delivery skips it (the inbox is likely not empty).
+    On PostgreSQL the claim runs in autocommit (one round trip, no BEGIN or COMMIT of its
+    own); on SQLite the UPDATE runs under the file's write lock (its connection takes it at
+    the UPDATE). With `look_first`, an idle worker's look at an empty inbox is a plain read
+    that takes no lock; a worker that just took a delivery skips it (the inbox is likely not
+    empty).
     """
+    sql = _sql(conn.dialect)
+    at = sql.moment(now)
+    if look_first:
+        with conn.begin():
+            if conn.exec_driver_sql(sql.any_due, (at, at)).first() is None:
+                return None
     postgres = is_postgres(conn.engine)
     if postgres:
         conn.execution_options(isolation_level="AUTOCOMMIT")
     try:
-        if look_first:
-            with Session(conn) as session:
-                if session.scalar(_ANY_DUE, {"now": now}) is None:
-                    return None
-        take = _TAKE_POSTGRES if postgres else _TAKE_SQLITE
-        with Session(conn, expire_on_commit=False) as session, session.begin():
-            params = {"now": now, "worker": worker, "until": now + lease}
-            return session.scalars(take, params).first()
+        with conn.begin():
+            params = (worker, sql.moment(now + lease), at, at, at, at)
+            row = conn.exec_driver_sql(sql.take, params).first()
     finally:
         if postgres:
             conn.execution_options(isolation_level=conn.default_isolation_level)
+    if row is None:
+        return None
+    row_id, delivery_id, event, action, body, attempts, claimed_by = row
+    return Claimed(
+        row_id, delivery_id, event, action, decompress_body(bytes(body)), attempts, claimed_by
+    )
 
 
 class LeaseLost(RuntimeError):
@@ -134,21 +160,31 @@ class LeaseLost(RuntimeError):
     transaction must roll back, the other claim's run is the one that counts."""
 
 
-def _claim_of(claimed: Delivery) -> dict[str, Any]:
+def _claim_of(claimed: Claimed) -> dict[str, Any]:
     return {"row": claimed.id, "claimer": claimed.claimed_by, "attempt": claimed.attempts}
 
 
-def mark_done(session: Session, claimed: Delivery, now: datetime) -> None:
+def mark_done(session: Session, claimed: Claimed, now: datetime) -> None:
     """Called inside the handler's transaction, so "done" commits with its effects — and only
     while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
-    done = session.execute(_DONE, {**_claim_of(claimed), "at": now})
-    if done.rowcount != 1:  # type: ignore[attr-defined]
+    conn = session.connection()
+    sql = _sql(conn.dialect)
+    params = (sql.moment(now), claimed.id, claimed.claimed_by, claimed.attempts)
+    if conn.exec_driver_sql(sql.done, params).rowcount != 1:
         raise LeaseLost(f"delivery {claimed.delivery_id} was claimed again meanwhile")
+
+
+_SAME_CLAIM = and_(
+    Delivery.id == bindparam("row"),
+    Delivery.state == InboxState.QUEUED,
+    Delivery.claimed_by == bindparam("claimer"),
+    Delivery.attempts == bindparam("attempt"),
+)
 
 
 def mark_failed(
     engine: Engine,
-    claimed: Delivery,
+    claimed: Claimed,
     error: str,
     now: datetime,
     policy: RetryPolicy | None = None,
