@@ -45,7 +45,7 @@ from sqlalchemy import Connection, Dialect, Engine
 from app.audit import EventLog, event_line
 from app.store.lanes import Turns
 from app.store.sqlite_writes import statement_journals_in_memory
-from app.store.tables import Delivery, Event, InboxState, compress_body
+from app.store.tables import Delivery, Event, InboxState, compress_body, driver_time
 from app.store.wal_checkpoints import look_after
 
 MAX_BATCH = 500
@@ -111,8 +111,7 @@ class _BatchSQL:
     Driver SQL rather than Core statements, because Core processes every value of every row:
     a batch's one timestamp formatted four times per delivery, the events statement's cache
     key built per batch — about half the writer's time on a batch of ten, much of it with
-    the SQLite write lock held. The timestamp goes through the models' own DateTime bind
-    processor, once per batch, so what is stored is what the models read back.
+    the SQLite write lock held. The timestamp goes through `driver_time`, once per batch.
     """
 
     COLUMNS = (
@@ -142,8 +141,7 @@ class _BatchSQL:
         self.stored_between = (
             f"SELECT delivery_id FROM {Delivery.__tablename__} WHERE id > ? AND id <= ?"
         )
-        moment_type = Delivery.received_at.type.dialect_impl(dialect)
-        self._moment = moment_type.bind_processor(dialect)
+        self.moment = driver_time(dialect)
 
     def deliveries(self, count: int) -> str:
         """The deliveries' INSERT, skipping those already stored."""
@@ -166,10 +164,6 @@ class _BatchSQL:
             "JOIN new ON new.delivery_id = line.delivery_id ORDER BY line.ord) "
             "SELECT delivery_id FROM new"
         )
-
-    def moment(self, value: datetime) -> Any:
-        """A time as the driver takes it for a DateTime column of the models."""
-        return value if self._moment is None else self._moment(value)
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:

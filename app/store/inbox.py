@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
 from app.store import is_postgres
-from app.store.tables import Delivery, InboxState, decompress_body
+from app.store.tables import Delivery, InboxState, decompress_body, driver_time
 
 MAX_ATTEMPTS = 8
 LEASE = timedelta(minutes=5)
@@ -64,8 +64,7 @@ class _InboxSQL:
     webhooks arrive. As ORM statements they cost more than the handlers themselves: cache
     key, bulk-update bookkeeping and loading an ORM row took some 60 % of a worker's time
     per delivery (`bench/e2e`, where handlers have to keep up with the webhooks). The
-    driver runs them as written; the times go through the models' own DateTime bind
-    processor, so what is compared is what the models stored.
+    driver runs them as written, with times as `driver_time` gives them.
 
     Claiming is one UPDATE that picks the queued, due, unclaimed delivery of the earliest
     turn (lanes.py: a flooding issue or repository waits its fair share), oldest first, and
@@ -95,12 +94,7 @@ class _InboxSQL:
             f"claimed_until = NULL, last_error = NULL WHERE id = {mark} "
             f"AND state = '{InboxState.QUEUED}' AND claimed_by = {mark} AND attempts = {mark}"
         )
-        processor = Delivery.received_at.type.dialect_impl(dialect).bind_processor(dialect)
-        self._moment = processor
-
-    def moment(self, value: datetime) -> Any:
-        """A time as the driver takes it for a DateTime column of the models."""
-        return value if self._moment is None else self._moment(value)
+        self.moment = driver_time(dialect)
 
 
 _sql_by_dialect: dict[tuple[str, str], _InboxSQL] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, overload
@@ -47,6 +48,19 @@ def aware(moment: datetime | None) -> datetime | None:
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=UTC)
+
+
+def driver_time(dialect: Dialect) -> Callable[[datetime], Any]:
+    """How `dialect`'s driver takes a time for a DateTime column of the models, for the
+    statements written as driver SQL (the ingest writer's, the inbox worker's): the models'
+    own bind processor (SQLite stores text), so what they store and compare is what the
+    models read back."""
+    processor = DateTime(timezone=True).dialect_impl(dialect).bind_processor(dialect)
+    return processor if processor is not None else _as_is
+
+
+def _as_is(value: datetime) -> datetime:
+    return value
 
 
 def compress_body(body: bytes) -> bytes:
