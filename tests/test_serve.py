@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import fixture_bytes, post_webhook, served_app
+from tests.support import fixture_bytes, post_webhook, served_app, wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling")
 
@@ -17,9 +17,18 @@ def thread_ids(pid: int) -> list[int]:
 
 
 def workers(arbiter: int) -> list[int]:
-    """The processes gunicorn's arbiter forked."""
-    children = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
-    return [int(pid) for pid in children]
+    """The processes gunicorn's arbiter forked, by the parent in each /proc/<pid>/stat: the
+    kernel's `children` file of the arbiter once read empty right after its worker had
+    answered (a CI run)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == arbiter:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
@@ -30,7 +39,8 @@ def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
             app.url, "issue_comment", fixture_bytes("github/issue_comment.created.json")
         )
         assert response.status_code == 202
-        worker = workers(app.pid)[0]  # answered: the writer and inbox workers are running
+        # answered: the writer and inbox workers are running
+        worker = wait_for(lambda: workers(app.pid), timeout=30)[0]
         policies = {tid: os.sched_getscheduler(tid) for tid in thread_ids(worker)}
         assert set(policies.values()) == {os.SCHED_BATCH}, policies
         # the arbiter only watches its workers and is left as it was started
