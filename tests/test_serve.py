@@ -17,9 +17,8 @@ def thread_ids(pid: int) -> list[int]:
 
 
 def workers(arbiter: int) -> list[int]:
-    """The processes gunicorn's arbiter forked, by the parent in each /proc/<pid>/stat: the
-    kernel's `children` file of the arbiter once read empty right after its worker had
-    answered (a CI run)."""
+    """The processes gunicorn's arbiter forked, by the parent in each /proc/<pid>/stat
+    rather than the arbiter's `children` file, which can read empty while its worker runs."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
