@@ -12,7 +12,6 @@ from sqlalchemy import (
     Connection,
     Dialect,
     Engine,
-    and_,
     bindparam,
     func,
     or_,
@@ -88,11 +87,22 @@ class _InboxSQL:
             f"ORDER BY turn, id LIMIT 1{skip_locked}) AND {due} "
             "RETURNING id, delivery_id, event, action, body, attempts, claimed_by"
         )
-        # (at, row, claimer, attempt)
-        self.done = (
+        # Only while the claim is still the caller's: (row, claimer, attempt) at the end.
+        same_claim = (
+            f"id = {mark} AND state = '{InboxState.QUEUED}' "
+            f"AND claimed_by = {mark} AND attempts = {mark}"
+        )
+        self.done = (  # (at, *claim)
             f"UPDATE {table} SET state = '{InboxState.DONE}', done_at = {mark}, "
-            f"claimed_until = NULL, last_error = NULL WHERE id = {mark} "
-            f"AND state = '{InboxState.QUEUED}' AND claimed_by = {mark} AND attempts = {mark}"
+            f"claimed_until = NULL, last_error = NULL WHERE {same_claim}"
+        )
+        self.retry_later = (  # (error, next attempt, *claim)
+            f"UPDATE {table} SET last_error = {mark}, claimed_until = NULL, "
+            f"next_attempt_at = {mark} WHERE {same_claim}"
+        )
+        self.park = (  # (error, *claim)
+            f"UPDATE {table} SET last_error = {mark}, claimed_until = NULL, "
+            f"state = '{InboxState.PARKED}' WHERE {same_claim}"
         )
         self.moment = driver_time(dialect)
 
@@ -127,14 +137,14 @@ def claim(
     """
     sql = _sql(conn.dialect)
     at = sql.moment(now)
-    if look_first:
-        with conn.begin():
-            if conn.exec_driver_sql(sql.any_due, (at, at)).first() is None:
-                return None
     postgres = is_postgres(conn.engine)
     if postgres:
         conn.execution_options(isolation_level="AUTOCOMMIT")
     try:
+        if look_first:
+            with conn.begin():
+                if conn.exec_driver_sql(sql.any_due, (at, at)).first() is None:
+                    return None
         with conn.begin():
             params = (worker, sql.moment(now + lease), at, at, at, at)
             row = conn.exec_driver_sql(sql.take, params).first()
@@ -154,8 +164,9 @@ class LeaseLost(RuntimeError):
     transaction must roll back, the other claim's run is the one that counts."""
 
 
-def _claim_of(claimed: Claimed) -> dict[str, Any]:
-    return {"row": claimed.id, "claimer": claimed.claimed_by, "attempt": claimed.attempts}
+def _claim_of(claimed: Claimed) -> tuple[int, str, int]:
+    """The parameters of `_InboxSQL`'s same-claim condition."""
+    return claimed.id, claimed.claimed_by, claimed.attempts
 
 
 def mark_done(session: Session, claimed: Claimed, now: datetime) -> None:
@@ -163,17 +174,8 @@ def mark_done(session: Session, claimed: Claimed, now: datetime) -> None:
     while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
     conn = session.connection()
     sql = _sql(conn.dialect)
-    params = (sql.moment(now), claimed.id, claimed.claimed_by, claimed.attempts)
-    if conn.exec_driver_sql(sql.done, params).rowcount != 1:
+    if conn.exec_driver_sql(sql.done, (sql.moment(now), *_claim_of(claimed))).rowcount != 1:
         raise LeaseLost(f"delivery {claimed.delivery_id} was claimed again meanwhile")
-
-
-_SAME_CLAIM = and_(
-    Delivery.id == bindparam("row"),
-    Delivery.state == InboxState.QUEUED,
-    Delivery.claimed_by == bindparam("claimer"),
-    Delivery.attempts == bindparam("attempt"),
-)
 
 
 def mark_failed(
@@ -187,16 +189,16 @@ def mark_failed(
     claimed again meanwhile (this claim's lease ran out) is left to its new claimer."""
     policy = policy or RetryPolicy()
     parked = claimed.attempts >= policy.attempts
-    values: dict[str, object] = {"last_error": error[-4000:], "claimed_until": None}
+    sql = _sql(engine.dialect)
+    values: tuple[Any, ...]
     if parked:
-        values["state"] = InboxState.PARKED
+        statement, values = sql.park, (error[-4000:],)
     else:
-        values["next_attempt_at"] = now + backoff(claimed.attempts, policy.base_seconds)
-    with Session(engine) as session, session.begin():
-        result = session.execute(
-            update(Delivery).where(_SAME_CLAIM).values(**values), _claim_of(claimed)
-        )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+        again = now + backoff(claimed.attempts, policy.base_seconds)
+        statement, values = sql.retry_later, (error[-4000:], sql.moment(again))
+    with engine.begin() as conn:
+        result = conn.exec_driver_sql(statement, (*values, *_claim_of(claimed)))
+    if result.rowcount != 1:
         return InboxState.QUEUED
     return InboxState.PARKED if parked else InboxState.QUEUED
 
