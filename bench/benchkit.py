@@ -1,17 +1,20 @@
 """Helpers shared by the benchmarks that run `the-loop` as processes (bench/ingest, bench/e2e,
 and spawnerkit's `Stack(serve=True)`): a free port, a `the-loop` subprocess and its health
-check, the inbox's states, and the CPU time the hypervisor stole (/proc/stat)."""
+check, the inbox's states, the CPU time the hypervisor stole (/proc/stat), and a probe of the
+database's own commit latency."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import TracebackType
 
 import httpx
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import NullPool, create_engine, func, select, text
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,3 +87,49 @@ def inbox_counts(db_url: str) -> dict[str, int]:
             return {str(state): int(count) for state, count in rows}
     finally:
         engine.dispose()
+
+
+class CommitProbe:
+    """While open, a connection of its own commits a one-row INSERT to a table of its own
+    every `interval` seconds and times each commit: the database's (and its disk's) commit
+    latency beside the App's. When the App's acknowledgements stall and the probe's commits
+    stall at the same moment, the time went to the database, not to the App."""
+
+    TABLE = "bench_commit_probe"
+
+    def __init__(self, db_url: str, interval: float = 0.02) -> None:
+        self.engine = create_engine(db_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        self.interval = interval
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="commit-probe", daemon=True)
+
+    def __enter__(self) -> CommitProbe:
+        with self.engine.connect() as conn:
+            conn.execute(text(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (at TIMESTAMPTZ)"))
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.engine.dispose()
+
+    def _run(self) -> None:
+        insert = text(f"INSERT INTO {self.TABLE} (at) VALUES (now())")
+        with self.engine.connect() as conn:
+            while not self._stop.wait(self.interval):
+                started = time.perf_counter()
+                conn.execute(insert)
+                self.latencies.append(time.perf_counter() - started)
+
+    def summary(self) -> str:
+        ms = [x * 1000 for x in self.latencies] or [0.0]
+        slow = sum(x > 50 for x in ms)
+        return (
+            f"{len(self.latencies)} one-row commits every {self.interval * 1000:.0f} ms on a "
+            f"connection of its own: p50 {percentile(ms, 0.5):.1f} ms   p99 "
+            f"{percentile(ms, 0.99):.1f} ms   max {max(ms):.1f} ms   ({slow} over 50 ms)"
+        )
