@@ -162,6 +162,19 @@ def healthy(url: str) -> bool:
         return False
 
 
+def wait_serving(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Wait until the App `proc` started answers /healthz at `url`. If the process exits
+    first or the time runs out, fail with the end of what it printed (`log`): a start-up
+    that never comes says why."""
+    deadline = time.monotonic() + timeout
+    while not healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            status = "still running" if proc.poll() is None else f"exit status {proc.returncode}"
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no output)"
+            raise AssertionError(f"{url} never answered /healthz ({status}); it printed:\n{tail}")
+        time.sleep(0.05)
+
+
 @contextmanager
 def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
     """`the-loop serve` (gunicorn's asgi worker, as deployed) in its own process group on a

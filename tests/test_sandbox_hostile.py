@@ -32,9 +32,9 @@ from tests.spawner_support import bare_repository
 from tests.support import (
     fixture_json,
     free_port,
-    healthy,
     post_webhook,
     wait_for,
+    wait_serving,
     with_installation,
 )
 
@@ -140,17 +140,19 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
             "PYTHONPATH": str(ROOT),
             "TMUX_TMPDIR": str(tmp_path / "tmux"),  # its own tmux server, gone with the test
         }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "up"],
-            cwd=app_dir,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        log = tmp_path / "up.log"
+        with log.open("wb") as output:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "up"],
+                cwd=app_dir,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         box.url = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: healthy(box.url), timeout=60)
+            wait_serving(box.url, proc, log, timeout=60)
             wait_for(lambda: (box.state / "spawner" / "local-spawner.token").exists(), timeout=30)
             yield box
         finally:

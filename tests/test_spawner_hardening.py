@@ -15,7 +15,7 @@ from app.spawner.launch import SpawnerContext
 from app.store import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
-from tests.support import free_port, healthy, wait_for
+from tests.support import free_port, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_BWRAP = "/usr/local/sbin"  # a PATH without bwrap (python is run by its full path)
@@ -51,18 +51,19 @@ def test_up_without_bubblewrap_refuses_and_says_how_to_opt_out(tmp_path: Path) -
     assert out.returncode == 2 and "bubblewrap (bwrap) is not installed" in out.stderr
     (tmp_path / "cli-config.yaml").write_text("routing: {sandbox: {mode: none}}\n")
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "up"],
-        cwd=tmp_path,
-        env={"HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
-        | {"PORT": str(port)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    log = tmp_path / "up.log"
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "up"],
+            cwd=tmp_path,
+            env={"HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
+            | {"PORT": str(port)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), timeout=60)
+        wait_serving(f"http://127.0.0.1:{port}", proc, log, timeout=60)
         state = tmp_path / ".local" / "state" / "the-loop"
         token = wait_for(lambda: (state / "spawner" / "local-spawner.token").exists(), timeout=30)
         assert token
@@ -74,8 +75,8 @@ def test_up_without_bubblewrap_refuses_and_says_how_to_opt_out(tmp_path: Path) -
         assert stat.S_IMODE((state / "the-loop.db").stat().st_mode) == 0o600
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0]
-    assert "WARNING: routing.sandbox.mode is none" in output
+        proc.wait(timeout=30)
+    assert "WARNING: routing.sandbox.mode is none" in log.read_text()
 
 
 def _spawner_pid(parent: int) -> int | None:

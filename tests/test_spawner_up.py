@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
 from app.store.tables import Spawner
-from tests.support import free_port, healthy, wait_for
+from tests.support import free_port, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,17 +30,19 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
         if not k.startswith(("GITHUB_", "THE_LOOP_", "DATABASE_URL", "TMUX"))
     }
     env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "up"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    log = tmp_path / "up.log"
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "up"],
+            cwd=tmp_path,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     state = tmp_path / ".local/state/the-loop"
     try:
-        wait_for(lambda: healthy(f"http://127.0.0.1:{port}"), timeout=40)
+        wait_serving(f"http://127.0.0.1:{port}", proc, log, timeout=40)
         events = state / "events.jsonl"
         registered = wait_for(lambda: _events(events, "spawner.registered"), timeout=40)
         assert registered[0]["spawner"] == "local"
@@ -51,10 +53,10 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:  # the App drains in-flight long-polls for its graceful timeout; no need to wait
-            proc.communicate(timeout=3)
+            proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=10)
+            proc.wait(timeout=10)
 
 
 def test_the_local_token_is_reused_while_the_store_knows_it(tmp_path: Path) -> None:
