@@ -162,6 +162,20 @@ def healthy(url: str) -> bool:
         return False
 
 
+def start_up(cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`the-loop up` in `cwd` with exactly `env`, in a process group of its own, everything it
+    prints going to `log` (what `wait_serving` shows when it never serves)."""
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "up"],
+            cwd=cwd,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def wait_serving(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
     """Wait until the App `proc` started answers /healthz at `url`. If the process exits
     first or the time runs out, fail with the end of what it printed (`log`): a start-up

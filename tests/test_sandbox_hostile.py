@@ -33,6 +33,7 @@ from tests.support import (
     fixture_json,
     free_port,
     post_webhook,
+    start_up,
     wait_for,
     wait_serving,
     with_installation,
@@ -141,15 +142,7 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
             "TMUX_TMPDIR": str(tmp_path / "tmux"),  # its own tmux server, gone with the test
         }
         log = tmp_path / "up.log"
-        with log.open("wb") as output:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "up"],
-                cwd=app_dir,
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = start_up(app_dir, env, log)
         box.url = f"http://127.0.0.1:{port}"
         try:
             wait_serving(box.url, proc, log, timeout=60)

@@ -8,7 +8,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, select
@@ -17,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
 from app.store.tables import Spawner
-from tests.support import free_port, wait_for, wait_serving
+from tests.support import free_port, start_up, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,15 +30,7 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
     }
     env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
     log = tmp_path / "up.log"
-    with log.open("wb") as output:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "up"],
-            cwd=tmp_path,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_up(tmp_path, env, log)
     state = tmp_path / ".local/state/the-loop"
     try:
         wait_serving(f"http://127.0.0.1:{port}", proc, log, timeout=40)
