@@ -162,12 +162,16 @@ def healthy(url: str) -> bool:
         return False
 
 
-def start_up(cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`the-loop up` in `cwd` with exactly `env`, in a process group of its own, everything it
-    prints going to `log` (what `wait_serving` shows when it never serves)."""
+def start_the_loop(
+    args: list[str], cwd: Path, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """`the-loop <args>` in `cwd` with exactly `env`, in a process group of its own,
+    everything it prints going to `log` (what `wait_serving` shows when it never serves). A
+    file rather than a pipe: nobody reads a pipe while the App runs, and a full one would
+    stop it."""
     with log.open("wb") as output:
         return subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "up"],
+            [sys.executable, "-m", "app.cli", *args],
             cwd=cwd,
             env=env,
             stdout=output,
@@ -197,27 +201,24 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
     from app.store import make_engine
 
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--workers", "1", *args],
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, **env, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+    log = Path(env["THE_LOOP_CONFIG"]).parent / "serve.log"
+    proc = start_the_loop(
+        ["serve", "--workers", "1", *args],
+        Path(__file__).resolve().parents[1],
+        {**os.environ, **env, "PORT": str(port)},
+        log,
     )
     url = f"http://127.0.0.1:{port}"
     engine = make_engine(env["DATABASE_URL"])
     try:
-        wait_for(lambda: healthy(url) or proc.poll() is not None, timeout=30)
-        if proc.poll() is not None:
-            raise AssertionError(f"the-loop serve exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        wait_serving(url, proc, log, timeout=30)
         yield RunningApp(url=url, state=SimpleNamespace(engine=engine), pid=proc.pid)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
         engine.dispose()
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.returncode == 0, log.read_text(errors="replace")[-2000:]
 
 
 @contextmanager

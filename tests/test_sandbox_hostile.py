@@ -33,7 +33,7 @@ from tests.support import (
     fixture_json,
     free_port,
     post_webhook,
-    start_up,
+    start_the_loop,
     wait_for,
     wait_serving,
     with_installation,
@@ -142,7 +142,7 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
             "TMUX_TMPDIR": str(tmp_path / "tmux"),  # its own tmux server, gone with the test
         }
         log = tmp_path / "up.log"
-        proc = start_up(app_dir, env, log)
+        proc = start_the_loop(["up"], app_dir, env, log)
         box.url = f"http://127.0.0.1:{port}"
         try:
             wait_serving(box.url, proc, log, timeout=60)

@@ -15,7 +15,7 @@ from app.spawner.launch import SpawnerContext
 from app.store import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
-from tests.support import free_port, start_up, wait_for, wait_serving
+from tests.support import free_port, start_the_loop, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_BWRAP = "/usr/local/sbin"  # a PATH without bwrap (python is run by its full path)
@@ -53,7 +53,7 @@ def test_up_without_bubblewrap_refuses_and_says_how_to_opt_out(tmp_path: Path) -
     port = free_port()
     log = tmp_path / "up.log"
     env = {"HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
-    proc = start_up(tmp_path, env | {"PORT": str(port)}, log)
+    proc = start_the_loop(["up"], tmp_path, env | {"PORT": str(port)}, log)
     try:
         wait_serving(f"http://127.0.0.1:{port}", proc, log, timeout=60)
         state = tmp_path / ".local" / "state" / "the-loop"

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.commands.local_spawner import local_token, local_url
 from app.settings import load_settings
 from app.store.tables import Spawner
-from tests.support import free_port, start_up, wait_for, wait_serving
+from tests.support import free_port, start_the_loop, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
     }
     env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
     log = tmp_path / "up.log"
-    proc = start_up(tmp_path, env, log)
+    proc = start_the_loop(["up"], tmp_path, env, log)
     state = tmp_path / ".local/state/the-loop"
     try:
         wait_serving(f"http://127.0.0.1:{port}", proc, log, timeout=40)
