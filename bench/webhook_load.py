@@ -37,7 +37,7 @@ from githubkit.webhooks import sign
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import percentile, splice
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared/fixtures/github/issue_comment.created.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests/data/github/issue_comment.created.json"
 REPLY_TIMEOUT = 10.0
 FINISH_SECONDS = 5.0
 

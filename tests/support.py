@@ -24,16 +24,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-FIXTURES = Path(
-    os.environ.get("THE_LOOP_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
-)
+FIXTURES = Path(__file__).resolve().parent / "data"  # published payloads; see its READMEs
 WEBHOOK_SECRET = "test-webhook-secret"
 APP_ID = 4242  # the fake GitHub's App
 POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 
 
 def fixture_bytes(name: str) -> bytes:
-    """The exact bytes of a published payload under shared/fixtures (e.g. 'github/ping.json')."""
+    """The exact bytes of a published payload under tests/data (e.g. 'github/ping.json')."""
     return (FIXTURES / name).read_bytes()
 
 

@@ -1,5 +1,5 @@
 """Reading the questions the real `claude` binary shows, and the keys that answer them:
-screens captured from the binary (tests/data/claude-screens, shared/fixtures/claude-screens)."""
+screens captured from the binary (tests/data/claude-screens)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The watchdog against the real Claude Code screens (shared/fixtures/claude-screens) and
+"""The watchdog against the real Claude Code screens (tests/data/claude-screens) and
 real tmux panes: a blocking screen is `stalled`, a dead pane `exited`, never `running`."""
 
 from __future__ import annotations
