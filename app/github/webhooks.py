@@ -30,10 +30,11 @@ PATH = "/github/webhooks"
 MAX_BODY = 25 * 1024 * 1024
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 # The request headers the decisions read, by lower-case name.
-# What GitHub sends: a GUID delivery id and a snake_case event name. The signature covers
+# What GitHub sends: a GUID delivery id and a snake_case event name (digits included, as in
+# `projects_v2_item`). The signature covers
 # the body only, so these are checked before they reach the store.
 DELIVERY_RE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
-EVENT_RE = re.compile(r"^[a-z_]{1,64}$")
+EVENT_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 PING = "webhook.received"
 HEADERS = (
     "content-length",
