@@ -16,6 +16,42 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 JobKindName = Literal["spawn", "deliver", "stop", "answer"]
 
+# Every event a spawner reports to the App (`POST /spawner/v1/events`): the spawner's
+# outbox refuses to record any other name, and the App accepts exactly these, so a name
+# cannot be emitted on one side and refused on the other.
+SPAWNER_EVENTS = frozenset(
+    {
+        "config.conflict",
+        "models.checked",
+        "spawner.started",
+        "session.answered",
+        "session.choice_fallback",
+        "session.delivered",
+        "session.exited",
+        "session.home_failed",
+        "session.job_failed",
+        "session.paste_confirmed",
+        "session.paste_pending",
+        "session.paste_unconfirmed",
+        "session.prompt_pending",
+        "session.prompted",
+        "session.respawned",
+        "session.resume_failed",
+        "session.spawned",
+        "session.stalled",
+        "session.stopped",
+        "session.unsandboxed",
+        "session.unstalled",
+        "standing.started",
+        "standing.stopped",
+        "workspace.branch",
+        "workspace.branch_failed",
+        "workspace.cloned",
+        "workspace.trust_failed",
+        "workspace.trusted",
+    }
+)
+
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)

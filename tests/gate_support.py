@@ -16,6 +16,7 @@ from tests.support import fixture_json, post_webhook, wait_for, with_installatio
 
 REPO = "Codertocat/Hello-World"
 ITEM = f"github:{REPO}#1"
+OPERATOR_TOKEN = "an-operator-token-for-the-status-page"  # THE_LOOP_ADMIN_TOKEN
 TRIGGER = "the-loop: auto-execute"
 
 TWO_HARNESSES = """
@@ -39,7 +40,7 @@ def settings_env(settings_env: dict[str, str], operator_yaml: str) -> dict[str, 
     """The conftest environment with this test's operator config written before the App."""
     with open(settings_env["THE_LOOP_CONFIG"], "w") as fh:
         fh.write(operator_yaml)
-    return settings_env
+    return {**settings_env, "THE_LOOP_ADMIN_TOKEN": OPERATOR_TOKEN}
 
 
 def deliver(app: Any, event: str, payload: dict[str, Any], delivery: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from app.config import parse_config
 from app.gate.classify import Dropped, Selection
 from app.gate.confirm import (
-    MAX_PROMPT_BODY,
     confirmation_markdown,
     initial_prompt,
     refusal_markdown,
@@ -118,7 +117,7 @@ def test_refusal_is_one_short_reply_saying_who_may_execute():
 def test_prompt_carries_the_issue_the_phases_in_force_and_how_to_talk_back():
     prompt = initial_prompt(
         title="Fix it",
-        body="Steps\x00 to reproduce" + "x" * MAX_PROMPT_BODY,
+        body="Steps\x00 to reproduce" + "x" * 65_530 + "END",
         url="https://github.com/o/r/issues/1",
         spec_id="issue-1",
         selection=selection(skips=("brainstorming", "design")),
@@ -130,7 +129,8 @@ def test_prompt_carries_the_issue_the_phases_in_force_and_how_to_talk_back():
         "in order: requirements-definition, test-planning, tasks-breakdown, implementation, "
         "verification, review." in prompt
     )
-    assert "the-loop ask" in prompt and "cut at 20000 characters" in prompt
+    assert "the-loop ask" in prompt and "Steps to reproduce" + "x" * 65_530 + "END" in prompt
+    assert "cut" not in prompt
     quiet = initial_prompt(
         title="t", body="", url="u", spec_id="issue-1", selection=selection(), unattended=False
     )

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy.orm import Session
 
@@ -33,6 +34,7 @@ from app.spawner.tmux import TmuxRunner
 from app.store.tables import WorkItemStatus
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
+    OPERATOR_TOKEN,
     REPO,
     comment,
     deliver,
@@ -155,3 +157,29 @@ def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
     assert b"mallory" not in standin.stdin(ITEM)
     assert not any(r["target_id"] == 6 for r in fake.reactions)
     assert running_app.events("comment.ignored")
+
+
+@SQLITE
+def test_a_launch_that_fails_says_why_on_the_issue_and_the_status_page(
+    running_app: Any, fake_github: Any, devbox: SpawnerContext, standin: StandIn, tmp_path: Path
+) -> None:
+    fake, _ = fake_github
+    standin.path.unlink()  # the declared harness is gone from the devbox
+    released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+    wait_for(lambda: item_row(running_app).state == WorkItemStatus.EXITED, timeout=30)
+    reason = f"{standin.path} is not on PATH"
+    assert reason in str((item_row(running_app).session or {}).get("failure"))
+
+    def progress() -> str:
+        bodies = [c["body"] for c in fake.issue_comments(REPO, 1)]
+        return next((b for b in bodies if "the-loop: progress" in b), "")
+
+    wait_for(lambda: "could not start" in progress(), timeout=30)
+    assert reason in progress()
+    jobs = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.job_failed"]
+    assert jobs and jobs[0]["kind"] == "spawn"
+    wait_for(lambda: running_app.events("session.job_failed"), timeout=30)  # the App took it
+    bearer = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    recent = httpx.get(f"{running_app.url}/status", headers=bearer).json()["recent"]
+    shown = next(r for r in recent if r["work_item"] == ITEM)
+    assert shown["health"] == "exited" and reason in shown["note"]

@@ -29,6 +29,7 @@ from app.fleet.tokens import (
     scope_of,
     serves,
 )
+from app.protocol import SPAWNER_EVENTS
 from app.services import Services
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
 from app.workitems.reported import apply_session_event
@@ -40,10 +41,7 @@ MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers.
 NOT_MIRRORED = frozenset({"session.delivered"})
-# What a spawner may report: every name in these namespaces, and these exact names …
-SPAWNER_NAMESPACES = ("session.", "workspace.", "standing.")
-SPAWNER_NAMES = frozenset({"spawner.started", "models.checked", "config.conflict"})
-# … except what the App itself records or mirrors under a spawner namespace.
+# What the App itself records or mirrors under a spawner's namespace: never a spawner's.
 APP_NAMES = frozenset({"session.spawn_deferred", "session.spawn_failed", "session.delivery_failed"})
 GLOBAL_ONLY = frozenset({"models.checked"})  # applies to every repository
 STANDING_PREFIX = "standing:"  # a spawner's own standing session, not an App work item
@@ -86,9 +84,7 @@ def check_event(raw: Any) -> str | None:
 
 def may_report(name: str) -> bool:
     """Whether a spawner may report an event called `name` (pure)."""
-    if name in APP_NAMES:
-        return False
-    return name in SPAWNER_NAMES or name.startswith(SPAWNER_NAMESPACES)
+    return name in SPAWNER_EVENTS and name not in APP_NAMES
 
 
 def event_fields(raw: dict[str, Any], spawner: Spawner) -> dict[str, Any]:

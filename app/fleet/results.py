@@ -26,6 +26,7 @@ from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
 from app.workitems.states import Happened, transition
 
 log = logging.getLogger(__name__)
+MAX_FAILURE = 300  # characters of a failed launch's reason kept on the item
 
 RECEIPT_REACTION: Final = "eyes"  # on a delivered comment: the session has it
 
@@ -95,6 +96,9 @@ def apply_result(
 def _spawned(out: _Outcome) -> None:
     if not out.ok:
         transition(out.item, Happened.SPAWN_FAILED)
+        # Kept on the item so the progress comment and the status page say why.
+        why = (out.error or "the spawner gave no reason")[:MAX_FAILURE]
+        out.item.session = {**(out.item.session or {}), "failure": why}
         out.mirror({"event": "session.spawn_failed", "error": out.error})
         return
     facts = _session_facts(out.result, out.spawner)
@@ -113,6 +117,7 @@ def _delivered(out: _Outcome) -> None:
         return
     if result.get("respawned"):
         facts = {**(item.session or {}), "spawner_id": out.spawner.id, "spawner": out.spawner.name}
+        facts.pop("failure", None)  # it runs now
         if result.get("session_id"):
             facts["session_id"] = result["session_id"]
         item.session = {**facts, "respawned": True}

@@ -13,7 +13,6 @@ from app.gate.markers import MarkerKind, marker
 from app.gate.phases import PHASES
 from app.graph import NODES, Node
 
-MAX_PROMPT_BODY = 20_000
 _NO_SKIPS = "- **Phases skipped:** none"
 
 
@@ -136,10 +135,10 @@ def initial_prompt(
     pull_number: int | None = None,
 ) -> str:
     """The first prompt of the session: the issue (or the labelled pull request), the phases
-    in force, how to walk them, the branch to push, and how to talk back."""
+    in force, how to walk them, the branch to push, and how to talk back. The body goes in
+    whole: GitHub caps an issue body at 65,536 characters, which a session's first message
+    carries easily, and a cut would hide from the agent what the human approved."""
     text = body.replace("\x00", "")
-    if len(text) > MAX_PROMPT_BODY:
-        text = text[:MAX_PROMPT_BODY] + f"\n\n[…issue body cut at {MAX_PROMPT_BODY} characters]"
     phases = ", ".join(_phases_in_force(selection.skips))
     what = "pull request" if pull_number is not None else "issue"
     lines = [

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.files import write_text_atomic
+from app.protocol import SPAWNER_EVENTS
 from app.retry import Backoff
 from app.spawner.appclient import AppClient, AppUnavailable, Rejected, Unauthorized
 
@@ -50,7 +51,12 @@ class SpawnerEvents:
         self._send_lock = threading.Lock()
 
     def emit(self, event: str, work_item: str | None = None, **fields: Any) -> dict[str, Any]:
-        """Append one event (the App's event shape: `ts`, `event`, `work_item`, fields)."""
+        """Append one event (the App's event shape: `ts`, `event`, `work_item`, fields).
+
+        Only names the App accepts (`protocol.SPAWNER_EVENTS`) are recorded: any other would
+        sit in the outbox, refused on every send."""
+        if event not in SPAWNER_EVENTS:
+            raise ValueError(f"`{event}` is not in app.protocol.SPAWNER_EVENTS")
         record = {
             "ts": datetime.now(UTC).isoformat(),
             "event": event,

@@ -253,9 +253,10 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
             if job.github_token:
                 error = error.replace(job.github_token, "[token]")
             ctx.events.emit(
-                f"session.{job.kind}_failed",
+                "session.job_failed",
                 job.work_item,
                 level="warning",
+                kind=job.kind,
                 error=error,
                 job=job.id,
             )

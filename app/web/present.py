@@ -65,6 +65,7 @@ def session_health(
     *,
     stall_screen: str | None = None,
     stall_hint: str | None = None,
+    failure: str | None = None,
     spawner: str | None = None,
     spawner_seen: datetime | None = None,
     now: datetime,
@@ -73,6 +74,8 @@ def session_health(
     if status == S.STALLED:
         screen = f"waiting at {stall_screen}" if stall_screen else "waiting on the screen"
         return Health("stalled", "bad", f"{screen}: {stall_hint}" if stall_hint else screen)
+    if status == S.EXITED and failure:
+        return Health("exited", "bad", f"could not start: {failure}")
     if status == S.EXITED:
         return Health("exited", "warn", "the session process ended")
     seen = aware(spawner_seen)

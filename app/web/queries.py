@@ -135,6 +135,7 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
             item.state,
             stall_screen=stall.get("screen"),
             stall_hint=stall.get("hint"),
+            failure=str(facts["failure"]) if facts.get("failure") else None,
             spawner=facts.get("spawner"),
             spawner_seen=seen.get(spawner_id) if isinstance(spawner_id, int) else None,
             now=now,

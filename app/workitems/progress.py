@@ -28,7 +28,7 @@ from app.github.issues import IssueIO
 from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
-from app.store.tables import WorkItem, aware
+from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.walk import Walk
 
@@ -87,6 +87,7 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
         effort=str(frozen.get("effort") or ""),
         stall=str(session.get("stall") or ""),
         stall_hint=str(session.get("stall_hint") or ""),
+        failure=str(session.get("failure") or "") if item.state == WorkItemStatus.EXITED else "",
         unsandboxed=session.get("sandbox") == "none",
         artifacts=list(item.artifacts or []),
         spec_id=spec_id(item.issue_number),

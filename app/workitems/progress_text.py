@@ -47,6 +47,7 @@ class ProgressView:
     effort: str = ""
     stall: str = ""  # the screen a stalled session waits on
     stall_hint: str = ""
+    failure: str = ""  # why the last launch failed, while the item waits exited
     artifacts: Sequence[str] = ()
     spec_id: str = ""
     pull_request: Mapping[str, Any] = field(default_factory=dict)
@@ -72,6 +73,9 @@ def _session_line(view: ProgressView) -> str:
         screen = f" at a {view.stall.replace('-', ' ')}" if view.stall else ""
         hint = f" — {view.stall_hint}" if view.stall_hint else ""
         words = f"**stalled{screen}**{hint}"
+    elif view.status == S.EXITED and view.failure:
+        reason = " ".join(view.failure.split()).replace("`", "'")
+        words = f"**could not start**: `{reason}` (a follow-up or `execute` tries again)"
     choice = " · ".join(
         (
             _choice("harness", view.harness),
