@@ -38,6 +38,7 @@ def create_app(
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
+    from app.web.metrics import bp as metrics_bp
     from app.web.views import bp as web_bp
     from channels import web as slack_web
 
@@ -54,6 +55,7 @@ def create_app(
     app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(web_bp)  # the status page and /status, for the operator only
+    app.register_blueprint(metrics_bp)  # /metrics: the operator or a scrape token
     app.register_blueprint(spawner_bp)
     app.register_blueprint(phase_bp)
     app.register_blueprint(pulls_bp)

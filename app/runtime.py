@@ -23,6 +23,7 @@ from app.settings import Settings
 from app.store import make_engine, migrate
 from app.store.retention import PeriodicPrune, Pruned, Retention
 from app.store.wal_checkpoints import look_after
+from app.web.metrics import Meters
 from app.workitems.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 
@@ -39,6 +40,7 @@ class AppState:
     ingest: IngestWriter = field(init=False)
     progress: ProgressPublisher = field(init=False)
     sampled: SampledLog = field(init=False)
+    meters: Meters = field(init=False)
     pruner: PeriodicPrune = field(init=False)
     # Releases the process's WAL checkpointer (SQLite) while inbox workers run: their
     # commits then never checkpoint holding the write lock every webhook waits for.
@@ -48,6 +50,7 @@ class AppState:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
         self.progress = ProgressPublisher(self.services, self.engine)
         self.sampled = SampledLog(self.services.events)
+        self.meters = Meters(self.engine, self.sampled)
         self.pruner = PeriodicPrune(
             self.engine,
             retention_of(self.settings),

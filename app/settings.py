@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     the_loop_insecure_url: bool = False
     the_loop_spawner_token: str | None = None
     the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
+    the_loop_metrics_token: str | None = None  # a scraper's credential for /metrics alone
     the_loop_inbox_workers: int = 1
     # `the-loop worker` lowers its own CPU priority by this much (0-19): on a machine it
     # shares with `the-loop serve`, webhooks are acknowledged first and handled after.
@@ -84,7 +85,7 @@ class Settings(BaseSettings):
         # Only explicit values: `load_settings` decides what the environment is.
         return (init_settings,)
 
-    @field_validator("the_loop_admin_token")
+    @field_validator("the_loop_admin_token", "the_loop_metrics_token")
     @classmethod
     def _long_enough(cls, value: str | None) -> str | None:
         if value is not None and len(value) < MIN_ADMIN_TOKEN:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,8 @@ class Verified:
     action: str | None
     body: bytes = field(repr=False)
     lane: str = ""  # the issue, pull request or repository it is about (store/lanes.py)
+    # When the body was verified: its acknowledgement's latency is counted from here.
+    screened_at: float = field(default_factory=time.perf_counter, compare=False)
 
 
 UNAVAILABLE = Answer(
@@ -182,6 +185,7 @@ def accepted(state: AppState, delivery: Verified, new: bool) -> Answer:
     """The 202 for a stored delivery; a new one some handler acts on wakes the workers."""
     if new and state.router.routes(delivery.event, delivery.action):
         state.wake_workers()
+    state.meters.acknowledge(new, delivery.screened_at)
     return acknowledged(delivery, new)
 
 

@@ -1,0 +1,162 @@
+"""`/metrics`: what this App process and its store are doing, in Prometheus' text format.
+
+Two kinds of figures, kept apart on purpose:
+
+- this process's own counters (`Meters`): deliveries acknowledged, the acknowledgement's
+  latency, requests refused by reason. Every replica (every serving process) exposes its
+  own; a scraper adds them up across targets.
+- the store's present state (`StoreCollector`), read when scraped: deliveries waiting or
+  parked in the inbox, jobs by kind and state, work items by status. Every replica reports
+  the same shared figures, so a dashboard takes one replica's value (`max`), never the sum.
+
+The route is behind the operator credential, or a scrape token of its own
+(`THE_LOOP_METRICS_TOKEN`) so a scraper never holds the operator's. Nothing is registered in
+prometheus_client's global registry: each App builds its own (`Meters`) at start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Blueprint, Response, current_app, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem
+from app.web import auth
+
+bp = Blueprint("metrics", __name__)
+
+# Seconds from a verified body to its 202: storing it durably is nearly all of it.
+ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+NOT_REFUSALS = frozenset({"webhook.received"})  # a ping is counted beside the refusals
+
+
+class Meters:
+    """This process's counters and the registry `/metrics` renders (one per App)."""
+
+    def __init__(self, engine: Engine, refusals: Any) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.acknowledged = Counter(
+            "the_loop_webhook_deliveries",
+            "Deliveries acknowledged by this process, new or a duplicate of one stored",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.ack_seconds = Histogram(
+            "the_loop_webhook_ack_seconds",
+            "Seconds from a verified delivery to its acknowledgement (stored durably)",
+            buckets=ACK_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(StoreCollector(engine, refusals))
+
+    def acknowledge(self, new: bool, since: float) -> None:
+        self.acknowledged.labels("new" if new else "duplicate").inc()
+        self.ack_seconds.observe(max(0.0, time.perf_counter() - since))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class StoreCollector(Collector):
+    """Figures read from the store (and the refusal counts) each time `/metrics` is scraped."""
+
+    def __init__(self, engine: Engine, refusals: Any) -> None:
+        self.engine = engine
+        self.refusals = refusals  # the process's SampledLog: `totals` by reason
+
+    def collect(self) -> Iterator[Metric]:
+        refused = GaugeMetricFamily(
+            "the_loop_requests_refused",
+            "Requests this process refused since it started, by reason (a counter's value)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(dict(self.refusals.totals).items()):
+            if reason not in NOT_REFUSALS:
+                refused.add_metric([reason], count)
+        yield refused
+        with Session(self.engine) as session:
+            yield _by(
+                session,
+                "the_loop_inbox_deliveries",
+                "Deliveries waiting in the inbox (queued) or parked after failing",
+                [Delivery.state],
+                Delivery.state.in_([InboxState.QUEUED, InboxState.PARKED]),
+                ["state"],
+            )
+            yield _by(
+                session,
+                "the_loop_inbox_failing_deliveries",
+                "Queued deliveries whose handler has failed at least once",
+                [],
+                (Delivery.state == InboxState.QUEUED) & (Delivery.attempts > 0),
+                [],
+            )
+            yield _by(
+                session,
+                "the_loop_jobs",
+                "Spawner jobs by kind and state (done and failed ones until pruned)",
+                [Job.kind, Job.state],
+                Job.state.in_(list(JobState)),
+                ["kind", "state"],
+            )
+            yield _by(
+                session,
+                "the_loop_work_items",
+                "Work items by status (a session's state: running, stalled, exited …)",
+                [WorkItem.state],
+                WorkItem.state.is_not(None),
+                ["status"],
+            )
+
+
+def _by(
+    session: Session,
+    name: str,
+    documentation: str,
+    columns: list[Any],
+    where: Any,
+    labels: list[str],
+) -> GaugeMetricFamily:
+    """A gauge of row counts grouped by `columns` (one sample when there are none)."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    query = select(*columns, func.count()).where(where)
+    if columns:
+        query = query.group_by(*columns)
+    for row in session.execute(query):
+        *values, count = row
+        family.add_metric([str(v) for v in values], int(count))
+    return family
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    state = current_app.extensions["the-loop"]
+    settings = state.services.settings
+    given = auth.bearer(request.headers.get("Authorization"))
+    scrape = settings.the_loop_metrics_token
+    allowed = bool(given and scrape and auth.same_secret(given, scrape))
+    if not allowed:
+        decision = auth.decide(
+            settings.the_loop_admin_token,
+            authorization=request.headers.get("Authorization"),
+            query_token=None,
+            cookie=request.cookies.get(auth.COOKIE),
+            now=time.time(),
+        )
+        allowed = decision.allowed and decision.access is not auth.Access.LOGIN
+    if not allowed:
+        return Response(
+            "the operator credential or THE_LOOP_METRICS_TOKEN is needed\n",
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="the-loop metrics"'},
+            mimetype="text/plain",
+        )
+    return Response(state.meters.render(), content_type=CONTENT_TYPE_LATEST)
