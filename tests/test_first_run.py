@@ -11,8 +11,10 @@ import signal
 from pathlib import Path
 
 import httpx
+import pytest
 from dotenv import dotenv_values
 
+from app.commands.server import first_run_lines
 from app.config import load_config
 from app.github.manifest import WRITTEN_KEYS, load_manifest
 from app.github.registration import (
@@ -27,9 +29,13 @@ from tests.browser_support import chromium_page
 from tests.fakes.github_web import FakeGitHubWeb
 from tests.fakes.server import LiveServer
 from tests.support import (
+    fixture_bytes,
     free_port,
+    post_webhook,
+    served_app,
     start_the_loop,
     wait_for,
+    wait_serving,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +79,75 @@ def test_the_steps_name_the_setup_command_the_webhook_url_and_the_first_label():
         _, webhook, _ = first_run_steps(local, LABEL, KEYWORD)
         assert f"{webhook_url_for(local)} reaches this machine only" in webhook
         assert "THE_LOOP_URL" in webhook and "--webhook-url" in webhook
+
+
+def test_up_says_nothing_of_first_steps_once_an_app_is_configured(tmp_path, app_private_key):
+    config = str(operator_config(tmp_path))
+    fresh = load_settings({"THE_LOOP_CONFIG": config, "THE_LOOP_URL": PUBLIC_URL}, dotenv=None)
+    steps = first_run_steps(PUBLIC_URL, LABEL, KEYWORD)
+    assert first_run_lines(fresh)[1:] == [f"  {n}. {s}" for n, s in enumerate(steps, start=1)]
+    configured = load_settings(
+        {"THE_LOOP_CONFIG": config, "GITHUB_APP_ID": "7", "GITHUB_PRIVATE_KEY": app_private_key},
+        dotenv=None,
+    )
+    assert first_run_lines(configured) == []
+
+
+def test_up_prints_the_three_steps_when_no_app_is_configured(tmp_path):
+    port = free_port()
+    env = no_app_env(tmp_path)
+    env.update(
+        PORT=str(port),
+        THE_LOOP_URL=PUBLIC_URL,
+        THE_LOOP_CONFIG=str(operator_config(tmp_path)),
+    )
+    log = tmp_path / "up.log"
+    proc = start_the_loop(["up", "--no-spawner"], tmp_path, env, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_serving(url, proc, log, timeout=60)
+        secret = dotenv_values(tmp_path / ".env")["GITHUB_WEBHOOK_SECRET"]
+        ping = post_webhook(url, "ping", fixture_bytes("github/ping.json"), secret=secret)
+        assert ping.status_code == 200  # up and answering while it waits for setup
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    lines = log.read_text().splitlines()
+    start = lines.index("the-loop: no GitHub App is configured yet. Next:")
+    shown = lines[start + 1 : start + 4]
+    assert shown[0].startswith("  1. Register the GitHub App: run `the-loop setup`")
+    assert shown[1].startswith(f"  2. Webhook URL: {PUBLIC_URL}/github/webhooks ")
+    assert f"label an issue `{LABEL}`, then reply `{KEYWORD}`" in shown[2]
+    steps = first_run_steps(PUBLIC_URL, LABEL, KEYWORD)
+    assert shown == [f"  {n}. {s}" for n, s in enumerate(steps, start=1)]
+
+
+@pytest.fixture
+def unconfigured_env(settings_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The App's test environment without an App id or key: as before `the-loop setup`."""
+    return {
+        **settings_env,
+        "GITHUB_APP_ID": "",
+        "GITHUB_PRIVATE_KEY": "",
+        "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN,
+        "THE_LOOP_URL": PUBLIC_URL,
+        "THE_LOOP_CONFIG": str(operator_config(tmp_path)),
+    }
+
+
+def test_the_status_page_says_what_to_do_next_without_an_app(unconfigured_env, tmp_path):
+    with served_app(unconfigured_env) as app, chromium_page() as page:
+        response = page.goto(f"{app.url}/?token={ADMIN_TOKEN}")
+        assert response.status == 200 and page.url == f"{app.url}/"
+        page.screenshot(path=str(tmp_path / "first-run-status.png"), full_page=True)
+        text = page.inner_text("body")
+        steps = page.locator("#first-run li").all_inner_texts()
+    assert "No GitHub App is configured yet." in text
+    assert steps == [as_shown(s) for s in first_run_steps(PUBLIC_URL, LABEL, KEYWORD)]
+    assert "run the-loop setup on this machine" in steps[0]
+    assert steps[1].startswith(f"Webhook URL: {PUBLIC_URL}/github/webhooks")
+    assert f"label an issue {LABEL}, then reply {KEYWORD}" in steps[2]
+    assert "Work items" in text  # the dashboard is still there, below the steps
 
 
 def test_setup_shows_what_it_registers_and_then_what_it_wrote(

@@ -197,6 +197,7 @@ def _sign_in_drops_the_token(app: RunningApp, page: Any, context: Any) -> None:
 def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -> None:
     page.goto(page.url.split("?")[0])
     page.screenshot(path=str(shots / "02-status-page.png"), full_page=True)
+    assert page.locator("#first-run").count() == 0  # an App is configured: no first-run steps
 
     def row(key: str) -> Any:
         return page.locator(f'tr.work-item[data-item="{item_id(numbers[key])}"]')
