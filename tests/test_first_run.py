@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -232,9 +233,9 @@ def answers(url: str) -> bool:
         return False
 
 
-def rows(page: object, selector: str) -> list[list[str]]:
+def rows(page: Any, selector: str) -> list[list[str]]:
     """The cells' text of each row `selector` matches."""
-    locator = page.locator(selector)  # type: ignore[attr-defined]
+    locator = page.locator(selector)
     return [locator.nth(i).locator("td").all_inner_texts() for i in range(locator.count())]
 
 
