@@ -9,15 +9,12 @@ import stat
 
 import httpx
 import pytest
+import yaml
 
-from app.github.manifest import (
-    SetupError,
-    build_manifest,
-    build_setup_app,
-    load_manifest,
-    merge_env_file,
-)
+from app.github.manifest import SetupError, load_manifest, merge_env_file
+from app.github.registration import Registration
 from app.settings import load_settings
+from app.web.setup_page import build_setup_app
 from tests.fakes.server import LiveServer
 
 
@@ -26,8 +23,12 @@ def github_api(fake_github):
     return fake_github
 
 
+def plan(webhook_url: str = "https://hooks.example/github/webhooks", **kw: str) -> Registration:
+    return Registration(load_manifest(), webhook_url, "http://127.0.0.1:9/callback", **kw)
+
+
 def test_manifest_declares_least_privilege_and_events():
-    manifest = load_manifest()
+    manifest = plan().manifest()
     assert manifest["default_permissions"] == {
         "issues": "write",
         "contents": "write",
@@ -68,18 +69,12 @@ def test_flow_writes_credentials_to_env(tmp_path, github_api, app_private_key):
     env_path = tmp_path / ".env"
     env_path.write_text("PORT=4000\n")
     done = []
-    manifest = build_manifest(
-        load_manifest(),
-        "https://hooks.example/github/webhooks",
-        "http://127.0.0.1:9/callback",
-        None,
-    )
     app = build_setup_app(
-        manifest=manifest,
+        plan=plan(org="acme"),
         web_url="https://github.example",
         api_url=api_url,
         env_path=env_path,
-        org="acme",
+        first_issue="First issue: label one.",
         on_done=done.append,
     )
     with LiveServer(app) as server:
@@ -125,10 +120,11 @@ def test_the_page_answers_only_this_machine_and_each_state_once_within_its_hour(
     fake.manifest_conversions["code-2"] = answer
     now = [1000.0]
     app = build_setup_app(
-        manifest=load_manifest(),
+        plan=plan(),
         web_url="https://github.example",
         api_url=api_url,
         env_path=tmp_path / ".env",
+        first_issue="First issue: label one.",
         clock=lambda: now[0],
     )
 
@@ -157,3 +153,57 @@ def test_the_page_answers_only_this_machine_and_each_state_once_within_its_hour(
         expired = httpx.get(f"{server.url}/callback", params={"code": "code-2", "state": late})
         assert expired.status_code == 400
     assert load_settings({}, dotenv=tmp_path / ".env").github_app_id == 778
+
+
+def test_what_is_posted_is_githubs_shape_and_every_ask_has_a_reason():
+    registration = plan(name_override="loop-staging", org="acme")
+    manifest = registration.manifest()
+    assert "permissions" not in manifest and "events" not in manifest
+    assert "why" not in json.dumps(manifest)
+    assert manifest["name"] == "loop-staging"
+    assert [p.name for p in registration.permissions] == list(manifest["default_permissions"])
+    assert [e.name for e in registration.events] == manifest["default_events"]
+    assert all(len(ask.why) > 20 for ask in registration.permissions + registration.events)
+    assert registration.owner == "the organisation acme"
+    assert registration.new_app_url("https://github.example/", "s1") == (
+        "https://github.example/organizations/acme/settings/apps/new?state=s1"
+    )
+    assert plan().new_app_url("https://github.example", "s2") == (
+        "https://github.example/settings/apps/new?state=s2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda m: m["permissions"]["checks"].pop("why"), "permissions.checks.why"),
+        (lambda m: m["permissions"]["issues"].update(access="admin"), "permissions.issues.access"),
+        (lambda m: m["events"].update(check_run=""), "events.check_run"),
+        (lambda m: m.pop("events"), "events"),
+    ],
+)
+def test_a_manifest_without_a_reason_is_refused_naming_the_key_and_file(tmp_path, edit, key):
+    manifest = load_manifest()
+    edit(manifest)
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    with pytest.raises(SetupError, match=re.escape(f"{path}: {key}")):
+        load_manifest(path)
+
+
+def test_a_code_github_does_not_trade_writes_nothing(tmp_path, github_api):
+    _fake, api_url = github_api
+    app = build_setup_app(
+        plan=plan(),
+        web_url="https://github.example",
+        api_url=api_url,
+        env_path=tmp_path / ".env",
+        first_issue="First issue: label one.",
+    )
+    with LiveServer(app) as server:
+        page = httpx.get(f"{server.url}/").text
+        state = html.unescape(re.search(r'action="([^"]+)"', page).group(1)).split("state=")[1]
+        resp = httpx.get(f"{server.url}/callback", params={"code": "unknown", "state": state})
+    assert resp.status_code == 500
+    assert "Nothing was written" in resp.text and "start again" in resp.text
+    assert not (tmp_path / ".env").exists()

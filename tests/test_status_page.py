@@ -5,7 +5,6 @@ Retry button puts a parked delivery back in the inbox. Screenshots are kept as a
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -29,35 +28,13 @@ from app.store.tables import (
     WorkItem,
     WorkItemStatus,
 )
+from tests.browser_support import CHROMIUM, LAUNCH_ARGS
+from tests.browser_support import browser_or_skip as _browser_or_skip
 from tests.support import RunningApp, fixture_bytes, served_app, wait_for
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ADMIN_TOKEN = "operator-token-for-the-status-page-test"
 REPO = "octo/loop"
 PARKED_DELIVERY = "parked-ping-1"
-
-
-def _browser_or_skip() -> Any:
-    """Playwright's sync API, or a skip outside CI when the browser is not installed here
-    (scripts/test.sh installs it; CI never skips)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    if sync_playwright is None or not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI needs Debian's chromium and the playwright package")
-        pytest.skip("Debian's chromium or the playwright package is not installed")
-    return sync_playwright
 
 
 def item_id(n: int) -> str:
@@ -220,6 +197,7 @@ def _sign_in_drops_the_token(app: RunningApp, page: Any, context: Any) -> None:
 def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -> None:
     page.goto(page.url.split("?")[0])
     page.screenshot(path=str(shots / "02-status-page.png"), full_page=True)
+    assert page.locator("#first-run").count() == 0  # an App is configured: no first-run steps
 
     def row(key: str) -> Any:
         return page.locator(f'tr.work-item[data-item="{item_id(numbers[key])}"]')

@@ -7,7 +7,8 @@ is non-dumpable, so no other process of the user can read its memory or environm
 
 `up` says how sessions are confined before it starts: in a bubblewrap sandbox (the default,
 `routing.sandbox.mode: bubblewrap`), or — only when `cli-config.yaml` says `mode: none` —
-unconfined, with a warning. Without a working `bwrap` it refuses to start, with one line."""
+unconfined, with a warning. Without a working `bwrap` it refuses to start, with one line.
+While no GitHub App is configured it prints what to do next, the lines the status page shows."""
 
 from __future__ import annotations
 
@@ -181,6 +182,22 @@ def sandbox_line(settings: Any) -> tuple[str, bool]:
     )
 
 
+def first_run_lines(settings: Any) -> list[str]:
+    """While no GitHub App is configured: what to do next, as the status page says it."""
+    from app.config import load_config
+    from app.github.client import GitHubApp
+    from app.github.registration import first_run_steps
+
+    if GitHubApp(settings).configured:
+        return []
+    trigger = load_config(settings.the_loop_config).routing.trigger
+    steps = first_run_steps(settings.the_loop_url, trigger.label, trigger.execute_keyword)
+    return [
+        "the-loop: no GitHub App is configured yet. Next:",
+        *(f"  {n}. {step}" for n, step in enumerate(steps, start=1)),
+    ]
+
+
 def run_up(args: argparse.Namespace) -> int:
     """The App and its worker in one gunicorn worker, plus a local spawner process."""
     from app.commands import local_spawner
@@ -206,6 +223,8 @@ def run_up(args: argparse.Namespace) -> int:
             f"the-loop: wrote a new THE_LOOP_ADMIN_TOKEN to .env; sign in to the status page "
             f"once at {url}/?token={admin_token} (shown only now)"
         )
+    for line in first_run_lines(settings):
+        print(line)
     child = local_spawner.start(args, settings)
     try:
         return run_serve(args)

@@ -12,33 +12,52 @@ from typing import Any
 def run_setup(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
-    from app.github.manifest import build_manifest, build_setup_app, load_manifest
+    from app.config import load_config
+    from app.github.manifest import load_manifest
+    from app.github.registration import Registration, first_issue_step, install_url
+    from app.github.registration import webhook_url_for as default_webhook_url
     from app.settings import load_settings
+    from app.web.setup_page import build_setup_app
 
     settings = load_settings()
+    trigger = load_config(settings.the_loop_config).routing.trigger
     local = f"http://127.0.0.1:{args.port}"
-    webhook_url = args.webhook_url or f"{settings.the_loop_url.rstrip('/')}/github/webhooks"
-    manifest = build_manifest(load_manifest(), webhook_url, f"{local}/callback", args.name)
+    plan = Registration(
+        source=load_manifest(),
+        webhook_url=args.webhook_url or default_webhook_url(settings.the_loop_url),
+        redirect_url=f"{local}/callback",
+        name_override=args.name,
+        org=args.org,
+    )
+    registered: list[dict[str, Any]] = []
     done = threading.Event()
+
+    def finished(data: dict[str, Any]) -> None:
+        registered.append(data)
+        done.set()
+
     app = build_setup_app(
-        manifest=manifest,
+        plan=plan,
         web_url=settings.github_web_url,
         api_url=settings.github_api_url,
         env_path=Path(args.env_file),
-        org=args.org,
-        on_done=lambda _data: done.set(),
+        first_issue=first_issue_step(trigger.label, trigger.execute_keyword),
+        on_done=finished,
     )
     server = make_server("127.0.0.1", args.port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    print(f"Open {local}/ to register the App (webhooks will go to {webhook_url}).")
+    print(f"Open {local}/ to register the App (webhooks will go to {plan.webhook_url}).")
     if not args.no_browser:
         webbrowser.open(f"{local}/")
     try:
         done.wait()
     finally:
         server.shutdown()
-    print(f"Saved the App's credentials to {args.env_file}.")
+    print(f"Saved the App's credentials to {Path(args.env_file).resolve()}.")
+    install = install_url(settings.github_web_url, registered[0])
+    print(f"Next: install the App on repositories at {install}")
+    print("then restart `the-loop up` so it reads the new credentials.")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""How the status page words what it shows (pure): ages, and a session's health.
+"""How the status page words what it shows (pure): ages, a session's health, code spans.
 
 A session's health comes from its work item's status, which the spawner's watchdog keeps
 honest (`session.stalled`, `session.exited`); it never says "running" for a session that
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from markupsafe import Markup, escape
 
 from app.store.tables import WorkItemStatus, aware
 
@@ -84,3 +86,14 @@ def session_health(
         note = f"last known {status}; spawner {spawner} last seen {ago(seen, now)}"
         return Health("unconfirmed", "warn", note)
     return Health(str(status), _TONES.get(status, "idle"))  # a StrEnum key matches its text
+
+
+def code_spans(text: str) -> Markup:
+    """`text` escaped, its `backticked` parts shown as code: one sentence reads the same in a
+    terminal (backticks) and on a page (code)."""
+    parts = str(escape(text)).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: show the text as it is
+        return Markup(escape(text))
+    return Markup(
+        "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+    )

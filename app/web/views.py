@@ -24,11 +24,13 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
+from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.web import auth, queries
-from app.web.present import MISSING, ago
+from app.web.present import MISSING, ago, code_spans
 
 bp = Blueprint("web", __name__, template_folder="templates")
+bp.add_app_template_filter(code_spans, "code_spans")
 
 MAX_FORM_BYTES = 4096
 SECURITY_HEADERS = {
@@ -128,8 +130,15 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
         }
     context["outbox"] = outbox_status(state.engine)
     context["slack_enabled"] = state.services.settings.slack_enabled
+    context["first_run"] = () if state.services.github.configured else next_steps(state.services)
     context["filters"] = {"event": prefix, "work_item": work_item}
     return context
+
+
+def next_steps(services: Any) -> tuple[str, ...]:
+    """What a new operator does next, while no GitHub App is configured."""
+    trigger = services.config.routing.trigger
+    return first_run_steps(services.settings.the_loop_url, trigger.label, trigger.execute_keyword)
 
 
 @bp.get("/")
