@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, set up from nothing: installs what the tests run for real when it is
-# missing (tmux, git, bubblewrap, the claude CLI, PostgreSQL, Debian's chromium), starts
-# PostgreSQL, installs the project with its test extras, then runs pytest. Extra arguments go
-# to pytest. Playwright (a test extra) drives Debian's chromium; it never downloads a browser.
+# missing (what sessions need through scripts/session-tools.sh: tmux, git, bubblewrap, the
+# claude and codex CLIs; then PostgreSQL and Debian's chromium), starts PostgreSQL, installs
+# the project with its test extras, then runs pytest. Extra arguments go to pytest.
+# Playwright (a test extra) drives Debian's chromium; it never downloads a browser.
 #
 # Safe to run again: every step checks before it acts. THE_LOOP_TEST_POSTGRES_URL, when
 # already set, names the PostgreSQL server to use instead of a local one.
@@ -15,12 +16,14 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"; else return 1; fi
 }
 
-# --- system packages ---------------------------------------------------------------------
+# --- what sessions need, then what only the tests need ------------------------------------
+scripts/session-tools.sh || exit 2
+case ":$PATH:" in  # where session-tools puts the CLIs when it is not root
+  *":$HOME/.local/bin:"*) ;;
+  *) [ -d "$HOME/.local/bin" ] && export PATH="$PATH:$HOME/.local/bin" ;;
+esac
+
 need_apt=()
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-command -v git >/dev/null 2>&1 || need_apt+=(git)
-command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
-command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)  # the status page test's browser (Playwright drives it)
 if [ -z "${THE_LOOP_TEST_POSTGRES_URL:-}" ] && ! command -v pg_ctlcluster >/dev/null 2>&1; then
   need_apt+=(postgresql)
@@ -35,22 +38,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     say "no apt-get here: install ${need_apt[*]} yourself"
   fi
 fi
-
-# --- the claude CLI ----------------------------------------------------------------------
-if ! command -v claude >/dev/null 2>&1; then
-  say "installing the claude CLI (npm @anthropic-ai/claude-code)"
-  as_root npm install -g --silent @anthropic-ai/claude-code >/dev/null 2>&1 \
-    || npm install -g --silent --prefix "$HOME/.local" @anthropic-ai/claude-code >/dev/null 2>&1 \
-    || say "could not install the claude CLI"
-  export PATH="$PATH:$HOME/.local/bin"
-fi
-
-for tool in git tmux claude; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    say "$tool is missing and could not be installed; the tests run the real $tool"
-    exit 2
-  fi
-done
 
 # --- PostgreSQL --------------------------------------------------------------------------
 if [ -z "${THE_LOOP_TEST_POSTGRES_URL:-}" ] && command -v pg_ctlcluster >/dev/null 2>&1; then

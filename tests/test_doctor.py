@@ -122,6 +122,7 @@ def test_a_healthy_devbox_passes_every_check(devbox, running_app):
         "tmux": "ok",
         "git": "ok",
         "sandbox (bwrap)": "ok",
+        "sandbox shows claude": "ok",
         "App reachable": "ok",
         "spawner token": "ok",
         "~/.claude.json": "ok",
@@ -132,6 +133,8 @@ def test_a_healthy_devbox_passes_every_check(devbox, running_app):
     assert "(Claude Code)" in checks["claude"]["detail"]
     assert checks["tmux"]["detail"].startswith("tmux ")
     assert "bubblewrap" in checks["sandbox (bwrap)"]["detail"]
+    claude = os.path.realpath(shutil.which("claude") or "claude")
+    assert f"-> {claude}" in checks["sandbox shows claude"]["detail"]
     assert "spawner devbox-1" in checks["spawner token"]["detail"]
     assert REPO in checks["spawner token"]["detail"]
     assert "harnessTrust" in checks["bypass disclaimer"]["detail"]

@@ -143,21 +143,30 @@ def test_the_secrets_found_are_the_ones_that_exist(tmp_path: Path) -> None:
     assert any(s.path == P.cwd() and not s.hard for s in found)
 
 
-def test_a_harness_the_sandbox_would_not_show_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    tool = tmp_path / "tools" / "claude"
-    tool.parent.mkdir()
+def test_a_harness_among_the_spawners_secrets_is_refused_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    tool = state / "tools" / "claude"
+    tool.parent.mkdir(parents=True)
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     home, checkout = tmp_path / "home", tmp_path / "co"
     home.mkdir()
     checkout.mkdir()
-    found = host_plan(sandbox=Sandbox(), checkout=checkout, home=home, env={}, hidden=())
-    with pytest.raises(SandboxError, match=r"routing\.sandbox\.readOnly"):
-        confined_argv(found, [str(tool)], {})
-    shown = host_plan(
-        sandbox=Sandbox(read_only=[tool.parent]), checkout=checkout, home=home, env={}, hidden=()
+    hidden = [Secret(state)]
+    found = host_plan(sandbox=Sandbox(), checkout=checkout, home=home, env={}, hidden=hidden)
+    with pytest.raises(SandboxError, match=r"cannot show .*install it elsewhere"):
+        confined_argv(found, [str(tool)], {"HOME": str(home)})
+    shown = host_plan(  # nor can the operator's config re-expose it
+        sandbox=Sandbox(read_only=[tool.parent]),
+        checkout=checkout,
+        home=home,
+        env={},
+        hidden=hidden,
     )
-    assert confined_argv(shown, [str(tool)], {})[-1] == str(tool)
+    with pytest.raises(SandboxError):
+        confined_argv(shown, [str(tool)], {"HOME": str(home)})
 
 
 def test_without_bwrap_on_the_path_the_problem_is_one_line_naming_the_opt_out() -> None:

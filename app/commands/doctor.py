@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
     from app.spawner.devbox_checks import Check, JsonFile, Reply, Tool
+    from app.spawner.installs import Exposure
 
 TIMEOUT = 10.0
 SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
@@ -101,6 +102,31 @@ def _config(settings: Any) -> tuple[Any, Check]:
     return config, Check("operator config", Level.OK, detail + ignored)
 
 
+def harness_exposure(
+    config: Any, settings: Any, executable: str, env: Mapping[str, str]
+) -> Exposure | None:
+    """What a session's sandbox would show of `executable` on this devbox (None when
+    sessions run unconfined): the plan every session shares, without its own checkout and
+    home, and this devbox's secrets."""
+    from app.config import SandboxMode
+    from app.spawner import isolation
+    from app.spawner.assembly import spawner_state_dir
+
+    sandbox = config.routing.sandbox
+    if sandbox.resolved is SandboxMode.NONE:
+        return None
+    state_dir = spawner_state_dir(settings)
+    hidden = isolation.secrets(
+        state_dir=state_dir,
+        real_home=Path(env.get("HOME") or Path.home()),
+        workspace_root=config.routing.workspace.resolved_root,
+        socket_dir=state_dir,
+        env=env,
+    )
+    plan = isolation.shared_plan(sandbox=sandbox, env=env, hidden=hidden)
+    return isolation.harness_exposure(plan, executable, env)
+
+
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS
@@ -118,6 +144,11 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks += [dc.check_tool(find_tool(name, name, flag, env)) for name, flag in TOOLS]
     bwrap = find_tool("bwrap", "bwrap", "--version", env)
     checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
+    for harness in hostable_harnesses(config, env):
+        executable = adapter_for(config, harness).executable
+        checks.append(
+            dc.check_exposure(harness_exposure(config, settings, executable, env), harness)
+        )
 
     url = settings.the_loop_url.rstrip("/")
     health = http_get(f"{url}/healthz")

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from app.config import HarnessTrust
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
+from app.spawner.installs import Exposure
 from app.spawner.probes import Result, Verdict
 from app.spawner.trust import BYPASS_SETTING, should_accept_bypass
 
@@ -108,6 +109,29 @@ def check_sandbox(tool: Tool, works: bool | None, error: str = "") -> Check:
         fix = "let bwrap create namespaces as this user (kernel.unprivileged_userns_clone=1)"
         return Check(name, Level.FAIL, f"{tool.version}, but a sandbox fails: {error}", fix)
     return Check(name, Level.OK, f"{tool.version}: a sandbox starts")
+
+
+def check_exposure(exposure: Exposure | None, harness: str) -> Check:
+    """What the sandbox shows of a harness installed here: its installation, read-only, when
+    it is not among what every session sees already (`None`: sessions are unconfined)."""
+    name = f"sandbox shows {harness}"
+    if exposure is None:
+        return Check(name, Level.OK, "not confined (routing.sandbox.mode: none)")
+    located = exposure.located
+    if located.found is None or located.executable is None:
+        return Check(name, Level.FAIL, f"{harness} is not on PATH", f"install {harness}")
+    via = f" (via {located.interpreter})" if located.interpreter else ""
+    where = f"{located.found}" + (
+        f" -> {located.executable}" if located.executable != located.found else ""
+    )
+    if exposure.hidden:
+        hidden = ", ".join(map(str, exposure.hidden))
+        fix = f"install {harness} outside the spawner's and the App's private directories"
+        return Check(name, Level.FAIL, f"{where}{via}: {hidden} cannot be shown", fix)
+    if not exposure.added:
+        return Check(name, Level.OK, f"{where}{via}: among what every session sees")
+    added = ", ".join(map(str, exposure.added))
+    return Check(name, Level.OK, f"{where}{via}: shows {added} read-only")
 
 
 def _remote_http(url: str) -> bool:

@@ -1,8 +1,9 @@
 """Looking at this machine to confine one session: which system directories exist, where the
-Python and the project's code live, where the secrets are, whether bubblewrap works.
+Python and the project's code live, where the harness is installed, where the secrets are,
+whether bubblewrap works.
 
-Thin I/O around `sandbox.sandbox_argv` (pure). `confined_argv` refuses — with one line that
-says what to do — rather than start a session the sandbox cannot host.
+Thin I/O around `sandbox.sandbox_argv` and `installs.expose` (pure). `confined_argv` refuses
+— with one line that says what to do — rather than start a session the sandbox cannot host.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import app
 import hooks
 from app.config import Sandbox
-from app.spawner.sandbox import BWRAP, Bind, SandboxPlan, Secret, kept_binds, sandbox_argv
+from app.spawner.installs import Exposure, Located, expose, harness_argv, interpreter_of
+from app.spawner.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
 
 SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -113,6 +116,29 @@ def secrets(
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
 
 
+def shared_plan(
+    *, sandbox: Sandbox, env: Mapping[str, str], hidden: Sequence[Secret]
+) -> SandboxPlan:
+    """What every session on this machine sees, before its own checkout and home: the
+    system, this installation's Python and code, the directories under `routing.sandbox`,
+    and a PATH with this installation's Python first."""
+    system, links = _system()
+    binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
+    binds += [Bind(_real(p), own=False) for p in sandbox.read_only if _real(p).exists()]
+    binds += [
+        Bind(_real(p), writable=True, own=False) for p in sandbox.read_write if _real(p).exists()
+    ]
+    python_bins = [str(Path(p) / "bin") for p in (sys.prefix, sys.base_prefix)]
+    path = os.pathsep.join(dict.fromkeys([*python_bins, env.get("PATH", "/usr/bin:/bin")]))
+    return SandboxPlan(
+        binds=tuple(binds),
+        secrets=tuple(hidden),
+        symlinks=tuple(links),
+        setenv=(("PATH", path),),
+        unsetenv=UNSET,
+    )
+
+
 def host_plan(
     *,
     sandbox: Sandbox,
@@ -122,40 +148,57 @@ def host_plan(
     hidden: Sequence[Secret],
 ) -> SandboxPlan:
     """The plan for one session on this machine."""
-    system, links = _system()
-    binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
-    binds += [Bind(_real(p), own=False) for p in sandbox.read_only if _real(p).exists()]
-    binds += [
-        Bind(_real(p), writable=True, own=False) for p in sandbox.read_write if _real(p).exists()
-    ]
-    binds += [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
-    python_bins = [str(Path(p) / "bin") for p in (sys.prefix, sys.base_prefix)]
-    path = os.pathsep.join(dict.fromkeys([*python_bins, env.get("PATH", "/usr/bin:/bin")]))
+    shared = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
+    own = (Bind(_real(checkout), writable=True), Bind(_real(home), writable=True))
     setenv = (
         ("HOME", str(_real(home))),
-        ("PATH", path),
+        *shared.setenv,
         ("THE_LOOP_STATE_DIR", str(_real(home) / ".local" / "state" / "the-loop")),
     )
-    return SandboxPlan(
-        binds=tuple(binds),
-        secrets=tuple(hidden),
-        symlinks=tuple(links),
-        setenv=setenv,
-        unsetenv=UNSET,
-        chdir=_real(checkout),
-    )
+    return replace(shared, binds=(*shared.binds, *own), setenv=setenv, chdir=_real(checkout))
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as file:
+            return file.read(256)
+    except OSError:
+        return b""
+
+
+def locate(name: str, path: str) -> Located:
+    """Where `path` (a PATH) finds the harness `name`, resolved, with its script's
+    interpreter resolved the same way."""
+    found = shutil.which(name, path=path)
+    if found is None:
+        return Located(name)
+    executable = _real(Path(found))
+    program = interpreter_of(_head(executable))
+    interpreter = None
+    if program is not None:
+        where = program if os.path.isabs(program) else shutil.which(program, path=path)
+        interpreter = _real(Path(where)) if where else None
+    return Located(name, Path(os.path.abspath(found)), executable, interpreter)
+
+
+def harness_exposure(plan: SandboxPlan, name: str, env: Mapping[str, str]) -> Exposure:
+    """`plan` showing the harness `name` as this machine has it (see `installs`), found on
+    the sandbox's PATH; the spawner's home is where it may be installed."""
+    search = dict(plan.setenv).get("PATH") or env.get("PATH", "")
+    home = _real(Path(env.get("HOME") or Path.home()))
+    return expose(plan, locate(name, search), home)
 
 
 def confined_argv(plan: SandboxPlan, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """`argv` inside the sandbox; refuses a harness the sandbox would not let it run."""
-    search = dict(plan.setenv).get("PATH", env.get("PATH", ""))
-    found = shutil.which(argv[0], path=search)
-    if found is None:
+    """`argv` inside the sandbox, its harness's installation shown read-only; refuses a
+    harness the sandbox cannot show."""
+    exposure = harness_exposure(plan, argv[0], env)
+    if exposure.located.found is None:
         raise SandboxError(f"{argv[0]} is not on PATH")
-    executable = _real(Path(found))
-    if not any(_inside(executable, b.path) for b in kept_binds(plan)):
+    if exposure.hidden:
         raise SandboxError(
-            f"the harness {executable} is outside everything the sandbox shows; add its "
-            "directory to routing.sandbox.readOnly"
+            f"the harness needs {', '.join(map(str, exposure.hidden))}, which the sandbox "
+            "cannot show (it lies among the spawner's or the App's private files): install "
+            "it elsewhere"
         )
-    return sandbox_argv(plan, argv)
+    return sandbox_argv(exposure.plan, harness_argv(exposure, argv))

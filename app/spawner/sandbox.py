@@ -3,12 +3,13 @@
 A session runs text anyone who can open an issue wrote, with its permission checks off. So it
 gets a filesystem of its own: the system directories read-only, the project's code read-only
 (the stop gate and `the-loop comment/ask/phase` run inside), the Python it runs on, its
-checkout and its own home read-write, and any directory the operator adds under
-`routing.sandbox`. Nothing else exists inside — not the spawner's state directory (registry,
-token, events), not the App's working directory or `.env`, not another item's checkout, not
-the real home or `~/.ssh`. It gets its own PID namespace (no other process, and no other
-process's environment, is visible), no capabilities, and dies with the tmux server; the
-network is shared (it talks to the App on loopback and to the model's API).
+checkout and its own home read-write, its harness's own installation read-only (see
+`installs`), and any directory the operator adds under `routing.sandbox`. Nothing else
+exists inside — not the spawner's state directory (registry, token, events), not the App's
+working directory or `.env`, not another item's checkout, not the real home or `~/.ssh`. It
+gets its own PID namespace (no other process, and no other process's environment, is
+visible), no capabilities, and dies with the tmux server; the network is shared (it talks to
+the App on loopback and to the model's API).
 
 `sandbox_argv` is pure: a `SandboxPlan` of paths in, the bwrap argv out. Where a secret lies
 inside a directory that is bound (the App's `.env` inside a directory the operator exposed,
@@ -83,6 +84,19 @@ def kept_binds(plan: SandboxPlan) -> list[Bind]:
         )
 
     return [b for b in plan.binds if not refused(b)]
+
+
+def shown(plan: SandboxPlan, path: Path) -> bool:
+    """Is `path` visible inside? The deepest bind or cover holding it decides (a cover is
+    mounted after a bind at the same depth, so it wins a tie)."""
+    deepest: tuple[int, int] | None = None
+    for bind in kept_binds(plan):
+        if _within(path, bind.path):
+            deepest = max(deepest or (0, 0), (len(bind.path.parts), 0))
+    for secret in plan.secrets:
+        if _within(path, secret.path):
+            deepest = max(deepest or (0, 0), (len(secret.path.parts), 1))
+    return deepest is not None and deepest[1] == 0
 
 
 def mount_args(plan: SandboxPlan) -> list[str]:
