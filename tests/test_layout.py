@@ -50,6 +50,9 @@ FORBIDDEN = {
         "typing_extensions",
     ),
     "app/store": ("app.workitems", "app.fleet", "app.github", "app.spawner", "channels"),
+    "app/workitems": ("app.spawner", "app.fleet", "channels"),
+    "app/fleet": ("app.spawner", "channels"),
+    "channels": ("app.spawner", "app.fleet"),
 }
 # Allowed flat modules under app/: everything else lives in a room (a package).
 FLAT = {
