@@ -166,3 +166,46 @@ def test_inbox_reconcile_runs_one_pass_and_says_what_it_recovered(
     )
     guids = [entry["guid"] for entry in fake.hook_log.entries]
     assert all(guid in listing.stdout for guid in guids), listing.stdout
+
+
+def test_the_log_takes_no_more_than_its_share_of_the_hourly_budget(
+    settings_env: dict[str, str], fake_github: tuple[FakeGitHub, str]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from app.audit import EventLog
+    from app.github.client import GitHubApp
+    from app.github.ingest import IngestWriter
+    from app.github.reconcile import Reconciler
+    from app.settings import load_settings
+    from app.store import make_engine, migrate
+
+    fake, _ = fake_github
+    for n in range(1, 7):
+        fake.hook_log.deliver("issues", labeled(n), url=None)
+    # 0.0008 of GitHub's 5,000 an hour: four requests, a listing and three payloads.
+    env = {**settings_env, "THE_LOOP_LOG_BUDGET_SHARE": "0.0008"}
+    settings = load_settings(env, dotenv=None)
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    events = EventLog(settings.events_path, engine)
+    ingest = IngestWriter(engine, events)
+    now = [datetime.now(UTC) - timedelta(minutes=61)]
+    reconciler = Reconciler(settings, engine, GitHubApp(settings), ingest, events, lambda: now[0])
+    try:
+        first = reconciler.run_pass()
+        assert first is not None and first.budget_spent and not first.complete
+        assert (first.requests, first.recovered) == (4, 3)
+        now[0] += timedelta(seconds=1)
+        assert reconciler.run_pass() is None  # the hour's share is spent: no request
+        assert len(fake.calls("GET", "^/app/hook/deliveries")) == 4
+        now[0] = datetime.now(UTC)  # the next hour, and GitHub's budget with it
+        fake.hook_log.used = 0
+        second = reconciler.run_pass()
+        assert second is not None and second.complete and second.recovered == 3
+    finally:
+        ingest.close()
+        engine.dispose()
+    with Session(make_engine(settings.database_url)) as session:
+        stored = list(session.scalars(select(Delivery.delivery_id)))
+    assert sorted(stored) == sorted(e["guid"] for e in fake.hook_log.entries)

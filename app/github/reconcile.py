@@ -155,7 +155,7 @@ class Reconciler:
         )
         log_lease.finish(self.engine, self.holder, outcome, self._keep_until(finished))
         if not self.pull or counts.missing or counts.rate_limited or counts.error:
-            self.events.emit(PASSED, **counts.fields())
+            self.events.emit(PASSED, **counts.fields(), holder=self.holder)
         if counts.recovered:
             self.on_recovered()
         return counts
