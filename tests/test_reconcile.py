@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,6 +26,7 @@ from tests.support import RunningApp, wait_for, wsgi_app
 ROOT = Path(__file__).resolve().parents[1]
 LOG_ENTRY = r"^/app/hook/deliveries/\d+$"
 LOG_LIST = r"^/app/hook/deliveries$"
+ADMIN = "operator-token-for-the-reconcile-test"
 
 
 def labeled(number: int) -> dict[str, Any]:
@@ -60,11 +62,16 @@ def test_what_github_failed_to_deliver_while_the_app_was_down_is_handled_once(
     for n in range(1, 4):  # the App is not running: each POST fails and is logged
         entry = fake.hook_log.deliver("issues", labeled(n), url=None)
         assert entry["status"] == "failed to connect to host"
-    env = {**settings_env, "THE_LOOP_RECONCILE_SECONDS": "300"}
+    env = {**settings_env, "THE_LOOP_RECONCILE_SECONDS": "300", "THE_LOOP_ADMIN_TOKEN": ADMIN}
     with wsgi_app(env) as app:
         wait_for(lambda: handled_once(app, fake, range(1, 4)), timeout=30)
         [first] = passes(app)
         assert first["recovered"] == 3 and first["missing"] == 3 and first["complete"]
+        bearer = {"Authorization": f"Bearer {ADMIN}"}
+        shown = httpx.get(f"{app.url}/status", headers=bearer).json()["delivery_log"]
+        assert (shown["mode"], shown["recovered"], shown["missing"]) == ("reconcile", 3, 3)
+        page = httpx.get(f"{app.url}/", headers={**bearer, "Accept": "text/html"}).text
+        assert "recovered <strong>3</strong> of 3 missing" in page
         again = app.state.reconciler().run_pass()  # nothing new: nothing fetched
         assert again is not None and again.recovered == 0 and again.missing == 0
         assert origins(app) == Counter({"pulled": 3})
