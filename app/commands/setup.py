@@ -12,12 +12,19 @@ from typing import Any
 def run_setup(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
-    from app.github.manifest import build_manifest, build_setup_app, load_manifest
+    from app.github.manifest import (
+        PULL_WEBHOOK_URL,
+        build_manifest,
+        build_setup_app,
+        load_manifest,
+    )
     from app.settings import load_settings
 
     settings = load_settings()
     local = f"http://127.0.0.1:{args.port}"
-    webhook_url = args.webhook_url or f"{settings.the_loop_url.rstrip('/')}/github/webhooks"
+    pull = args.pull or settings.the_loop_ingress == "pull"
+    default_url = f"{settings.the_loop_url.rstrip('/')}/github/webhooks"
+    webhook_url = args.webhook_url or (PULL_WEBHOOK_URL if pull else default_url)
     manifest = build_manifest(load_manifest(), webhook_url, f"{local}/callback", args.name)
     done = threading.Event()
     app = build_setup_app(
@@ -27,10 +34,16 @@ def run_setup(args: argparse.Namespace) -> int:
         env_path=Path(args.env_file),
         org=args.org,
         on_done=lambda _data: done.set(),
+        extra_env={"THE_LOOP_INGRESS": "pull"} if pull else None,
     )
     server = make_server("127.0.0.1", args.port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    if pull:
+        print(
+            "Pull mode: GitHub will log each webhook as undeliverable and the App reads it "
+            f"from the log (webhook URL {webhook_url})."
+        )
     print(f"Open {local}/ to register the App (webhooks will go to {webhook_url}).")
     if not args.no_browser:
         webbrowser.open(f"{local}/")
@@ -48,6 +61,12 @@ def register(subparsers: Any) -> None:
     setup.add_argument("--org", help="register the App under this organization")
     setup.add_argument("--name", help="the App's name (default from manifest.yaml)")
     setup.add_argument("--webhook-url", help="public URL of /github/webhooks")
+    setup.add_argument(
+        "--pull",
+        action="store_true",
+        help="the App reads webhooks from GitHub's delivery log: no public URL needed "
+        "(writes THE_LOOP_INGRESS=pull)",
+    )
     setup.add_argument("--env-file", default=".env", help="where to write the credentials")
     setup.add_argument("--no-browser", action="store_true", help="do not open a browser")
     setup.set_defaults(func=run_setup)

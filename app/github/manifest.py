@@ -32,6 +32,10 @@ from app.files import write_text_atomic
 MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifest.yaml"
 STATE_TTL = 3600.0  # GitHub's code is good for an hour; so is the state that asks for it
 MAX_STATES = 16  # visits of `/` whose callback is still awaited
+# Where a pull-mode App's webhooks "go": GitHub logs a delivery only when it tries one, and
+# the App reads it from the log. `.invalid` never resolves (RFC 2606), so no third party
+# ever receives a payload.
+PULL_WEBHOOK_URL = "https://the-loop.invalid/github/webhooks"
 LOCAL_HOST_RE = re.compile(r"^(127\.0\.0\.1|localhost)(:\d{1,5})?$", re.IGNORECASE)
 
 
@@ -124,10 +128,12 @@ def build_setup_app(
     env_path: Path,
     org: str | None = None,
     on_done: Callable[[dict[str, Any]], None] = lambda _data: None,
+    extra_env: dict[str, str] | None = None,
     state_ttl: float = STATE_TTL,
     clock: Callable[[], float] = time.monotonic,
 ) -> Flask:
-    """The local page: `/` starts the flow, `/callback` finishes it."""
+    """The local page: `/` starts the flow, `/callback` finishes it and writes the App's
+    credentials (and `extra_env`) to `env_path`."""
     app = Flask("the-loop-setup")
     states = States(state_ttl, clock)
 
@@ -162,7 +168,7 @@ def build_setup_app(
             return "<p>GitHub sent no code.</p>", 400
         try:
             data = exchange_code(api_url, code)
-            merge_env_file(env_path, env_values_from_conversion(data))
+            merge_env_file(env_path, {**env_values_from_conversion(data), **(extra_env or {})})
         except SetupError as exc:
             return f"<p>{html.escape(str(exc))}</p>", 500
         on_done(data)
