@@ -216,3 +216,28 @@ def test_the_log_takes_no_more_than_its_share_of_the_hourly_budget(
     with Session(make_engine(settings.database_url)) as session:
         stored = list(session.scalars(select(Delivery.delivery_id)))
     assert sorted(stored) == sorted(e["guid"] for e in fake.hook_log.entries)
+
+
+def test_after_a_long_stop_the_log_is_read_back_to_where_the_last_pass_left_it(
+    settings_env: dict[str, str], fake_github: tuple[FakeGitHub, str]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    fake, _ = fake_github
+    env = {**settings_env, "THE_LOOP_RECONCILE_SECONDS": "300"}
+    with wsgi_app(env) as app:
+        fake.hook_log.deliver("issues", labeled(1), url=f"{app.url}/github/webhooks")
+        settled = app.state.reconciler().run_pass()
+        assert settled is not None and settled.complete and settled.missing == 0
+    # Stopped for two hours: three deliveries fail meanwhile, the first long before the
+    # last hour a first pass would look back on.
+    for n, hours_ago in ((2, 2.0), (3, 1.5), (4, 0.1)):
+        entry = fake.hook_log.deliver("issues", labeled(n), url=None)
+        entry["delivered_at"] = (datetime.now(UTC) - timedelta(hours=hours_ago)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+    with wsgi_app(env) as app:
+        wait_for(lambda: handled_once(app, fake, range(1, 5)), timeout=30)
+        recovered = [p for p in passes(app) if p["recovered"]]
+        assert [p["recovered"] for p in recovered] == [3]
+        assert origins(app) == Counter({"pushed": 1, "pulled": 3})

@@ -122,6 +122,7 @@ class Reconciler:
             return None
         counts = PassCounts(self.mode)
         budget = Budget.resume(self.share, state.window_start, state.window_requests, now)
+        spent_before = budget.used
         not_before, refusals, seen_id = None, 0, state.seen_id
         try:
             with reading(self.github.log_client(), self.clock) as reader:
@@ -130,7 +131,6 @@ class Reconciler:
             counts.rate_limited = True
             refusals = state.refusals + 1
             not_before = limited.until
-            budget.used += 1
             log.warning("delivery log: %s", limited)
         except GitHubNotConfigured as exc:
             log.info("delivery log not read: %s", exc)
@@ -139,6 +139,8 @@ class Reconciler:
         except Exception as exc:  # GitHub or the store away: this pass ends, the next tries
             log.warning("delivery log pass failed: %s", exc)
             counts.error = f"{type(exc).__name__}: {exc}"[:300]
+        # Every request counts, the refused and failed ones too.
+        budget.used = max(budget.used, spent_before + counts.requests)
         if counts.budget_spent and not_before is None:
             not_before = budget.resumes_at()
         counts.resumes_at = not_before.isoformat() if not_before else None
