@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.store.tables import Delivery
 from tests.fakes.github_api import FakeGitHub
 from tests.fault_support import REPO, labeled_body
-from tests.support import RunningApp, wait_for, wsgi_app
+from tests.support import RunningApp, post_webhook, wait_for, wsgi_app
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_ENTRY = r"^/app/hook/deliveries/\d+$"
@@ -125,7 +125,9 @@ def test_a_rate_limited_log_is_waited_out_and_nothing_is_lost(
         assert limited["resumes_at"] is not None
         assert finished["complete"] and not finished["rate_limited"]
         assert limited["recovered"] + finished["recovered"] == 3
-    assert not fake._failures  # the refusal was answered to the App
+    assert fake.failures_left() == 0  # the refusal was answered to the App
+    # One listing per pass, the refused one included: the App waited, it did not hammer.
+    assert len(fake.calls("GET", LOG_LIST)) == 2
     fetched = Counter(r.path for r in fake.calls("GET", LOG_ENTRY))
     refused_fetch = 1 if path == LOG_ENTRY else 0
     assert sum(fetched.values()) == 3 + refused_fetch
@@ -138,6 +140,7 @@ def test_pull_mode_turns_a_label_into_a_checklist_with_no_webhook_posted(
     env = {k: v for k, v in settings_env.items() if k != "GITHUB_WEBHOOK_SECRET"}
     env |= {"THE_LOOP_INGRESS": "pull", "THE_LOOP_PULL_SECONDS": "0.2"}
     with wsgi_app(env) as app:
+        assert post_webhook(app.url, "issues", labeled(7)).status_code == 401
         fake.hook_log.deliver("issues", labeled(7), url=None)
         wait_for(lambda: handled_once(app, fake, range(7, 8)), timeout=30)
         assert origins(app) == Counter({"pulled": 1})

@@ -123,6 +123,11 @@ class FakeGitHub:
     ) -> None:
         self._failures.append((re.compile(path_pattern), status, headers or {}))
 
+    def failures_left(self) -> int:
+        """Injected failures no request has been answered with yet."""
+        with self._lock:
+            return len(self._failures)
+
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
         with self._lock:  # a copy: handlers post meanwhile
             comments = list(self.comments.values())
