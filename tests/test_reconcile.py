@@ -176,6 +176,7 @@ def test_inbox_reconcile_runs_one_pass_and_says_what_it_recovered(
     )
     guids = [entry["guid"] for entry in fake.hook_log.entries]
     assert all(guid in listing.stdout for guid in guids), listing.stdout
+    assert listing.stdout.count("pulled") == 2
 
 
 def test_the_log_takes_no_more_than_its_share_of_the_hourly_budget(

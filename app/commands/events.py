@@ -109,13 +109,16 @@ def run_inbox(args: argparse.Namespace) -> int:
         if args.state:
             query = query.where(Delivery.state == args.state)
         rows = list(session.scalars(query))
-    table = Table("delivery", "event", "state", "attempts", "received", "last error", box=None)
+    table = Table(
+        "delivery", "event", "state", "origin", "attempts", "received", "last error", box=None
+    )
     for row in rows:
         event = f"{row.event}.{row.action}" if row.action else row.event
         table.add_row(
             row.delivery_id,
             event,
             row.state,
+            row.origin,
             str(row.attempts),
             row.received_at.isoformat()[:19],
             (row.last_error or "")[:80],
