@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.store.tables import Delivery
 from tests.fakes.github_api import FakeGitHub
 from tests.fault_support import REPO, labeled_body
-from tests.support import RunningApp, post_webhook, wait_for, wsgi_app
+from tests.support import RunningApp, post_webhook, served_app, wait_for, wsgi_app
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_ENTRY = r"^/app/hook/deliveries/\d+$"
@@ -139,7 +139,7 @@ def test_pull_mode_turns_a_label_into_a_checklist_with_no_webhook_posted(
     fake, _ = fake_github
     env = {k: v for k, v in settings_env.items() if k != "GITHUB_WEBHOOK_SECRET"}
     env |= {"THE_LOOP_INGRESS": "pull", "THE_LOOP_PULL_SECONDS": "0.2"}
-    with wsgi_app(env) as app:
+    with served_app(env) as app:  # `the-loop serve`, as deployed; it must stop cleanly
         assert post_webhook(app.url, "issues", labeled(7)).status_code == 401
         fake.hook_log.deliver("issues", labeled(7), url=None)
         wait_for(lambda: handled_once(app, fake, range(7, 8)), timeout=30)

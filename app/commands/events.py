@@ -168,11 +168,12 @@ def _reconcile(engine: Any, settings: Any) -> int:
         ingest.close()
     if counts is None:
         waiting = reconciler.resumes_at
-        print(
-            "the-loop: GitHub asked to wait until " + waiting.isoformat()
-            if waiting
-            else "the-loop: another replica is reading the delivery log; try again shortly"
-        )
+        if waiting is not None:
+            print(f"the-loop: GitHub asked to wait until {waiting.isoformat()}")
+        elif settings.the_loop_ingress == "pull":
+            print("the-loop: the App is reading the delivery log already (pull mode)")
+        else:
+            print("the-loop: another process is reading the delivery log; try again shortly")
         return 1
     print(
         f"recovered {counts.recovered} of {counts.missing} missing deliveries "
