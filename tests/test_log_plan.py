@@ -38,11 +38,11 @@ def test_each_missing_delivery_is_fetched_once_oldest_first_by_its_newest_attemp
 
 def test_the_cursor_moves_only_past_settled_entries_of_a_complete_listing() -> None:
     entries = [entry(3, "c"), entry(2, "b"), entry(1, "a")]
-    assert settled_cursor(entries, {"a", "b", "c"}, None, complete=True) == 3
-    assert settled_cursor(entries, {"a", "c"}, None, complete=True) == 1
-    assert settled_cursor(entries, {"b", "c"}, 0, complete=True) == 0
-    assert settled_cursor(entries, {"a", "b", "c"}, 0, complete=False) == 0
-    assert settled_cursor([], set(), 7, complete=True) == 7
+    assert settled_cursor(entries, {"a", "b", "c"}, None, reached=True) == 3
+    assert settled_cursor(entries, {"a", "c"}, None, reached=True) == 1
+    assert settled_cursor(entries, {"b", "c"}, 0, reached=True) == 0
+    assert settled_cursor(entries, {"a", "b", "c"}, 0, reached=False) == 0
+    assert settled_cursor([], set(), 7, reached=True) == 7
 
 
 def test_the_budget_is_a_share_of_the_hourly_limit_and_keeps_github_s_reserve() -> None:

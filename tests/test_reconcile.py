@@ -214,6 +214,7 @@ def test_the_log_takes_no_more_than_its_share_of_the_hourly_budget(
         fake.hook_log.used = 0
         second = reconciler.run_pass()
         assert second is not None and second.complete and second.recovered == 3
+        assert second.listed == 3  # the cursor moved past what the first pass stored
     finally:
         ingest.close()
         engine.dispose()

@@ -49,12 +49,12 @@ def to_fetch(entries: Iterable[LogEntry], known: set[str]) -> list[LogEntry]:
 
 
 def settled_cursor(
-    entries: Iterable[LogEntry], settled: set[str], seen_id: int | None, complete: bool
+    entries: Iterable[LogEntry], settled: set[str], seen_id: int | None, reached: bool
 ) -> int | None:
     """How far the log now counts as read: the newest entry below which every entry read
     is settled (in the inbox, or not for it). A listing that stopped before reaching the old
-    cursor leaves it where it was: the entries between were never seen."""
-    if not complete:
+    cursor (`reached`) leaves it where it was: the entries between were never seen."""
+    if not reached:
         return seen_id
     cursor = seen_id
     for entry in sorted(entries, key=lambda e: e.id):

@@ -124,14 +124,12 @@ class Reconciler:
         budget = Budget.resume(self.share, state.window_start, state.window_requests, now)
         spent_before = budget.used
         not_before, refusals, seen_id = None, 0, state.seen_id
+        limited: RateLimited | None = None
         try:
             with reading(self.github.log_client(), self.clock) as reader:
-                seen_id = self._walk(reader, state, budget, counts, now)
-        except RateLimited as limited:
-            counts.rate_limited = True
-            refusals = state.refusals + 1
-            not_before = limited.until
-            log.warning("delivery log: %s", limited)
+                seen_id, limited = self._walk(reader, state, budget, counts, now)
+        except RateLimited as exc:  # while listing: the cursor stays
+            limited = exc
         except GitHubNotConfigured as exc:
             log.info("delivery log not read: %s", exc)
             log_lease.finish(self.engine, self.holder, state, now)
@@ -139,6 +137,11 @@ class Reconciler:
         except Exception as exc:  # GitHub or the store away: this pass ends, the next tries
             log.warning("delivery log pass failed: %s", exc)
             counts.error = f"{type(exc).__name__}: {exc}"[:300]
+        if limited is not None:
+            counts.rate_limited = True
+            refusals = state.refusals + 1
+            not_before = limited.until
+            log.warning("delivery log: %s", limited)
         # Every request counts, the refused and failed ones too.
         budget.used = max(budget.used, spent_before + counts.requests)
         if counts.budget_spent and not_before is None:
@@ -169,12 +172,16 @@ class Reconciler:
 
     def _walk(
         self, reader: LogReader, state: LogState, budget: Budget, counts: PassCounts, now: datetime
-    ) -> int | None:
-        """List back to the cursor, fetch and store what is missing; the new cursor."""
+    ) -> tuple[int | None, RateLimited | None]:
+        """List back to the cursor, fetch and store what is missing, oldest first. Returns
+        the new cursor, and the refusal that cut the fetching short (if one did): once the
+        listing reached the old cursor, the cursor moves past what was settled even when the
+        budget or a rate limit ended the pass, so the next pass lists less."""
         floor = now - FIRST_LOOKBACK if state.seen_id is None else None
         entries: list[LogEntry] = []
         cursor: str | None = None
         reached = False
+        limited: RateLimited | None = None
         try:
             while not self._spent(budget, counts):
                 page, cursor = reader.page(cursor, state.refusals)
@@ -192,14 +199,18 @@ class Reconciler:
             for entry in missing:
                 if self._spent(budget, counts):
                     break
-                self._recover(reader, entry, state.refusals, counts)
+                try:
+                    self._recover(reader, entry, state.refusals, counts)
+                except RateLimited as exc:
+                    limited = exc
+                    break
                 self._count(reader, budget, counts)
                 settled.add(entry.guid)
             else:
                 counts.complete = reached
         finally:
             counts.requests = reader.requests
-        return settled_cursor(entries, settled, state.seen_id, counts.complete)
+        return settled_cursor(entries, settled, state.seen_id, reached), limited
 
     def _spent(self, budget: Budget, counts: PassCounts) -> bool:
         if budget.exhausted():
