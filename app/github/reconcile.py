@@ -123,7 +123,7 @@ class Reconciler:
         counts = PassCounts(self.mode)
         budget = Budget.resume(self.share, state.window_start, state.window_requests, now)
         spent_before = budget.used
-        not_before, refusals, seen_id = None, 0, state.seen_id
+        seen_id: int | None = state.seen_id
         limited: RateLimited | None = None
         try:
             with reading(self.github.log_client(), self.clock) as reader:
@@ -137,33 +137,44 @@ class Reconciler:
         except Exception as exc:  # GitHub or the store away: this pass ends, the next tries
             log.warning("delivery log pass failed: %s", exc)
             counts.error = f"{type(exc).__name__}: {exc}"[:300]
+        # Every request counts, the refused and failed ones too.
+        budget.used = max(budget.used, spent_before + counts.requests)
+        self._conclude(state, counts, budget, seen_id, limited)
+        return counts
+
+    def _conclude(
+        self,
+        state: LogState,
+        counts: PassCounts,
+        budget: Budget,
+        seen_id: int | None,
+        limited: RateLimited | None,
+    ) -> None:
+        """Record the pass (the row, its event) and when the next may ask GitHub again."""
+        not_before, refusals = None, 0
         if limited is not None:
             counts.rate_limited = True
             refusals = state.refusals + 1
             not_before = limited.until
             log.warning("delivery log: %s", limited)
-        # Every request counts, the refused and failed ones too.
-        budget.used = max(budget.used, spent_before + counts.requests)
-        if counts.budget_spent and not_before is None:
+        elif counts.budget_spent:
             not_before = budget.resumes_at()
         counts.resumes_at = not_before.isoformat() if not_before else None
         self.resumes_at = not_before
         finished = self.clock()
-        record = {**counts.fields(), "at": finished.isoformat()}
         outcome = LogState(
             seen_id=seen_id,
             window_start=budget.window_start,
             window_requests=budget.used,
             not_before=not_before,
             refusals=refusals,
-            last_pass=record,
+            last_pass={**counts.fields(), "at": finished.isoformat()},
         )
         log_lease.finish(self.engine, self.holder, outcome, self._keep_until(finished))
         if not self.pull or counts.missing or counts.rate_limited or counts.error:
             self.events.emit(PASSED, **counts.fields(), holder=self.holder)
         if counts.recovered:
             self.on_recovered()
-        return counts
 
     def _keep_until(self, now: datetime) -> datetime:
         """Pull mode keeps the lease between passes (one replica keeps pulling); a
