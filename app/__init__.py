@@ -26,7 +26,8 @@ def create_app(
     database pool is sized for `web_threads` request threads and its inbox workers.
 
     Refuses to start without a webhook secret: an App that cannot verify deliveries must
-    not accept them.
+    not accept them. In pull mode (THE_LOOP_INGRESS=pull) it reads GitHub's delivery log
+    instead and needs none; one set still lets it accept signed deliveries.
     """
     from flask import Flask, jsonify
     from flask.typing import ResponseReturnValue
@@ -43,7 +44,7 @@ def create_app(
     from channels import web as slack_web
 
     settings = settings or load_settings()
-    if not settings.github_webhook_secret:
+    if not settings.github_webhook_secret and settings.the_loop_ingress == "push":
         raise SettingsError(
             "GITHUB_WEBHOOK_SECRET is required: the App refuses to start without it"
         )

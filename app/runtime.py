@@ -14,6 +14,7 @@ from app.audit import EventLog
 from app.config import config_findings, load_config
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
+from app.github.reconcile import LogLoop, Reconciler, interval_of
 from app.github.router import Router
 from app.github.routes import build_router
 from app.github.worker import InboxWorker
@@ -42,6 +43,7 @@ class AppState:
     sampled: SampledLog = field(init=False)
     meters: Meters = field(init=False)
     pruner: PeriodicPrune = field(init=False)
+    log_loop: LogLoop | None = field(default=None, init=False)  # reads GitHub's delivery log
     # Releases the process's WAL checkpointer (SQLite) while inbox workers run: their
     # commits then never checkpoint holding the write lock every webhook waits for.
     _checkpoints_done: Callable[[], None] | None = field(default=None, init=False)
@@ -91,6 +93,7 @@ class AppState:
         if count:
             self.progress.start()
             self.pruner.start()
+            self.start_log_loop()
             if self._checkpoints_done is None:
                 self._checkpoints_done = look_after(self.engine)
         # The chat mirror's sender (if the mirror has one) runs beside the inbox workers.
@@ -98,7 +101,31 @@ class AppState:
         if callable(start_mirror):
             start_mirror()
 
+    def reconciler(self) -> Reconciler:
+        """This process's reader of GitHub's delivery log; what it stores wakes the workers."""
+        return Reconciler(
+            self.settings,
+            self.engine,
+            self.services.github,
+            self.ingest,
+            self.services.events,
+            self.services.clock,
+            on_recovered=self.wake_workers,
+        )
+
+    def start_log_loop(self) -> None:
+        """Read the delivery log now and then on (pull mode: instead of webhooks), unless
+        turned off or the App has no GitHub identity to read it with."""
+        interval = interval_of(self.settings)
+        if interval is None or not self.services.github.configured or self.log_loop:
+            return
+        self.log_loop = LogLoop(self.reconciler(), interval)
+        self.log_loop.start()
+
     def stop_workers(self) -> None:
+        if self.log_loop is not None:
+            self.log_loop.stop()
+            self.log_loop = None
         for worker in self.workers:
             worker.stop()
         self.progress.stop()

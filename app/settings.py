@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dotenv import dotenv_values
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     the_loop_retain_spawner_event_ids_days: float = Field(default=30.0, gt=0)
     # Seconds between prunes in a process running inbox workers (0: never on its own).
     the_loop_prune_interval: float = Field(default=3600.0, ge=0)
+    # GitHub's delivery log (app/github/reconcile.py). `push`: GitHub POSTs webhooks, and the
+    # log is read on start and every THE_LOOP_RECONCILE_SECONDS (0: only on
+    # `the-loop inbox --reconcile`) for what the App missed. `pull`: no webhook comes in; the
+    # log is read every THE_LOOP_PULL_SECONDS. Either way at most THE_LOOP_LOG_BUDGET_SHARE
+    # of the App's hourly request budget goes on the log.
+    the_loop_ingress: Literal["push", "pull"] = "push"
+    the_loop_reconcile_seconds: float = Field(default=300.0, ge=0)
+    the_loop_pull_seconds: float = Field(default=2.0, gt=0)
+    the_loop_log_budget_share: float = Field(default=0.5, gt=0, le=1)
     slack_bot_token: str | None = None
     slack_signing_secret: str | None = None
     slack_app_token: str | None = None

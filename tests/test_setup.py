@@ -207,3 +207,69 @@ def test_a_code_github_does_not_trade_writes_nothing(tmp_path, github_api):
     assert resp.status_code == 500
     assert "Nothing was written" in resp.text and "start again" in resp.text
     assert not (tmp_path / ".env").exists()
+
+
+def test_setup_in_pull_mode_registers_an_unreachable_webhook_and_writes_the_mode(
+    tmp_path, github_api, app_private_key
+):
+    """`the-loop setup --pull`: GitHub is given a webhook URL nobody answers (it still logs
+    every delivery it tries), and `.env` says the App reads the log."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from app.github.manifest import PULL_WEBHOOK_URL
+    from tests.support import free_port, wait_for
+
+    fake, api_url = github_api
+    fake.manifest_conversions["code-pull"] = {
+        "id": 778,
+        "slug": "the-loop-pull",
+        "name": "the-loop-pull",
+        "pem": app_private_key,
+        "webhook_secret": "whsec-pull",
+        "html_url": "https://github.com/apps/the-loop-pull",
+    }
+    root = Path(__file__).resolve().parents[1]
+    port = free_port()
+    env_path = tmp_path / ".env"
+    env = {**os.environ, "PYTHONPATH": str(root), "GITHUB_API_URL": api_url}
+    args = ["setup", "--pull", "--no-browser", "--port", str(port), "--env-file", str(env_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def page() -> str:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).text
+            except httpx.HTTPError:
+                time.sleep(0.1)
+                return ""
+
+        shown = wait_for(page, timeout=60)
+        posted = json.loads(
+            html.unescape(re.search(r'name="manifest" value="([^"]+)"', shown).group(1))
+        )
+        assert posted["hook_attributes"] == {"url": PULL_WEBHOOK_URL, "active": True}
+        state = html.unescape(re.search(r'action="([^"]+)"', shown).group(1)).split("state=")[1]
+        done = httpx.get(
+            f"http://127.0.0.1:{port}/callback", params={"code": "code-pull", "state": state}
+        )
+        assert done.status_code == 200, done.text
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output
+    assert "Pull mode" in output
+    settings = load_settings({}, dotenv=env_path)
+    assert settings.the_loop_ingress == "pull" and settings.github_app_id == 778

@@ -1,4 +1,5 @@
-"""`the-loop events`: print the audit trail; `the-loop inbox`: deliveries and their state."""
+"""`the-loop events`: print the audit trail; `the-loop inbox`: deliveries and their state,
+and `--reconcile`, one pass over GitHub's delivery log."""
 
 from __future__ import annotations
 
@@ -101,18 +102,23 @@ def run_inbox(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     if args.prune:
         return _prune(engine, settings)
+    if args.reconcile:
+        return _reconcile(engine, settings)
     with Session(engine) as session:
         query = select(Delivery).order_by(Delivery.id.desc()).limit(args.limit)
         if args.state:
             query = query.where(Delivery.state == args.state)
         rows = list(session.scalars(query))
-    table = Table("delivery", "event", "state", "attempts", "received", "last error", box=None)
+    table = Table(
+        "delivery", "event", "state", "origin", "attempts", "received", "last error", box=None
+    )
     for row in rows:
         event = f"{row.event}.{row.action}" if row.action else row.event
         table.add_row(
             row.delivery_id,
             event,
             row.state,
+            row.origin,
             str(row.attempts),
             row.received_at.isoformat()[:19],
             (row.last_error or "")[:80],
@@ -139,6 +145,47 @@ def _prune(engine: Any, settings: Any) -> int:
     return 0
 
 
+def _reconcile(engine: Any, settings: Any) -> int:
+    """One pass over GitHub's delivery log now; what it stored is handled by the App's
+    workers (or `the-loop worker --drain`)."""
+    from app.audit import EventLog
+    from app.github.client import GitHubApp
+    from app.github.ingest import IngestWriter
+    from app.github.reconcile import Reconciler
+    from app.github.routes import build_router
+    from app.services import utcnow
+
+    github = GitHubApp(settings)
+    if not github.configured:
+        print("the-loop: GITHUB_APP_ID and GITHUB_PRIVATE_KEY are needed to read the log")
+        return 2
+    events = EventLog(settings.events_path, engine)
+    ingest = IngestWriter(engine, events, build_router().routes)
+    try:
+        reconciler = Reconciler(settings, engine, github, ingest, events, utcnow, one_pass=True)
+        counts = reconciler.run_pass()
+    finally:
+        ingest.close()
+    if counts is None:
+        waiting = reconciler.resumes_at
+        if waiting is not None:
+            print(f"the-loop: GitHub asked to wait until {waiting.isoformat()}")
+        elif settings.the_loop_ingress == "pull":
+            print("the-loop: the App is reading the delivery log already (pull mode)")
+        else:
+            print("the-loop: another process is reading the delivery log; try again shortly")
+        return 1
+    print(
+        f"recovered {counts.recovered} of {counts.missing} missing deliveries "
+        f"({counts.listed} log entries read, {counts.duplicates} stored meanwhile, "
+        f"{counts.refused} refused, {counts.requests} requests to GitHub)"
+    )
+    if not counts.complete:
+        why = counts.error or ("rate limited" if counts.rate_limited else "budget spent")
+        print(f"the-loop: the pass stopped early ({why}); the next one goes on from here")
+    return 0 if counts.error is None else 1
+
+
 def _days(age: Any) -> str:
     return f"{age.total_seconds() / 86400:g} days"
 
@@ -162,5 +209,10 @@ def register(subparsers: Any) -> None:
         "--prune",
         action="store_true",
         help="remove what is past its retention now (THE_LOOP_RETAIN_*_DAYS) and say what",
+    )
+    inbox.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="read GitHub's delivery log now and store what the inbox missed",
     )
     inbox.set_defaults(func=run_inbox)

@@ -13,7 +13,7 @@ def run_setup(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
     from app.config import load_config
-    from app.github.manifest import load_manifest
+    from app.github.manifest import PULL_WEBHOOK_URL, load_manifest
     from app.github.registration import Registration, first_issue_step, install_url
     from app.github.registration import webhook_url_for as default_webhook_url
     from app.settings import load_settings
@@ -22,9 +22,11 @@ def run_setup(args: argparse.Namespace) -> int:
     settings = load_settings()
     trigger = load_config(settings.the_loop_config).routing.trigger
     local = f"http://127.0.0.1:{args.port}"
+    pull = args.pull or settings.the_loop_ingress == "pull"
     plan = Registration(
         source=load_manifest(),
-        webhook_url=args.webhook_url or default_webhook_url(settings.the_loop_url),
+        webhook_url=args.webhook_url
+        or (PULL_WEBHOOK_URL if pull else default_webhook_url(settings.the_loop_url)),
         redirect_url=f"{local}/callback",
         name_override=args.name,
         org=args.org,
@@ -43,10 +45,16 @@ def run_setup(args: argparse.Namespace) -> int:
         env_path=Path(args.env_file),
         first_issue=first_issue_step(trigger.label, trigger.execute_keyword),
         on_done=finished,
+        extra_env={"THE_LOOP_INGRESS": "pull"} if pull else None,
     )
     server = make_server("127.0.0.1", args.port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    if pull:
+        print(
+            "Pull mode: GitHub will log each webhook as undeliverable and the App reads it "
+            f"from the log (webhook URL {plan.webhook_url})."
+        )
     print(f"Open {local}/ to register the App (webhooks will go to {plan.webhook_url}).")
     if not args.no_browser:
         webbrowser.open(f"{local}/")
@@ -67,6 +75,12 @@ def register(subparsers: Any) -> None:
     setup.add_argument("--org", help="register the App under this organization")
     setup.add_argument("--name", help="the App's name (default from manifest.yaml)")
     setup.add_argument("--webhook-url", help="public URL of /github/webhooks")
+    setup.add_argument(
+        "--pull",
+        action="store_true",
+        help="the App reads webhooks from GitHub's delivery log: no public URL needed "
+        "(writes THE_LOOP_INGRESS=pull)",
+    )
     setup.add_argument("--env-file", default=".env", help="where to write the credentials")
     setup.add_argument("--no-browser", action="store_true", help="do not open a browser")
     setup.set_defaults(func=run_setup)

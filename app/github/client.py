@@ -92,6 +92,17 @@ class GitHubApp:
                 )
             return self._app
 
+    def log_client(self) -> GitHub[Any]:
+        """A client as the App (JWT) for its delivery log, with githubkit's retrying off:
+        the reader of the log waits out a rate limit between passes, never inside one."""
+        return GitHub(
+            self._strategy(),
+            base_url=self.base_url,
+            auto_retry=False,
+            cache_strategy=self._cache,
+            ssl_verify=self._ssl,
+        )
+
     def installation(self, installation_id: int) -> GitHub[Any]:
         """A client authenticated as `installation_id` with `ISSUE_PERMISSIONS`, reused."""
         with self._lock:

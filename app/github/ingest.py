@@ -45,7 +45,7 @@ from sqlalchemy import Connection, Dialect, Engine
 from app.audit import EventLog, event_line
 from app.store.lanes import Turns
 from app.store.sqlite_writes import statement_journals_in_memory
-from app.store.tables import Delivery, Event, InboxState, compress_body, driver_time
+from app.store.tables import Delivery, Event, InboxState, Origin, compress_body, driver_time
 from app.store.wal_checkpoints import look_after
 
 MAX_BATCH = 500
@@ -82,15 +82,23 @@ class _Pending:
     body: bytes
     digest: str
     lane: str
+    origin: str = Origin.PUSHED
     done: Callable[[bool, BaseException | None], None] | None = None
     future: asyncio.Future[Outcome] | None = None
 
 
 def _pending(
-    delivery_id: str, event: str, action: str | None, body: bytes, lane: str, **waiter: Any
+    delivery_id: str,
+    event: str,
+    action: str | None,
+    body: bytes,
+    lane: str,
+    origin: str = Origin.PUSHED,
+    **waiter: Any,
 ) -> _Pending:
     digest = hashlib.sha256(body).hexdigest()
-    return _Pending(delivery_id, event, action, compress_body(body), digest, lane, **waiter)
+    compressed = compress_body(body)
+    return _Pending(delivery_id, event, action, compressed, digest, lane, origin, **waiter)
 
 
 class _BatchSQL:
@@ -126,6 +134,7 @@ class _BatchSQL:
         "state",
         "done_at",
         "turn",
+        "origin",
     )
 
     def __init__(self, dialect: Dialect) -> None:
@@ -204,10 +213,17 @@ class IngestWriter:
         return time.monotonic() < self._pressed_until
 
     def store(
-        self, delivery_id: str, event: str, action: str | None, body: bytes, lane: str = ""
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        body: bytes,
+        lane: str = "",
+        origin: str = Origin.PUSHED,
     ) -> bool:
-        """Store one delivery durably; True when new, False for a repeated delivery id.
-        `lane` is what it is about (store/lanes.py), for its fair turn."""
+        """Store one delivery durably; True when new, False for a repeated delivery id or
+        body. `lane` is what it is about (store/lanes.py), for its fair turn; `origin` how it
+        came (POSTed, or read from GitHub's delivery log)."""
         finished = threading.Event()
         outcome: list[Any] = []
 
@@ -215,7 +231,7 @@ class IngestWriter:
             outcome.extend((new, error))
             finished.set()
 
-        self._submit(_pending(delivery_id, event, action, body, lane, done=done))
+        self._submit(_pending(delivery_id, event, action, body, lane, origin, done=done))
         if not finished.wait(self.wait_seconds):
             raise IngestUnavailable("the store did not answer in time")
         return self._outcome(*outcome)
@@ -321,6 +337,7 @@ class IngestWriter:
                 str(InboxState.QUEUED if routed else InboxState.DONE),
                 None if routed else moment,  # done_at
                 self._turns.take(item.lane, now_ms) if routed else now_ms,
+                item.origin,
             )
             fields = {
                 "delivery": item.delivery_id,
@@ -328,6 +345,8 @@ class IngestWriter:
                 "action": item.action,
                 "routed": routed,
             }
+            if item.origin != Origin.PUSHED:
+                fields["origin"] = item.origin
             lines[item.delivery_id] = event_line(RECEIVED, None, fields, now)
         try:
             conn = self._connection()

@@ -30,6 +30,10 @@ WRITTEN_KEYS = {
     "GITHUB_CLIENT_ID": "the App's OAuth client id",
     "GITHUB_CLIENT_SECRET": "the App's OAuth client secret",
 }
+# Where a pull-mode App's webhooks "go": GitHub logs a delivery only when it tries one, and
+# the App reads it from the log. `.invalid` never resolves (RFC 2606), so no third party
+# ever receives a payload.
+PULL_WEBHOOK_URL = "https://the-loop.invalid/github/webhooks"
 
 
 class SetupError(RuntimeError):

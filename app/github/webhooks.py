@@ -148,13 +148,20 @@ def screen(
     """The signature (constant time, before anything reads the body), then the headers, the
     JSON and its shape. A ping is answered here; anything else verified comes back to be
     stored."""
-    event = headers.get("x-github-event", "")
-    delivery = headers.get("x-github-delivery", "")
     signature = headers.get("x-hub-signature-256", "")
     signed = bool(secret) and signature.startswith("sha256=")
     if not signed or not verify(secret or "", body, signature):
         reason = "bad-signature" if signature else "missing-signature"
         return rejected("401 Unauthorized", "signature does not match", reason, headers, remote)
+    return decode(headers, body, remote)
+
+
+def decode(headers: Mapping[str, str], body: bytes, remote: str | None) -> Answer | Verified:
+    """What follows the signature, for a POSTed delivery and one read from GitHub's delivery
+    log alike: the event and delivery id in GitHub's form, a JSON object, a ping answered,
+    the body's shape matching its event."""
+    event = headers.get("x-github-event", "")
+    delivery = headers.get("x-github-delivery", "")
     if not EVENT_RE.match(event) or not DELIVERY_RE.match(delivery):
         error = "X-GitHub-Event and X-GitHub-Delivery are required, in GitHub's form"
         return rejected("400 Bad Request", error, "bad-headers", headers, remote)

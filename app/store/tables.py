@@ -106,6 +106,14 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+class Origin(StrEnum):
+    """How a delivery reached the inbox: POSTed by GitHub, or read from the App's delivery
+    log (`app.github.reconcile`)."""
+
+    PUSHED = "pushed"
+    PULLED = "pulled"
+
+
 class InboxState(StrEnum):
     QUEUED = "queued"
     DONE = "done"
@@ -166,6 +174,27 @@ class Delivery(Base):
     done_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # When its lane's fair share lets it be handled, in ms since the epoch (lanes.py).
     turn: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    origin: Mapped[str] = mapped_column(
+        String(8), default=Origin.PUSHED, server_default=Origin.PUSHED.value
+    )
+
+
+class DeliveryLogState(Base):
+    """The App's reading of GitHub's delivery log (`app.github.reconcile`), one row: who
+    holds the lease to read it, how far back it has been read, the requests spent on it in
+    the current hour, until when GitHub asked it to wait, and the last pass's counts."""
+
+    __tablename__ = "delivery_log"
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The newest log entry below which every entry is in the inbox (or was not for it).
+    seen_id: Mapped[int | None] = mapped_column(BigInteger)
+    window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    window_requests: Mapped[int] = mapped_column(Integer, default=0)
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    refusals: Mapped[int] = mapped_column(Integer, default=0)  # rate-limit answers in a row
+    last_pass: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Event(Base):

@@ -15,6 +15,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.store.tables import (
     Delivery,
+    DeliveryLogState,
     Event,
     InboxState,
     Installation,
@@ -281,3 +282,26 @@ def status_counts(session: Session) -> dict[str, dict[str, int]]:
         "jobs": counts(session, Job.state),
         "slack_outbox": counts(session, SlackOutbox.state),
     }
+
+
+@dataclass(frozen=True)
+class LogPass:
+    """The last pass over GitHub's delivery log: when, what it recovered, and whether the
+    next waits for GitHub (a rate limit) or the budget."""
+
+    at: datetime | None
+    counts: dict[str, Any]
+    waiting_until: datetime | None
+
+
+def delivery_log(session: Session) -> LogPass | None:
+    row = session.get(DeliveryLogState, "github")
+    if row is None or not row.last_pass:
+        return None
+    record = dict(row.last_pass)
+    at = record.pop("at", None)
+    return LogPass(
+        at=datetime.fromisoformat(at) if isinstance(at, str) else None,
+        counts=record,
+        waiting_until=aware(row.not_before),
+    )

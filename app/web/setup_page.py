@@ -84,11 +84,13 @@ def build_setup_app(
     env_path: Path,
     first_issue: str,
     on_done: Callable[[dict[str, Any]], None] = lambda _data: None,
+    extra_env: dict[str, str] | None = None,
     state_ttl: float = STATE_TTL,
     clock: Callable[[], float] = time.monotonic,
 ) -> Flask:
-    """The local page: `/` shows `plan` and starts the flow, `/callback` finishes it;
-    `first_issue` is the last of the next steps it shows."""
+    """The local page: `/` shows `plan` and starts the flow, `/callback` finishes it and
+    writes the App's credentials (and `extra_env`) to `env_path`; `first_issue` is the last
+    of the next steps it shows."""
     app = Flask(__name__, template_folder="templates")
     app.add_template_filter(code_spans, "code_spans")
     states = States(state_ttl, clock)
@@ -136,7 +138,7 @@ def build_setup_app(
             return message(400, "No code", "GitHub sent no code.")
         try:
             data = exchange_code(api_url, code)
-            values = env_values_from_conversion(data)
+            values = {**env_values_from_conversion(data), **(extra_env or {})}
             merge_env_file(env_path, values)
         except SetupError as exc:
             return message(500, "Nothing was written", str(exc))
@@ -148,7 +150,7 @@ def build_setup_app(
             app_id=data["id"],
             app_page=data.get("html_url") or "",
             env_path=env_path.resolve(),
-            written=[(key, WRITTEN_KEYS[key]) for key in values],
+            written=[(key, WRITTEN_KEYS.get(key, "set by this setup")) for key in values],
             install=install_url(web_url, data),
             first_issue=first_issue,
         )

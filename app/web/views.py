@@ -127,10 +127,12 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
             "parked": queries.parked_deliveries(session),
             "events": queries.recent_events(session, prefix, work_item),
             "counts": queries.status_counts(session),
+            "log_pass": queries.delivery_log(session),
         }
     context["outbox"] = outbox_status(state.engine)
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)
+    context["ingress"] = state.services.settings.the_loop_ingress
     context["filters"] = {"event": prefix, "work_item": work_item}
     return context
 
@@ -184,6 +186,7 @@ def status() -> ResponseReturnValue:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(session, state.services.clock(), limit=50)
         parked = queries.parked_deliveries(session, limit=20)
+        log_pass = queries.delivery_log(session)
     body["recent"] = [
         {
             "work_item": i.id,
@@ -199,4 +202,9 @@ def status() -> ResponseReturnValue:
         {**asdict(d), "received_at": d.received_at.isoformat() if d.received_at else None}
         for d in parked
     ]
+    body["delivery_log"] = (
+        {**log_pass.counts, "at": log_pass.at.isoformat() if log_pass.at else None}
+        if log_pass
+        else None
+    )
     return jsonify(body)

@@ -4,7 +4,8 @@ It verifies the App's JWT (RS256, `iss` = app id) before minting installation to
 accepts only tokens it minted on installation endpoints — and only within what each was
 minted for, as GitHub does: the repositories and permissions the request named (else all
 of the App's), until it expires or is revoked (`DELETE /installation/token`). `GET /app`
-answers the App's slug, from which its bot login is `<slug>[bot]`. Every request is
+answers the App's slug, from which its bot login is `<slug>[bot]`; `hook_log` is the App's
+webhook delivery log (`tests/fakes/github_hooklog.py`). Every request is
 recorded, and `fail_next` injects 5xx or rate-limit answers, so githubkit's real retry path
 is exercised.
 """
@@ -23,6 +24,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from flask import Flask, Response, jsonify, request
+
+from tests.fakes.github_hooklog import HookLog
+from tests.support import WEBHOOK_SECRET
 
 APP_SLUG = "the-loop-test"
 BOT_LOGIN = f"{APP_SLUG}[bot]"
@@ -101,9 +105,14 @@ class FakeGitHub:
     # Where pushed branches live (`<git_root>/<owner>/<repo>.git`): a PR's head must exist.
     git_root: Any = None
     slug: str = APP_SLUG
+    # The App's webhook delivery log (`deliver` sends a webhook and logs the attempt).
+    hook_log: HookLog = field(init=False)
     _failures: list[tuple[re.Pattern[str], int, dict[str, str]]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(900_000_001))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.hook_log = HookLog(self.app_id, WEBHOOK_SECRET)
 
     # --- what tests set up and read -------------------------------------------------------
     def grant(self, repo: str, login: str, role: str) -> None:
@@ -113,6 +122,11 @@ class FakeGitHub:
         self, path_pattern: str, status: int, headers: dict[str, str] | None = None
     ) -> None:
         self._failures.append((re.compile(path_pattern), status, headers or {}))
+
+    def failures_left(self) -> int:
+        """Injected failures no request has been answered with yet."""
+        with self._lock:
+            return len(self._failures)
 
     def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
         with self._lock:  # a copy: handlers post meanwhile
@@ -379,6 +393,7 @@ class FakeGitHub:
         from tests.fakes.github_pulls import add_pull_routes
 
         add_pull_routes(app, self, require_token)
+        self.hook_log.routes(app, require_app_jwt)
 
         @app.post("/app-manifests/<code>/conversions")
         def manifest_conversion(code: str):  # type: ignore[no-untyped-def]
