@@ -140,7 +140,7 @@ def _upstream(
     try:
         answer = client.send(outgoing, stream=True)
     except BodyCut as exc:
-        return _plain(413, str(exc), Connection="close")
+        return _plain(413, str(exc))
     except httpx.HTTPError as exc:
         log.warning("the git gateway could not reach GitHub for %s: %s", item.id, exc)
         return _plain(502, "GitHub did not answer; try again")
@@ -194,7 +194,7 @@ def _read_head(stream: IO[bytes]) -> tuple[PushHead | None, bytes]:
         head = parse_head(data)
         if head is not None:
             return head, data
-        chunk = stream.read(min(CHUNK, MAX_HEAD + 4 - len(data)) or 1)
+        chunk = stream.read(max(1, min(CHUNK, MAX_HEAD + 4 - len(data))))
         if not chunk:
             return None, data
         data += chunk
@@ -229,13 +229,13 @@ def rpc(owner: str, repo: str, service: str) -> Response:
     except AccessRefused as exc:
         return _refused(exc)
     except RequestEntityTooLarge:
-        return _plain(413, f"the body may be at most {GIT_MAX_BODY} bytes", Connection="close")
+        return _plain(413, f"the body may be at most {GIT_MAX_BODY} bytes")
     try:
         if service != RECEIVE:
             return _relay(_upstream(item, service, service, _body(stream, b"")))
         return _push(item, stream)
     except BodyCut as exc:
-        return _plain(413, str(exc), Connection="close")
+        return _plain(413, str(exc))
 
 
 def _push(item: WorkItem, stream: IO[bytes]) -> Response:
