@@ -204,10 +204,10 @@ def test_a_closed_issue_stops_git_at_once(live):
     bed.send("issues", closed)
     assert bed.item().state == WorkItemStatus.STOPPED
     done = agent(live.env, live.checkout, "git", "fetch", "origin")
-    assert done.returncode != 0
-    assert "has no live session (it is stopped)" in done.stderr
-    (refused,) = bed.events("git.refused")
-    assert refused["status"] == 403 and refused["service"] == "git-upload-pack"
+    assert done.returncode != 0 and "Authentication failed" in done.stderr
+    assert "this session token is not live" in done.stderr
+    said = agent(live.env, live.checkout, "the-loop", "comment", "still here")
+    assert said.returncode != 0  # the token is dead everywhere, not only for git
 
 
 def test_another_repository_and_other_credentials_get_nothing(live):

@@ -147,6 +147,9 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     local = (work / ".git" / "config").read_text()
     assert "useHttpPath = true" in local and "autoSetupRemote = true" in local
     assert f"url = {gateway}" in local  # origin is the App, not GitHub
+    git("remote", "remove", "origin", cwd=work)  # what a session may do to its checkout
+    configure_push(work, git_env(home), gateway)
+    assert f"url = {gateway}" in (work / ".git" / "config").read_text()
 
 
 def test_switching_to_the_work_branch(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ SESSION_PREFIX = "tlss_"
 ANY_REPOSITORY = "*"
 SESSION_TOKEN_TTL = timedelta(hours=2)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+# An item whose issue closed has no session left: its session tokens authenticate nothing.
+ENDED = frozenset({WorkItemStatus.STOPPED, WorkItemStatus.CLOSED})
 
 
 class TokenError(ValueError):
@@ -212,6 +214,9 @@ def authenticate(session: Session, authorization: str | None, now: datetime) -> 
         row = session.get(SessionToken, hash_token(token))
         if row is None or aware(row.expires_at) <= now:
             return None
+        item = session.get(WorkItem, row.work_item)
+        if item is not None and item.state in ENDED:
+            return None  # the issue closed: its session's token dies with it, at once
         return Principal(work_item=row.work_item)
     return None
 

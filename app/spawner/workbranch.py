@@ -59,7 +59,8 @@ def configure_push(
 ) -> None:
     """Point `origin` at `remote` (the App's gateway) and name the-loop's credential helper
     (and only it) in the checkout's local config."""
-    _git(path, env, "remote", "set-url", "origin", remote)
+    if _git(path, env, "remote", "set-url", "origin", remote, check=False).returncode != 0:
+        _git(path, env, "remote", "add", "origin", remote)  # a session removed it
     _git(path, env, "config", "--local", "--unset-all", "credential.helper", check=False)
     _git(path, env, "config", "--local", "--add", "credential.helper", "")
     _git(path, env, "config", "--local", "--add", "credential.helper", helper or helper_command())
