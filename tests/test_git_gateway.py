@@ -234,7 +234,16 @@ def test_another_repository_and_other_credentials_get_nothing(live):
         timeout=10,
     )
     assert dumb.status_code in (404, 405)  # no dumb HTTP
-    assert bed.git.authorized == served
+    push = f"{bed.app.url}/git/{REPO}.git/git-receive-pack"
+    session = ("x", live.env["THE_LOOP_SESSION_TOKEN"])
+    garbage = httpx.post(push, content=b"zzzz not a pkt-line", auth=session, timeout=10)
+    assert garbage.status_code == 400 and "cannot be read" in garbage.text
+    (unreadable,) = bed.events("git.push_refused")
+    assert "four hex digits" in unreadable["reason"]
+    packed = {"Content-Encoding": "gzip"}
+    zipped = httpx.post(push, content=b"0000", headers=packed, auth=session, timeout=10)
+    assert zipped.status_code == 415
+    assert bed.git.authorized == served and bed.git.pushes == 0
 
 
 def test_the_helper_speaks_gits_credential_protocol() -> None:
