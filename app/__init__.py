@@ -34,6 +34,7 @@ def create_app(
 
     from app.fleet.api import LEASE_CONFIG
     from app.fleet.api import bp as spawner_bp
+    from app.fleet.git_gateway import bp as git_bp
     from app.fleet.phase_api import bp as phase_bp
     from app.fleet.pull_api import bp as pulls_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
@@ -60,6 +61,7 @@ def create_app(
     app.register_blueprint(spawner_bp)
     app.register_blueprint(phase_bp)
     app.register_blueprint(pulls_bp)
+    app.register_blueprint(git_bp)  # /git/…: a session's origin, forwarded to GitHub
 
     @app.get("/healthz")
     def healthz() -> ResponseReturnValue:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from app.fleet.tokens import SESSION_PREFIX
 from app.github.ingest import IngestUnavailable
 from app.github.webhooks import (
     HEADERS,
@@ -39,6 +40,7 @@ from app.github.webhooks import (
     unavailable,
 )
 from app.ingress import doors
+from app.ingress.doors import GIT_BODY_SECONDS
 from app.ingress.sampling import cut
 
 if TYPE_CHECKING:
@@ -167,6 +169,9 @@ class AsgiApp:
             if name in _DOOR_HEADERS
         }
         refusal = await self.admit(door, headers)
+        if refusal is None and door.streamed:
+            await self.fallback(scope, streamed(receive, door.max_body, GIT_BODY_SECONDS), send)
+            return
         if refusal is None:
             if door.credential is doors.Credential.BEARER:  # Flask's door need not look again
                 scope[doors.ADMITTED] = True
@@ -194,6 +199,12 @@ class AsgiApp:
             token = doors.bearer(headers)
             if token is None or not await asyncio.to_thread(self.state.known_token, token):
                 return doors.NO_TOKEN
+        if door.credential is doors.Credential.SESSION_BASIC:
+            password = doors.basic_password(headers)
+            if password is None or not password.startswith(SESSION_PREFIX):
+                return doors.NO_SESSION
+            if not await asyncio.to_thread(self.state.known_token, f"Bearer {password}"):
+                return doors.NO_SESSION
         length = doors.declared_length(headers, door)
         return length if isinstance(length, doors.Refusal) else None
 
@@ -209,6 +220,7 @@ class AsgiApp:
             await asyncio.to_thread(self.state.sampled.write, rows)
         payload = orjson.dumps({"error": refusal.error})
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        headers += list(refusal.headers)
         # The rest of a refused body is never read: the connection is not reused.
         await _respond(send, refusal.status, payload, [*headers, ("Connection", "close")])
 
@@ -222,6 +234,26 @@ async def _respond(send: Send, status: int, payload: bytes, headers: list[tuple[
         }
     )
     await send({"type": "http.response.body", "body": payload})
+
+
+def streamed(receive: Receive, limit: int, seconds: float) -> Receive:
+    """The client's own `receive`, cut off (`doors.BodyCut`, raised where the body is read)
+    once more than `limit` bytes came, or the body is not whole `seconds` after the start."""
+    size = 0
+    due = time.monotonic() + seconds
+
+    async def bounded() -> Message:
+        nonlocal size
+        try:
+            message = await asyncio.wait_for(receive(), max(due - time.monotonic(), 0.0))
+        except TimeoutError:
+            raise doors.BodyCut("the body did not arrive in time") from None
+        size += len(message.get("body", b""))
+        if size > limit:
+            raise doors.BodyCut(f"the body may be at most {limit} bytes")
+        return message
+
+    return bounded
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -202,6 +202,29 @@ def test_a_body_that_does_not_arrive_in_time_is_too_slow():
     assert answer.status.startswith("408") and answer.kind == "too-slow"
 
 
+def test_the_git_door_wants_a_session_token_as_basic_auth_and_streams_a_bounded_body():
+    import base64
+
+    from app.ingress import doors as edge
+
+    git = edge.door_for("/git/o/r.git/git-receive-pack")
+    assert git.credential is edge.Credential.SESSION_BASIC and git.streamed
+    assert edge.SPAWNER_MAX_BODY < git.max_body == edge.GIT_MAX_BODY
+    assert edge.door_for("/gitx").credential is edge.Credential.NONE
+    too_big = edge.declared_length({"content-length": str(edge.GIT_MAX_BODY + 1)}, git)
+    assert isinstance(too_big, edge.Refusal) and too_big.status == 413
+
+    def basic(text: str) -> dict[str, str]:
+        return {"authorization": "Basic " + base64.b64encode(text.encode()).decode()}
+
+    assert edge.basic_password(basic("the-loop-session:tlss_abc")) == "tlss_abc"
+    assert edge.basic_password(basic("user:pa:ss")) == "pa:ss"
+    for bad in (basic("nopassword"), basic("user:"), {"authorization": "Basic !!"}, {}):
+        assert edge.basic_password(bad) is None
+    assert edge.basic_password({"authorization": "Bearer tlss_abc"}) is None
+    assert ("WWW-Authenticate", 'Basic realm="the-loop git"') in edge.NO_SESSION.headers
+
+
 def test_each_door_asks_for_its_credential_and_caps_its_body():
     from app.ingress import doors as edge
 

@@ -3,8 +3,8 @@
 The App and the fake GitHub; a git-over-HTTP server that accepts only the tokens the fake
 GitHub minted (`contents: write` to push); the devbox spawner (its agent loop, real tmux and
 git) launching real Claude Code against tests/fakes/anthropic.py. The model commits on the
-work branch, `git push`es — git asks the checkout's credential helper, which asks the App —
-and runs `the-loop pr create`; the fake GitHub gets the PR with "Closes #1". A review
+work branch, `git push`es — to the App's git gateway, with the session token the checkout's
+credential helper gives, and the App on to the git server — and runs `the-loop pr create`; the fake GitHub gets the PR with "Closes #1". A review
 comment on a line reaches the model with its path, line and words; a failing check run with
 its name; the merge finishes the item and ends the session. The time from a review comment's
 webhook to the model seeing it is printed in the run's summary (measured, not asserted).

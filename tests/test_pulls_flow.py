@@ -1,6 +1,6 @@
 """A session's pull request, end to end, with the commands an agent runs: the spawner puts the
-checkout on its work branch with the credential helper, `git push` gets a token from the App
-and the git server accepts it, `the-loop pr create` opens the PR with "Closes #1", a review
+checkout on its work branch with `origin` at the App's git gateway, `git push` goes through
+the App (the session's token in, the App's installation token out) to the git server, `the-loop pr create` opens the PR with "Closes #1", a review
 comment and a failing check reach the session's terminal, and the merge finishes the item.
 
 Real App, database, tmux, git, git-over-HTTP and spawner code; fake GitHub and Slack; the
@@ -75,11 +75,15 @@ def test_the_session_pushes_its_work_branch_through_the_app_and_opens_its_pull_r
     (minted,) = [t for t, m in bed.fake.tokens.items() if m["permissions"] == {"contents": "write"}]
     assert bed.fake.tokens[minted]["repositories"] == ["Hello-World"]
     assert bed.git.pushes == 1
-    (issued,) = bed.events("git.credential_issued")
-    assert issued["host"] == bed.git_url.split("://")[1] and "password" not in issued
+    (pushed,) = bed.events("git.pushed")
+    assert pushed["refs"] == [f"refs/heads/{BRANCH}"] and pushed["status"] == 200
+    # The session's origin is the App, and its push never saw GitHub's token.
+    remote = agent(live.env, live.checkout, "git", "remote", "get-url", "origin").stdout.strip()
+    assert remote == f"{bed.app.url}/git/{REPO}.git"
 
-    # The token went to git and nowhere else: not in any argv, config, file, event or log.
+    # The token stayed in the App: not in any argv, config, file, event or log.
     assert bed.git.process_tables and not any(minted in t for t in bed.git.process_tables)
+    assert minted not in str(live.env)
     files = [p for p in live.checkout.rglob("*") if p.is_file()]
     assert not [p for p in files if minted.encode() in p.read_bytes()]
     home, user_home = Path(live.env["HOME"]), bed.tmp / "home"
@@ -88,7 +92,7 @@ def test_the_session_pushes_its_work_branch_through_the_app_and_opens_its_pull_r
     assert not (home / ".git-credentials").exists()
     assert not (user_home / ".git-credentials").exists()
     assert "git-credential" in (live.checkout / ".git" / "config").read_text()
-    assert minted not in str(bed.events("git.credential_issued"))
+    assert minted not in str(bed.app.events())
     state = Path(live.ctx.state_dir)
     assert minted not in str(read_jsonl(state / "events.jsonl"))
     assert minted not in caplog.text

@@ -21,7 +21,7 @@ from app.gate.pull_texts import (
     review_text,
 )
 from app.spawner.checkout import CheckoutError
-from app.spawner.workbranch import configure_push, helper_command, switch_to
+from app.spawner.workbranch import configure_push, gateway_remote, helper_command, switch_to
 from app.store.tables import WorkItemStatus
 from app.workitems.states import Happened, next_status
 from tests.spawner_support import bare_repository, git
@@ -128,8 +128,10 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     (home / ".gitconfig").write_text("[credential]\n\thelper = store\n")
     work = tmp_path / "work"
     git("clone", "-q", str(bare_repository(tmp_path)), str(work), cwd=tmp_path)
-    configure_push(work, git_env(home))
-    configure_push(work, git_env(home))  # a respawn configures again: same result
+    gateway = gateway_remote("http://127.0.0.1:8000/", "o/r")
+    assert gateway == "http://127.0.0.1:8000/git/o/r.git"
+    configure_push(work, git_env(home), gateway)
+    configure_push(work, git_env(home), gateway)  # a respawn configures again: same result
     import subprocess
 
     listed = subprocess.run(
@@ -144,6 +146,10 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     assert listed[:3] == ["store", "", helper_command()]
     local = (work / ".git" / "config").read_text()
     assert "useHttpPath = true" in local and "autoSetupRemote = true" in local
+    assert f"url = {gateway}" in local  # origin is the App, not GitHub
+    git("remote", "remove", "origin", cwd=work)  # what a session may do to its checkout
+    configure_push(work, git_env(home), gateway)
+    assert f"url = {gateway}" in (work / ".git" / "config").read_text()
 
 
 def test_switching_to_the_work_branch(tmp_path: Path) -> None:

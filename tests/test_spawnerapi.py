@@ -315,6 +315,39 @@ def test_a_retried_result_is_accepted_once(api):
 
 
 @SQLITE_ONLY
+def test_a_session_has_one_live_token_and_it_dies_when_the_session_exits(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(number=11)
+    api.queue(JobKind.SPAWN, "spawn:one", item, installation_id=1)
+    spawn = spawner.job()
+    first = api.spawner(spawn["session_token"])
+    spawner.result(spawn["id"], session_id="s-11", tmux_target="t:11")
+
+    # A follow-up pasted into the running session: it keeps its token, the offered one dies.
+    api.queue(JobKind.DELIVER, "deliver:one", item, text="hello", comment_id=1)
+    delivered = spawner.job(wait=5)
+    unused = api.spawner(delivered["session_token"])
+    assert spawner.result(delivered["id"], delivered=True, respawned=False).status_code == 200
+    assert first.comment(item, "still me").status_code == 200
+    assert unused.comment(item, "never started").status_code == 401
+
+    # A follow-up that relaunched the session: only the new session's token lives.
+    api.queue(JobKind.DELIVER, "deliver:two", item, text="again", comment_id=2)
+    relaunched = spawner.job(wait=5)
+    second = api.spawner(relaunched["session_token"])
+    done = spawner.result(relaunched["id"], delivered=True, respawned=True, session_id="s-12")
+    assert done.status_code == 200
+    assert first.comment(item, "the old session").status_code == 401
+    assert second.comment(item, "the new session").status_code == 200
+
+    # The session ends: its token dies with it.
+    spawner.events({"event": "session.exited", "work_item": item})
+    assert api.item(item).state == WorkItemStatus.EXITED
+    assert second.comment(item, "after the end").status_code == 401
+
+
+@SQLITE_ONLY
 def test_stop_result_stops_the_item_and_withdraws_its_session_tokens(api):
     spawner = api.spawner(api.token())
     spawner.register()

@@ -91,8 +91,10 @@ def test_a_work_item_from_execute_to_close(running_app, fake_github):
     spawner.result(follow_up["id"], delivered=True, respawned=False, session_id="5d0c")
     assert [r["content"] for r in fake.reactions if r["target_id"] == 1002] == ["eyes"]
 
-    # the session answers; its words come back as a webhook and are not delivered again
-    agent = SpawnerClient(running_app.url, follow_up["session_token"])
+    # the session answers (with its own token: the one offered with the follow-up died when
+    # the session already running took it); its words come back and are not delivered again
+    assert SpawnerClient(running_app.url, follow_up["session_token"]).comment(ITEM, "x").is_error
+    agent = SpawnerClient(running_app.url, spawn["session_token"])
     posted = agent.comment(ITEM, "Shortened it to one screen.").json()
     (mine,) = marked(fake, MarkerKind.AGENT)
     assert mine["id"] == posted["comment_id"]

@@ -1,12 +1,11 @@
 """`the-loop git-credential get|store|erase`: git's credential helper in a session's checkout.
 
-The spawner names it in the checkout's local git config (`credential.helper`, with
-`credential.useHttpPath` so git says which repository it wants). On `get` it asks the App,
-with the session's token (`THE_LOOP_SESSION_TOKEN`, `THE_LOOP_URL`,
-`THE_LOOP_WORK_ITEM_ID`), for a short-lived token that may push to the work item's one
-repository, and hands it to git on standard output — the only place it ever goes: never a
-file, a config, an argument or a log. `store` and `erase` keep nothing, so there is nothing
-to forget. A refusal is one line on standard error (git shows it) and exit 1.
+The session's `origin` is the App's git gateway (`<THE_LOOP_URL>/git/<owner>/<repo>.git`),
+and the only credential this helper ever gives is the session's own token
+(`THE_LOOP_SESSION_TOKEN`), and only to that gateway: the App checks it, and forwards the
+fetch or push to GitHub with a credential of its own that never reaches the session. For
+any other remote it gives nothing (one line on standard error says why), so no GitHub
+token can be had from it. `store` and `erase` keep nothing, so there is nothing to forget.
 """
 
 from __future__ import annotations
@@ -14,12 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime
+from collections.abc import Mapping
 from typing import IO, Any
-
-from app.commands.agent_tools import ToolError, target
+from urllib.parse import urlsplit
 
 OPERATIONS = ("get", "store", "erase")
+USERNAME = "the-loop-session"
+GATEWAY = "git"  # the gateway's path under the App's URL
 
 
 def read_request(stream: IO[str]) -> dict[str, str]:
@@ -35,43 +35,39 @@ def read_request(stream: IO[str]) -> dict[str, str]:
     return attributes
 
 
-def render_answer(credential: dict[str, Any]) -> str:
-    """The lines git reads back: username, password and, for git ≥ 2.41, when it expires."""
-    username, password = str(credential.get("username", "")), str(credential.get("password", ""))
-    if not username or not password or any(c in username + password for c in "\n\r\0"):
-        raise ToolError("the App's answer is not a usable credential")
-    lines = [f"username={username}", f"password={password}"]
-    try:
-        expires = datetime.fromisoformat(str(credential.get("expires_at")))
-        lines.append(f"password_expiry_utc={int(expires.timestamp())}")
-    except ValueError:
-        pass
-    return "\n".join(lines) + "\n"
+def gateway_of(app_url: str) -> tuple[str, str, str]:
+    """(protocol, host, path prefix) git names when it asks for the App's gateway (pure)."""
+    parts = urlsplit(app_url)
+    prefix = "/".join(p for p in (parts.path.strip("/"), GATEWAY) if p) + "/"
+    return parts.scheme, parts.netloc.rsplit("@", 1)[-1].lower(), prefix
+
+
+def answer(asked: Mapping[str, str], env: Mapping[str, str]) -> str:
+    """The lines git reads back for `asked` (pure); raises LookupError with the reason when
+    this helper gives nothing."""
+    url, token = env.get("THE_LOOP_URL", ""), env.get("THE_LOOP_SESSION_TOKEN", "")
+    if not url or not token:
+        raise LookupError("not inside a the-loop session (THE_LOOP_URL, THE_LOOP_SESSION_TOKEN)")
+    protocol, host, prefix = gateway_of(url)
+    path = asked.get("path", "").lstrip("/")
+    same = asked.get("protocol") == protocol and asked.get("host", "").lower() == host
+    if not same or (path and not path.startswith(prefix)):
+        raise LookupError(f"a credential is given only for the App's git gateway {url}/{prefix}")
+    if any(c in token for c in "\n\r\0"):
+        raise LookupError("THE_LOOP_SESSION_TOKEN is not a usable token")
+    return f"username={USERNAME}\npassword={token}\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.spawner.appclient import AppClient, AppError
-
     asked = read_request(sys.stdin)
     if args.operation != "get":
         return 0  # nothing is ever stored, so nothing is erased
-    protocol = asked.get("protocol", "")
-    if protocol not in ("http", "https"):
-        return 0  # not a remote this helper answers for; git asks its next helper
     try:
-        url, item, token = target(os.environ)
-        client = AppClient(url, token)
-        try:
-            credential = client.git_credential(
-                item, protocol, asked.get("host", ""), asked.get("path", "")
-            )
-        finally:
-            client.close()
-        answer = render_answer(credential)
-    except (ToolError, AppError) as exc:
+        lines = answer(asked, os.environ)
+    except LookupError as exc:
         print(f"the-loop git-credential: no credential: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.write(answer)
+        return 0  # git goes on without one, and fails at a remote that wants one
+    sys.stdout.write(lines)
     sys.stdout.flush()
     return 0
 
@@ -79,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     helper = subparsers.add_parser(
         "git-credential",
-        help="(inside a session) git's credential helper: a push token from the App",
+        help="(inside a session) git's credential helper: the session's token, for the App",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

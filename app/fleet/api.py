@@ -25,6 +25,7 @@ from app.fleet.tokens import (
     Principal,
     TokenError,
     authenticate,
+    drop_job_token,
     hosted_items,
     register,
     renew_session_tokens,
@@ -193,11 +194,11 @@ def _give_up_expired(state: Any) -> None:
         state.services.events.emit(
             "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
         )
-        if failed.github_token is not None:
-            with Session(state.engine) as session, session.begin():
-                row = session.get(Job, failed.id)
-                spent = take_token(row) if row is not None else None
-            revoke(state.services, spent)
+        with Session(state.engine) as session, session.begin():
+            drop_job_token(session, failed.id)  # no session of it will ever use its token
+            row = session.get(Job, failed.id)
+            spent = take_token(row) if row is not None and failed.github_token else None
+        revoke(state.services, spent)
 
 
 def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:

@@ -1,118 +1,105 @@
-"""Push credentials for a session: what `the-loop git-credential` asks the App for.
+"""Who may use the App's git gateway, and the GitHub credential it uses on their behalf.
 
-A session holds no GitHub credential. When its git needs one, the checkout's credential
-helper asks the App with the session token; the App mints an installation token scoped to
-the item's one repository with `contents: write` (GitHub's fixed lifetime: an hour at
-most), but only while the item's session is live, and only for the item's own repository
-URL — a request for any other host or path is refused, so the token can never be handed to
-a remote the agent chose. The token is returned once, never stored, logged or recorded.
+A session's `origin` is the App (`<THE_LOOP_URL>/git/<owner>/<repo>.git`) and its git
+authenticates with the session's own token, nothing else. The gateway serves a request
+only for the live session of a work item, only for that item's repository, and reaches
+GitHub at the clone URL the App recorded for the item — never at one the request names.
+Upstream it authenticates with an installation token scoped to that one repository
+(`contents: read` to fetch, `contents: write` to push), kept in the App's memory until
+shortly before it expires and never handed to anyone: no session, spawner or log sees it.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from githubkit_schemas.latest.types import AppPermissionsType
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import Principal
-from app.services import Services
+from app.github.client import GitHubApp, InstallationToken
 from app.store.tables import WorkItem, WorkItemStatus
 
 S = WorkItemStatus
 # A session is running (or being started) only in these; an exited, stopped, closed or
-# finished item's session is dead, and a dead session gets no credential.
+# finished item's session is dead, and a dead session reaches no repository.
 LIVE_SESSION = frozenset({S.SPAWNING, S.RUNNING, S.STALLED})
-PUSH_PERMISSIONS: AppPermissionsType = {"contents": "write"}
-USERNAME = "x-access-token"
+UPLOAD = "git-upload-pack"  # fetch, clone, ls-remote
+RECEIVE = "git-receive-pack"  # push
+SERVICES = frozenset({UPLOAD, RECEIVE})
+READ: AppPermissionsType = {"contents": "read"}
+WRITE: AppPermissionsType = {"contents": "write"}
+UPSTREAM_USER = "x-access-token"
+# A cached installation token is not used in its last minutes (a push can take a while).
+SPARE = timedelta(minutes=10)
 
 
-class CredentialRefused(Exception):
-    """No credential: `status` is the HTTP status, the message what git's user is told."""
+class AccessRefused(Exception):
+    """No git for this request: `status` is the HTTP status, the message what git shows."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-@dataclass(frozen=True)
-class CredentialRequest:
-    """What git asked its helper for: the work item, and the URL it wants to reach."""
-
-    work_item: str
-    protocol: str
-    host: str
-    path: str
+def repository_of(owner: str, repo: str) -> str:
+    """`owner/repo` from the gateway path's two parts (`.git` optional)."""
+    return f"{owner}/{repo.removesuffix('.git')}"
 
 
-def parse_request(data: Any) -> CredentialRequest:
-    """Validate a `/spawner/v1/git-credential` body (pure); raises CredentialRefused(400)."""
-    if not isinstance(data, dict):
-        raise CredentialRefused(400, "the body must be a JSON object")
-    fields = {key: data.get(key) for key in ("work_item", "protocol", "host", "path")}
-    if not all(isinstance(value, str) for value in fields.values()) or not fields["work_item"]:
-        raise CredentialRefused(400, "`work_item`, `protocol`, `host` and `path` are required")
-    return CredentialRequest(**{key: str(value) for key, value in fields.items()})
-
-
-def _repository_path(path: str) -> str:
-    path = path.strip("/").lower()
-    return path[: -len(".git")] if path.endswith(".git") else path
-
-
-def same_repository(clone_url: str, protocol: str, host: str, path: str) -> bool:
-    """Whether git's request names the repository at `clone_url` (pure): same scheme, same
-    host and port, same path (`.git` and slashes aside; GitHub's names are case-blind)."""
-    parts = urlsplit(clone_url)
-    if parts.scheme not in ("http", "https") or protocol.lower() != parts.scheme:
-        return False
-    if host.lower() != parts.netloc.rsplit("@", 1)[-1].lower():
-        return False
-    return bool(path) and _repository_path(path) == _repository_path(parts.path)
-
-
-def check(principal: Principal, item: WorkItem, request: CredentialRequest) -> None:
-    """Raise CredentialRefused unless `principal` is the live session of `item` asking for
-    `item`'s own repository."""
-    if principal.work_item is None:
-        raise CredentialRefused(403, "only a session's own token may ask for a push credential")
-    if not principal.may_act_on(item.id, item.repo_full_name):
-        raise CredentialRefused(403, f"this session token is not {item.id}'s")
+def check(principal: Principal | None, item: WorkItem | None, repository: str) -> WorkItem:
+    """The work item whose session may use git on `repository`, or AccessRefused (pure)."""
+    if principal is None or principal.work_item is None:
+        raise AccessRefused(401, "a live session token is required")
+    if item is None or not principal.may_act_on(item.id, item.repo_full_name):
+        raise AccessRefused(403, "this session token has no work item")
+    if repository.lower() != item.repo_full_name.lower():
+        raise AccessRefused(403, f"this session may reach only {item.repo_full_name}")
     if item.state not in LIVE_SESSION:
-        raise CredentialRefused(409, f"{item.id} has no live session (it is {item.state})")
-    if not request.path:
-        raise CredentialRefused(
-            403, "git did not say which repository (set credential.useHttpPath in the checkout)"
-        )
-    if not same_repository(item.clone_url, request.protocol, request.host, request.path):
-        raise CredentialRefused(
-            403,
-            f"credentials are given only for {item.repo_full_name} ({item.clone_url}), not "
-            f"{request.protocol}://{request.host}/{request.path.strip('/')}",
-        )
+        raise AccessRefused(403, f"{item.id} has no live session (it is {item.state})")
     if item.installation_id is None:
-        raise CredentialRefused(409, f"{item.id} has no installation to mint a token with")
+        raise AccessRefused(409, f"{item.id} has no installation to reach GitHub with")
+    if urlsplit(item.clone_url).scheme not in ("http", "https"):
+        raise AccessRefused(409, f"{item.id}'s repository is not served over HTTP(S)")
+    return item
 
 
-def grant(
-    services: Services, session: Session, principal: Principal, item: WorkItem, request: Any
-) -> dict[str, str]:
-    """A push credential for the item's repository (raises CredentialRefused); records that
-    one was given, never what it was."""
-    check(principal, item, request)
-    assert item.installation_id is not None
-    name = item.repo_full_name.split("/", 1)[1]
-    minted = services.github.repository_token(item.installation_id, name, PUSH_PERMISSIONS)
-    expires = minted.expires_at.isoformat()
-    services.events.emit(
-        "git.credential_issued",
-        item.id,
-        session=session,
-        host=request.host,
-        path=request.path,
-        permissions=PUSH_PERMISSIONS,
-        expires_at=expires,
-    )
-    return {"username": USERNAME, "password": minted.token, "expires_at": expires}
+def upstream_url(clone_url: str, tail: str) -> str:
+    """The GitHub URL a gateway request goes to: the item's clone URL, then `tail`
+    (`info/refs` or a service name)."""
+    base = clone_url.rstrip("/")
+    return f"{base if base.endswith('.git') else base + '.git'}/{tail}"
+
+
+@dataclass(frozen=True)
+class _Key:
+    installation: int
+    repository: str
+    permission: str
+
+
+class UpstreamTokens:
+    """Installation tokens for the gateway's own use, one per repository and permission,
+    minted when first needed and again when the last one is near its end."""
+
+    def __init__(self, github: GitHubApp) -> None:
+        self.github = github
+        self._lock = threading.Lock()
+        self._tokens: dict[_Key, InstallationToken] = {}
+
+    def token(self, item: WorkItem, push: bool, now: datetime) -> str:
+        """A token that may fetch (or, for `push`, push to) `item`'s one repository."""
+        assert item.installation_id is not None
+        name = item.repo_full_name.split("/", 1)[1]
+        permissions = WRITE if push else READ
+        key = _Key(item.installation_id, name.lower(), "write" if push else "read")
+        with self._lock:
+            held = self._tokens.get(key)
+            if held is not None and held.expires_at - SPARE > now:
+                return held.token
+        minted = self.github.repository_token(item.installation_id, name, permissions)
+        with self._lock:
+            self._tokens[key] = minted
+        return minted.token

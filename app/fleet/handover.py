@@ -7,7 +7,9 @@ without it a private repository could not be fetched.
 
 The installation token is kept on the job row only until the App revokes it: when the job's
 result arrives, when the job is given up, or when it is offered again with a new token.
-Every job handed out also renews the session tokens of its work item (its session is live).
+Every job handed out also renews the session tokens of its work item (its session is live);
+a spawn or deliver carries a new session token for the session it may start, tied to the
+job (`app.fleet.tokens` keeps one live token per session).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import mint_session_token, renew_session_tokens
+from app.fleet.tokens import keep_job_token, mint_session_token, renew_session_tokens
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store.tables import Job, JobKind, Spawner, WorkItem
@@ -116,7 +118,9 @@ def prepare_offer(
         session_token = None
         if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
             renew_session_tokens(session, [job.work_item], now)
-            session_token = mint_session_token(session, job.work_item, now)
+            session_token = mint_session_token(session, job.work_item, now, job.id)
+        if job.kind == JobKind.SPAWN:  # a new session: whatever an earlier one held is void
+            keep_job_token(session, job.work_item, job.id)
         if job.kind == JobKind.SPAWN:
             transition(session.get(WorkItem, job.work_item), Happened.SPAWN_CLAIMED)
         services.events.emit(

@@ -1,7 +1,6 @@
-"""`/spawner/v1/git-credential` and `/spawner/v1/pull-request`: a session's push credential,
-and its pull request. Called from inside a session with its session token:
-`the-loop git-credential` (git's credential helper in the checkout), `the-loop pr create`
-and `the-loop pr`.
+"""`/spawner/v1/pull-request`: a session's pull request. Called from inside a session with
+its session token: `the-loop pr create` and `the-loop pr`. (A session's git goes through
+the App's git gateway, `app.fleet.git_gateway`, with that same token.)
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
 from app.fleet.door import BodyTooLarge, credential_first, json_object
-from app.fleet.git_access import CredentialRefused, grant, parse_request
 from app.fleet.tokens import Principal, authenticate
 from app.github.client import GitHubNotConfigured
 from app.store.tables import WorkItem
@@ -64,32 +62,6 @@ def _caller(session: Session, work_item: Any, *, lock: bool) -> tuple[Principal,
     if not principal.may_act_on(item.id, item.repo_full_name):
         raise _Failed(403, f"this credential may not act on {item.id}")
     return principal, item
-
-
-@bp.post("/git-credential")
-def git_credential() -> Response:
-    """A push credential for the session's own repository, or why not."""
-    state = _state()
-    try:
-        asked = parse_request(request.get_json(silent=True))
-    except CredentialRefused as exc:
-        raise _Failed(exc.status, str(exc)) from exc
-    with Session(state.engine) as session, session.begin():
-        principal, item = _caller(session, asked.work_item, lock=False)
-        try:
-            return jsonify(grant(state.services, session, principal, item, asked))
-        except CredentialRefused as exc:
-            refused = exc
-        except (GitHubException, GitHubNotConfigured) as exc:
-            raise _Failed(502, f"GitHub did not mint a token: {exc}") from exc
-    state.services.events.emit(
-        "git.credential_refused",
-        asked.work_item,
-        reason=str(refused),
-        host=asked.host,
-        path=asked.path,
-    )
-    raise _Failed(refused.status, str(refused))
 
 
 def _shown(item: WorkItem) -> dict[str, Any]:

@@ -9,7 +9,7 @@ own standing sessions. The App's own event names (`gate.*`, `job.*`, `webhook.*`
 `workitem.*`, …) are refused, and so is a client-set `ts`: every record carries the time
 the App received it (the spawner's own clock may come as `reported_ts`). An event carrying
 an `id` is recorded once however often the spawner resends it. Each accepted event about a
-work item (but `session.exited`) renews its session tokens.
+work item (but `session.exited`) renews its session tokens; `session.exited` withdraws them.
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ from app.config import NAME_RE
 from app.fleet.tokens import (
     ANY_REPOSITORY,
     renew_session_tokens,
+    revoke_session_tokens,
     scope_of,
     serves,
 )
 from app.protocol import SPAWNER_EVENTS
 from app.services import Services
-from app.store.tables import ModelVerdict, Once, Spawner, WorkItem
+from app.store.jobqueue import claimed_jobs
+from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.reported import apply_session_event
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
@@ -181,9 +183,12 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
-        if name != "session.exited":  # an exited session's tokens lapse unless it respawns
+        if name != "session.exited":
             renew_session_tokens(session, [item.id], services.clock())
         apply_session_event(services, session, item, name, fields)
+        if name == "session.exited" and item.state == WorkItemStatus.EXITED:
+            # The session is over: its token dies (a job claimed now starts a new one).
+            revoke_session_tokens(session, item.id, claimed_jobs(session, item.id))
         if name.startswith("session.") and name not in NOT_MIRRORED:
             payload = {"event": name, **fields, "url": item.html_url}
             services.mirror.post(session, item.id, "session", payload)

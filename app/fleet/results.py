@@ -13,7 +13,7 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import revoke_session_tokens
+from app.fleet.tokens import drop_job_token, keep_job_token, revoke_session_tokens
 from app.gate.markers import MarkerKind, marker
 from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
@@ -95,6 +95,7 @@ def apply_result(
 
 def _spawned(out: _Outcome) -> None:
     if not out.ok:
+        drop_job_token(out.session, out.job.id)
         transition(out.item, Happened.SPAWN_FAILED)
         # Kept on the item so the progress comment and the status page say why.
         why = (out.error or "the spawner gave no reason")[:MAX_FAILURE]
@@ -112,6 +113,11 @@ def _spawned(out: _Outcome) -> None:
 def _delivered(out: _Outcome) -> None:
     payload, result, item = _deliver_payload(out.job), out.result, out.item
     source = {"source": payload.source, "ref": payload.ref}
+    # The session the job relaunched keeps the job's token; one already running keeps its own.
+    if out.ok and result.get("delivered") and result.get("respawned"):
+        keep_job_token(out.session, item.id, out.job.id)
+    else:
+        drop_job_token(out.session, out.job.id)
     if not out.ok or not result.get("delivered"):
         out.mirror({"event": "session.delivery_failed", "error": out.error, **source})
         return

@@ -2,12 +2,16 @@
 
 A spawner token is shown once, when it is created, and stored only as its SHA-256 hash, so a
 copy of the database cannot be used to claim jobs. A session token is a narrower credential
-minted per work item for the agent's `the-loop comment` / `the-loop ask`: it can post on that
-one item and nothing else. It expires `SESSION_TOKEN_TTL` after it was minted or last
-renewed; the App renews an item's tokens while its session is live (each job handed out for
-it, each event its spawner reports about it, and every minute its spawner polls) and
-revokes them when the session is stopped; an exited session's tokens lapse unless it is
-started again.
+minted per work item for the agent's `the-loop comment` / `ask` / `phase` / `pr` and its git
+(through the App's git gateway): it acts on that one item and nothing else. It expires
+`SESSION_TOKEN_TTL` after it was minted or last renewed; the App renews an item's tokens
+while its session is live (each job handed out for it, each event its spawner reports about
+it, and every minute its spawner polls).
+
+A session has one live token: each token names the job it was handed out with, and once the
+App knows which session runs — a spawn reported, a follow-up that relaunched it — every other
+token of the item is withdrawn, as are the token of a follow-up delivered to the session
+already running and every token of a session that exited or was stopped.
 
 Repository scopes are lists of `owner/repo` names, or `["*"]` for every repository the App
 is installed on; names compare case-insensitively, as GitHub's do.
@@ -34,6 +38,8 @@ SESSION_PREFIX = "tlss_"
 ANY_REPOSITORY = "*"
 SESSION_TOKEN_TTL = timedelta(hours=2)
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+# An item whose issue closed has no session left: its session tokens authenticate nothing.
+ENDED = frozenset({WorkItemStatus.STOPPED, WorkItemStatus.CLOSED})
 
 
 class TokenError(ValueError):
@@ -107,12 +113,39 @@ def revoke_spawner(session: Session, name: str) -> int:
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-def mint_session_token(session: Session, work_item: str, now: datetime) -> str:
-    """A new credential that lets a session post on `work_item` only, until it expires."""
+def mint_session_token(
+    session: Session, work_item: str, now: datetime, job_id: int | None = None
+) -> str:
+    """A new credential that lets a session act on `work_item` only, until it expires;
+    `job_id` is the job it goes out with (a token of an earlier claim of it is withdrawn)."""
+    if job_id is not None:
+        drop_job_token(session, job_id)
     token = SESSION_PREFIX + secrets.token_urlsafe(32)
     expires = now + SESSION_TOKEN_TTL
-    session.add(SessionToken(token_hash=hash_token(token), work_item=work_item, expires_at=expires))
+    session.add(
+        SessionToken(
+            token_hash=hash_token(token), work_item=work_item, expires_at=expires, job_id=job_id
+        )
+    )
     return token
+
+
+def drop_job_token(session: Session, job_id: int) -> int:
+    """Withdraw the token handed out with `job_id` (its session never started, or a session
+    already running took the job); returns how many."""
+    result = session.execute(delete(SessionToken).where(SessionToken.job_id == job_id))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def keep_job_token(session: Session, work_item: str, job_id: int) -> int:
+    """The session `job_id` started is the item's one session: withdraw every other token."""
+    result = session.execute(
+        delete(SessionToken).where(
+            SessionToken.work_item == work_item,
+            (SessionToken.job_id != job_id) | SessionToken.job_id.is_(None),
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def renew_session_tokens(session: Session, work_items: Sequence[str], now: datetime) -> None:
@@ -139,9 +172,14 @@ def hosted_items(session: Session, spawner: Spawner) -> list[str]:
     ]
 
 
-def revoke_session_tokens(session: Session, work_item: str) -> int:
-    """Withdraw every session credential of `work_item` (its session ended for good)."""
-    result = session.execute(delete(SessionToken).where(SessionToken.work_item == work_item))
+def revoke_session_tokens(session: Session, work_item: str, sparing: Sequence[int] = ()) -> int:
+    """Withdraw every session credential of `work_item` (its session ended) but those handed
+    out with the jobs in `sparing` (claimed now: the session they start is yet to come)."""
+    query = delete(SessionToken).where(SessionToken.work_item == work_item)
+    if sparing:
+        spared = SessionToken.job_id.in_(list(sparing))
+        query = query.where(~spared | SessionToken.job_id.is_(None))
+    result = session.execute(query)
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
@@ -176,6 +214,9 @@ def authenticate(session: Session, authorization: str | None, now: datetime) -> 
         row = session.get(SessionToken, hash_token(token))
         if row is None or aware(row.expires_at) <= now:
             return None
+        item = session.get(WorkItem, row.work_item)
+        if item is not None and item.state in ENDED:
+            return None  # the issue closed: its session's token dies with it, at once
         return Principal(work_item=row.work_item)
     return None
 

@@ -4,18 +4,26 @@ A request's body is read only after its credential is checked and only up to its
 limit: the spawner API wants a known bearer token, Slack wants its signature headers with
 a fresh timestamp (the signature itself covers the body, so Bolt checks it after), and
 every other path (`/healthz`, `/status`) has no use for a body at all. The webhook path has
-its own rules (`app.github.webhooks`). Pure: the caller looks tokens up and reads bodies.
+its own rules (`app.github.webhooks`). The git gateway (`/git/…`) wants a live session token
+as git sends it (the password of HTTP basic auth) and streams its bodies, up to a larger
+limit, rather than reading them first. Pure: the caller looks tokens up and reads bodies.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 SPAWNER_PATH = "/spawner/v1"
 SLACK_PATH = "/slack/events"
+GIT_PATH = "/git"
 SPAWNER_MAX_BODY = 1024 * 1024
+# A push carries a pack: far larger than any API call, still bounded.
+GIT_MAX_BODY = 256 * 1024 * 1024
+# A git body streams through; it must have arrived whole within this many seconds.
+GIT_BODY_SECONDS = 600.0
 SLACK_MAX_BODY = 1024 * 1024
 OTHER_MAX_BODY = 64 * 1024
 # Slack refuses requests whose timestamp is further than this from now (replay window).
@@ -41,12 +49,14 @@ class Credential(StrEnum):
     NONE = "none"
     BEARER = "bearer"  # a spawner or session token, looked up by the caller
     SLACK = "slack"  # Slack's signature headers
+    SESSION_BASIC = "session-basic"  # a session token as basic auth's password (git)
 
 
 @dataclass(frozen=True)
 class Door:
     credential: Credential
     max_body: int
+    streamed: bool = False  # the body goes through as it arrives, never held whole
 
 
 def door_for(path: str) -> Door:
@@ -55,6 +65,8 @@ def door_for(path: str) -> Door:
         return Door(Credential.BEARER, SPAWNER_MAX_BODY)
     if path == SLACK_PATH:
         return Door(Credential.SLACK, SLACK_MAX_BODY)
+    if path.startswith(GIT_PATH + "/"):
+        return Door(Credential.SESSION_BASIC, GIT_MAX_BODY, streamed=True)
     return Door(Credential.NONE, OTHER_MAX_BODY)
 
 
@@ -65,6 +77,7 @@ class Refusal:
     status: int
     error: str
     reason: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def declared_length(headers: Mapping[str, str], door: Door) -> int | Refusal:
@@ -86,6 +99,32 @@ def too_large(door: Door) -> Refusal:
 
 TOO_SLOW = Refusal(408, "the body did not arrive in time", "too-slow")
 NO_TOKEN = Refusal(401, "a valid token is required (Authorization: Bearer …)", "bad-token")
+
+
+# git asks its credential helper only after a 401 that names basic auth.
+NO_SESSION = Refusal(
+    401,
+    "a live session token is required (git's credential helper gives it)",
+    "bad-session-token",
+    (("WWW-Authenticate", 'Basic realm="the-loop git"'),),
+)
+
+
+class BodyCut(Exception):
+    """A streamed body went past its door's limit or deadline; the message says which."""
+
+
+def basic_password(headers: Mapping[str, str]) -> str | None:
+    """The password of an `Authorization: Basic …` header, else None."""
+    value = headers.get("authorization", "")
+    if not value.startswith("Basic "):
+        return None
+    try:
+        decoded = base64.b64decode(value[len("Basic ") :].strip(), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    _user, sep, password = decoded.partition(":")
+    return password if sep and password else None
 
 
 def bearer(headers: Mapping[str, str]) -> str | None:

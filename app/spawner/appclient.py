@@ -212,9 +212,3 @@ class AppClient:
         payload = {"work_item": work_item, "title": title, "body": body}
         data = self._call("POST", "/pull-request", json=payload).json()
         return data if isinstance(data, dict) else {}
-
-    def git_credential(self, work_item: str, protocol: str, host: str, path: str) -> dict[str, Any]:
-        """A push credential for the session's repository (Unauthorized/Rejected: refused)."""
-        payload = {"work_item": work_item, "protocol": protocol, "host": host, "path": path}
-        data = self._call("POST", "/git-credential", json=payload).json()
-        return data if isinstance(data, dict) else {}

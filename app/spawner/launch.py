@@ -28,7 +28,7 @@ from app.spawner.sessionhome import home_for, seed_home
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import TrustOutcome, pretrust
 from app.spawner.watchdog import Readiness, Waited, await_input, report_stall
-from app.spawner.workbranch import configure_push, switch_to
+from app.spawner.workbranch import configure_push, gateway_remote, switch_to
 
 RUNNER = "tmux"
 
@@ -73,9 +73,10 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
 
 
 def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout) -> None:
-    """The push helper in the checkout's config, and the checkout on the job's branch. A
-    reused checkout that cannot switch (local changes in the way) is left where it is."""
-    configure_push(checkout.path, ctx.env)
+    """`origin` at the App's git gateway with the push helper in the checkout's config, and
+    the checkout on the job's branch. A reused checkout that cannot switch (local changes in
+    the way) is left where it is."""
+    configure_push(checkout.path, ctx.env, gateway_remote(ctx.app_url, job.payload.repo))
     branch = job.payload.branch
     if not branch:
         return

@@ -4,10 +4,12 @@ The branch is the App's (every job names it: `the-loop/issue-7`, or a labelled p
 request's head branch); the spawner only puts the checkout on it — tracking the remote
 branch when one exists, so a respawn elsewhere picks up what was pushed.
 
-Pushing needs no stored credential: the checkout's local config names one credential
-helper, `the-loop git-credential`, after an empty entry that switches off every helper from
-the user's or the system's config (one of those could otherwise store the token on disk).
-`credential.useHttpPath` makes git say which repository it wants, which the App checks.
+The checkout's `origin` is the App's git gateway (`<THE_LOOP_URL>/git/<owner>/<repo>.git`),
+not GitHub: the session fetches and pushes through the App, which lets only the work branch
+through. Its local config names one credential helper, `the-loop git-credential`, after an
+empty entry that switches off every helper from the user's or the system's config (one of
+those could otherwise store the token on disk); the helper gives the session's own token,
+to the gateway only. `credential.useHttpPath` makes git say which repository it wants.
 `push.autoSetupRemote` lets a plain `git push` publish a new branch.
 """
 
@@ -47,8 +49,18 @@ def _git(
     return proc
 
 
-def configure_push(path: Path, env: Mapping[str, str], helper: str | None = None) -> None:
-    """Name the-loop's credential helper (and only it) in the checkout's local config."""
+def gateway_remote(app_url: str, repo: str) -> str:
+    """The App's git gateway URL for `owner/repo` (pure)."""
+    return f"{app_url.rstrip('/')}/git/{repo}.git"
+
+
+def configure_push(
+    path: Path, env: Mapping[str, str], remote: str, helper: str | None = None
+) -> None:
+    """Point `origin` at `remote` (the App's gateway) and name the-loop's credential helper
+    (and only it) in the checkout's local config."""
+    if _git(path, env, "remote", "set-url", "origin", remote, check=False).returncode != 0:
+        _git(path, env, "remote", "add", "origin", remote)  # a session removed it
     _git(path, env, "config", "--local", "--unset-all", "credential.helper", check=False)
     _git(path, env, "config", "--local", "--add", "credential.helper", "")
     _git(path, env, "config", "--local", "--add", "credential.helper", helper or helper_command())

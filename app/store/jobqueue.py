@@ -226,6 +226,12 @@ def release(engine: Engine, job_id: int, spawner_id: int) -> None:
         wake_on_commit(session, None)
 
 
+def claimed_jobs(session: Session, work_item: str) -> list[int]:
+    """The ids of `work_item`'s jobs a spawner holds now."""
+    query = select(Job.id).where(Job.work_item == work_item, Job.state == JobState.CLAIMED)
+    return list(session.scalars(query))
+
+
 class Finish(StrEnum):
     """What recording a job's result did."""
 

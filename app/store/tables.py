@@ -315,11 +315,14 @@ class Spawner(Base):
 
 
 class SessionToken(Base):
-    """A credential a session uses to post on its own work item; stored only as a hash."""
+    """A credential a session uses to reach the App about its own work item (comments, phase
+    moves, its pull request, git through the App's gateway); stored only as a hash. `job_id`
+    is the job it was handed out with: the session that job starts is the one it belongs to."""
 
     __tablename__ = "session_tokens"
     token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
     work_item: Mapped[str] = mapped_column(String(256), index=True)
+    job_id: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 

@@ -71,7 +71,12 @@ class GitHttp:
             PATH="/usr/bin:/bin",
         )
         length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
+        if length:
+            body = environ["wsgi.input"].read(length)
+        elif environ.get("wsgi.input_terminated"):  # a chunked body, decoded by the server
+            body = environ["wsgi.input"].read()
+        else:
+            body = b""
         out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True)
         head, _, payload = out.stdout.partition(b"\r\n\r\n")
         status, headers = "200 OK", []
