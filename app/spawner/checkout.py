@@ -22,10 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.config import NAME_RE
+from app.files import json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen
 from app.spawner.naming import item_slug
-from app.workstate import WorkItemState, read_state, state_path, write_state
+from app.workstate import WorkItemState, parse_state, state_path
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
 ASKPASS = """#!/bin/sh
@@ -138,16 +139,15 @@ def write_frozen_state(
     phase: str = "",
     gates: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write `docs/specs/<spec>/work-item-state.json` from the App's record.
+    """Write `docs/specs/<spec>/work-item-state.json` from the App's record (no link in
+    the checkout is followed: a linked directory on the way is replaced by a real one).
 
     The pointer is the App's `phase` when the job carries one (else the one already in a
     reused checkout is kept); the decisions and choices are the App's (it is the authority)
     and replace whatever an agent wrote there.
     """
-    if not NAME_RE.match(spec_id):
-        raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
-    path = state_path(checkout, spec_id)
-    previous = read_state(path)
+    path = state_path(checkout, _safe_spec(spec_id))
+    previous = read_checkout_state(checkout, spec_id)
     state = WorkItemState(
         workItem=spec_id,
         currentNode=phase
@@ -160,5 +160,22 @@ def write_frozen_state(
         model=frozen.model,
         effort=frozen.effort,
     )
-    write_state(path, state)
+    relative = path.relative_to(checkout).as_posix()
+    write_within(checkout, relative, json_text(state.to_dict()), 0o644, dir_mode=0o755)
     return path
+
+
+def _safe_spec(spec_id: str) -> str:
+    if not NAME_RE.match(spec_id):
+        raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
+    return spec_id
+
+
+def read_checkout_state(checkout: Path, spec_id: str) -> WorkItemState | None:
+    """The state file in a checkout, read as the session left it but without following a
+    link (one reads as no file): the host never reads a file elsewhere through it."""
+    relative = state_path(checkout, _safe_spec(spec_id)).relative_to(checkout).as_posix()
+    try:
+        return parse_state(read_within(checkout, relative))
+    except (FileNotFoundError, NotADirectoryError):
+        return None

@@ -154,9 +154,8 @@ def prepare_launch(
     home = home_for(ctx.state_dir, item_slug(work_item))
     for failure in seed_home(ctx.home, home, ctx.env):
         ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
-    report_trust(
-        ctx, work_item, pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args)
-    )
+    trusted = pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args, session_home=True)
+    report_trust(ctx, work_item, trusted)
     hidden = secrets(
         state_dir=ctx.state_dir,
         real_home=ctx.home,
