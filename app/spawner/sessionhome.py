@@ -20,13 +20,14 @@ never written through, and never read.
 
 from __future__ import annotations
 
-import subprocess
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from app.commands.hooks import direct_command, install_stop_hook
 from app.files import FileLock, write_within
+from app.spawner.hostgit import run_git
 from app.spawner.trust import (
     TrustFileError,
     claude_config_path,
@@ -84,11 +85,10 @@ def _git_identity(real_home: Path) -> str:
     source = real_home / ".gitconfig"
     if not source.is_file():
         return ""
-    found = subprocess.run(
-        ["git", "config", "--file", str(source), "--get-regexp", r"^user\.(name|email)$"],
-        capture_output=True,
-        text=True,
-        check=False,
+    found = run_git(
+        ["config", "--file", str(source), "--get-regexp", r"^user\.(name|email)$"],
+        {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(real_home)},
+        cwd=real_home,
     ).stdout
     lines = [
         f"\t{key.split('.', 1)[1]} = {value}"
