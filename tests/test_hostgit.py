@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -19,10 +20,11 @@ import pytest
 
 from app.spawner.appclient import ClaimedJob
 from app.spawner.checkout import checkout_dir
+from app.spawner.hostgit import HostGit
 from app.spawner.launch import SpawnerContext
 from app.spawner.sessionhome import home_for
 from tests.jobs_support import NAME, WI, deliver_job, events, make_config, run_ok, spawn_job
-from tests.spawner_support import StandIn, git
+from tests.spawner_support import StandIn, bare_repository, git
 
 BRANCH = "the-loop/issue-7"
 HOOKS = ("post-checkout", "post-index-change", "reference-transaction", "pre-auto-gc")
@@ -230,3 +232,49 @@ def test_links_planted_in_the_session_home_are_not_written_through_on_a_relaunch
     assert config["hasCompletedOnboarding"] and checkout in config["projects"]
     start = standin.wait_start(WI, count=2)
     assert start["env"]["HOME"] == str(home.resolve())
+
+
+HOOK = """#!/bin/sh
+env > hook-env
+echo ran > {host} 2>/dev/null
+python3 -c '
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=5)
+    print("reached")
+except OSError:
+    print("unreachable")
+' > hook-network
+"""
+
+
+@pytest.mark.parametrize("confined", [True, False])
+def test_whatever_git_still_runs_is_held_in_the_checkout(tmp_path: Path, confined: bool) -> None:
+    """The confinement alone, without the settings that switch hooks off: a hook forced on
+    with `-c` runs, but sees no host file and no network; on the host (sessions unconfined,
+    the control) it would. Neither way does it see the spawner's secrets."""
+    checkout, host = tmp_path / "work", tmp_path / "host-canary"
+    git("clone", "-q", str(bare_repository(tmp_path)), str(checkout), cwd=tmp_path)
+    hooks = checkout / ".git" / "forced-hooks"
+    hooks.mkdir()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        (hooks / "post-checkout").write_text(HOOK.format(host=host, port=port))
+        (hooks / "post-checkout").chmod(0o755)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "THE_LOOP_GIT_TOKEN": "ghs_NeverShown",
+            "ANTHROPIC_API_KEY": "sk-ant-never-shown",
+        }
+        forced = ("-c", f"core.hooksPath={hooks}", "switch", "-q", "-c", "feature")
+        HostGit(env, confined=confined).run(checkout, *forced)
+    seen = (checkout / "hook-env").read_text()  # the hook ran: inside the sandbox
+    assert "ghs_NeverShown" not in seen and "sk-ant" not in seen
+    if confined:
+        assert "HOME=/nonexistent" in seen.splitlines()
+        assert (checkout / "hook-network").read_text() == "unreachable\n"
+        assert not host.exists()
+    else:
+        assert (checkout / "hook-network").read_text() == "reached\n"
+        assert host.read_text() == "ran\n"
