@@ -136,6 +136,16 @@ def _alternates(checkout: Path, elsewhere: Path) -> None:
     )
 
 
+def _broken_config(checkout: Path, elsewhere: Path) -> None:
+    with (checkout / ".git" / "config").open("a") as config:
+        config.write("[core\n")
+
+
+def _include_git_cannot_parse(checkout: Path, elsewhere: Path) -> None:
+    with (checkout / ".git" / "config").open("a") as config:
+        config.write("[include]\n\tpath = /dev/zero\n")
+
+
 @pytest.mark.parametrize(
     ("plant", "reason"),
     [
@@ -143,6 +153,8 @@ def _alternates(checkout: Path, elsewhere: Path) -> None:
         (_gitdir_link, ".git is a symbolic link"),
         (_worktree_elsewhere, "core.worktree"),
         (_alternates, "alternates borrows"),
+        (_broken_config, ".git/config cannot be read"),
+        (_include_git_cannot_parse, "git cannot use this repository"),
     ],
 )
 def test_a_git_pointing_elsewhere_is_refused_and_the_checkout_recloned(

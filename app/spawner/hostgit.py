@@ -10,7 +10,7 @@ profile. So, for a git command on a checkout (`HostGit.run`):
 1. **Refused first.** A `.git` that is a link or a file (`gitdir:` naming a repository
    elsewhere), one holding `commondir` or `objects/info/alternates` (they borrow another
    repository), a config that is a link or not a plain file, one naming `core.worktree`,
-   or one git cannot read: `refusal` says why, and the caller re-clones.
+   or a repository git cannot read or use: `refusal` says why, and the caller re-clones.
 2. **Confined.** With sessions in bubblewrap, git runs in a sandbox of its own: the
    system directories read-only, the checkout writable, no home, no network, a PID
    namespace, nothing else. Whatever the repository still made git do, it would do with
@@ -224,6 +224,13 @@ class HostGit:
             if named.returncode == 0:
                 return f".git/{name} names a work tree elsewhere (core.worktree)"
             if named.returncode != 1:  # 1: the key is not set; anything else: unreadable
-                why = named.stderr.strip().splitlines()[:1] or [f"exit {named.returncode}"]
-                return f".git/{name} cannot be read ({why[0][:200]})"
+                return f".git/{name} cannot be read ({_first_line(named)})"
+        usable = self._call(checkout, ["rev-parse", "--git-dir"], ())
+        if usable.returncode != 0:  # a format git refuses, an include it cannot parse
+            return f"git cannot use this repository ({_first_line(usable)})"
         return None
+
+
+def _first_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    return (lines[0] if lines else f"exit {proc.returncode}")[:200]
