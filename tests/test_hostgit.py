@@ -146,6 +146,16 @@ def _include_git_cannot_parse(checkout: Path, elsewhere: Path) -> None:
         config.write("[include]\n\tpath = /dev/zero\n")
 
 
+def _format_git_refuses(checkout: Path, elsewhere: Path) -> None:
+    with (checkout / ".git" / "config").open("a") as config:
+        config.write("[core]\n\trepositoryformatversion = 7\n")
+
+
+def _head_elsewhere(checkout: Path, elsewhere: Path) -> None:
+    (checkout / ".git" / "HEAD").unlink()
+    (checkout / ".git" / "HEAD").symlink_to(elsewhere / "host-file")
+
+
 @pytest.mark.parametrize(
     ("plant", "reason"),
     [
@@ -153,8 +163,10 @@ def _include_git_cannot_parse(checkout: Path, elsewhere: Path) -> None:
         (_gitdir_link, ".git is a symbolic link"),
         (_worktree_elsewhere, "core.worktree"),
         (_alternates, "alternates borrows"),
-        (_broken_config, ".git/config cannot be read"),
-        (_include_git_cannot_parse, "git cannot use this repository"),
+        (_broken_config, "git cannot read its config"),
+        (_include_git_cannot_parse, "git cannot read its config"),
+        (_format_git_refuses, "git cannot use this repository"),
+        (_head_elsewhere, ".git/HEAD is not a regular file"),
     ],
 )
 def test_a_git_pointing_elsewhere_is_refused_and_the_checkout_recloned(

@@ -109,10 +109,11 @@ def prepare_checkout(
     never looks like a checkout.
     """
     base = os.environ if env is None else env
+    git = git or HostGit(base)
     target = checkout_dir(root, work_item)
     refused = None
     if os.path.lexists(target / ".git"):
-        refused = (git or HostGit(base)).refusal(target)
+        refused = git.refusal(target)
         if refused is None:
             return Checkout(target, reused=True)
     check_clone_url(clone_url)
@@ -126,6 +127,7 @@ def prepare_checkout(
         if os.path.lexists(target):  # a refused tree, or an empty or broken leftover
             shutil.rmtree(target)  # never follows a link inside it
         staging.rename(target)
+        git.forget(target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -9,14 +9,18 @@ profile. So, for a git command on a checkout (`HostGit.run`):
 
 1. **Refused first.** A `.git` that is a link or a file (`gitdir:` naming a repository
    elsewhere), one holding `commondir` or `objects/info/alternates` (they borrow another
-   repository), a config that is a link or not a plain file, one naming `core.worktree`,
+   repository), a config, `HEAD`, `packed-refs` or index that is a link or not a plain
+   file, a config naming `core.worktree`,
    or a repository git cannot read or use: `refusal` says why, and the caller re-clones.
-2. **Confined.** With sessions in bubblewrap, git runs in a sandbox of its own: the
-   system directories read-only, the checkout writable, no home, no network, a PID
-   namespace, nothing else. Whatever the repository still made git do, it would do with
-   no more reach than the session itself has. (With `routing.sandbox.mode: none` the
-   session runs unconfined as the spawner's user, so there is no more reach to take; git
-   runs on the host with everything below still in force.)
+2. **Confined.** With sessions in bubblewrap, a command that reads the index or writes the
+   work tree, the index, refs or reflogs (`switch`, and anything not in `ON_THE_HOST`)
+   runs in a sandbox of its own: the system directories read-only, the checkout writable,
+   no home, no network, a PID namespace, nothing else. Whatever the repository still made
+   git do — or a link in `.git` where git writes the index or appends a reflog — reaches no
+   further than the session itself could. Commands that only read refs and settings or
+   edit `.git/config` run on the host. (With `routing.sandbox.mode: none` the session runs
+   unconfined as the spawner's user, so there is no more reach to take; every command runs
+   on the host, with everything below still in force.)
 3. **Neutralised.** Settings given through `GIT_CONFIG_COUNT` outrank every config file and
    include: hooks at `/dev/null`, no fsmonitor, every filter driver the repository's config
    names emptied and not required, no pager, no automatic gc or maintenance, no transport
@@ -56,6 +60,14 @@ OFFLINE = (("protocol.allow", "never"),)
 KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL")
 FILTER_KEYS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
 BORROWED = ("commondir", "objects/info/alternates")
+# Commands that read refs and settings, or edit `.git/config` through git's lock file (which
+# `refusal` has seen to be a plain file): none of them reads the index or the work tree, so
+# no hook, filter or fsmonitor is reachable from them, and they write nothing else. They
+# run on the host (a sandbox costs more than the command); every other command is confined.
+ON_THE_HOST = frozenset({"config", "rev-parse", "symbolic-ref"})
+# What git itself always writes as plain files: a link or a fifo here is a session's doing.
+PLAIN_FILES = ("config", "config.worktree", "HEAD", "packed-refs", "index")
+REPOSITORY_SCOPES = ("local", "worktree")  # the files in `.git`, and what they include
 
 
 class CheckoutError(RuntimeError):
@@ -150,7 +162,7 @@ class HostGit:
 
     env: Mapping[str, str]
     confined: bool = True
-    _filters: dict[Path, tuple[tuple[str, str], ...]] = field(default_factory=dict, repr=False)
+    _listed: dict[Path, list[tuple[str, str]] | str] = field(default_factory=dict, repr=False)
 
     def _environment(self) -> dict[str, str]:
         env = {k: self.env[k] for k in KEPT_VARIABLES if k in self.env}
@@ -166,7 +178,8 @@ class HostGit:
     ) -> subprocess.CompletedProcess[str]:
         env = self._environment()
         place = [f"--git-dir={checkout / '.git'}", f"--work-tree={checkout}"]
-        confine = confinement(checkout, env["PATH"]) if self.confined else None
+        confined = self.confined and args[0] not in ON_THE_HOST
+        confine = confinement(checkout, env["PATH"]) if confined else None
         return run_git(
             [*place, *args],
             env,
@@ -175,31 +188,51 @@ class HostGit:
             confine=confine,
         )
 
-    def _filter_settings(self, checkout: Path) -> tuple[tuple[str, str], ...]:
-        """Every filter driver the repository's config names (includes and all), emptied."""
-        if checkout not in self._filters:
-            listed = self._call(checkout, ["config", "--list", "--name-only", "-z"], ())
-            drivers = {
-                name[len("filter.") :].rpartition(".")[0]
-                for name in listed.stdout.split("\0")
-                if name.startswith("filter.") and name.count(".") >= 2
-            }
-            self._filters[checkout] = tuple(
-                (f"filter.{driver}.{key}", value)
-                for driver in sorted(drivers)
-                for key, value in FILTER_KEYS
-            )
-        return self._filters[checkout]
+    def _settings_named(self, checkout: Path) -> list[tuple[str, str]] | str:
+        """(scope, name) of every setting git reads for `checkout`, includes and all, or
+        why git cannot read them. Listed once per checkout for this `HostGit`."""
+        if checkout not in self._listed:
+            args = ["config", "--list", "--show-scope", "--name-only", "-z"]
+            listed = self._call(checkout, args, ())
+            if listed.returncode != 0:
+                self._listed[checkout] = _first_line(listed)
+            else:
+                words = listed.stdout.split("\0")
+                self._listed[checkout] = list(zip(words[0::2], words[1::2], strict=False))
+        return self._listed[checkout]
+
+    def _filter_settings(self, checkout: Path) -> list[tuple[str, str]]:
+        """Every filter driver the config names, emptied and not required."""
+        named = self._settings_named(checkout)
+        drivers = {
+            name[len("filter.") :].rpartition(".")[0]
+            for _, name in ([] if isinstance(named, str) else named)
+            if name.startswith("filter.") and name.count(".") >= 2
+        }
+        return [
+            (f"filter.{driver}.{key}", value)
+            for driver in sorted(drivers)
+            for key, value in FILTER_KEYS
+        ]
+
+    def forget(self, checkout: Path) -> None:
+        """Drop what was listed for `checkout` (it was replaced by a fresh clone)."""
+        self._listed.pop(checkout, None)
 
     def run(
         self, checkout: Path, *args: str, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """`git args` on `checkout`, refused, confined and neutralised as above. With
-        `check`, a failure raises CheckoutError with git's first lines."""
+        """`git args` on `checkout`, confined and neutralised as above. With `check`, a
+        failure raises CheckoutError with git's first lines."""
         proc = self._call(checkout, args, self._filter_settings(checkout))
         if check and proc.returncode != 0:
             raise CheckoutError(f"git {args[0]} failed: {proc.stderr.strip()[:500]}")
         return proc
+
+    def branch_name_ok(self, name: str) -> bool:
+        """Whether git takes `name` as a branch name (checked outside any repository)."""
+        args = ["check-ref-format", "--branch", name]
+        return run_git(args, self._environment(), cwd=Path("/")).returncode == 0
 
     def refusal(self, checkout: Path) -> str | None:
         """Why `checkout` must not be used (it is re-cloned), or None when it may."""
@@ -214,19 +247,17 @@ class HostGit:
         for name in BORROWED:
             if _kind(dot_git / name) is not None:
                 return f".git/{name} borrows from a repository elsewhere"
-        for name in ("config", "config.worktree"):
+        for name in PLAIN_FILES:
             mode = _kind(dot_git / name)
-            if mode is None and name == "config.worktree":
-                continue
-            if mode is None or not stat.S_ISREG(mode):
+            if (mode is not None or name in ("config", "HEAD")) and not stat.S_ISREG(mode or 0):
                 return f".git/{name} is not a regular file"
-            named = self._call(checkout, ["config", "--file", f".git/{name}", "core.worktree"], ())
-            if named.returncode == 0:
-                return f".git/{name} names a work tree elsewhere (core.worktree)"
-            if named.returncode != 1:  # 1: the key is not set; anything else: unreadable
-                return f".git/{name} cannot be read ({_first_line(named)})"
+        named = self._settings_named(checkout)
+        if isinstance(named, str):
+            return f"git cannot read its config ({named})"
+        if any(s in REPOSITORY_SCOPES and n == "core.worktree" for s, n in named):
+            return "its config names a work tree elsewhere (core.worktree)"
         usable = self._call(checkout, ["rev-parse", "--git-dir"], ())
-        if usable.returncode != 0:  # a format git refuses, an include it cannot parse
+        if usable.returncode != 0:  # e.g. a repository format git refuses
             return f"git cannot use this repository ({_first_line(usable)})"
         return None
 

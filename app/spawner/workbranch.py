@@ -64,7 +64,7 @@ def switch_to(path: Path, branch: str, git: HostGit) -> str:
     """Put the checkout on `branch`; returns how: `current`, `switched`, `tracking` (made
     from the remote branch) or `created` (from the checked-out commit). Raises
     CheckoutError when git refuses (a bad name, local changes in the way)."""
-    if _git(path, git, "check-ref-format", "--branch", branch, check=False).returncode != 0:
+    if not git.branch_name_ok(branch):
         raise CheckoutError(f"{branch!r} is not a branch name git accepts")
     current = _git(path, git, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if current.stdout.strip() == branch:
