@@ -302,3 +302,17 @@ def test_whatever_git_still_runs_is_held_in_the_checkout(tmp_path: Path, confine
     else:
         assert (checkout / "hook-network").read_text() == "reached\n"
         assert host.read_text() == "ran\n"
+
+
+def test_a_checkout_reached_through_a_linked_workspace_is_switched_in_its_sandbox(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "disk" / "work"
+    git("clone", "-q", str(bare_repository(tmp_path)), str(real), cwd=tmp_path)
+    (tmp_path / "workspace").symlink_to(tmp_path / "disk")
+    linked = tmp_path / "workspace" / "work"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    hostgit = HostGit(env, confined=True)
+    assert hostgit.refusal(linked) is None
+    hostgit.run(linked, "switch", "-q", "-c", "feature")
+    assert (real / ".git" / "HEAD").read_text() == "ref: refs/heads/feature\n"

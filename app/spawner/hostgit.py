@@ -177,14 +177,17 @@ class HostGit:
         self, checkout: Path, args: Sequence[str], settings: Sequence[tuple[str, str]]
     ) -> subprocess.CompletedProcess[str]:
         env = self._environment()
-        place = [f"--git-dir={checkout / '.git'}", f"--work-tree={checkout}"]
+        # The directory itself is the spawner's (made in a parent no session writes), so
+        # it is resolved once: the sandbox shows it at its real path.
+        where = _real(checkout)
+        place = [f"--git-dir={where / '.git'}", f"--work-tree={where}"]
         confined = self.confined and args[0] not in ON_THE_HOST
-        confine = confinement(checkout, env["PATH"]) if confined else None
+        confine = confinement(where, env["PATH"]) if confined else None
         return run_git(
             [*place, *args],
             env,
             settings=[*OFFLINE, *settings],
-            cwd=checkout,
+            cwd=where,
             confine=confine,
         )
 
