@@ -10,8 +10,8 @@ profile. So, for a git command on a checkout (`HostGit.run`):
 1. **Refused first.** A `.git` that is a link or a file (`gitdir:` naming a repository
    elsewhere), one holding `commondir` or `objects/info/alternates` (they borrow another
    repository), a config, `HEAD`, `packed-refs` or index that is a link or not a plain
-   file, a config naming `core.worktree`,
-   or a repository git cannot read or use: `refusal` says why, and the caller re-clones.
+   file, a config naming `core.worktree`, or a repository git cannot read or use:
+   `refusal` says why, and the caller re-clones.
 2. **Confined.** With sessions in bubblewrap, a command that reads the index or writes the
    work tree, the index, refs or reflogs (`switch`, and anything not in `ON_THE_HOST`)
    runs in a sandbox of its own: the system directories read-only, the checkout writable,
@@ -229,7 +229,7 @@ class HostGit:
         failure raises CheckoutError with git's first lines."""
         proc = self._call(checkout, args, self._filter_settings(checkout))
         if check and proc.returncode != 0:
-            raise CheckoutError(f"git {args[0]} failed: {proc.stderr.strip()[:500]}")
+            raise CheckoutError(f"git {_verb(args)} failed: {proc.stderr.strip()[:500]}")
         return proc
 
     def branch_name_ok(self, name: str) -> bool:
