@@ -316,3 +316,24 @@ def test_a_checkout_reached_through_a_linked_workspace_is_switched_in_its_sandbo
     assert hostgit.refusal(linked) is None
     hostgit.run(linked, "switch", "-q", "-c", "feature")
     assert (real / ".git" / "HEAD").read_text() == "ref: refs/heads/feature\n"
+
+
+def test_a_filter_whose_name_holds_an_equals_sign_is_emptied_too(tmp_path: Path) -> None:
+    """`-c filter.a=b.smudge=` would be read as setting `filter.a`; the settings go through
+    GIT_CONFIG_COUNT, where a name is never split."""
+    work, canary = tmp_path / "work", tmp_path / "canary"
+    git("clone", "-q", str(bare_repository(tmp_path)), str(work), cwd=tmp_path)
+    (work / ".gitattributes").write_text("*.txt filter=a=b\n")
+    (work / "data.txt").write_text("data\n")
+    git("add", ".", cwd=work)
+    git("commit", "-q", "-m", "filtered", cwd=work)
+    git("switch", "-q", "-c", "plain", "HEAD~1", cwd=work)
+    _script(work / ".git" / "smudge.sh", canary, "cat\n")
+    with (work / ".git" / "config").open("a") as config:
+        config.write(f'[filter "a=b"]\n\tclean = cat\n\tsmudge = {work}/.git/smudge.sh\n')
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    HostGit(env, confined=False).run(work, "switch", "-q", "main")
+    assert (work / "data.txt").read_text() == "data\n" and not canary.exists()
+    git("switch", "-q", "plain", cwd=work)
+    git("switch", "-q", "main", cwd=work)  # the control: a plain switch runs it
+    assert canary.exists()
