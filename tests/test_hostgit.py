@@ -151,6 +151,10 @@ def _format_git_refuses(checkout: Path, elsewhere: Path) -> None:
         config.write("[core]\n\trepositoryformatversion = 7\n")
 
 
+def _git_removed(checkout: Path, elsewhere: Path) -> None:
+    shutil.rmtree(checkout / ".git")
+
+
 def _head_elsewhere(checkout: Path, elsewhere: Path) -> None:
     (checkout / ".git" / "HEAD").unlink()
     (checkout / ".git" / "HEAD").symlink_to(elsewhere / "host-file")
@@ -167,6 +171,7 @@ def _head_elsewhere(checkout: Path, elsewhere: Path) -> None:
         (_include_git_cannot_parse, "git cannot read its config"),
         (_format_git_refuses, "git cannot use this repository"),
         (_head_elsewhere, ".git/HEAD is not a regular file"),
+        (_git_removed, ".git is missing"),
     ],
 )
 def test_a_git_pointing_elsewhere_is_refused_and_the_checkout_recloned(

@@ -112,7 +112,7 @@ def prepare_checkout(
     git = git or HostGit(base)
     target = checkout_dir(root, work_item)
     refused = None
-    if os.path.lexists(target / ".git"):
+    if os.path.lexists(target):
         refused = git.refusal(target)
         if refused is None:
             return Checkout(target, reused=True)
@@ -124,8 +124,11 @@ def prepare_checkout(
         proc = run_git(command, git_env(base, askpass, token), timeout=CLONE_TIMEOUT)
         if proc.returncode != 0:
             raise CheckoutError(f"git clone failed: {_scrub(proc.stderr.strip(), token)}")
-        if os.path.lexists(target):  # a refused tree, or an empty or broken leftover
-            shutil.rmtree(target)  # never follows a link inside it
+        if refused:  # the tree there, refused (an empty leftover included)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)  # never follows a link inside it
+            else:
+                target.unlink()
         staging.rename(target)
         git.forget(target)
     finally:

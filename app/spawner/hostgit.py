@@ -150,7 +150,7 @@ def confinement(checkout: Path, path_variable: str) -> SandboxPlan:
 def _kind(path: Path) -> int | None:
     try:
         return os.lstat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
