@@ -47,6 +47,7 @@ SPAWNER_EVENTS = frozenset(
         "workspace.branch",
         "workspace.branch_failed",
         "workspace.cloned",
+        "workspace.recloned",
         "workspace.trust_failed",
         "workspace.trusted",
     }

@@ -93,8 +93,16 @@ class WorkItemState:
 def read_state(path: Path) -> WorkItemState | None:
     """The state at `path`, or None when missing or not a JSON object."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return parse_state(path.read_text())
+    except OSError:
+        return None
+
+
+def parse_state(text: str) -> WorkItemState | None:
+    """The state a file's text holds, or None when it is not a JSON object."""
+    try:
+        data = json.loads(text)
+    except ValueError:
         return None
     return WorkItemState.from_dict(data) if isinstance(data, dict) else None
 

@@ -21,6 +21,7 @@ from app.gate.pull_texts import (
     review_text,
 )
 from app.spawner.checkout import CheckoutError
+from app.spawner.hostgit import HostGit
 from app.spawner.workbranch import configure_push, gateway_remote, helper_command, switch_to
 from app.store.tables import WorkItemStatus
 from app.workitems.states import Happened, next_status
@@ -130,8 +131,8 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     git("clone", "-q", str(bare_repository(tmp_path)), str(work), cwd=tmp_path)
     gateway = gateway_remote("http://127.0.0.1:8000/", "o/r")
     assert gateway == "http://127.0.0.1:8000/git/o/r.git"
-    configure_push(work, git_env(home), gateway)
-    configure_push(work, git_env(home), gateway)  # a respawn configures again: same result
+    configure_push(work, HostGit(git_env(home)), gateway)
+    configure_push(work, HostGit(git_env(home)), gateway)  # a respawn configures again: same result
     import subprocess
 
     listed = subprocess.run(
@@ -148,7 +149,7 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     assert "useHttpPath = true" in local and "autoSetupRemote = true" in local
     assert f"url = {gateway}" in local  # origin is the App, not GitHub
     git("remote", "remove", "origin", cwd=work)  # what a session may do to its checkout
-    configure_push(work, git_env(home), gateway)
+    configure_push(work, HostGit(git_env(home)), gateway)
     assert f"url = {gateway}" in (work / ".git" / "config").read_text()
 
 
@@ -156,7 +157,7 @@ def test_switching_to_the_work_branch(tmp_path: Path) -> None:
     origin = bare_repository(tmp_path)
     work = tmp_path / "work"
     git("clone", "-q", str(origin), str(work), cwd=tmp_path)
-    env = git_env(tmp_path)
+    env = HostGit(git_env(tmp_path))
     assert switch_to(work, "the-loop/issue-1", env) == "created"
     assert switch_to(work, "the-loop/issue-1", env) == "current"
     git("switch", "-q", "main", cwd=work)

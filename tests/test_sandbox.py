@@ -103,6 +103,12 @@ def test_environment_changes_are_passed_to_bwrap() -> None:
     assert argv[-9:] == ["--setenv", "HOME", "/h", "--unsetenv", "TMUX", "--chdir", "/c", "--", "x"]
 
 
+def test_a_plan_without_network_gets_a_namespace_of_its_own() -> None:
+    assert "--unshare-net" not in sandbox_argv(SandboxPlan(binds=()), ["x"])
+    offline = sandbox_argv(SandboxPlan(binds=(), network=False), ["x"])
+    assert "--unshare-net" in offline[: offline.index("--")]
+
+
 def test_the_sandbox_key_is_bubblewrap_unless_none_is_written_exactly() -> None:
     assert parse_config({}).routing.sandbox.resolved.value == "bubblewrap"
     for mode, resolved in [("none", "none"), ("None", "bubblewrap"), ("bwrap", "bubblewrap")]:

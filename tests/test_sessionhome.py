@@ -82,3 +82,44 @@ def test_the_pure_merges() -> None:
     assert carried_config({"a": 1, "projects": {"x": {}}}) == {"a": 1}
     assert with_carried({"a": 1, "b": 2}, {"a": 1}) is None
     assert with_carried({"a": 0, "b": 2}, {"a": 1}) == {"a": 1, "b": 2}
+
+
+def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
+    tmp_path: Path,
+) -> None:
+    real, home = real_home(tmp_path), tmp_path / "session"
+    seed_home(real, home, {})
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    for name in ("credentials", "settings", "config", "gitconfig"):
+        (victims / name).write_text(f"host {name}")
+    (home / ".claude" / ".credentials.json").unlink()
+    (home / ".claude" / ".credentials.json").symlink_to(victims / "credentials")
+    (home / ".claude" / "settings.json").unlink()
+    (home / ".claude" / "settings.json").symlink_to(victims / "settings")
+    (home / ".claude.json").unlink()
+    (home / ".claude.json").symlink_to(real / ".claude.json")  # the operator's whole config
+    (home / ".gitconfig").unlink()
+    (home / ".gitconfig").symlink_to(victims / "gitconfig")
+    before = (real / ".claude.json").read_text()
+    assert seed_home(real, home, {}) == []
+    for name in ("credentials", "settings", "config", "gitconfig"):
+        assert (victims / name).read_text() == f"host {name}"
+    assert (real / ".claude.json").read_text() == before
+    config = json.loads((home / ".claude.json").read_text())
+    assert "projects" not in config  # the link was not read: no other checkout's entry
+    assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
+    assert "hooks" in json.loads((home / ".claude" / "settings.json").read_text())
+    assert not any(p.is_symlink() for p in [home / ".claude.json", *home.rglob("*")])
+
+
+def test_a_linked_claude_directory_is_replaced_by_a_real_one(tmp_path: Path) -> None:
+    real, home = real_home(tmp_path), tmp_path / "session"
+    home.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (home / ".claude").symlink_to(elsewhere)
+    assert seed_home(real, home, {}) == []
+    assert list(elsewhere.iterdir()) == []
+    assert (home / ".claude").is_dir() and not (home / ".claude").is_symlink()
+    assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'

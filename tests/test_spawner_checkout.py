@@ -14,6 +14,7 @@ from app.spawner.checkout import (
     CheckoutError,
     checkout_dir,
     prepare_checkout,
+    read_checkout_state,
     write_askpass,
     write_frozen_state,
 )
@@ -168,3 +169,24 @@ def test_the_frozen_record_is_written_and_the_pointer_kept_on_reuse(tmp_path: Pa
 def test_an_unsafe_spec_id_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckoutError):
         write_frozen_state(tmp_path, "../../etc", Frozen())
+
+
+def test_the_state_file_is_written_and_read_without_following_a_planted_link(
+    tmp_path: Path,
+) -> None:
+    checkout, host = tmp_path / "checkout", tmp_path / "host"
+    checkout.mkdir()
+    host.mkdir()
+    (host / "work-item-state.json").write_text('{"currentNode": "review", "host": 1}')
+    (checkout / "docs" / "specs").mkdir(parents=True)
+    (checkout / "docs" / "specs" / "issue-7").symlink_to(host)
+    assert read_checkout_state(checkout, "issue-7") is None  # the link reads as no file
+    path = write_frozen_state(checkout, "issue-7", Frozen(), phase="design")
+    assert (host / "work-item-state.json").read_text() == '{"currentNode": "review", "host": 1}'
+    assert not path.parent.is_symlink()
+    state = read_checkout_state(checkout, "issue-7")
+    assert state is not None and state.currentNode == "design"
+    (checkout / "docs").rename(tmp_path / "moved")
+    (checkout / "docs").symlink_to(host)
+    write_frozen_state(checkout, "issue-7", Frozen(), phase="design")
+    assert sorted(p.name for p in host.iterdir()) == ["work-item-state.json"]

@@ -249,3 +249,34 @@ def test_concurrent_trusts_from_processes_keep_every_entry(home: Path, root: Pat
     assert set(projects(home)) == {str(root / f"item-{n}") for n in range(CONCURRENT)}
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert settings == {BYPASS_SETTING: True}
+
+
+def test_a_session_home_is_trusted_without_following_a_link_it_planted(
+    home: Path, root: Path, tmp_path: Path
+) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "config.json").write_text('{"primaryApiKey": "sk-host"}')
+    (host / "settings.json").write_text('{"host": true}')
+    (home / ".claude.json").symlink_to(host / "config.json")
+    (home / ".claude").symlink_to(host)
+    outcome = pretrust(home, root / "o-r-7", root, trust(), [FLAG], session_home=True)
+    assert outcome.failures == [] and outcome.bypass_accepted
+    assert (host / "config.json").read_text() == '{"primaryApiKey": "sk-host"}'
+    assert (host / "settings.json").read_text() == '{"host": true}'
+    config = json.loads((home / ".claude.json").read_text())
+    assert "primaryApiKey" not in config and str(root / "o-r-7") in config["projects"]
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings == {BYPASS_SETTING: True}
+
+
+def test_the_operators_own_linked_config_is_still_written_through(
+    home: Path, root: Path, tmp_path: Path
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "claude.json").write_text("{}")
+    (home / ".claude.json").symlink_to(dotfiles / "claude.json")
+    pretrust(home, root / "o-r-7", root, trust(TrustScope.DIRECTORY), [])
+    assert (home / ".claude.json").is_symlink()
+    assert str(root / "o-r-7") in json.loads((dotfiles / "claude.json").read_text())["projects"]

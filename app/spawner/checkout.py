@@ -7,13 +7,16 @@ small script (no secret in it) that prints the token from `THE_LOOP_GIT_TOKEN`. 
 never in an argv (visible in `ps`), never in a git config, never in a log line; a URL that
 carries credentials of its own is refused. `credential.helper` is emptied for the clone so no
 helper stores the token either.
+
+A tree that is there already was written by its session: it is reused only when
+`HostGit.refusal` finds nothing wrong with its `.git`, and removed and cloned afresh
+otherwise. Git runs only through `hostgit`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,10 +25,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.config import NAME_RE
+from app.files import json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen
+from app.spawner.hostgit import CheckoutError, HostGit, run_git
 from app.spawner.naming import item_slug
-from app.workstate import WorkItemState, read_state, state_path, write_state
+from app.workstate import WorkItemState, parse_state, state_path
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
 ASKPASS = """#!/bin/sh
@@ -38,14 +43,13 @@ esac
 CLONE_TIMEOUT = 600
 
 
-class CheckoutError(RuntimeError):
-    """The checkout cannot be prepared; the message is safe to log (no token)."""
-
-
 @dataclass(frozen=True)
 class Checkout:
+    """A work item's tree; `refused` says why a tree that was there was not reused."""
+
     path: Path
     reused: bool
+    refused: str | None = None
 
 
 def checkout_dir(root: Path, work_item: str) -> Path:
@@ -96,39 +100,41 @@ def prepare_checkout(
     token: str | None,
     askpass: Path,
     env: Mapping[str, str] | None = None,
+    git: HostGit | None = None,
 ) -> Checkout:
-    """Clone into the work item's directory, or reuse the tree already there.
+    """Clone into the work item's directory, or reuse the tree already there when `git`
+    finds nothing in it to refuse (a refused tree is removed and cloned afresh).
 
     The clone goes to a temporary sibling and is renamed into place, so a half-finished clone
     never looks like a checkout.
     """
+    base = os.environ if env is None else env
+    git = git or HostGit(base)
     target = checkout_dir(root, work_item)
-    if (target / ".git").exists():
-        return Checkout(target, reused=True)
+    refused = None
+    if os.path.lexists(target):
+        refused = git.refusal(target)
+        if refused is None:
+            return Checkout(target, reused=True)
     check_clone_url(clone_url)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
-    command = ["git", "-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]
+    command = ["-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]
     try:
-        proc = subprocess.run(
-            command,
-            env=git_env(os.environ if env is None else env, askpass, token),
-            capture_output=True,
-            text=True,
-            timeout=CLONE_TIMEOUT,
-            check=False,
-        )
+        proc = run_git(command, git_env(base, askpass, token), timeout=CLONE_TIMEOUT)
         if proc.returncode != 0:
             raise CheckoutError(f"git clone failed: {_scrub(proc.stderr.strip(), token)}")
-        if target.exists():  # an empty or broken leftover: replace it
-            shutil.rmtree(target)
+        if refused:  # the tree there, refused (an empty leftover included)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)  # never follows a link inside it
+            else:
+                target.unlink()
         staging.rename(target)
-    except subprocess.TimeoutExpired as exc:
-        raise CheckoutError(f"git clone timed out after {CLONE_TIMEOUT}s") from exc
+        git.forget(target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return Checkout(target, reused=False)
+    return Checkout(target, reused=False, refused=refused)
 
 
 def write_frozen_state(
@@ -138,16 +144,15 @@ def write_frozen_state(
     phase: str = "",
     gates: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write `docs/specs/<spec>/work-item-state.json` from the App's record.
+    """Write `docs/specs/<spec>/work-item-state.json` from the App's record (no link in
+    the checkout is followed: a linked directory on the way is replaced by a real one).
 
     The pointer is the App's `phase` when the job carries one (else the one already in a
     reused checkout is kept); the decisions and choices are the App's (it is the authority)
     and replace whatever an agent wrote there.
     """
-    if not NAME_RE.match(spec_id):
-        raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
-    path = state_path(checkout, spec_id)
-    previous = read_state(path)
+    path = state_path(checkout, _safe_spec(spec_id))
+    previous = read_checkout_state(checkout, spec_id)
     state = WorkItemState(
         workItem=spec_id,
         currentNode=phase
@@ -160,5 +165,22 @@ def write_frozen_state(
         model=frozen.model,
         effort=frozen.effort,
     )
-    write_state(path, state)
+    relative = path.relative_to(checkout).as_posix()
+    write_within(checkout, relative, json_text(state.to_dict()), 0o644, dir_mode=0o755)
     return path
+
+
+def _safe_spec(spec_id: str) -> str:
+    if not NAME_RE.match(spec_id):
+        raise CheckoutError(f"spec id {spec_id!r} is not a safe directory name")
+    return spec_id
+
+
+def read_checkout_state(checkout: Path, spec_id: str) -> WorkItemState | None:
+    """The state file in a checkout, read as the session left it but without following a
+    link (one reads as no file): the host never reads a file elsewhere through it."""
+    relative = state_path(checkout, _safe_spec(spec_id)).relative_to(checkout).as_posix()
+    try:
+        return parse_state(read_within(checkout, relative))
+    except (FileNotFoundError, NotADirectoryError):
+        return None

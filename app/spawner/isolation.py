@@ -67,7 +67,8 @@ def bubblewrap_problem(config_source: str, env: Mapping[str, str]) -> str | None
     return None
 
 
-def _system() -> tuple[list[Bind], list[tuple[str, Path]]]:
+def system_mounts() -> tuple[list[Bind], list[tuple[str, Path]]]:
+    """The system directories every sandbox shows read-only, and the merged-usr links."""
     binds = [Bind(Path(d)) for d in SYSTEM_DIRS if Path(d).is_dir()]
     links: list[tuple[str, Path]] = []
     for name in MERGED_USR:
@@ -107,12 +108,19 @@ def secrets(
         hard_dirs.append(state_dir.parent)  # the App's state dir, under `the-loop up`
     if env.get("THE_LOOP_STATE_DIR"):
         hard_dirs.append(Path(env["THE_LOOP_STATE_DIR"]))
-    hard_files = [Path.cwd() / ".env", *map(Path, HOST_SECRET_FILES)]
+    hard_files = [Path.cwd() / ".env"]
     if env.get("GITHUB_PRIVATE_KEY_PATH"):
         hard_files.append(Path(env["GITHUB_PRIVATE_KEY_PATH"]))
-    found = [Secret(_real(p)) for p in [*hard_dirs, *map(Path, HOST_SECRET_DIRS)]]
+    found = [Secret(_real(p)) for p in hard_dirs] + system_secrets()
     found += [Secret(_real(p), directory=False) for p in hard_files]
     found.append(Secret(_real(Path.cwd()), hard=False))  # the App's working directory
+    return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
+
+
+def system_secrets() -> list[Secret]:
+    """The system's own secrets inside `/etc` (password hashes, the host's ssh keys)."""
+    found = [Secret(_real(Path(p))) for p in HOST_SECRET_DIRS]
+    found += [Secret(_real(Path(p)), directory=False) for p in HOST_SECRET_FILES]
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
 
 
@@ -122,7 +130,7 @@ def shared_plan(
     """What every session on this machine sees, before its own checkout and home: the
     system, this installation's Python and code, the directories under `routing.sandbox`,
     and a PATH with this installation's Python first."""
-    system, links = _system()
+    system, links = system_mounts()
     binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
     binds += [Bind(_real(p), own=False) for p in sandbox.read_only if _real(p).exists()]
     binds += [

@@ -23,7 +23,7 @@ from app.protocol import AnswerJob, DeliverJob, SpawnJob, StopJob
 from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
-from app.spawner.checkout import CheckoutError, write_frozen_state
+from app.spawner.checkout import CheckoutError, read_checkout_state, write_frozen_state
 from app.spawner.isolation import SandboxError
 from app.spawner.launch import (
     SpawnerContext,
@@ -37,7 +37,6 @@ from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
 from app.spawner.tmux import TmuxError
 from app.spawner.watchdog import Readiness, await_input, report_stall
-from app.workstate import read_state, state_path
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
@@ -175,7 +174,7 @@ def _respawn(
         facts.update(old=moved.old, new=moved.new)
     if record is not None and record.pending:
         text = f"{record.pending}\n\n{text}"
-    if record is None and read_state(state_path(checkout, spec_id)) is None:
+    if record is None and read_checkout_state(checkout, spec_id) is None:
         write_frozen_state(checkout, spec_id, payload.frozen, payload.phase, payload.gates)
     if launch is None:
         harness = record.harness if record else None

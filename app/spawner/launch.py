@@ -18,6 +18,7 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.hostgit import HostGit
 from app.spawner.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
@@ -56,8 +57,13 @@ class SpawnerContext:
 
 
 def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
-    """Clone (or reuse) the work item's tree; reports `workspace.cloned` on a fresh clone."""
+    """Clone (or reuse) the work item's tree; reports `workspace.cloned` on a fresh clone
+    and `workspace.recloned` (a warning, with the reason) when the tree there was refused.
+
+    Git on the tree runs through one `HostGit` for this launch: confined in a sandbox of
+    its own unless sessions themselves run unconfined."""
     payload = job.payload
+    git = HostGit(ctx.env, confined=ctx.config.routing.sandbox.resolved is not SandboxMode.NONE)
     checkout = prepare_checkout(
         ctx.workspace_root,
         job.work_item,
@@ -65,23 +71,32 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
         token=job.github_token,
         askpass=write_askpass(ctx.state_dir),
         env=ctx.env,
+        git=git,
     )
-    if not checkout.reused:
+    if checkout.refused:
+        ctx.events.emit(
+            "workspace.recloned",
+            job.work_item,
+            level="warning",
+            checkout=str(checkout.path),
+            reason=checkout.refused,
+        )
+    elif not checkout.reused:
         ctx.events.emit("workspace.cloned", job.work_item, checkout=str(checkout.path))
-    _on_work_branch(ctx, job, checkout)
+    _on_work_branch(ctx, job, checkout, git)
     return checkout
 
 
-def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout) -> None:
+def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, git: HostGit) -> None:
     """`origin` at the App's git gateway with the push helper in the checkout's config, and
     the checkout on the job's branch. A reused checkout that cannot switch (local changes in
     the way) is left where it is."""
-    configure_push(checkout.path, ctx.env, gateway_remote(ctx.app_url, job.payload.repo))
+    configure_push(checkout.path, git, gateway_remote(ctx.app_url, job.payload.repo))
     branch = job.payload.branch
     if not branch:
         return
     try:
-        how = switch_to(checkout.path, branch, ctx.env)
+        how = switch_to(checkout.path, branch, git)
     except CheckoutError as exc:
         if not checkout.reused:
             raise
@@ -154,9 +169,8 @@ def prepare_launch(
     home = home_for(ctx.state_dir, item_slug(work_item))
     for failure in seed_home(ctx.home, home, ctx.env):
         ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
-    report_trust(
-        ctx, work_item, pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args)
-    )
+    trusted = pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args, session_home=True)
+    report_trust(ctx, work_item, trusted)
     hidden = secrets(
         state_dir=ctx.state_dir,
         real_home=ctx.home,

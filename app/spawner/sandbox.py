@@ -69,6 +69,7 @@ class SandboxPlan:
     setenv: tuple[tuple[str, str], ...] = ()
     unsetenv: tuple[str, ...] = ()
     chdir: Path = Path("/")
+    network: bool = True  # False: a network namespace of its own, with nothing in it
 
 
 def _within(path: Path, parent: Path) -> bool:
@@ -120,6 +121,8 @@ def mount_args(plan: SandboxPlan) -> list[str]:
 def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
     """The bwrap command that runs `argv` confined by `plan`."""
     words = [BWRAP, *ISOLATION]
+    if not plan.network:
+        words.append("--unshare-net")
     for target, link in plan.symlinks:
         words += ["--symlink", target, str(link)]
     words += mount_args(plan)

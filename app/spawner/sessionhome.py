@@ -12,19 +12,22 @@ the session sees. Before each launch it receives, from the operator's real home:
 - `~/.claude/.credentials.json` (a login), and git's `user.name` / `user.email`.
 
 The merges are pure; every file edit holds the same lock as every other edit of it. A real
-file that cannot be read is reported and nothing is taken from it.
+file that cannot be read is reported and nothing is taken from it. The session writes its
+home, so every write here goes through `app.files`' `…_within` functions: a link it planted
+(`~/.claude`, `~/.claude.json`, `.credentials.json` pointing at a host file) is replaced,
+never written through, and never read.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from app.commands.hooks import direct_command, install_stop_hook
-from app.files import FileLock, write_text_atomic
+from app.files import FileLock, write_within
+from app.spawner.hostgit import run_git
 from app.spawner.trust import (
     TrustFileError,
     claude_config_path,
@@ -82,11 +85,10 @@ def _git_identity(real_home: Path) -> str:
     source = real_home / ".gitconfig"
     if not source.is_file():
         return ""
-    found = subprocess.run(
-        ["git", "config", "--file", str(source), "--get-regexp", r"^user\.(name|email)$"],
-        capture_output=True,
-        text=True,
-        check=False,
+    found = run_git(
+        ["config", "--file", str(source), "--get-regexp", r"^user\.(name|email)$"],
+        {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(real_home)},
+        cwd=real_home,
     ).stdout
     lines = [
         f"\t{key.split('.', 1)[1]} = {value}"
@@ -99,31 +101,34 @@ def _git_identity(real_home: Path) -> str:
 def seed_home(real_home: Path, home: Path, env: Mapping[str, str]) -> list[str]:
     """Bring the session's home up to date from the real one; returns what went wrong."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    claude_settings_path(home).parent.mkdir(mode=0o700, exist_ok=True)
     config, config_dir = _config_sources(real_home, env)
     failures: list[str] = []
     try:
         carried = carried_config(_read_object(config))
-        update_json_file(claude_config_path(home), lambda data: with_carried(data, carried))
+        update_json_file(
+            claude_config_path(home), lambda data: with_carried(data, carried), within=home
+        )
     except (TrustFileError, OSError) as exc:
         failures.append(f"{config}: {exc}")
     settings = config_dir / "settings.json"
     try:
         wanted = session_settings(_read_object(settings), direct_command())
         update_json_file(
-            claude_settings_path(home), lambda data: None if data == wanted else wanted
+            claude_settings_path(home), lambda data: None if data == wanted else wanted, home
         )
     except (TrustFileError, OSError, ValueError) as exc:
         failures.append(f"{settings}: {exc}")
     credentials = config_dir / CREDENTIALS
     if credentials.is_file():
         try:
-            target = claude_settings_path(home).parent / CREDENTIALS
-            shutil.copyfile(credentials, target)
-            target.chmod(0o600)
+            relative = claude_settings_path(home).parent.relative_to(home) / CREDENTIALS
+            write_within(home, relative.as_posix(), credentials.read_bytes(), 0o600)
         except OSError as exc:
             failures.append(f"{credentials}: {exc}")
     identity = _git_identity(real_home)
     if identity:
-        write_text_atomic(home / ".gitconfig", identity, 0o600)
+        try:
+            write_within(home, ".gitconfig", identity, 0o600)
+        except OSError as exc:
+            failures.append(f"{home / '.gitconfig'}: {exc}")
     return failures

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
-from app.files import FileLock, write_json
+from app.files import FileLock, json_text, update_within, write_json
 from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"
@@ -122,14 +122,28 @@ def parse_object(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def update_json_file(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+def update_json_file(
+    path: Path,
+    edit: Callable[[dict[str, Any]], dict[str, Any] | None],
+    within: Path | None = None,
+) -> bool:
     """Merge `edit` into the JSON object at `path`; True when the file was written.
 
     The read, the edit and the write happen under `FileLock`, so concurrent launches never
-    lose each other's entries. Atomic (temp file, then rename, through a symlink to its
-    target) and keeps the file's mode. Raises `TrustFileError` for a file that cannot be
-    merged (it is left as it was), and `OSError` for a failed read or write.
+    lose each other's entries. Atomic (temp file, then rename) and keeps the file's mode.
+    In the operator's own home a symlink is written through to its target (dotfiles kept
+    elsewhere stay linked); under `within` (a session's home, which the session writes)
+    no link is followed: a linked file reads as absent and is replaced, a linked directory
+    is replaced by a real one. Raises `TrustFileError` for a file that cannot be merged (it
+    is left as it was), and `OSError` for a failed read or write.
     """
+    if within is not None:
+
+        def merged(text: str) -> str | None:
+            updated = edit(parse_object(text, str(path)))
+            return None if updated is None else json_text(updated)
+
+        return update_within(within, path.relative_to(within).as_posix(), merged, NEW_FILE_MODE)
     target = Path(os.path.realpath(path))
     with FileLock(target):
         try:
@@ -169,8 +183,11 @@ def pretrust(
     workspace_root: Path,
     trust: HarnessTrust,
     launch_args: Sequence[str],
+    *,
+    session_home: bool = False,
 ) -> TrustOutcome:
-    """Pre-trust `spawn_dir` (and pre-accept the bypass disclaimer when due) for `home`.
+    """Pre-trust `spawn_dir` (and pre-accept the bypass disclaimer when due) for `home`;
+    `session_home` says `home` is a sandboxed session's own, where no link is followed.
 
     Never raises for a file problem: a failure is recorded in the outcome and the spawn goes
     on (the session may then stop at a dialog, which the watchdog reports).
@@ -182,15 +199,16 @@ def pretrust(
     plan = plan_trust(spawn, workspace_root.expanduser().resolve(), trust.scope, home.resolve())
     outcome.warnings.extend(plan.warnings)
     config = claude_config_path(home)
+    within = home if session_home else None
     try:
-        outcome.written = update_json_file(config, lambda data: with_trust(data, plan))
+        outcome.written = update_json_file(config, lambda data: with_trust(data, plan), within)
         outcome.directories = plan.directories
     except (TrustFileError, OSError) as exc:
         outcome.failures.append(f"{config}: {exc}")
     if should_accept_bypass(trust, launch_args):
         settings = claude_settings_path(home)
         try:
-            update_json_file(settings, with_bypass_accepted)
+            update_json_file(settings, with_bypass_accepted, within)
             outcome.bypass_accepted = True
         except (TrustFileError, OSError) as exc:
             outcome.failures.append(f"{settings}: {exc}")

@@ -11,6 +11,9 @@ empty entry that switches off every helper from the user's or the system's confi
 those could otherwise store the token on disk); the helper gives the session's own token,
 to the gateway only. `credential.useHttpPath` makes git say which repository it wants.
 `push.autoSetupRemote` lets a plain `git push` publish a new branch.
+
+The checkout is its session's writing: every git command here goes through
+`hostgit.HostGit` (refused, confined and neutralised there), never straight to git.
 """
 
 from __future__ import annotations
@@ -18,12 +21,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
-from app.spawner.checkout import TOKEN_VARIABLE, CheckoutError
-
-GIT_TIMEOUT = 60
+from app.spawner.hostgit import CheckoutError, HostGit
 
 
 def helper_command(python: str = sys.executable) -> str:
@@ -33,20 +33,10 @@ def helper_command(python: str = sys.executable) -> str:
 
 
 def _git(
-    path: Path, env: Mapping[str, str], *args: str, check: bool = True
+    path: Path, git: HostGit, *args: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    quiet = {k: v for k, v in env.items() if k != TOKEN_VARIABLE} | {"GIT_TERMINAL_PROMPT": "0"}
-    proc = subprocess.run(
-        ["git", "-C", str(path), *args],
-        env=quiet,
-        capture_output=True,
-        text=True,
-        timeout=GIT_TIMEOUT,
-        check=False,
-    )
-    if check and proc.returncode != 0:
-        raise CheckoutError(f"git {args[0]} failed: {proc.stderr.strip()[:500]}")
-    return proc
+    """Every git command here runs through the one safe door (see `hostgit`)."""
+    return git.run(path, *args, check=check)
 
 
 def gateway_remote(app_url: str, repo: str) -> str:
@@ -54,38 +44,36 @@ def gateway_remote(app_url: str, repo: str) -> str:
     return f"{app_url.rstrip('/')}/git/{repo}.git"
 
 
-def configure_push(
-    path: Path, env: Mapping[str, str], remote: str, helper: str | None = None
-) -> None:
+def configure_push(path: Path, git: HostGit, remote: str, helper: str | None = None) -> None:
     """Point `origin` at `remote` (the App's gateway) and name the-loop's credential helper
     (and only it) in the checkout's local config."""
-    if _git(path, env, "remote", "set-url", "origin", remote, check=False).returncode != 0:
-        _git(path, env, "remote", "add", "origin", remote)  # a session removed it
-    _git(path, env, "config", "--local", "--unset-all", "credential.helper", check=False)
-    _git(path, env, "config", "--local", "--add", "credential.helper", "")
-    _git(path, env, "config", "--local", "--add", "credential.helper", helper or helper_command())
-    _git(path, env, "config", "--local", "credential.useHttpPath", "true")
-    _git(path, env, "config", "--local", "push.autoSetupRemote", "true")
+    if _git(path, git, "remote", "set-url", "origin", remote, check=False).returncode != 0:
+        _git(path, git, "remote", "add", "origin", remote)  # a session removed it
+    _git(path, git, "config", "--local", "--unset-all", "credential.helper", check=False)
+    _git(path, git, "config", "--local", "--add", "credential.helper", "")
+    _git(path, git, "config", "--local", "--add", "credential.helper", helper or helper_command())
+    _git(path, git, "config", "--local", "credential.useHttpPath", "true")
+    _git(path, git, "config", "--local", "push.autoSetupRemote", "true")
 
 
-def _exists(path: Path, env: Mapping[str, str], ref: str) -> bool:
-    return _git(path, env, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
+def _exists(path: Path, git: HostGit, ref: str) -> bool:
+    return _git(path, git, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
 
 
-def switch_to(path: Path, branch: str, env: Mapping[str, str]) -> str:
+def switch_to(path: Path, branch: str, git: HostGit) -> str:
     """Put the checkout on `branch`; returns how: `current`, `switched`, `tracking` (made
     from the remote branch) or `created` (from the checked-out commit). Raises
     CheckoutError when git refuses (a bad name, local changes in the way)."""
-    if _git(path, env, "check-ref-format", "--branch", branch, check=False).returncode != 0:
+    if not git.branch_name_ok(branch):
         raise CheckoutError(f"{branch!r} is not a branch name git accepts")
-    current = _git(path, env, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    current = _git(path, git, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if current.stdout.strip() == branch:
         return "current"
-    if _exists(path, env, f"refs/heads/{branch}"):
-        _git(path, env, "switch", "--quiet", branch)
+    if _exists(path, git, f"refs/heads/{branch}"):
+        _git(path, git, "switch", "--quiet", branch)
         return "switched"
-    if _exists(path, env, f"refs/remotes/origin/{branch}"):
-        _git(path, env, "switch", "--quiet", "--create", branch, "--track", f"origin/{branch}")
+    if _exists(path, git, f"refs/remotes/origin/{branch}"):
+        _git(path, git, "switch", "--quiet", "--create", branch, "--track", f"origin/{branch}")
         return "tracking"
-    _git(path, env, "switch", "--quiet", "--create", branch)
+    _git(path, git, "switch", "--quiet", "--create", branch)
     return "created"

@@ -1,0 +1,270 @@
+"""Every git command the spawner runs goes through here: a checkout is its session's writing.
+
+Git trusts the repository it runs in. A session writes all of its own: `.git/config`, the
+hooks, the index, the reflogs, `.gitattributes`. Left alone, `git switch` on a relaunch
+would run a planted `post-checkout` hook, a `core.fsmonitor` command or a filter's `clean`
+or `smudge` as the spawner's user, follow an `include.path`, write the work tree where
+`core.worktree` says, or append a reflog line through a link to the operator's shell
+profile. So, for a git command on a checkout (`HostGit.run`):
+
+1. **Refused first.** A `.git` that is a link or a file (`gitdir:` naming a repository
+   elsewhere), one holding `commondir` or `objects/info/alternates` (they borrow another
+   repository), a config, `HEAD`, `packed-refs` or index that is a link or not a plain
+   file, a config naming `core.worktree`, or a repository git cannot read or use:
+   `refusal` says why, and the caller re-clones.
+2. **Confined.** With sessions in bubblewrap, a command that reads the index or writes the
+   work tree, the index, refs or reflogs (`switch`, and anything not in `ON_THE_HOST`)
+   runs in a sandbox of its own: the system directories read-only, the checkout writable,
+   no home, no network, a PID namespace, nothing else. Whatever the repository still made
+   git do — or a link in `.git` where git writes the index or appends a reflog — reaches no
+   further than the session itself could. Commands that only read refs and settings or
+   edit `.git/config` run on the host. (With `routing.sandbox.mode: none` the session runs
+   unconfined as the spawner's user, so there is no more reach to take; every command runs
+   on the host, with everything below still in force.)
+3. **Neutralised.** Settings given through `GIT_CONFIG_COUNT` outrank every config file and
+   include: hooks at `/dev/null`, no fsmonitor, every filter driver the repository's config
+   names emptied and not required, no pager, no automatic gc or maintenance, no transport
+   at all (`GIT_ALLOW_PROTOCOL` names none: nothing is fetched, lazily or otherwise).
+   `--git-dir` and `--work-tree` are explicit, so `core.worktree` has no say.
+4. **A clean process.** Only PATH and the locale come from the spawner's environment (no
+   token, no key); stdin is `/dev/null` and git starts a session of its own (no terminal
+   to push keystrokes into).
+
+The clone of a fresh checkout and the read of the operator's git identity run here too
+(`run_git`), with the same settings; only a clone may use a transport.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.spawner.isolation import system_mounts, system_secrets
+from app.spawner.sandbox import Bind, SandboxPlan, sandbox_argv
+
+GIT_TIMEOUT = 60
+NEUTRAL = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("safe.bareRepository", "explicit"),
+)
+OFFLINE = (("protocol.allow", "never"),)
+KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL")
+FILTER_KEYS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+BORROWED = ("commondir", "objects/info/alternates")
+# Commands that read refs and settings, or edit `.git/config` through git's lock file (which
+# `refusal` has seen to be a plain file): none of them reads the index or the work tree, so
+# no hook, filter or fsmonitor is reachable from them, and they write nothing else. They
+# run on the host (a sandbox costs more than the command); every other command is confined.
+ON_THE_HOST = frozenset({"config", "rev-parse", "symbolic-ref"})
+# What git itself always writes as plain files: a link or a fifo here is a session's doing.
+PLAIN_FILES = ("config", "config.worktree", "HEAD", "packed-refs", "index")
+REPOSITORY_SCOPES = ("local", "worktree")  # the files in `.git`, and what they include
+
+
+class CheckoutError(RuntimeError):
+    """The checkout cannot be prepared; the message is safe to log (no token)."""
+
+
+def _count_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """`settings` as GIT_CONFIG_COUNT variables: key and value apart, so a name holding `=`
+    cannot be split the way `-c name=value` would split it."""
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for n, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    settings: Sequence[tuple[str, str]] = (),
+    cwd: Path | None = None,
+    timeout: float = GIT_TIMEOUT,
+    confine: SandboxPlan | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `git args` with `env` plus the neutral settings (and `settings`), inside
+    `confine` when given. Raises CheckoutError when git does not finish in `timeout`."""
+    full = {**env, **_count_env([*NEUTRAL, *settings]), "GIT_TERMINAL_PROMPT": "0"}
+    argv = ["git", *args]
+    if confine is not None:
+        argv = sandbox_argv(confine, argv)
+    try:
+        return subprocess.run(
+            argv,
+            env=full,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CheckoutError(f"git {_verb(args)} timed out after {timeout:g}s") from exc
+
+
+def _verb(args: Sequence[str]) -> str:
+    """The sub-command's name among git's arguments (options and `-c` values skipped)."""
+    return next((a for a in args if not a.startswith("-") and "=" not in a), "")
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def confinement(checkout: Path, path_variable: str) -> SandboxPlan:
+    """The sandbox a git command on `checkout` runs in: system directories read-only (and
+    git's own, when it lives elsewhere), the checkout writable, no network."""
+    binds, links = system_mounts()
+    found = shutil.which("git", path=path_variable)
+    if found is not None:
+        where = _real(Path(found)).parent
+        if not any(_inside(where, b.path) for b in binds):
+            binds.append(Bind(where))
+    binds.append(Bind(_real(checkout), writable=True))
+    return SandboxPlan(
+        binds=tuple(binds),
+        secrets=tuple(system_secrets()),
+        symlinks=tuple(links),
+        chdir=_real(checkout),
+        network=False,
+    )
+
+
+def _kind(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+@dataclass
+class HostGit:
+    """Git on work items' checkouts, for one spawner: `env` is the spawner's environment
+    (only PATH and the locale are taken from it); `confined` runs each command in its own
+    sandbox (False only when sessions themselves run unconfined)."""
+
+    env: Mapping[str, str]
+    confined: bool = True
+    _listed: dict[Path, list[tuple[str, str]] | str] = field(default_factory=dict, repr=False)
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: self.env[k] for k in KEPT_VARIABLES if k in self.env}
+        env.setdefault("PATH", os.defpath)
+        # Confined, there is no home to read a config from; on the host, the operator's
+        # own `~/.gitconfig` is theirs to trust.
+        env["HOME"] = "/nonexistent" if self.confined else self.env.get("HOME", "/nonexistent")
+        env.update(GIT_ALLOW_PROTOCOL="none", GIT_NO_LAZY_FETCH="1")
+        return env
+
+    def _call(
+        self, checkout: Path, args: Sequence[str], settings: Sequence[tuple[str, str]]
+    ) -> subprocess.CompletedProcess[str]:
+        env = self._environment()
+        # The directory itself is the spawner's (made in a parent no session writes), so
+        # it is resolved once: the sandbox shows it at its real path.
+        where = _real(checkout)
+        place = [f"--git-dir={where / '.git'}", f"--work-tree={where}"]
+        confined = self.confined and args[0] not in ON_THE_HOST
+        confine = confinement(where, env["PATH"]) if confined else None
+        return run_git(
+            [*place, *args],
+            env,
+            settings=[*OFFLINE, *settings],
+            cwd=where,
+            confine=confine,
+        )
+
+    def _settings_named(self, checkout: Path) -> list[tuple[str, str]] | str:
+        """(scope, name) of every setting git reads for `checkout`, includes and all, or
+        why git cannot read them. Listed once per checkout for this `HostGit`."""
+        if checkout not in self._listed:
+            args = ["config", "--list", "--show-scope", "--name-only", "-z"]
+            listed = self._call(checkout, args, ())
+            if listed.returncode != 0:
+                self._listed[checkout] = _first_line(listed)
+            else:
+                words = listed.stdout.split("\0")
+                self._listed[checkout] = list(zip(words[0::2], words[1::2], strict=False))
+        return self._listed[checkout]
+
+    def _filter_settings(self, checkout: Path) -> list[tuple[str, str]]:
+        """Every filter driver the config names, emptied and not required."""
+        named = self._settings_named(checkout)
+        drivers = {
+            name[len("filter.") :].rpartition(".")[0]
+            for _, name in ([] if isinstance(named, str) else named)
+            if name.startswith("filter.") and name.count(".") >= 2
+        }
+        return [
+            (f"filter.{driver}.{key}", value)
+            for driver in sorted(drivers)
+            for key, value in FILTER_KEYS
+        ]
+
+    def forget(self, checkout: Path) -> None:
+        """Drop what was listed for `checkout` (it was replaced by a fresh clone)."""
+        self._listed.pop(checkout, None)
+
+    def run(
+        self, checkout: Path, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`git args` on `checkout`, confined and neutralised as above. With `check`, a
+        failure raises CheckoutError with git's first lines."""
+        proc = self._call(checkout, args, self._filter_settings(checkout))
+        if check and proc.returncode != 0:
+            raise CheckoutError(f"git {_verb(args)} failed: {proc.stderr.strip()[:500]}")
+        return proc
+
+    def branch_name_ok(self, name: str) -> bool:
+        """Whether git takes `name` as a branch name (checked outside any repository)."""
+        args = ["check-ref-format", "--branch", name]
+        return run_git(args, self._environment(), cwd=Path("/")).returncode == 0
+
+    def refusal(self, checkout: Path) -> str | None:
+        """Why `checkout` must not be used (it is re-cloned), or None when it may."""
+        dot_git = checkout / ".git"
+        mode = _kind(dot_git)
+        if mode is None:
+            return ".git is missing"
+        if stat.S_ISLNK(mode):
+            return ".git is a symbolic link"
+        if not stat.S_ISDIR(mode):
+            return ".git is not a directory (a gitdir file names a repository elsewhere)"
+        for name in BORROWED:
+            if _kind(dot_git / name) is not None:
+                return f".git/{name} borrows from a repository elsewhere"
+        for name in PLAIN_FILES:
+            mode = _kind(dot_git / name)
+            if (mode is not None or name in ("config", "HEAD")) and not stat.S_ISREG(mode or 0):
+                return f".git/{name} is not a regular file"
+        named = self._settings_named(checkout)
+        if isinstance(named, str):
+            return f"git cannot read its config ({named})"
+        if any(s in REPOSITORY_SCOPES and n == "core.worktree" for s, n in named):
+            return "its config names a work tree elsewhere (core.worktree)"
+        usable = self._call(checkout, ["rev-parse", "--git-dir"], ())
+        if usable.returncode != 0:  # e.g. a repository format git refuses
+            return f"git cannot use this repository ({_first_line(usable)})"
+        return None
+
+
+def _first_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    return (lines[0] if lines else f"exit {proc.returncode}")[:200]
