@@ -53,6 +53,9 @@ def session_words(payload: Mapping[str, Any]) -> str:
         hint = str(payload.get("stall_hint") or "")
         words = ":warning: *stalled*" + (f" at a {escape(screen)}" if screen else "")
         words += f" — {escape(hint)}" if hint else ""
+    place = payload.get("queued")
+    if status == "frozen" and isinstance(place, (list, tuple)) and len(place) == 2:
+        words = f"queued ({int(place[0])} of {int(place[1])}) for a spawner"
     return words
 
 

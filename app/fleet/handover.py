@@ -25,6 +25,7 @@ from app.fleet.tokens import mint_session_token, renew_session_tokens
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store.tables import Job, JobKind, Spawner, WorkItem
+from app.workitems.capacity import renumber
 from app.workitems.states import Happened, transition
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,9 @@ def prepare_offer(
             renew_session_tokens(session, [job.work_item], now)
             session_token = mint_session_token(session, job.work_item, now)
         if job.kind == JobKind.SPAWN:
-            transition(session.get(WorkItem, job.work_item), Happened.SPAWN_CLAIMED)
+            item = session.get(WorkItem, job.work_item)
+            transition(item, Happened.SPAWN_CLAIMED)
+            renumber(session, leaving=item)  # the items behind it move up
         services.events.emit(
             "job.claimed",
             job.work_item,

@@ -99,7 +99,8 @@ class Agent:
                     self._register()
                 self._slots.acquire()
                 try:
-                    job = self.client.claim(self.options.wait)
+                    limit = self.ctx.config.routing.max_sessions
+                    job = self.client.claim(self.options.wait, limit)
                 except BaseException:
                     self._slots.release()
                     raise

@@ -100,8 +100,9 @@ def retarget(session: Session, work_item: str, spawner_id: int) -> None:
 
 def _build_claimable() -> ColumnElement[bool]:
     """Which jobs a spawner may take now: due, in order for its work item, meant for it, of a
-    harness it hosts and of a repository it serves (parameters `now`, `spawner`,
-    `any_harness`, `harnesses`, `any_repo`, `scope`).
+    harness it hosts, of a repository it serves, and — for a spawn — while it has room for
+    another session (parameters `now`, `spawner`, `any_harness`, `harnesses`, `any_repo`,
+    `scope`, `may_spawn`).
 
     Built once: a claim runs on every long-poll wake-up, and composing this expression costs
     more than running it.
@@ -118,6 +119,7 @@ def _build_claimable() -> ColumnElement[bool]:
             and_(Job.state == JobState.CLAIMED, Job.lease_until < bindparam("now")),
         ),
         Job.attempts < MAX_ATTEMPTS,
+        or_(bindparam("may_spawn", type_=Boolean), Job.kind != JobKind.SPAWN),
         or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == bindparam("spawner")),
         or_(
             bindparam("any_harness", type_=Boolean),
@@ -154,11 +156,13 @@ def claim_job(
     now: datetime,
     lease: timedelta = LEASE,
     harnesses: list[str] | None = None,
+    spawns: bool = True,
 ) -> Job | None:
     """Take the oldest job `spawner_id` may run, for `lease`; None when there is none.
 
     With `harnesses`, a spawn frozen on a harness outside that list is left for a spawner
-    that hosts it.
+    that hosts it. Without `spawns` (the spawner has no room for another session) only jobs
+    for sessions it already runs are offered: deliver, stop and answer are never held back.
     """
     if not scope:
         return None
@@ -169,6 +173,7 @@ def claim_job(
         "harnesses": list(harnesses or []),
         "any_repo": ANY_REPOSITORY in scope,
         "scope": [s.lower() for s in scope],
+        "may_spawn": spawns,
     }
     candidates = _CANDIDATES
     if is_postgres(engine):

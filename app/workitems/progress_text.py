@@ -55,6 +55,7 @@ class ProgressView:
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
+    queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
 
 
 UNSANDBOXED_NOTE = (
@@ -73,6 +74,9 @@ def _session_line(view: ProgressView) -> str:
         screen = f" at a {view.stall.replace('-', ' ')}" if view.stall else ""
         hint = f" — {view.stall_hint}" if view.stall_hint else ""
         words = f"**stalled{screen}**{hint}"
+    elif view.status == S.FROZEN and view.queued is not None:
+        position, length = view.queued
+        words = f"queued ({position} of {length}) for a spawner"
     elif view.status == S.EXITED and view.failure:
         reason = " ".join(view.failure.split()).replace("`", "'")
         words = f"**could not start**: `{reason}` (a follow-up or `execute` tries again)"
@@ -132,6 +136,7 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "effort": view.effort,
         "stall": view.stall,
         "stall_hint": view.stall_hint,
+        "queued": list(view.queued) if view.queued else None,
         "artifacts": list(view.artifacts),
         "pull_request": dict(view.pull_request),
         "approve_keyword": view.approve_keyword,
