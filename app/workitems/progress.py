@@ -91,6 +91,8 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
         failure=str(session.get("failure") or "") if item.state == WorkItemStatus.EXITED else "",
         unsandboxed=session.get("sandbox") == "none",
         queued=place_in_line(session) if item.state == WorkItemStatus.FROZEN else None,
+        branch=item.branch or "",
+        page=item.html_url or "",
         artifacts=list(item.artifacts or []),
         spec_id=spec_id(item.issue_number),
         pull_request=dict(getattr(item, "pull_request", None) or {}),
