@@ -12,10 +12,12 @@ from app.workitems.capacity import place_in_line, renumber, sessions_held
 from tests.spawnerapi_support import Api, serve_api
 
 
-@pytest.fixture(scope="module")
-def shared_api(tmp_path_factory: Any, app_private_key: str) -> Any:
-    directory = tmp_path_factory.mktemp("capacity")
-    yield from serve_api("sqlite", directory, app_private_key, lease_seconds=30)
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def shared_api(request: Any, tmp_path_factory: Any, app_private_key: str) -> Any:
+    directory = tmp_path_factory.mktemp(f"capacity-{request.param}")
+    yield from serve_api(request.param, directory, app_private_key, lease_seconds=30)
 
 
 @pytest.fixture
@@ -116,3 +118,14 @@ def test_a_place_in_line_is_read_only_when_well_formed(
     facts: dict[str, Any] | None, place: tuple[int, int] | None
 ) -> None:
     assert place_in_line(facts) == place
+
+
+def test_a_follow_up_that_would_relaunch_an_exited_session_waits_for_room(api: Api) -> None:
+    token = api.token()
+    spawner_id = api.spawner(token).register().json()["spawner_id"]
+    running_here(api, spawner_id, 1)
+    ended = api.work_item(2, status=WorkItemStatus.EXITED, session={"spawner_id": spawner_id})
+    relaunch = api.queue(JobKind.DELIVER, "deliver", ended, body="try again")
+    assert poll(api, token, max_sessions=1).status_code == 204
+    assert api.job(relaunch).state == JobState.QUEUED
+    assert poll(api, token, max_sessions=2).json()["job"]["id"] == relaunch
