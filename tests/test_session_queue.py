@@ -87,3 +87,5 @@ def test_a_full_devbox_queues_the_second_item_until_the_first_session_ends(
     wait_for(lambda: status_of(running_app, SECOND) == WorkItemStatus.RUNNING, timeout=30)
     wait_for(lambda: "queued" not in progress_of(fake, 2), timeout=30)
     assert "**Session:** running" in progress_of(fake, 2)
+    tree = f"https://github.com/{REPO}/tree/the-loop/issue-2"
+    assert f"**Branch:** [`the-loop/issue-2`]({tree})" in progress_of(fake, 2)
