@@ -202,6 +202,9 @@ class Routing(_Model):
     # Every one of these labels on the issue executes it with the default selection.
     auto_execute_labels: list[str] = Field(default_factory=list)
     control: Control = Control()
+    # How many work-item sessions this spawner runs at once (None: no limit). Executed items
+    # beyond it wait in the App's queue, in execute order, until a session ends.
+    max_sessions: int | None = Field(default=None, ge=1, strict=True)
 
 
 class StandingSession(_Model):

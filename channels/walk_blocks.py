@@ -4,6 +4,7 @@ Request changes buttons, the modal that takes the requested changes, and the don
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,47 @@ STATUS_WORDS = {
 }
 
 
+_LINKABLE = re.compile(r"https?://[^\s<>|]+")
+
+
+def _linked(text: str, url: Any) -> str:
+    """`text` linked to `url` when it is a plain web address, else shown as code."""
+    if isinstance(url, str) and _LINKABLE.fullmatch(url):
+        return f"<{url}|{escape(text)}>"
+    return f"`{escape(text)}`"
+
+
+def _artifacts(payload: Mapping[str, Any]) -> str:
+    """The artifacts, each linked to its file on the work branch when the payload says where."""
+    links = payload.get("links") if isinstance(payload.get("links"), Mapping) else {}
+    pairs = links.get("artifacts") if isinstance(links, Mapping) else None
+    if isinstance(pairs, list) and pairs:
+        shown = [
+            _linked(str(pair[0]), pair[1])
+            for pair in pairs
+            if isinstance(pair, (list, tuple)) and len(pair) == 2
+        ]
+        return ", ".join(shown)
+    return ", ".join(f"`{escape(str(a))}`" for a in payload.get("artifacts") or [])
+
+
+def _branch(payload: Mapping[str, Any]) -> str:
+    """The work branch, linked to its page, or "" when the payload names none."""
+    links = payload.get("links")
+    pair = links.get("branch") if isinstance(links, Mapping) else None
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0]:
+        return f"*Branch:* {_linked(str(pair[0]), pair[1])}"
+    return ""
+
+
+def _pull(payload: Mapping[str, Any]) -> str:
+    pr = payload.get("pull_request") or {}
+    if isinstance(pr, Mapping) and pr.get("number"):
+        number = pr["number"]
+        return f"*Pull request:* {_linked(f'#{number}', pr.get('html_url'))}"
+    return ""
+
+
 def _section(mrkdwn: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(mrkdwn, 3000)}}
 
@@ -53,6 +95,9 @@ def session_words(payload: Mapping[str, Any]) -> str:
         hint = str(payload.get("stall_hint") or "")
         words = ":warning: *stalled*" + (f" at a {escape(screen)}" if screen else "")
         words += f" — {escape(hint)}" if hint else ""
+    place = payload.get("queued")
+    if status == "frozen" and isinstance(place, (list, tuple)) and len(place) == 2:
+        words = f"queued ({int(place[0])} of {int(place[1])}) for a spawner"
     return words
 
 
@@ -66,16 +111,13 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
         if isinstance(row, (list, tuple)) and len(row) == 2:
             node, state = str(row[0]), str(row[1])
             phases.append(f"{ICONS.get(state, '')} `{escape(node)}` {escape(state)}")
-    artifacts = ", ".join(f"`{escape(str(a))}`" for a in payload.get("artifacts") or [])
     done = payload.get("status") == "done"
     lines = [
         f"*Session:* {session_words(payload)} · {_choice(payload)}",
         *phases,
-        f"*Artifacts:* {artifacts or 'none reported yet'}",
+        f"*Artifacts:* {_artifacts(payload) or 'none reported yet'}",
     ]
-    pr = payload.get("pull_request") or {}
-    if isinstance(pr, Mapping) and pr.get("number"):
-        lines.append(f"*Pull request:* <{pr.get('html_url', '')}|#{pr['number']}>")
+    lines += [line for line in (_branch(payload), _pull(payload)) if line]
     blocks = [_section(head), _section("\n".join(lines))]
     if done:
         blocks.insert(1, _section(":tada: *Done.* Every phase in force is complete."))
@@ -86,12 +128,13 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
 
 def review(payload: Mapping[str, Any], work_item: str) -> tuple[str, list[dict[str, Any]]]:
     """The "ready for review" message with its two buttons."""
-    artifacts = ", ".join(f"`{escape(str(a))}`" for a in payload.get("artifacts") or [])
+    artifacts = _artifacts(payload)
+    where = [line for line in (_branch(payload), _pull(payload)) if line]
     approve = escape(str(payload.get("approve_keyword") or "the-loop approve"))
     changes = escape(str(payload.get("changes_keyword") or "the-loop changes"))
     blocks = [
         _section(":mag: *Ready for review.* The session waits for a human decision."),
-        _section(f"*Artifacts:* {artifacts or 'none reported'}"),
+        _section("\n".join([f"*Artifacts:* {artifacts or 'none reported'}", *where])),
         {
             "type": "actions",
             "block_id": "the-loop-review",

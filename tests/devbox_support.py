@@ -1,8 +1,10 @@
 """A devbox for tests of the whole loop: the spawner's own agent loop on this machine, its
-sessions running the real `claude` against the scripted model (tests/fakes/anthropic.py)."""
+sessions running the real `claude` against the scripted model (tests/fakes/anthropic.py) or a
+stand-in harness; and the deliveries that label an issue and execute it."""
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import threading
@@ -12,11 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.commands.hooks import direct_command
-from app.config import OperatorConfig
+from app.config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
@@ -26,6 +29,7 @@ from app.spawner.registry import Registry
 from app.spawner.tmux import TmuxRunner
 from app.spawner.trust import claude_config_path, update_json_file
 from tests.claude_support import DUMMY_KEY, approve_key, claude_env, install_stop_command
+from tests.gate_support import REPO, comment, deliver, labeled
 from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,3 +96,38 @@ def running_devbox(
         thread.join(timeout=30)
         client.close()
         runner.kill_server()
+
+
+@contextmanager
+def serve_devbox(app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
+    """`running_devbox` for the fixture repository of a running App, configured by
+    `operator_yaml` (a stand-in harness, usually), with a plain environment."""
+    config = parse_config(yaml.safe_load(operator_yaml))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    registered = lambda: app.events("spawner.registered")  # noqa: E731
+    with running_devbox(app.url, app.state.engine, REPO, config, home, env, registered) as ctx:
+        yield ctx
+
+
+def issue_payloads(number: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The published `issues.labeled` payload and an `issue_comment` template, moved to
+    issue `number` of `REPO` (the fixtures are of issue 1)."""
+    label = copy.deepcopy(labeled())
+    said = comment("")
+    for payload in (label, said):
+        issue = payload["issue"]
+        for key in ("url", "html_url", "comments_url", "events_url", "labels_url"):
+            issue[key] = str(issue[key]).replace("/issues/1", f"/issues/{number}")
+        issue["number"] = number
+        issue["id"] = int(issue["id"]) + number - 1
+    return label, said
+
+
+def release(app: Any, fake: Any, origin: Path, reply: str, number: int = 1) -> None:
+    """Label issue `number` (its repository cloned from `origin`), then answer the gate."""
+    fake.grant(REPO, "Codertocat", "write")
+    label, said = issue_payloads(number)
+    label["repository"]["clone_url"] = str(origin)
+    deliver(app, "issues", label, f"label-{number}")
+    said["comment"].update(body=reply, id=492700400 + number - 1)
+    deliver(app, "issue_comment", said, f"exec-{number}")

@@ -25,7 +25,8 @@ from tests.support import wait_for
 STANDIN = r"""#!{python}
 # Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/.
 # What a run does comes from plan.json there (one entry per start: {{"exit": n}} or
-# {{"screen": text[, "until_key": true]}}), or, for a direct tmux test, from its last
+# {{"screen": text[, "until_key": true]}}, after an optional {{"transcript": [entries]}} written
+# where Claude Code keeps it and {{"commit": {{path: text}}}}), or, for a direct tmux test, from its last
 # argument (EXIT:n, SCREEN:path). Otherwise it shows Claude Code's input box (the sign that a
 # pasted message lands), keeps every byte that reaches its terminal and echoes each message.
 import json, os, sys, time, tty, urllib.parse
@@ -47,6 +48,24 @@ elif last.startswith("SCREEN:"):
 if "--resume" in sys.argv and os.path.exists(os.path.join({records!r}, "no-resume")):
     print("No conversation found with session ID: " + sys.argv[sys.argv.index("--resume") + 1])
     sys.exit(1)
+if "transcript" in step:  # what Claude Code would have written in its home
+    flag = "--session-id" if "--session-id" in sys.argv else "--resume"
+    sid = sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else "none"
+    slug = "".join(c if c.isalnum() else "-" for c in os.getcwd())
+    folder = os.path.join(os.environ["HOME"], ".claude", "projects", slug)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, sid + ".jsonl"), "a") as fh:
+        for entry in step["transcript"]:
+            fh.write(json.dumps(entry) + "\n")
+if "commit" in step:  # files the agent changed and committed on its branch
+    import subprocess
+    for name, text in step["commit"].items():
+        os.makedirs(os.path.dirname(os.path.abspath(name)), exist_ok=True)
+        with open(name, "w") as fh:
+            fh.write(text)
+    subprocess.run(["git", "add", "-A"], check=True, capture_output=True)
+    who = ["-c", "user.name=agent", "-c", "user.email=agent@example.com"]
+    subprocess.run(["git", *who, "commit", "-qm", "work"], check=True, capture_output=True)
 if "exit" in step:
     print("exiting as asked", flush=True)
     time.sleep(0.1)
@@ -155,7 +174,8 @@ class StandIn:
 
     def plan(self, work_item: str, *steps: dict[str, Any]) -> None:
         """What the next starts of `work_item` do, in order ({"exit": n}, {"screen": text},
-        or {} for an ordinary session); later starts are ordinary."""
+        or {} for an ordinary session; any of them may first write a `transcript` and
+        `commit` files); later starts are ordinary."""
         self.folder(work_item).mkdir(parents=True, exist_ok=True)
         (self.folder(work_item) / "plan.json").write_text(json.dumps(list(steps)))
 

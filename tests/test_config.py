@@ -137,3 +137,12 @@ def test_app_refuses_to_start_without_a_webhook_secret(tmp_path):
 
     with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_SECRET"):
         create_app(load_settings({"THE_LOOP_STATE_DIR": str(tmp_path)}, dotenv=None))
+
+
+def test_max_sessions_is_unlimited_by_default_and_a_bad_value_names_key_and_file() -> None:
+    assert parse_config({}).routing.max_sessions is None
+    assert parse_config({"routing": {"maxSessions": 2}}).routing.max_sessions == 2
+    for bad in (0, -1, "two", True, 1.5):
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"routing": {"maxSessions": bad}}, "/etc/the-loop/cli-config.yaml")
+        assert str(caught.value).startswith("/etc/the-loop/cli-config.yaml: routing.maxSessions:")

@@ -105,7 +105,7 @@ def test_execute_puts_the_pointer_on_the_first_phase_in_force(executed, fake_git
     text = progress(fake_github[0])
     assert "| ▶️ | `design` | current |" in text
     assert "| ⏭️ | `requirements-definition` | skipped |" in text
-    assert "**Session:** queued for a spawner" in text
+    assert "**Session:** queued (1 of 1) for a spawner" in text
 
 
 def test_phase_next_is_refused_while_the_artifact_is_missing(executed, session_env):

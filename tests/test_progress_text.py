@@ -39,3 +39,11 @@ def test_a_stalled_session_says_at_which_screen() -> None:
         view(status=WorkItemStatus.STALLED, stall="permission-prompt", stall_hint="answer it")
     )
     assert "**stalled at a permission prompt** — answer it" in text
+
+
+def test_an_item_waiting_for_room_says_its_place_in_line() -> None:
+    waiting = view(status=WorkItemStatus.FROZEN, queued=(2, 3))
+    assert "**Session:** queued (2 of 3) for a spawner" in render_progress(waiting)
+    assert "queued (" not in render_progress(view(queued=(2, 3)))  # it runs: no line
+    plain = render_progress(view(status=WorkItemStatus.FROZEN))
+    assert "queued for a spawner" in plain

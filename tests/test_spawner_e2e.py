@@ -9,29 +9,19 @@ Later comments reach the session; an unauthorized one does not.
 
 from __future__ import annotations
 
-import copy
-import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.audit import read_jsonl
-from app.config import parse_config
-from app.fleet.tokens import create_token
-from app.spawner.agent import Agent, AgentOptions
-from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN
 from app.spawner.checkout import checkout_dir
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
 from app.store.tables import WorkItemStatus
+from tests.devbox_support import release, serve_devbox
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     ITEM,
     OPERATOR_TOKEN,
@@ -39,7 +29,6 @@ from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are
     comment,
     deliver,
     item_row,
-    labeled,
     settings_env,
 )
 from tests.spawner_support import StandIn, bare_repository
@@ -68,41 +57,14 @@ routing:
 
 
 @pytest.fixture
-def devbox(
-    running_app: Any, operator_yaml: str, runner: TmuxRunner, home: Path, tmp_path: Path
-) -> Iterator[SpawnerContext]:
-    with Session(running_app.state.engine) as session, session.begin():
-        token = create_token(session, "devbox", [REPO])
-    client = AppClient(running_app.url, token)
-    state = tmp_path / "spawner-state"
-    ctx = SpawnerContext(
-        config=parse_config(__import__("yaml").safe_load(operator_yaml)),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state, client),
-        home=home,
-        state_dir=state,
-        app_url=running_app.url,
-        hosts=frozenset({"claude"}),
-        env={"PATH": os.environ["PATH"], "HOME": str(home)},
-    )
-    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=0.5))
-    thread = threading.Thread(target=agent.run)
-    thread.start()
-    wait_for(lambda: running_app.events("spawner.registered"))
-    yield ctx
-    agent.stop.set()
-    thread.join(timeout=30)
-    client.close()
+def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
+    with serve_devbox(running_app, operator_yaml, home) as ctx:
+        yield ctx
 
 
 def released(app: Any, fake: Any, origin: Path, reply: str) -> None:
     """Label the fixture issue (its repository cloned from `origin`), then answer the gate."""
-    fake.grant(REPO, "Codertocat", "write")
-    payload = copy.deepcopy(labeled())
-    payload["repository"]["clone_url"] = str(origin)
-    deliver(app, "issues", payload, "label-1")
-    deliver(app, "issue_comment", comment(reply), "exec-1")
+    release(app, fake, origin, reply)
 
 
 def spawned_with_missing_args(events_path: Path, configured: list[str]) -> list[dict[str, Any]]:

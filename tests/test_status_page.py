@@ -35,6 +35,7 @@ from tests.support import RunningApp, fixture_bytes, served_app, wait_for
 ADMIN_TOKEN = "operator-token-for-the-status-page-test"
 REPO = "octo/loop"
 PARKED_DELIVERY = "parked-ping-1"
+PULL = {"number": 12, "html_url": f"https://github.com/{REPO}/pull/12"}
 
 
 def item_id(n: int) -> str:
@@ -96,6 +97,7 @@ def seed(engine: Any) -> dict[str, int]:
                     frozen=frozen if live else None,
                     session={"spawner_id": spawner[0], "spawner": spawner[1]} if live else None,
                     phase="design" if status == "running" else None,
+                    pull_request=PULL if key == "running" else None,
                     updated_at=now - timedelta(minutes=n),
                 )
             )
@@ -162,7 +164,7 @@ def test_the_status_page_in_chromium(app, shots, database_url):
         try:
             context = browser.new_context()
             page = context.new_page()
-            _no_credential_no_page(app, page, shots)
+            _no_credential_no_page(app, page, shots, numbers)
             _sign_in_drops_the_token(app, page, context)
             _health_is_the_work_items(page, numbers, shots)
             _retry_requeues(app, page, context, shots)
@@ -171,7 +173,9 @@ def test_the_status_page_in_chromium(app, shots, database_url):
             browser.close()
 
 
-def _no_credential_no_page(app: RunningApp, page: Any, shots: Path) -> None:
+def _no_credential_no_page(
+    app: RunningApp, page: Any, shots: Path, numbers: dict[str, int]
+) -> None:
     for path in ("/", "/status", "/?token=wrong-token-of-some-length"):
         response = page.goto(app.url + path)
         assert response.status == 401, path
@@ -182,7 +186,13 @@ def _no_credential_no_page(app: RunningApp, page: Any, shots: Path) -> None:
     retry = httpx.post(f"{app.url}/deliveries/retry", data={"delivery": PARKED_DELIVERY})
     assert retry.status_code == 401 and delivery_row(app).state == InboxState.PARKED
     bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    assert httpx.get(f"{app.url}/status", headers=bearer).json()["work_items"]["stalled"] == 1
+    body = httpx.get(f"{app.url}/status", headers=bearer).json()
+    assert body["work_items"]["stalled"] == 1
+    shown = {r["work_item"]: r for r in body["recent"]}
+    running = shown[item_id(numbers["running"])]
+    assert running["url"] == f"https://github.com/{REPO}/issues/{numbers['running']}"
+    assert running["pull_request"] == {"number": 12, "url": PULL["html_url"]}
+    assert shown[item_id(numbers["parked"])]["pull_request"] is None
 
 
 def _sign_in_drops_the_token(app: RunningApp, page: Any, context: Any) -> None:
@@ -212,6 +222,14 @@ def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -
     assert "gone-box last seen 3h ago" in silent.locator(".health-note").inner_text()
     for key in numbers:
         assert row(key).count() == 1, key
+    running = row("running")
+    issue_link = running.locator("td.issue a")
+    assert (
+        issue_link.get_attribute("href") == f"https://github.com/{REPO}/issues/{numbers['running']}"
+    )
+    pull_link = running.locator("td.pull a")
+    assert pull_link.inner_text() == "#12" and pull_link.get_attribute("href") == PULL["html_url"]
+    assert row("parked").locator("td.pull a").count() == 0
     cells = row("running").locator("td").all_inner_texts()
     assert cells[2:6] == ["design", "claude", "opus", "default\nfrozen by @octocat"]
     assert row("parked").locator("td").all_inner_texts()[2:6] == ["—"] * 4

@@ -35,6 +35,7 @@ from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs
 from app.store import jobwake
 from app.store.tables import Job, JobKind, Spawner, WorkItem, aware
+from app.workitems.capacity import has_room
 
 bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
 
@@ -149,6 +150,20 @@ def _wait_seconds() -> float:
     return min(max(wait, 0.0), MAX_WAIT)
 
 
+def _session_limit() -> int | None:
+    """The spawner's `routing.maxSessions`, sent with each poll (absent: no limit)."""
+    raw = request.args.get("max_sessions")
+    if raw is None or raw == "":
+        return None
+    try:
+        limit = int(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"max_sessions must be a whole number, not {raw!r}") from exc
+    if limit < 1:
+        raise ApiError(400, f"max_sessions must be at least 1, not {limit}")
+    return limit
+
+
 @bp.get("/whoami")
 def whoami() -> Response:
     """Who the token is and what it may serve (`the-loop doctor` checks a devbox with it)."""
@@ -165,9 +180,12 @@ def whoami() -> Response:
 
 @bp.get("/jobs")
 def next_job() -> Response | tuple[str, int]:
-    """Long-poll: the next job this spawner may run, or 204 after `wait` seconds."""
+    """Long-poll: the next job this spawner may run, or 204 after `wait` seconds. A spawn is
+    offered only while the spawner holds fewer sessions than its `max_sessions`; each look
+    counts again, so a session that ends while the poll waits makes room within it."""
     state = _state()
     wait = _wait_seconds()
+    limit = _session_limit()
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         now = state.services.clock()
@@ -180,7 +198,7 @@ def next_job() -> Response | tuple[str, int]:
     lease = _lease()
     while True:
         seen = jobwake.JOB_SIGNAL.generation()
-        job = _claim(state, spawner, lease)
+        job = _claim(state, spawner, lease, limit)
         if job is not None:
             return jsonify(job=job)
         remaining = deadline - time.monotonic()
@@ -201,10 +219,14 @@ def _give_up_expired(state: Any) -> None:
         revoke(state.services, spent)
 
 
-def _claim(state: Any, spawner: Spawner, lease: timedelta) -> dict[str, Any] | None:
+def _claim(
+    state: Any, spawner: Spawner, lease: timedelta, limit: int | None
+) -> dict[str, Any] | None:
     now = state.services.clock()
     hosts = [str(h) for h in spawner.harnesses or []]
-    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease, hosts)
+    with Session(state.engine) as session:
+        room = has_room(session, spawner.id, limit)
+    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease, hosts, room)
     if job is None:
         return None
     try:

@@ -27,6 +27,7 @@ from app.fleet.tokens import keep_job_token, mint_session_token, renew_session_t
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store.tables import Job, JobKind, Spawner, WorkItem
+from app.workitems.capacity import renumber
 from app.workitems.states import Happened, transition
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,9 @@ def prepare_offer(
         if job.kind == JobKind.SPAWN:  # a new session: whatever an earlier one held is void
             keep_job_token(session, job.work_item, job.id)
         if job.kind == JobKind.SPAWN:
-            transition(session.get(WorkItem, job.work_item), Happened.SPAWN_CLAIMED)
+            item = session.get(WorkItem, job.work_item)
+            transition(item, Happened.SPAWN_CLAIMED)
+            renumber(session, leaving=item)  # the items behind it move up
         services.events.emit(
             "job.claimed",
             job.work_item,

@@ -30,6 +30,7 @@ from app.spawner.appclient import (
 from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
+from app.spawner.leftovers import describe_session
 from app.spawner.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ class Agent:
         self.spawner_id: int | None = None
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
-        self.watchdog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks)
+        describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
+        self.watchdog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe)
 
     # -- the loops ------------------------------------------------------------------------
 
@@ -99,7 +101,8 @@ class Agent:
                     self._register()
                 self._slots.acquire()
                 try:
-                    job = self.client.claim(self.options.wait)
+                    limit = self.ctx.config.routing.max_sessions
+                    job = self.client.claim(self.options.wait, limit)
                 except BaseException:
                     self._slots.release()
                     raise

@@ -157,11 +157,13 @@ class AppClient:
         }
         return int(self._call("POST", "/register", json=body).json()["spawner_id"])
 
-    def claim(self, wait: float) -> ClaimedJob | None:
-        """Long-poll for the next job; None when nothing arrived within `wait` seconds."""
-        response = self._call(
-            "GET", "/jobs", params={"wait": wait}, timeout=httpx.Timeout(wait + 15.0)
-        )
+    def claim(self, wait: float, max_sessions: int | None = None) -> ClaimedJob | None:
+        """Long-poll for the next job; None when nothing arrived within `wait` seconds. With
+        `max_sessions`, the App offers a spawn only while this spawner has room for it."""
+        params: dict[str, Any] = {"wait": wait}
+        if max_sessions is not None:
+            params["max_sessions"] = max_sessions
+        response = self._call("GET", "/jobs", params=params, timeout=httpx.Timeout(wait + 15.0))
         if response.status_code == 204:
             return None
         job = response.json().get("job")

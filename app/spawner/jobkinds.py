@@ -32,6 +32,7 @@ from app.spawner.launch import (
     session_result,
     start_session,
 )
+from app.spawner.leftovers import describe_session
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
@@ -217,8 +218,14 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
+    left = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)(record)
     ctx.events.emit(
-        "session.stopped", job.work_item, session_id=record.session_id, reason=payload.reason
+        "session.stopped",
+        job.work_item,
+        session_id=record.session_id,
+        reason=payload.reason,
+        was_live=record.live,
+        **left,
     )
     return {"stopped": True, "found": True}
 

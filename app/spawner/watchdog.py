@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from app.spawner.dialogs import parse_dialog
+from app.spawner.leftovers import Describe
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
@@ -107,12 +108,19 @@ class Watchdog:
     """One look at every live session per `tick`; state changes become events."""
 
     def __init__(
-        self, runner: TmuxRunner, registry: Registry, emit: Emit, locks: ItemLocks | None = None
+        self,
+        runner: TmuxRunner,
+        registry: Registry,
+        emit: Emit,
+        locks: ItemLocks | None = None,
+        describe: Describe | None = None,
     ) -> None:
         self.runner = runner
         self.registry = registry
         self.emit = emit
         self.locks = locks or ItemLocks()
+        # What an ended session left behind (its last message, its changed files).
+        self.describe = describe
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
@@ -154,6 +162,7 @@ class Watchdog:
             exit_status=status,
             last_lines=tail,
             reason="process exited" if pane_left else "tmux session is gone",
+            **(self.describe(record) if self.describe is not None else {}),
         )
 
     def _look(self, record: SessionRecord, text: str) -> None:

@@ -37,7 +37,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from app.protocol import JobPayload, dump_payload
 from app.store import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
-from app.store.tables import Job, JobKind, JobState, WorkItem
+from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
 
 LEASE = timedelta(seconds=120)
 MAX_ATTEMPTS = 5  # claims whose lease ran out before the job is given up as failed
@@ -100,13 +100,19 @@ def retarget(session: Session, work_item: str, spawner_id: int) -> None:
 
 def _build_claimable() -> ColumnElement[bool]:
     """Which jobs a spawner may take now: due, in order for its work item, meant for it, of a
-    harness it hosts and of a repository it serves (parameters `now`, `spawner`,
-    `any_harness`, `harnesses`, `any_repo`, `scope`).
+    harness it hosts, of a repository it serves, and — for a spawn, or a follow-up that
+    relaunches an exited session — while it has room for another session (parameters `now`,
+    `spawner`, `any_harness`, `harnesses`, `any_repo`, `scope`, `may_spawn`).
 
     Built once: a claim runs on every long-poll wake-up, and composing this expression costs
     more than running it.
     """
     earlier = aliased(Job)
+    # A follow-up for an item whose session exited relaunches it: it needs room like a spawn.
+    relaunch = and_(
+        Job.kind == JobKind.DELIVER,
+        exists().where(WorkItem.id == Job.work_item, WorkItem.state == WorkItemStatus.EXITED),
+    )
     blocked = exists().where(
         earlier.work_item == Job.work_item,
         earlier.id < Job.id,
@@ -118,6 +124,7 @@ def _build_claimable() -> ColumnElement[bool]:
             and_(Job.state == JobState.CLAIMED, Job.lease_until < bindparam("now")),
         ),
         Job.attempts < MAX_ATTEMPTS,
+        or_(bindparam("may_spawn", type_=Boolean), and_(Job.kind != JobKind.SPAWN, ~relaunch)),
         or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == bindparam("spawner")),
         or_(
             bindparam("any_harness", type_=Boolean),
@@ -154,11 +161,14 @@ def claim_job(
     now: datetime,
     lease: timedelta = LEASE,
     harnesses: list[str] | None = None,
+    spawns: bool = True,
 ) -> Job | None:
     """Take the oldest job `spawner_id` may run, for `lease`; None when there is none.
 
     With `harnesses`, a spawn frozen on a harness outside that list is left for a spawner
-    that hosts it.
+    that hosts it. Without `spawns` (the spawner has no room for another session) only jobs
+    for sessions it already runs are offered: deliver, stop and answer for a live session
+    are never held back; a follow-up that would relaunch an exited one waits for room.
     """
     if not scope:
         return None
@@ -169,6 +179,7 @@ def claim_job(
         "harnesses": list(harnesses or []),
         "any_repo": ANY_REPOSITORY in scope,
         "scope": [s.lower() for s in scope],
+        "may_spawn": spawns,
     }
     candidates = _CANDIDATES
     if is_postgres(engine):

@@ -235,5 +235,5 @@ def _forget(engine: Engine) -> None:
 
 def poll_interval(engine: Engine) -> float:
     """How often a waiting poll re-checks the table without a wake-up: only leases that ran
-    out and jobs handed back need it, so seldom."""
+    out, jobs handed back and a full spawner's room freed by a session's end need it."""
     return 2.0

@@ -34,7 +34,6 @@ WORK_ITEMS_SHOWN = 100
 EVENTS_SHOWN = 100
 # Optional work item facts other parts of the App may record; shown as "—" until they do.
 PHASE_FIELDS = ("phase", "current_node")
-PULL_REQUEST_FIELDS = ("pull_request_url", "pr_url")
 
 
 def counts(session: Session, column: InstrumentedAttribute[str]) -> dict[str, int]:
@@ -84,8 +83,9 @@ class WorkItemRow:
     effort: str | None
     frozen_by: str | None
     since: datetime | None
-    pull_request: str | None
+    pull_request: str | None  # its page
     spawner: str | None
+    pull_number: int | None = None
 
 
 def _first_text(item: WorkItem, facts: dict[str, Any], names: Sequence[str]) -> str | None:
@@ -95,6 +95,22 @@ def _first_text(item: WorkItem, facts: dict[str, Any], names: Sequence[str]) -> 
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def web_page(url: Any) -> str:
+    """`url` when it is a web page's address (http or https), else "": nothing recorded on
+    an item becomes a `javascript:` link."""
+    if isinstance(url, str) and url.startswith(("https://", "http://")) and " " not in url:
+        return url
+    return ""
+
+
+def _pull(item: WorkItem) -> tuple[int | None, str | None]:
+    """The item's pull request: its number and page, once one is linked."""
+    pr = item.pull_request if isinstance(item.pull_request, dict) else {}
+    number = pr.get("number")
+    page = web_page(pr.get("html_url")) or None
+    return (number if isinstance(number, int) else None), page
 
 
 def _choice(frozen: dict[str, Any] | None, key: str) -> str | None:
@@ -142,11 +158,12 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
             now=now,
         )
         decision = ((frozen or {}).get("decisions") or {}).get("phase-selection") or {}
+        pull_number, pull_page = _pull(item)
         rows.append(
             WorkItemRow(
                 id=item.id,
                 title=item.title,
-                url=item.html_url,
+                url=web_page(item.html_url),
                 status=item.state,
                 health=health,
                 phase=_first_text(item, facts, PHASE_FIELDS),
@@ -155,7 +172,8 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
                 effort=_choice(frozen, "effort"),
                 frozen_by=decision.get("by"),
                 since=aware(item.updated_at),
-                pull_request=_first_text(item, facts, PULL_REQUEST_FIELDS),
+                pull_request=pull_page,
+                pull_number=pull_number,
                 spawner=facts.get("spawner"),
             )
         )

@@ -194,6 +194,10 @@ def status() -> ResponseReturnValue:
             "health": i.health.label,
             "note": i.health.note,
             "title": i.title,
+            "url": i.url or None,
+            "pull_request": {"number": i.pull_number, "url": i.pull_request}
+            if i.pull_number
+            else None,
             "updated_at": i.since.isoformat() if i.since else None,
         }
         for i in items

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, marker
+from app.gate.weblinks import WorkLinks, markdown_link, work_links
 from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import Event, WorkItem
@@ -81,18 +82,26 @@ def _review_round(session: Session, item: WorkItem) -> int:
     return int(moves)
 
 
+def _links(item: WorkItem) -> WorkLinks:
+    """The item's branch and artifacts, each with its page on GitHub."""
+    page, branch = item.html_url or "", item.branch or ""
+    return work_links(page, branch, spec_id(item.issue_number), item.artifacts or [])
+
+
 def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
     """The "ready for review" comment (pure)."""
-    folder = f"docs/specs/{spec_id(item.issue_number)}/"
-    artifacts = ", ".join(f"`{folder}{name}`" for name in item.artifacts or []) or "none reported"
+    links = _links(item)
+    artifacts = ", ".join(markdown_link(path, url) for path, url in links.artifacts)
     pr = getattr(item, "pull_request", None) or {}
     lines = [
         "### the-loop: ready for review",
         "",
         "The session finished the phases before `review` and waits for a human decision.",
         "",
-        f"- **Artifacts:** {artifacts}",
+        f"- **Artifacts:** {artifacts or 'none reported'}",
     ]
+    if links.branch:
+        lines.append(f"- **Branch:** {markdown_link(links.branch, links.branch_url)}")
     if pr.get("number"):
         lines.append(f"- **Pull request:** [#{pr['number']}]({pr.get('html_url', '')})")
     lines += [
@@ -119,6 +128,8 @@ def ask_for_review(services: Services, session: Session, item: WorkItem) -> None
         "review",
         {
             "artifacts": list(item.artifacts or []),
+            "links": _links(item).to_json(),
+            "pull_request": dict(getattr(item, "pull_request", None) or {}),
             "approve_keyword": trigger.approve_keyword,
             "changes_keyword": trigger.changes_keyword,
             "url": item.html_url,

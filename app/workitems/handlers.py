@@ -21,6 +21,7 @@ from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.answer import AnswerStatus, answer_reply
+from app.workitems.capacity import renumber
 from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
 from app.workitems.jobs import enqueue, stop_job
@@ -200,6 +201,8 @@ def stop_on_close(ctx: HandlerContext) -> None:
             ctx.services, ctx.session, f"stop:{ctx.delivery_id}", stop, cancelled_spawns=cancelled
         )
     transition(item, Happened.CLOSED)
+    if previous == WorkItemStatus.FROZEN:
+        renumber(ctx.session, leaving=item)  # it no longer waits for a session
     ctx.emit("workitem.closed", item.id, previous=previous, state=item.state)
 
 

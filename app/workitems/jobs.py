@@ -15,7 +15,8 @@ from app.gate.ids import spec_id
 from app.protocol import AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
 from app.services import Services
 from app.store.jobqueue import queue_job
-from app.store.tables import Job, WorkItem
+from app.store.tables import Job, JobKind, WorkItem
+from app.workitems.capacity import renumber
 
 
 def _item_fields(item: WorkItem) -> dict[str, Any]:
@@ -95,8 +96,11 @@ def answer_job(
 def enqueue(
     services: Services, session: Session, key: str, payload: JobPayload, **facts: Any
 ) -> Job | None:
-    """Queue `payload` once per `key` in the caller's transaction; None for a repeat."""
+    """Queue `payload` once per `key` in the caller's transaction; None for a repeat. A new
+    spawn joins the line of items waiting for a session."""
     job = queue_job(session, key, payload)
+    if job is not None and payload.kind == JobKind.SPAWN:
+        renumber(session)
     if job is not None:
         services.events.emit(
             "job.queued",

@@ -29,6 +29,7 @@ from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
+from app.workitems.capacity import place_in_line
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.walk import Walk
 
@@ -89,6 +90,9 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
         stall_hint=str(session.get("stall_hint") or ""),
         failure=str(session.get("failure") or "") if item.state == WorkItemStatus.EXITED else "",
         unsandboxed=session.get("sandbox") == "none",
+        queued=place_in_line(session) if item.state == WorkItemStatus.FROZEN else None,
+        branch=item.branch or "",
+        page=item.html_url or "",
         artifacts=list(item.artifacts or []),
         spec_id=spec_id(item.issue_number),
         pull_request=dict(getattr(item, "pull_request", None) or {}),

@@ -2,7 +2,8 @@
 
 It shows every phase (done / current / waiting on a human / skipped / ahead), the frozen
 harness, model and effort, the session's state — never "running" for a session that waits
-on a prompt or has ended — the artifacts the session reported and the pull request.
+on a prompt or has ended — the artifacts the session reported, each linked to its file on the
+work branch, the branch and the pull request.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.gate.markers import MarkerKind, marker
+from app.gate.weblinks import markdown_link, work_links
 from app.store.tables import WorkItemStatus
 from app.workitems.walk import PhaseState, Walk, phase_rows
 
@@ -55,6 +57,9 @@ class ProgressView:
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
+    queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
+    branch: str = ""  # the branch its session works on
+    page: str = ""  # the issue's (or pull request's) page: where the repository's links start
 
 
 UNSANDBOXED_NOTE = (
@@ -73,6 +78,9 @@ def _session_line(view: ProgressView) -> str:
         screen = f" at a {view.stall.replace('-', ' ')}" if view.stall else ""
         hint = f" — {view.stall_hint}" if view.stall_hint else ""
         words = f"**stalled{screen}**{hint}"
+    elif view.status == S.FROZEN and view.queued is not None:
+        position, length = view.queued
+        words = f"queued ({position} of {length}) for a spawner"
     elif view.status == S.EXITED and view.failure:
         reason = " ".join(view.failure.split()).replace("`", "'")
         words = f"**could not start**: `{reason}` (a follow-up or `execute` tries again)"
@@ -110,9 +118,11 @@ def render_progress(view: ProgressView) -> str:
         lines += [UNSANDBOXED_NOTE, ""]
     lines += ["| | phase | |", "|---|---|---|"]
     lines += [_phase_line(node, state, view) for node, state in phase_rows(view.walk)]
-    folder = f"docs/specs/{view.spec_id}/" if view.spec_id else ""
-    shown = ", ".join(f"`{folder}{name}`" for name in view.artifacts) or "none reported yet"
-    lines += ["", f"**Artifacts:** {shown}"]
+    links = work_links(view.page, view.branch, view.spec_id, view.artifacts)
+    shown = ", ".join(markdown_link(path, url) for path, url in links.artifacts)
+    lines += ["", f"**Artifacts:** {shown or 'none reported yet'}"]
+    if links.branch:
+        lines.append(f"**Branch:** {markdown_link(links.branch, links.branch_url)}")
     if pr.get("number"):
         state = " (merged)" if pr.get("merged") else " (closed)" if pr.get("closed") else ""
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
@@ -132,8 +142,10 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "effort": view.effort,
         "stall": view.stall,
         "stall_hint": view.stall_hint,
+        "queued": list(view.queued) if view.queued else None,
         "artifacts": list(view.artifacts),
         "pull_request": dict(view.pull_request),
+        "links": work_links(view.page, view.branch, view.spec_id, view.artifacts).to_json(),
         "approve_keyword": view.approve_keyword,
         "changes_keyword": view.changes_keyword,
     }

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.services import Services
 from app.store.tables import WorkItem
+from app.workitems.endings import report_ending
 from app.workitems.notices import announce_moved, announce_stall
 from app.workitems.states import Happened, transition
 
@@ -65,8 +66,9 @@ def apply_session_event(
     services: Services, session: Session, item: WorkItem, name: str, fields: Mapping[str, Any]
 ) -> None:
     """Record a reported session event on `item` (inside the caller's transaction), and tell
-    the issue when a stall starts or ends."""
+    the issue when a stall starts or ends, or when the session ended short of review."""
     if name not in STATUS_EVENTS:
+        report_ending(services, item, name, fields)
         return
     before = dict(item.session or {})
     transition(item, name)
@@ -78,3 +80,4 @@ def apply_session_event(
         announce_stall(services, session, item, episode, fields)
     elif before.get("stall") and not facts.get("stall") and name == Happened.SESSION_UNSTALLED:
         announce_moved(services, item, episode, str(before["stall"]))
+    report_ending(services, item, name, fields)

@@ -1,0 +1,52 @@
+"""The Slack thread's parent message (pure): the same facts as the progress comment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.walk_blocks import progress, session_words
+
+BASE: dict[str, Any] = {
+    "repo": "o/r",
+    "issue_number": 1,
+    "title": "Fix it",
+    "status": "running",
+    "phase": "implementation",
+    "phases": [["implementation", "current"]],
+    "artifacts": [],
+}
+
+
+def test_an_item_waiting_for_room_says_its_place_in_line() -> None:
+    waiting = {**BASE, "status": "frozen", "queued": [1, 2]}
+    assert session_words(waiting) == "queued (1 of 2) for a spawner"
+    assert session_words({**BASE, "status": "frozen"}) == "queued for a spawner"
+    _text, blocks = progress(waiting, "https://github.com/o/r/issues/1")
+    assert "queued (1 of 2)" in blocks[1]["text"]["text"]
+
+
+def test_the_parent_links_artifacts_branch_and_pull_request() -> None:
+    blob = "https://github.com/o/r/blob/the-loop/issue-1/docs/specs/issue-1/design.md"
+    tree = "https://github.com/o/r/tree/the-loop/issue-1"
+    payload = {
+        **BASE,
+        "artifacts": ["design.md"],
+        "links": {
+            "branch": ["the-loop/issue-1", tree],
+            "artifacts": [["docs/specs/issue-1/design.md", blob]],
+        },
+        "pull_request": {"number": 4, "html_url": "https://github.com/o/r/pull/4"},
+    }
+    body = progress(payload, "https://github.com/o/r/issues/1")[1][1]["text"]["text"]
+    assert f"*Artifacts:* <{blob}|docs/specs/issue-1/design.md>" in body
+    assert f"*Branch:* <{tree}|the-loop/issue-1>" in body
+    assert "*Pull request:* <https://github.com/o/r/pull/4|#4>" in body
+
+
+def test_a_link_that_is_not_a_plain_web_address_is_shown_as_text() -> None:
+    payload = {
+        **BASE,
+        "links": {"branch": ["b<!channel>", "javascript:x"], "artifacts": [["a|b.md", "x|y"]]},
+    }
+    body = progress(payload, "")[1][1]["text"]["text"]
+    assert "`b&lt;!channel&gt;`" in body and "`a|b.md`" in body and "<javascript" not in body
