@@ -1,0 +1,68 @@
+"""The per-session credentials of the model gateway: one live pass per work item.
+
+A session is launched holding a pass as its `ANTHROPIC_API_KEY`; the gateway takes a request
+only with a live pass, and answers it as the pass's work item. Minting a pass for an item
+retires the item's previous one (a relaunch never leaves two alive), and a pass is revoked
+when its session ends. Passes live in the spawner's memory only, stored as their hashes:
+one found in a memory dump or a log is not one the gateway takes back. The shape looks like
+an Anthropic API key, so Claude Code accepts it without asking.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+
+PREFIX = "sk-ant-api03-tlgw-"
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+class Passes:
+    """Thread-safe: the spawner's job threads mint and revoke, the relay's loop looks up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_digest: dict[bytes, str] = {}
+        self._by_item: dict[str, bytes] = {}
+
+    def mint(self, work_item: str) -> str:
+        """A new pass for `work_item`; the item's previous pass stops working."""
+        token = PREFIX + secrets.token_urlsafe(32)
+        digest = _digest(token)
+        with self._lock:
+            old = self._by_item.pop(work_item, None)
+            if old is not None:
+                self._by_digest.pop(old, None)
+            self._by_digest[digest] = work_item
+            self._by_item[work_item] = digest
+        return token
+
+    def revoke(self, work_item: str) -> bool:
+        """End `work_item`'s pass; False when it held none."""
+        with self._lock:
+            digest = self._by_item.pop(work_item, None)
+            if digest is None:
+                return False
+            self._by_digest.pop(digest, None)
+            return True
+
+    def holder(self, token: str) -> str | None:
+        """The work item a live `token` belongs to, or None."""
+        if not token.startswith(PREFIX):
+            return None
+        digest = _digest(token)
+        with self._lock:
+            item = self._by_digest.get(digest)
+            known = self._by_item.get(item) if item is not None else None
+        if item is None or known is None or not hmac.compare_digest(known, digest):
+            return None
+        return item
+
+    def live(self) -> list[str]:
+        with self._lock:
+            return sorted(self._by_item)
