@@ -12,6 +12,7 @@ just launched is ready for its first message.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -107,12 +108,18 @@ class Watchdog:
     """One look at every live session per `tick`; state changes become events."""
 
     def __init__(
-        self, runner: TmuxRunner, registry: Registry, emit: Emit, locks: ItemLocks | None = None
+        self,
+        runner: TmuxRunner,
+        registry: Registry,
+        emit: Emit,
+        locks: ItemLocks | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> None:
         self.runner = runner
         self.registry = registry
         self.emit = emit
         self.locks = locks or ItemLocks()
+        self.ended = ended  # told the work item of every session seen ended (its pass dies)
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
@@ -146,6 +153,8 @@ class Watchdog:
             except TmuxError:
                 tail = []
         self.registry.update(record.work_item, state=SessionState.EXITED.value, exit_status=status)
+        if self.ended is not None:
+            self.ended(record.work_item)
         self.emit(
             "session.exited",
             record.work_item,

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from app.store.inbox import requeue
 from app.web import auth, queries
 from app.web.present import MISSING, ago
+from app.workitems.usage import usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
 
@@ -174,6 +175,7 @@ def status() -> ResponseReturnValue:
     with Session(state.engine) as session:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(session, state.services.clock(), limit=50)
+        usage = usage_of(session, [i.id for i in items])
         parked = queries.parked_deliveries(session, limit=20)
     body["recent"] = [
         {
@@ -183,6 +185,7 @@ def status() -> ResponseReturnValue:
             "note": i.health.note,
             "title": i.title,
             "updated_at": i.since.isoformat() if i.since else None,
+            "usage": usage[i.id],
         }
         for i in items
     ]

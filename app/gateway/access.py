@@ -1,0 +1,110 @@
+"""A spawner's model access: the gateway it runs, what each launch is given to reach it, and
+the `session.usage` events that carry the counts to the App.
+
+A launch gets the gateway's URL as `ANTHROPIC_BASE_URL` and a fresh pass as its
+`ANTHROPIC_API_KEY` (the item's previous pass dies then); when the session ends the pass is
+revoked and what the item used so far is reported at once. Between those moments the counts
+go out every few seconds, as one event per item that used the model (the App adds them up),
+so a stream never waits on a report.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.config import OperatorConfig
+from app.gateway.forwarding import Upstream, upstream_for
+from app.gateway.metering import Usage
+from app.gateway.relay import ModelGateway
+
+log = logging.getLogger(__name__)
+
+USAGE_EVENT = "session.usage"
+# The operator's model credentials: read once by the spawner, inherited by no child.
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+Emit = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class SessionModel:
+    """What one launch is given: the URL (on its command line) and its pass (never there)."""
+
+    env: dict[str, str]
+    hidden: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return self.hidden["ANTHROPIC_API_KEY"]
+
+
+class ModelAccess:
+    """The running gateway and its reporter, for one spawner."""
+
+    def __init__(self, gateway: ModelGateway, emit: Emit) -> None:
+        self.gateway = gateway
+        self.emit = emit
+        self._report_lock = threading.Lock()
+
+    @property
+    def upstream(self) -> Upstream:
+        return self.gateway.upstream
+
+    def for_session(self, work_item: str) -> SessionModel:
+        """A new pass for `work_item`'s next launch (the previous one stops working)."""
+        token = self.gateway.passes.mint(work_item)
+        return SessionModel({"ANTHROPIC_BASE_URL": self.gateway.url}, {"ANTHROPIC_API_KEY": token})
+
+    def end(self, work_item: str) -> None:
+        """The session ended: its pass dies and what it used is reported now."""
+        self.gateway.passes.revoke(work_item)
+        self.report(work_item)
+
+    def report(self, work_item: str | None = None) -> int:
+        """Emit what was counted since the last report (one item, or all); how many events."""
+        with self._report_lock:
+            counted = self.gateway.tally.drain(work_item)
+            for item, usage in counted.items():
+                self._emit(item, usage)
+        return len(counted)
+
+    def _emit(self, work_item: str, usage: Usage) -> None:
+        self.emit(USAGE_EVENT, work_item, **usage.to_json())
+
+    def run(self, stop: threading.Event, interval: float = 2.0) -> None:
+        """Report every `interval` until `stop`, then once more."""
+        while not stop.wait(interval):
+            try:
+                self.report()
+            except Exception:  # a failed report must not end the reporter
+                log.exception("model usage report failed")
+        self.report()
+
+    def close(self) -> None:
+        self.report()
+        self.gateway.stop()
+
+
+def needs_gateway(config: OperatorConfig, upstream: Upstream) -> bool:
+    """Sessions go through the gateway unless the operator shares a login and the spawner has
+    no key: then they use that login directly (and their usage is not counted here)."""
+    return upstream.has_credential or not config.routing.sandbox.share_login
+
+
+def open_model_access(
+    config: OperatorConfig, env: Mapping[str, str], emit: Emit
+) -> ModelAccess | None:
+    """Start the gateway a spawner's sessions reach the model through (None: they use the
+    shared login directly). Raises `ConfigError` for a key file that cannot be used."""
+    upstream = upstream_for(config, env)
+    if not needs_gateway(config, upstream):
+        return None
+    return ModelAccess(ModelGateway(upstream).start(), emit)
+
+
+def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the operator's model credentials."""
+    return {k: v for k, v in env.items() if k not in CREDENTIAL_VARIABLES}
