@@ -18,13 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.config import ConfigError, parse_config
-from app.gateway.forwarding import (
-    PUBLIC_API,
-    Upstream,
-    presented_token,
-    upstream_for,
-    upstream_headers,
-)
+from app.gateway.access import upstream_for
+from app.gateway.forwarding import PUBLIC_API, Upstream, presented_token, upstream_headers
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway

@@ -1,5 +1,11 @@
-"""A spawner's model access: the gateway it runs, what each launch is given to reach it, and
-the `session.usage` events that carry the counts to the App.
+"""A spawner's model access: the gateway it runs, the operator's credential it answers with,
+what each launch is given to reach it, and the `session.usage` events that carry the counts
+to the App.
+
+The credential is the operator's: `routing.sandbox.apiKeyFile` in `cli-config.yaml` when it
+names one, else the spawner's `ANTHROPIC_API_KEY` (sent as `x-api-key`), else its
+`ANTHROPIC_AUTH_TOKEN` (sent as a bearer token, for a proxy that wants one). The upstream is
+the spawner's own `ANTHROPIC_BASE_URL` when set, else the public API.
 
 A launch gets the gateway's URL as `ANTHROPIC_BASE_URL` and a fresh pass as its
 `ANTHROPIC_API_KEY` (the item's previous pass dies then); when the session ends the pass is
@@ -16,14 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.config import OperatorConfig
-from app.gateway.forwarding import Upstream, upstream_for
+from app.config import ConfigError, OperatorConfig
+from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
 from app.gateway.relay import ModelGateway
 
 log = logging.getLogger(__name__)
 
 USAGE_EVENT = "session.usage"
+KEY_FILE_KEY = "routing.sandbox.apiKeyFile"
 # The operator's model credentials: read once by the spawner, inherited by no child.
 CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 Emit = Callable[..., Any]
@@ -86,6 +93,36 @@ class ModelAccess:
     def close(self) -> None:
         self.report()
         self.gateway.stop()
+
+
+def _key_from_file(config: OperatorConfig) -> str:
+    path = config.routing.sandbox.api_key_file
+    assert path is not None
+    where = path.expanduser()
+    try:
+        key = where.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"{config.source}: {KEY_FILE_KEY}: {where} cannot be read ({exc.strerror})"
+        ) from exc
+    if not key or any(c.isspace() for c in key):
+        raise ConfigError(f"{config.source}: {KEY_FILE_KEY}: {where} must hold one API key")
+    return key
+
+
+def upstream_for(config: OperatorConfig, env: Mapping[str, str]) -> Upstream:
+    """The upstream and credential the spawner's gateway uses; raises `ConfigError` naming the
+    key and the file when the configured key file cannot be used."""
+    base = (env.get("ANTHROPIC_BASE_URL") or "").strip().rstrip("/") or PUBLIC_API
+    if config.routing.sandbox.api_key_file is not None:
+        key = _key_from_file(config)
+        return Upstream(base, ((b"x-api-key", key.encode()),), KEY_FILE_KEY)
+    if env.get("ANTHROPIC_API_KEY"):
+        return Upstream(base, ((b"x-api-key", env["ANTHROPIC_API_KEY"].encode()),), "env")
+    if env.get("ANTHROPIC_AUTH_TOKEN"):
+        bearer = b"Bearer " + env["ANTHROPIC_AUTH_TOKEN"].encode()
+        return Upstream(base, ((b"authorization", bearer),), "env-bearer")
+    return Upstream(base)
 
 
 def needs_gateway(config: OperatorConfig, upstream: Upstream) -> bool:

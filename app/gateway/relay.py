@@ -1,9 +1,12 @@
 """The model gateway's server: sessions' Messages API requests in, the operator's upstream out.
 
 One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the
-wire; it is already here as httpx's own parser) and forwards each request with a shared
-`httpx.AsyncClient`. A request must present a live pass (`passes.py`) or it is refused 401
-in the API's error shape, before anything goes upstream. The answer is relayed as it
+wire; it is already here as httpx's own parser) and forwards each request through one
+`httpcore.AsyncConnectionPool` (httpx's own transport, without httpx's client layer: less
+memory and work per request; a failed connect is tried once more). A request must present
+a live pass (`passes.py`) or it is refused 401 in the API's error shape, before anything
+goes upstream. An upstream that fails before answering is a 502 in that shape; one that
+breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
 `metering.py` reads its usage into the tally, charged to the pass's work item.
 """
@@ -17,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
-import httpx
+import httpcore
 
 from app.gateway.forwarding import (
     Upstream,
@@ -44,6 +47,13 @@ NO_CREDENTIAL = (
     "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
 )
 JSON = [(b"content-type", b"application/json")]
+TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
+UPSTREAM_FAILURES = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+)
 
 
 class _Refused(Exception):
@@ -77,8 +87,9 @@ class _Exchange:
                 return event
             self.conn.receive_data(await self.reader.read(READ_SIZE))
 
-    async def send(self, event: Any) -> None:
-        data = self.conn.send(event)
+    async def send(self, event: Any, ahead: bytes = b"") -> None:
+        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
+        data = ahead + (self.conn.send(event) or b"")
         if data:
             self.writer.write(data)
             await self.writer.drain()
@@ -160,7 +171,7 @@ class ModelGateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._pool: httpcore.AsyncConnectionPool | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle (from any thread) -------------------------------------------------------
@@ -203,10 +214,10 @@ class ModelGateway:
 
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        timeout = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=60.0)
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=40)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-            self._client = client
+        async with httpcore.AsyncConnectionPool(
+            max_connections=200, max_keepalive_connections=40, retries=1
+        ) as pool:
+            self._pool = pool
             server = await asyncio.start_server(self._accept, self.host, self.port)
             self.port = server.sockets[0].getsockname()[1]
             self.url = f"http://{self.host}:{self.port}"
@@ -229,36 +240,37 @@ class ModelGateway:
         self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
     ) -> None:
         """Send the request upstream and relay the answer, counting its usage."""
-        assert self._client is not None
+        assert self._pool is not None
         url = self.upstream.base_url + request.target.decode("latin-1")
-        sent = self._client.build_request(
-            request.method.decode("latin-1"),
-            url,
-            headers=upstream_headers(request.headers, self.upstream),
-            content=body,
-        )
         try:
-            answer = await self._client.send(sent, stream=True)
-        except httpx.HTTPError as exc:
-            log.warning("model gateway: upstream %s failed: %s", self.upstream.base_url, exc)
+            async with self._pool.stream(
+                request.method,
+                url,
+                headers=upstream_headers(request.headers, self.upstream),
+                content=body,
+                extensions={"timeout": TIMEOUTS},
+            ) as answer:
+                await self._relay(exchange, answer, work_item)
+        except UPSTREAM_FAILURES as exc:
+            log.warning("model gateway: upstream %s failed: %r", self.upstream.base_url, exc)
+            if exchange.conn.our_state is not h11.SEND_RESPONSE:
+                # Part of the answer went out already: only closing the connection says so.
+                raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
             await exchange.refuse(_Refused(502, "api_error", message))
-            return
-        try:
-            await self._relay(exchange, answer, work_item)
-        finally:
-            await answer.aclose()
 
-    async def _relay(self, exchange: _Exchange, answer: httpx.Response, work_item: str) -> None:
-        kind = answer.headers.get("content-type", "")
-        read = _meter_for(kind)
-        headers = downstream_headers(answer.headers.raw)
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> None:
+        headers = downstream_headers(answer.headers)
+        kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+        read = _meter_for(kind.decode("latin-1"))
+        # The head waits for the first chunk: one write, one wake-up of the session.
+        head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
         try:
-            await exchange.send(h11.Response(status_code=answer.status_code, headers=headers))
-            async for chunk in answer.aiter_raw():
+            async for chunk in answer.aiter_stream():
                 read(chunk)
-                await exchange.send(h11.Data(data=chunk))
-            await exchange.send(h11.EndOfMessage())
+                await exchange.send(h11.Data(data=chunk), head or b"")
+                head = b""
+            await exchange.send(h11.EndOfMessage(), head or b"")
         finally:
             usage = read(None)
             if usage is not None:
