@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.config import ConfigError, parse_config
-from app.gateway.access import upstream_for
+from app.gateway.access import open_model_access, upstream_for
 from app.gateway.forwarding import PUBLIC_API, Upstream, presented_token, upstream_headers
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
@@ -286,3 +286,38 @@ def test_twenty_streams_at_once_are_each_relayed_whole_and_counted(
     found = counted(gateway, 20)
     assert set(found) == set(tokens)
     assert sum(u.requests for u in found.values()) == 20
+
+
+def test_a_restarted_spawner_keeps_its_port_and_the_passes_of_live_sessions_only(
+    model: FakeAnthropic, tmp_path: Path
+) -> None:
+    config = parse_config({})
+    env = {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": CANARY_KEY}
+    reported: list[tuple[str, str | None, dict[str, int]]] = []
+
+    def emit(event: str, item: str | None, **fields: int) -> None:
+        reported.append((event, item, fields))
+
+    before = open_model_access(config, env, emit, state_dir=tmp_path)
+    assert before is not None
+    alive = before.for_session("github:o/r#1").key
+    ended = before.for_session("github:o/r#2").key
+    url = before.gateway.url
+    before.close()
+    saved = (tmp_path / "gateway.json").read_text()
+    assert alive not in saved and CANARY_KEY not in saved  # hashes only
+    after = open_model_access(config, env, emit, state_dir=tmp_path, live=["github:o/r#1"])
+    assert after is not None
+    try:
+        assert after.gateway.url == url  # the sessions' ANTHROPIC_BASE_URL still holds
+        with httpx.Client(timeout=30) as client:
+            kept = client.post(url + "/v1/messages", headers={"x-api-key": alive}, json=_body("k"))
+            gone = client.post(url + "/v1/messages", headers={"x-api-key": ended}, json=_body("g"))
+        assert kept.status_code == 200 and gone.status_code == 401
+        after.end("github:o/r#1")
+        refused = httpx.post(url + "/v1/messages", headers={"x-api-key": alive}, json={})
+        assert refused.status_code == 401
+    finally:
+        after.close()
+    assert [(e, i) for e, i, _ in reported] == [("session.usage", "github:o/r#1")]
+    assert reported[0][2]["requests"] == 1

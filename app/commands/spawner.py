@@ -62,7 +62,10 @@ def run_agent(args: argparse.Namespace) -> int:
     client = AppClient(settings.the_loop_url, token)
     ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
     try:
-        ctx.models = open_model_access(config, launched_with, ctx.events.emit)
+        live = [r.work_item for r in ctx.registry.all() if r.live]
+        ctx.models = open_model_access(
+            config, launched_with, ctx.events.emit, state_dir=ctx.state_dir, live=live
+        )
     except ConfigError as exc:
         print(f"the-loop spawner: {exc}", file=sys.stderr)
         client.close()

@@ -16,13 +16,17 @@ so a stream never waits on a report.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.config import ConfigError, OperatorConfig
+from app.files import write_json
 from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
 from app.gateway.relay import ModelGateway
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 
 USAGE_EVENT = "session.usage"
 KEY_FILE_KEY = "routing.sandbox.apiKeyFile"
+GATEWAY_FILE = "gateway.json"  # in the spawner's state directory, which no session sees
 # The operator's model credentials: read once by the spawner, inherited by no child.
 CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 Emit = Callable[..., Any]
@@ -51,10 +56,20 @@ class SessionModel:
 class ModelAccess:
     """The running gateway and its reporter, for one spawner."""
 
-    def __init__(self, gateway: ModelGateway, emit: Emit) -> None:
+    def __init__(self, gateway: ModelGateway, emit: Emit, saved: Path | None = None) -> None:
         self.gateway = gateway
         self.emit = emit
+        self.saved = saved  # where the port and the live passes' hashes are kept
         self._report_lock = threading.Lock()
+        self._save_lock = threading.Lock()
+        self._save()
+
+    def _save(self) -> None:
+        if self.saved is None:
+            return
+        with self._save_lock:
+            body = {"port": self.gateway.port, "passes": self.gateway.passes.digests()}
+            write_json(self.saved, body, 0o600)
 
     @property
     def upstream(self) -> Upstream:
@@ -63,11 +78,13 @@ class ModelAccess:
     def for_session(self, work_item: str) -> SessionModel:
         """A new pass for `work_item`'s next launch (the previous one stops working)."""
         token = self.gateway.passes.mint(work_item)
+        self._save()
         return SessionModel({"ANTHROPIC_BASE_URL": self.gateway.url}, {"ANTHROPIC_API_KEY": token})
 
     def end(self, work_item: str) -> None:
         """The session ended: its pass dies and what it used is reported now."""
-        self.gateway.passes.revoke(work_item)
+        if self.gateway.passes.revoke(work_item):
+            self._save()
         self.report(work_item)
 
     def report(self, work_item: str | None = None) -> int:
@@ -131,15 +148,49 @@ def needs_gateway(config: OperatorConfig, upstream: Upstream) -> bool:
     return upstream.has_credential or not config.routing.sandbox.share_login
 
 
+def _kept(saved: Path | None) -> dict[str, Any]:
+    try:
+        data = json.loads(saved.read_text()) if saved is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def open_model_access(
-    config: OperatorConfig, env: Mapping[str, str], emit: Emit
+    config: OperatorConfig,
+    env: Mapping[str, str],
+    emit: Emit,
+    *,
+    state_dir: Path | None = None,
+    live: Iterable[str] = (),
 ) -> ModelAccess | None:
     """Start the gateway a spawner's sessions reach the model through (None: they use the
-    shared login directly). Raises `ConfigError` for a key file that cannot be used."""
+    shared login directly). Raises `ConfigError` for a key file that cannot be used.
+
+    With `state_dir`, the gateway takes the port it had before when it is free, and takes
+    back the passes of the `live` work items' sessions, which hold its URL and their pass.
+    """
     upstream = upstream_for(config, env)
     if not needs_gateway(config, upstream):
         return None
-    return ModelAccess(ModelGateway(upstream).start(), emit)
+    saved = state_dir / GATEWAY_FILE if state_dir is not None else None
+    kept = _kept(saved)
+    gateway = ModelGateway(upstream)
+    port = kept.get("port")
+    if isinstance(port, int) and 0 < port < 65536:
+        gateway.port = port
+    try:
+        gateway.start()
+    except (RuntimeError, OSError):  # the old port is taken: a new one
+        gateway = ModelGateway(upstream).start()
+    found = kept.get("passes")
+    passes: dict[str, Any] = found if isinstance(found, dict) else {}
+    for item in set(live) & set(passes):
+        digest = passes[item]
+        if isinstance(digest, str) and len(digest) == 64:
+            with contextlib.suppress(ValueError):
+                gateway.passes.admit(item, digest)
+    return ModelAccess(gateway, emit, saved)
 
 
 def without_credentials(env: Mapping[str, str]) -> dict[str, str]:

@@ -3,8 +3,9 @@
 A session is launched holding a pass as its `ANTHROPIC_API_KEY`; the gateway takes a request
 only with a live pass, and answers it as the pass's work item. Minting a pass for an item
 retires the item's previous one (a relaunch never leaves two alive), and a pass is revoked
-when its session ends. Passes live in the spawner's memory only, stored as their hashes:
-one found in a memory dump or a log is not one the gateway takes back. The shape looks like
+when its session ends. Passes are held as their hashes only (a hash found in a dump or a
+file is not a pass the gateway takes); the spawner keeps those hashes in its own state
+directory so that sessions outliving a spawner restart keep their passes. The shape looks like
 an Anthropic API key, so Claude Code accepts it without asking.
 """
 
@@ -66,3 +67,18 @@ class Passes:
     def live(self) -> list[str]:
         with self._lock:
             return sorted(self._by_item)
+
+    def digests(self) -> dict[str, str]:
+        """Each live pass's hash by work item: what may be kept to re-admit it later."""
+        with self._lock:
+            return {item: digest.hex() for item, digest in self._by_item.items()}
+
+    def admit(self, work_item: str, digest: str) -> None:
+        """Take back a pass known by its hash (one minted before the spawner restarted)."""
+        raw = bytes.fromhex(digest)
+        with self._lock:
+            old = self._by_item.pop(work_item, None)
+            if old is not None:
+                self._by_digest.pop(old, None)
+            self._by_digest[raw] = work_item
+            self._by_item[work_item] = raw
