@@ -9,8 +9,10 @@ tested without a server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +27,7 @@ from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
+from tests.fakes.server import LiveServer
 from tests.support import wait_for
 
 CANARY_KEY = "sk-ant-api03-operator-canary-key-7777777777"
@@ -321,3 +324,38 @@ def test_a_restarted_spawner_keeps_its_port_and_the_passes_of_live_sessions_only
         after.close()
     assert [(e, i) for e, i, _ in reported] == [("session.usage", "github:o/r#1")]
     assert reported[0][2]["requests"] == 1
+
+
+def test_an_answer_is_relayed_as_it_arrives_byte_for_byte() -> None:
+    """The upstream holds back the second half of its stream (cut inside an event) until the
+    session has the first: nothing waits for the whole answer, and nothing is changed."""
+    stream = _stream(dict(SCRIPTED))
+    cut = stream.index(b"input_tokens") + 5
+    release = threading.Event()
+    held: list[bool] = []
+
+    def upstream(environ: dict[str, Any], start: Callable[..., Any]) -> Iterator[bytes]:
+        start("200 OK", [("Content-Type", "text/event-stream")])
+        yield stream[:cut]
+        held.append(release.wait(30))  # False: nobody saw the first half in time
+        yield stream[cut:]
+
+    with LiveServer(upstream) as model:
+        up = Upstream(model.url, ((b"x-api-key", CANARY_KEY.encode()),), "env")
+        with ModelGateway(up) as gateway:
+            token = gateway.passes.mint(ITEM)
+            received = b""
+            with (
+                httpx.Client(timeout=30) as client,
+                client.stream(
+                    "POST", gateway.url + "/v1/messages", headers={"x-api-key": token}, json={}
+                ) as answer,
+            ):
+                chunks = answer.iter_raw()
+                while len(received) < cut:
+                    received += next(chunks)
+                assert not release.is_set()  # the first half arrived while the rest was held
+                release.set()
+                received += b"".join(chunks)
+            assert received == stream and held == [True]
+            assert counted(gateway, 1) == {ITEM: Usage(1234, 56, 789, 10, requests=1)}
