@@ -25,6 +25,7 @@ from app.gateway.forwarding import PUBLIC_API, Upstream, presented_token, upstre
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway
+from app.protocol import USAGE_FIELDS
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
 from tests.fakes.server import LiveServer
@@ -86,6 +87,10 @@ def test_a_body_without_usage_counts_nothing_and_a_json_answer_counts_once() -> 
     assert usage_of_body(b"not json") is None
     body = json.dumps({"type": "message", "usage": {"input_tokens": 3, "output_tokens": True}})
     assert usage_of_body(body.encode()) == Usage(input_tokens=3, requests=1)
+
+
+def test_a_report_carries_exactly_the_fields_the_app_adds_up() -> None:
+    assert tuple(Usage().to_json()) == USAGE_FIELDS
 
 
 def test_the_tally_sums_per_item_and_a_drain_starts_again() -> None:

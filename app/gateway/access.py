@@ -30,10 +30,10 @@ from app.files import write_json
 from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
 from app.gateway.relay import ModelGateway
+from app.protocol import USAGE_EVENT
 
 log = logging.getLogger(__name__)
 
-USAGE_EVENT = "session.usage"
 KEY_FILE_KEY = "routing.sandbox.apiKeyFile"
 GATEWAY_FILE = "gateway.json"  # in the spawner's state directory, which no session sees
 # The operator's model credentials: read once by the spawner, inherited by no child.

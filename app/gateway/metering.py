@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, fields
 from typing import Any
 
+# The Messages API's names for its token counts.
 COUNTED = (
     "input_tokens",
     "output_tokens",

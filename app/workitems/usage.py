@@ -14,16 +14,12 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.protocol import USAGE_EVENT, USAGE_FIELDS
 from app.store.tables import WorkItemUsage
 
-USAGE_EVENT = "session.usage"
-FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-    "requests",
-)
+__all__ = ["USAGE_EVENT", "add_usage", "reported_counts", "usage_of"]
+
+FIELDS = USAGE_FIELDS
 # No one report can be this large; a bigger number is a broken or hostile spawner's.
 MAX_COUNT = 10**12
 
