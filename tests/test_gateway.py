@@ -256,6 +256,29 @@ def test_a_wrong_or_revoked_pass_is_refused_before_anything_goes_upstream(
     assert model.snapshot() == [] and gateway.tally.drain() == {}
 
 
+def test_only_the_messages_api_is_forwarded_with_the_operator_s_key(
+    gateway: ModelGateway, model: FakeAnthropic
+) -> None:
+    token = gateway.passes.mint(ITEM)
+    key = {"x-api-key": token}
+    with httpx.Client(timeout=30) as client:
+        counted_tokens = client.post(
+            gateway.url + "/v1/messages/count_tokens?beta=true", headers=key, json=_body("c")
+        )
+        refused = [
+            client.get(gateway.url + "/v1/models", headers=key),
+            client.get(gateway.url + "/v1/messages/batches", headers=key),
+            client.post(gateway.url + "/v1/files", headers=key, content=b"x"),
+            client.get(gateway.url + "/v1/messages", headers=key),
+            client.post(gateway.url + "/v1/messages/../files", headers=key, json={}),
+        ]
+    assert counted_tokens.status_code == 200 and counted_tokens.json()["input_tokens"] > 0
+    for answer in refused:
+        assert answer.status_code == 403, answer.request.url
+        assert answer.json()["error"]["type"] == "permission_error"
+    assert [r.path for r in model.snapshot()] == ["/v1/messages/count_tokens"]
+
+
 def test_a_gateway_without_a_credential_says_what_to_set(model: FakeAnthropic) -> None:
     with ModelGateway(Upstream(model.url)) as gw:
         token = gw.passes.mint(ITEM)

@@ -42,6 +42,17 @@ class Upstream:
         return bool(self.credential)
 
 
+# What a session may ask of the model with the operator's key: the Messages API and its
+# token counter. Nothing else of the account (files, batches, models, admin) is reachable.
+FORWARDED = frozenset({(b"POST", b"/v1/messages"), (b"POST", b"/v1/messages/count_tokens")})
+
+
+def forwarded(method: bytes, target: bytes) -> bool:
+    """Whether a request for `target` (origin form, query allowed) goes upstream."""
+    path = target.split(b"?", 1)[0].rstrip(b"/")
+    return (method.upper(), path) in FORWARDED
+
+
 def presented_token(headers: Iterable[tuple[bytes, bytes]]) -> str:
     """The credential a request presents: its `x-api-key`, else its bearer token."""
     bearer = ""

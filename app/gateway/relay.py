@@ -4,8 +4,9 @@ One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 pa
 wire; it is already here as httpx's own parser) and forwards each request through one
 `httpcore.AsyncConnectionPool` (httpx's own transport, without httpx's client layer: less
 memory and work per request; a failed connect is tried once more). A request must present
-a live pass (`passes.py`) or it is refused 401 in the API's error shape, before anything
-goes upstream. An upstream that fails before answering is a 502 in that shape; one that
+a live pass (`passes.py`) or it is refused 401 in the API's error shape, and only the
+Messages API is forwarded (403 for anything else of the account), before anything goes
+upstream. An upstream that fails before answering is a 502 in that shape; one that
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
 `metering.py` reads its usage into the tally, charged to the pass's work item.
@@ -26,6 +27,7 @@ from app.gateway.forwarding import (
     Upstream,
     downstream_headers,
     error_body,
+    forwarded,
     presented_token,
     upstream_headers,
 )
@@ -46,6 +48,7 @@ NO_CREDENTIAL = (
     "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
     "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
 )
+NOT_FORWARDED = "the model gateway forwards only POST /v1/messages and /v1/messages/count_tokens"
 JSON = [(b"content-type", b"application/json")]
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
 UPSTREAM_FAILURES = (
@@ -131,8 +134,8 @@ class _Exchange:
                 raise _Refused(401, "authentication_error", UNKNOWN_PASS)
             if not self.gateway.upstream.has_credential:
                 raise _Refused(401, "authentication_error", NO_CREDENTIAL)
-            if not request.target.startswith(b"/"):
-                raise _Refused(400, "invalid_request_error", "only origin-form targets")
+            if not forwarded(request.method, request.target):
+                raise _Refused(403, "permission_error", NOT_FORWARDED)
             body = await self._body()
         except _Refused as refused:
             await self.refuse(refused)
