@@ -9,6 +9,7 @@ tested without a server."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -387,3 +388,33 @@ def test_an_answer_is_relayed_as_it_arrives_byte_for_byte() -> None:
                 received += b"".join(chunks)
             assert received == stream and held == [True]
             assert counted(gateway, 1) == {ITEM: Usage(1234, 56, 789, 10, requests=1)}
+
+
+def test_bodies_held_at_once_are_bounded_and_given_back(model: FakeAnthropic) -> None:
+    up = Upstream(model.url, ((b"x-api-key", CANARY_KEY.encode()),), "env")
+    body = json.dumps(_body("x" * 700)).encode()
+    with ModelGateway(up, body_budget=len(body) + 100) as gw:
+        token = gw.passes.mint(ITEM)
+        host, port = "127.0.0.1", gw.port
+        with socket.create_connection((host, port), timeout=30) as slow:
+            head = (
+                f"POST /v1/messages HTTP/1.1\r\nHost: {host}\r\nx-api-key: {token}\r\n"
+                f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+            )
+            slow.sendall(head.encode() + body[:-10])  # most of it, held in the gateway
+            wait_for(lambda: gw.held == len(body) - 10)
+            crowded = httpx.post(
+                gw.url + "/v1/messages", headers={"x-api-key": token}, content=body, timeout=30
+            )
+            assert crowded.status_code == 529
+            assert crowded.json()["error"]["type"] == "overloaded_error"
+            slow.sendall(body[-10:])
+            answer = b""
+            while b"message_stop" not in answer:
+                answer += slow.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        wait_for(lambda: gw.held == 0)
+        later = httpx.post(
+            gw.url + "/v1/messages", headers={"x-api-key": token}, content=body, timeout=30
+        )
+        assert later.status_code == 200

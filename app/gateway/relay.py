@@ -6,7 +6,9 @@ wire; it is already here as httpx's own parser) and forwards each request throug
 memory and work per request; a failed connect is tried once more). A request must present
 a live pass (`passes.py`) or it is refused 401 in the API's error shape, and only the
 Messages API is forwarded (403 for anything else of the account), before anything goes
-upstream. An upstream that fails before answering is a 502 in that shape; one that
+upstream. A request's body is read whole before it goes on (a slow sender holds no upstream
+connection), within a budget for all bodies held at once: past it, a 529 the harness
+retries. An upstream that fails before answering is a 502 in that shape; one that
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
 `metering.py` reads its usage into the tally, charged to the pass's work item.
@@ -37,6 +39,8 @@ from app.gateway.passes import Passes
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
+BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
+OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
 MAX_HEAD = 64 * 1024
 MAX_METERED_JSON = 8 * 1024 * 1024
 READ_SIZE = 64 * 1024
@@ -112,15 +116,20 @@ class _Exchange:
         finally:
             self.writer.close()
 
-    async def _body(self) -> bytes:
+    async def _body(self, held: list[int]) -> bytes:
+        """The whole request body. What it holds is counted against the gateway's budget for
+        bodies in flight (`held[0]`, given back by the caller), so many large requests at once
+        are turned away rather than taking the spawner's memory."""
         parts: list[bytes] = []
-        size = 0
         while True:
             event = await self._event()
             if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > MAX_BODY:
+                size = len(event.data)
+                if held[0] + size > MAX_BODY:
                     raise _Refused(413, "request_too_large", "the request body is too large")
+                if not self.gateway.hold(size):
+                    raise _Refused(529, "overloaded_error", OVERLOADED)
+                held[0] += size
                 parts.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 return b"".join(parts)
@@ -136,11 +145,17 @@ class _Exchange:
                 raise _Refused(401, "authentication_error", NO_CREDENTIAL)
             if not forwarded(request.method, request.target):
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
-            body = await self._body()
         except _Refused as refused:
             await self.refuse(refused)
             return
-        await self.gateway.forward(self, request, body, work_item)
+        held = [0]
+        try:
+            body = await self._body(held)
+            await self.gateway.forward(self, request, body, work_item)
+        except _Refused as refused:
+            await self.refuse(refused)
+        finally:
+            self.gateway.hold(-held[0])
 
     async def refuse(self, refused: _Refused) -> None:
         self.gateway.refusals += 1
@@ -164,12 +179,15 @@ class ModelGateway:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        body_budget: int = BODIES_IN_FLIGHT,
     ) -> None:
         self.upstream = upstream
         self.passes = passes or Passes()
         self.tally = tally or Tally()
         self.host, self.port = host, port
         self.refusals = 0
+        self.held = 0  # bytes of request bodies in flight (the loop's thread only)
+        self.body_budget = body_budget
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -238,6 +256,14 @@ class ModelGateway:
         return task
 
     # -- one request -----------------------------------------------------------------------
+
+    def hold(self, size: int) -> bool:
+        """Count `size` more bytes of bodies in flight (negative: given back); False, and
+        nothing counted, when that would pass the budget."""
+        if size > 0 and self.held + size > self.body_budget:
+            return False
+        self.held += size
+        return True
 
     async def forward(
         self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
