@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
 BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
+MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
+IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
 OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
 MAX_HEAD = 64 * 1024
 MAX_METERED_JSON = 8 * 1024 * 1024
@@ -92,7 +94,10 @@ class _Exchange:
             event = self.conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            self.conn.receive_data(await self.reader.read(READ_SIZE))
+            # A session that goes quiet mid-request, or idles for long, is hung up on.
+            async with asyncio.timeout(IDLE):
+                data = await self.reader.read(READ_SIZE)
+            self.conn.receive_data(data)
 
     async def send(self, event: Any, ahead: bytes = b"") -> None:
         """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
@@ -111,7 +116,7 @@ class _Exchange:
                 if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
                     return
                 self.conn.start_next_cycle()
-        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError):
+        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             return
         finally:
             self.writer.close()
@@ -249,7 +254,10 @@ class ModelGateway:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _accept(self, reader: Any, writer: Any) -> Awaitable[None]:
+    def _accept(self, reader: Any, writer: Any) -> Awaitable[None] | None:
+        if len(self._tasks) >= MAX_CONNECTIONS:  # the spawner's descriptors are not for hoarding
+            writer.close()
+            return None
         task = asyncio.ensure_future(_Exchange(self, reader, writer).serve())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
