@@ -418,3 +418,22 @@ def test_bodies_held_at_once_are_bounded_and_given_back(model: FakeAnthropic) ->
             gw.url + "/v1/messages", headers={"x-api-key": token}, content=body, timeout=30
         )
         assert later.status_code == 200
+
+
+def test_a_client_that_waits_for_100_continue_is_told_to_go_on(
+    gateway: ModelGateway, model: FakeAnthropic
+) -> None:
+    token = gateway.passes.mint(ITEM)
+    body = json.dumps(_body("waiting")).encode()
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as conn:
+        head = (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+            f"content-length: {len(body)}\r\nexpect: 100-continue\r\n\r\n"
+        )
+        conn.sendall(head.encode())
+        assert conn.recv(65536).startswith(b"HTTP/1.1 100 ")
+        conn.sendall(body)
+        answer = b""
+        while b"message_stop" not in answer:
+            answer += conn.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200") and len(model.main_requests()) == 1

@@ -155,6 +155,8 @@ class _Exchange:
             return
         held = [0]
         try:
+            if self.conn.they_are_waiting_for_100_continue:
+                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
             await self.gateway.forward(self, request, body, work_item)
         except _Refused as refused:
