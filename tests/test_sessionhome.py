@@ -33,7 +33,11 @@ def real_home(tmp_path: Path) -> Path:
             {
                 "theme": "dark",
                 "apiKeyHelper": "cat ~/.key",
-                "env": {"ANTHROPIC_API_KEY": "sk-real", "FOO": "1"},
+                "env": {
+                    "ANTHROPIC_API_KEY": "sk-real",
+                    "ANTHROPIC_BASE_URL": "https://elsewhere",
+                    "FOO": "1",
+                },
             }
         )
     )

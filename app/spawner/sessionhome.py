@@ -8,9 +8,10 @@ the session sees. It holds no credential of the operator's. Before each launch i
   runs): onboarding done and the session's own gateway pass approved, and nothing else of
   the operator's: no `primaryApiKey`, no other approved key, no account; the trust entries
   for the checkout are added by `trust.pretrust`;
-- `~/.claude/settings.json` from the operator's, minus what would hand over a credential
-  (`apiKeyHelper`, credential variables in `env`), with the stop gate's hook in it (its
-  command runs this Python on the project's `hooks/`, both visible inside the sandbox);
+- `~/.claude/settings.json` from the operator's, minus what would hand over a credential or
+  lead around the gateway (`apiKeyHelper`, credential variables or a base URL in `env`), with
+  the stop gate's hook in it (its command runs this Python on the project's `hooks/`, both
+  visible inside the sandbox);
 - the operator's login (`~/.claude/.credentials.json`) only with `routing.sandbox.shareLogin:
   true`; otherwise a copy left from an earlier launch is removed;
 - git's `user.name` / `user.email`.
@@ -47,6 +48,9 @@ ACCOUNT = "oauthAccount"
 OPERATOR_KEYS = frozenset({"primaryApiKey", APPROVALS, ACCOUNT})
 # Settings that would run or hand over a credential inside the session.
 CREDENTIAL_SETTINGS = frozenset({"apiKeyHelper", "awsCredentialExport", "awsAuthRefresh"})
+# Variables of the settings' `env` the launch sets itself: a credential, or a way around the
+# model gateway.
+LAUNCH_VARIABLES = frozenset({*CREDENTIAL_VARIABLES, "ANTHROPIC_BASE_URL"})
 
 
 def home_for(state_dir: Path, name: str) -> Path:
@@ -91,7 +95,7 @@ def session_settings(real: dict[str, Any], gate_command: str) -> dict[str, Any]:
     nothing that hands a session a credential (a key helper, a key in `env`)."""
     kept = {key: value for key, value in real.items() if key not in CREDENTIAL_SETTINGS}
     if isinstance(real.get("env"), dict):
-        kept["env"] = {k: v for k, v in real["env"].items() if k not in CREDENTIAL_VARIABLES}
+        kept["env"] = {k: v for k, v in real["env"].items() if k not in LAUNCH_VARIABLES}
     settings, _ = install_stop_hook(kept, gate_command)
     return settings
 
