@@ -98,7 +98,7 @@ class ModelAccess:
     def _emit(self, work_item: str, usage: Usage) -> None:
         self.emit(USAGE_EVENT, work_item, **usage.to_json())
 
-    def run(self, stop: threading.Event, interval: float = 2.0) -> None:
+    def run(self, stop: threading.Event, interval: float = 5.0) -> None:
         """Report every `interval` until `stop`, then once more."""
         while not stop.wait(interval):
             try:

@@ -214,12 +214,12 @@ def _respawn(
 
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     record = ctx.registry.get(job.work_item)
+    if ctx.models is not None:
+        ctx.models.end(job.work_item)  # its pass dies first, whatever else is found
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
-    if ctx.models is not None:
-        ctx.models.end(job.work_item)  # its pass dies with it
     ctx.events.emit(
         "session.stopped", job.work_item, session_id=record.session_id, reason=payload.reason
     )
