@@ -55,7 +55,7 @@ CANARIES = [
     CANARY_BEARER,
     CANARY_OAUTH_ENV,
 ]
-WRONG_PASS = "sk-ant-api03-tlgw-" + "w" * 43
+WRONG_PASS = "sk-ant-api03-" + "w" * 43 + "-tlgw"
 FIRST = (
     ("input_tokens", 3001),
     ("output_tokens", 41),
@@ -233,7 +233,7 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
     assert devbox.models is not None
     assert report["base_url"] == devbox.models.gateway.url
     session_pass = report["key"]
-    assert session_pass.startswith("sk-ant-api03-tlgw-")
+    assert session_pass.startswith("sk-ant-api03-") and session_pass.endswith("-tlgw")
     socket = devbox.runner.socket
     tmux_env = subprocess.run(
         ["tmux", "-L", socket, "show-environment", "-g"], capture_output=True, text=True

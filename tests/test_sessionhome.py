@@ -10,7 +10,7 @@ from pathlib import Path
 from app.commands.hooks import direct_command
 from app.spawner.sessionhome import seed_home, session_config, session_settings, with_approved_key
 
-PASS = "sk-ant-api03-tlgw-" + "p" * 43
+PASS = "sk-ant-api03-" + "p" * 43 + "-tlgw"
 
 
 def real_home(tmp_path: Path) -> Path:
@@ -139,6 +139,12 @@ def test_the_pure_edits() -> None:
         "customApiKeyResponses": {"approved": ["mine", PASS[-20:]], "rejected": []},
     }
     assert approved is not None and with_approved_key(approved, PASS) is None
+    many = approved
+    for n in range(100):  # unconfined launches: only the latest passes' approvals stay
+        many = with_approved_key(many, f"sk-ant-api03-{n:043d}-tlgw") or many
+    kept = many["customApiKeyResponses"]["approved"]
+    assert kept[0] == "mine" and len(kept) == 65
+    assert kept[-1] == f"{99:043d}-tlgw"[-20:] and PASS[-20:] not in kept
     assert (
         session_settings({"apiKeyHelper": "x", "env": {"ANTHROPIC_AUTH_TOKEN": "t"}}, "g")["env"]
         == {}

@@ -16,11 +16,19 @@ import hmac
 import secrets
 import threading
 
-PREFIX = "sk-ant-api03-tlgw-"
+PREFIX = "sk-ant-api03-"
+# Every pass ends so: Claude Code records an approved key by its last 20 characters, and a
+# pass's approval left in an operator's own config is then known as one (`is_pass_tail`).
+SUFFIX = "-tlgw"
 
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+def is_pass_tail(approved: object) -> bool:
+    """Whether an approved key's recorded tail is a pass's (pure)."""
+    return isinstance(approved, str) and approved.endswith(SUFFIX)
 
 
 class Passes:
@@ -33,7 +41,7 @@ class Passes:
 
     def mint(self, work_item: str) -> str:
         """A new pass for `work_item`; the item's previous pass stops working."""
-        token = PREFIX + secrets.token_urlsafe(32)
+        token = PREFIX + secrets.token_urlsafe(32) + SUFFIX
         digest = _digest(token)
         with self._lock:
             old = self._by_item.pop(work_item, None)
@@ -54,7 +62,7 @@ class Passes:
 
     def holder(self, token: str) -> str | None:
         """The work item a live `token` belongs to, or None."""
-        if not token.startswith(PREFIX):
+        if not (token.startswith(PREFIX) and token.endswith(SUFFIX)):
             return None
         digest = _digest(token)
         with self._lock:

@@ -31,6 +31,7 @@ from typing import Any
 from app.commands.hooks import direct_command, install_stop_hook
 from app.files import FileLock, write_text_atomic
 from app.gateway.access import CREDENTIAL_VARIABLES
+from app.gateway.passes import is_pass_tail
 from app.spawner.trust import (
     TrustFileError,
     claude_config_path,
@@ -43,6 +44,7 @@ HOMES = "homes"
 CREDENTIALS = ".credentials.json"
 GIT_IDENTITY = ("user.name", "user.email")
 APPROVALS = "customApiKeyResponses"
+KEPT_PASS_APPROVALS = 64  # in the operator's own config, for unconfined sessions
 ACCOUNT = "oauthAccount"
 # Keys of `~/.claude.json` that hold or name the operator's credentials.
 OPERATOR_KEYS = frozenset({"primaryApiKey", APPROVALS, ACCOUNT})
@@ -79,14 +81,19 @@ def _listed(data: dict[str, Any], key: str) -> list[Any]:
 
 def with_approved_key(data: dict[str, Any], api_key: str) -> dict[str, Any] | None:
     """`data` with `api_key` approved beside the keys it already approves (the operator's own
-    config, for a session without a home of its own), or None when it already is (pure)."""
+    config, for a session without a home of its own), keeping only the latest passes'
+    approvals (sessions launched together each need theirs until they start), or None when
+    it already is so (pure)."""
     found = data.get(APPROVALS)
     responses: dict[str, Any] = found if isinstance(found, dict) else {}
-    approved = _listed(responses, "approved")
-    if api_key[-20:] in approved:
+    listed = _listed(responses, "approved")
+    tail = api_key[-20:]
+    if tail in listed:
         return None
+    passes = [t for t in listed if is_pass_tail(t)][-(KEPT_PASS_APPROVALS - 1) :]
+    approved = [t for t in listed if not is_pass_tail(t) or t in passes]
     rejected = _listed(responses, "rejected")
-    kept = {**responses, "approved": [*approved, api_key[-20:]], "rejected": rejected}
+    kept = {**responses, "approved": [*approved, tail], "rejected": rejected}
     return {**data, "hasCompletedOnboarding": True, APPROVALS: kept}
 
 
