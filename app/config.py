@@ -117,11 +117,18 @@ class Sandbox(_Model):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
     directories a session may see (e.g. a toolchain installed under the home directory);
-    none of them can re-expose the spawner's or the App's own files."""
+    none of them can re-expose the spawner's or the App's own files.
+
+    `shareLogin: true` copies the operator's Claude Code login (`~/.claude/.credentials.json`)
+    into every session's home, where the session can read (and send away) its tokens; by
+    default no login reaches a session. `apiKeyFile` names a file holding the API key the
+    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`)."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
     read_write: list[Path] = Field(default_factory=list)
+    share_login: bool = False
+    api_key_file: Path | None = None
 
     @property
     def resolved(self) -> SandboxMode:

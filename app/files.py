@@ -206,6 +206,22 @@ def write_within(
         os.close(directory)
 
 
+def remove_within(root: Path, relative: str | PurePosixPath) -> None:
+    """Remove the entry `root/relative` (a link is removed, never followed); nothing to do
+    when it, or a directory on the way, is missing or a link."""
+    *dirs, name = _names(relative)
+    try:
+        directory = _open_dirs(root, dirs, create=False, dir_mode=0o700)
+    except FileNotFoundError:
+        return
+    try:
+        os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(directory)
+
+
 def read_within(root: Path, relative: str | PurePosixPath) -> str:
     """The text of the regular file `root/relative`. A link anywhere below `root`, a
     missing file or one that is not a regular file raise FileNotFoundError."""

@@ -42,6 +42,7 @@ SPAWNER_EVENTS = frozenset(
         "session.stopped",
         "session.unsandboxed",
         "session.unstalled",
+        "session.usage",
         "standing.started",
         "standing.stopped",
         "workspace.branch",
@@ -167,3 +168,15 @@ def parse_payload(kind: str, data: Any) -> JobPayload:
 def dump_payload(payload: JobPayload) -> dict[str, Any]:
     """The JSON a job row stores (every field, so the spawner never guesses a default)."""
     return payload.model_dump(mode="json")
+
+
+# What a spawner's model gateway reports, per work item, since its last report: the counts
+# of `USAGE_FIELDS` as fields of one event (the App adds them to the item's totals).
+USAGE_EVENT = "session.usage"
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "requests",
+)

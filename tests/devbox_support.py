@@ -1,6 +1,7 @@
 """A devbox for tests of the whole loop: the spawner's own agent loop on this machine, its
-sessions running the real `claude` against the scripted model (tests/fakes/anthropic.py) or a
-stand-in harness; and the deliveries that label an issue and execute it."""
+sessions running the real `claude` against the scripted model (tests/fakes/anthropic.py)
+through the spawner's model gateway, as `the-loop spawner` runs them, or a stand-in harness;
+and the deliveries that label an issue and execute it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.commands.hooks import direct_command
 from app.config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
+from app.gateway.access import open_model_access, without_credentials
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.eventqueue import SpawnerEvents
@@ -74,16 +76,18 @@ def running_devbox(
     client = AppClient(app_url, token)
     state = home.parent / "devbox-state"
     runner = TmuxRunner(f"the-loop-devbox-{uuid.uuid4().hex[:8]}", env=dict(env), size=size)
+    events = SpawnerEvents(state, client)
     ctx = SpawnerContext(
         config=config,
         runner=runner,
         registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state, client),
+        events=events,
         home=home,
         state_dir=state,
         app_url=app_url,
         hosts=frozenset({"claude"}),
-        env=dict(env),
+        env=without_credentials(env),  # as `the-loop spawner` keeps it: the key read once
+        models=open_model_access(config, env, events.emit),
     )
     agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
     thread = threading.Thread(target=agent.run)
@@ -94,6 +98,8 @@ def running_devbox(
     finally:
         agent.stop.set()
         thread.join(timeout=30)
+        if ctx.models is not None:
+            ctx.models.close()
         client.close()
         runner.kill_server()
 

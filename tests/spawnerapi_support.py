@@ -158,6 +158,7 @@ def serve_api(
     private_key: str,
     config_yaml: str = "{}\n",
     lease_seconds: float = 1,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[Api]:
     """The App with its spawner API and a fake GitHub, both on 127.0.0.1, for one module.
 
@@ -172,6 +173,7 @@ def serve_api(
     config.write_text(config_yaml)
     with scratch_database(kind, directory) as url, LiveServer(fake.wsgi()) as github:
         env = app_env(directory, url, github.url, private_key)  # with the config above
+        env.update(extra_env or {})
         app = create_app(load_settings(env, dotenv=None))
         app.config[LEASE_CONFIG] = lease_seconds
         state = app.extensions["the-loop"]

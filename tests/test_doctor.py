@@ -162,6 +162,11 @@ def _refused_verdict(box: Devbox) -> None:
     cache.put_many([Result(model, Verdict.REFUSED, "issue with the selected model")])
 
 
+def _login_only(box: Devbox) -> None:
+    box.env.pop("ANTHROPIC_API_KEY")
+    box.write_json(".claude/.credentials.json", {"claudeAiOauth": {"accessToken": "x"}})
+
+
 FAULTS: dict[str, tuple[Callable[[Devbox], None], str, str]] = {
     "no tmux": (_no_tool("tmux"), "tmux", "apt-get install tmux"),
     "no git": (_no_tool("git"), "git", "apt-get install git"),
@@ -179,10 +184,13 @@ FAULTS: dict[str, tuple[Callable[[Devbox], None], str, str]] = {
         "~/.claude.json",
         "repair or move aside",
     ),
-    "unapproved key": (
-        lambda box: box.write_json(".claude.json", {"hasCompletedOnboarding": True}),
+    "a login not shared": (_login_only, "Claude credential", "shareLogin: true"),
+    "unreadable key file": (
+        lambda box: Path(box.env["THE_LOOP_CONFIG"]).write_text(
+            DEVBOX_YAML.replace("routing: {", "routing: {sandbox: {apiKeyFile: /nonexistent/key}, ")
+        ),
         "Claude credential",
-        "customApiKeyResponses.approved",
+        "routing.sandbox.apiKeyFile",
     ),
     "no key, no login": (_set("ANTHROPIC_API_KEY", None), "Claude credential", "claude /login"),
     "bypass not pre-accepted": (
@@ -212,11 +220,13 @@ def test_each_fault_fails_its_check_with_a_fix(devbox, fault):
 
 
 def test_remedies_doctor_accepts(devbox):
-    """A login instead of a key; the disclaimer pre-accepted by hand instead of harnessTrust."""
-    devbox.env.pop("ANTHROPIC_API_KEY")
-    devbox.write_json(".claude/.credentials.json", {"claudeAiOauth": {"accessToken": "x"}})
+    """A login shared with sessions instead of a key; the disclaimer pre-accepted by hand
+    instead of harnessTrust."""
+    _login_only(devbox)
     Path(devbox.env["THE_LOOP_CONFIG"]).write_text(
-        DEVBOX_YAML.replace("acceptBypassPermissions: auto", "acceptBypassPermissions: never")
+        DEVBOX_YAML.replace(
+            "acceptBypassPermissions: auto", "acceptBypassPermissions: never"
+        ).replace("routing: {", "routing: {sandbox: {shareLogin: true}, ")
     )
     devbox.write_json(".claude/settings.json", {"skipDangerousModePermissionPrompt": True})
     code, checks = devbox.doctor()
@@ -256,12 +266,11 @@ def test_pure_verdicts_on_the_edges():
     assert dc.check_app("https://the-loop.example.com", ok).level is dc.Level.OK
     assert dc.check_app("https://x", dc.Reply(502)).level is dc.Level.FAIL
 
-    rejected = dc.JsonFile(
-        "~/.claude.json", json.dumps({"customApiKeyResponses": {"rejected": [KEY[-20:]]}})
-    )
-    verdict = dc.check_credential(rejected, KEY, dc.JsonFile("c", None))
-    assert verdict.level is dc.Level.FAIL and "rejected" in verdict.detail
-    assert KEY[-20:] not in verdict.detail + verdict.fix  # no key material in the output
+    nothing = dc.JsonFile("c", None)
+    verdict = dc.check_credential("ANTHROPIC_API_KEY", None, nothing, False)
+    assert verdict.level is dc.Level.OK and "gateway" in verdict.detail
+    verdict = dc.check_credential(None, None, nothing, True)
+    assert verdict.level is dc.Level.FAIL and "claude /login" in verdict.fix
 
     auto = HarnessTrust(accept_bypass_permissions="auto")
     broken = dc.JsonFile("~/.claude/settings.json", "{nope")

@@ -245,15 +245,16 @@ def test_links_planted_in_the_session_home_are_not_written_through_on_a_relaunch
             (".claude/settings.json", "b"),
             (".claude.json", "c"),
         ):
-            (home / name).unlink()
+            (home / name).unlink(missing_ok=True)  # no login is shared by default
             (home / name).symlink_to(victims / victim)
 
     run_ok(ctx, on_branch(deliver_job(origin, "carry on")))
 
     assert {p.name: p.read_text() for p in victims.iterdir()} == kept
     assert not any(p.is_symlink() for p in [home / ".claude", *home.rglob("*")])
-    credentials = json.loads((home / ".claude" / ".credentials.json").read_text())
-    assert credentials == {"claudeAiOauth": {"accessToken": "op"}}
+    # The operator's login is not shared (routing.sandbox.shareLogin is off): a planted
+    # link in its place is removed, never followed.
+    assert not (home / ".claude" / ".credentials.json").exists()
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert settings["theme"] == "dark" and settings["hooks"]["Stop"]
     config = json.loads((home / ".claude.json").read_text())

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
+from app.gateway.access import open_model_access, without_credentials
 from app.spawner.argv import BYPASS_FLAG
 from app.spawner.checkout import checkout_dir
 from app.spawner.eventqueue import SpawnerEvents
@@ -46,7 +47,8 @@ def item(number: int) -> str:
 def devbox(
     tmp_path: Path, model: FakeAnthropic, mode: str = "bubblewrap", **sandbox: Any
 ) -> SpawnerContext:
-    """A spawner context whose sessions run the real claude against `model`."""
+    """A spawner context whose sessions run the real claude against `model`, through the
+    spawner's model gateway."""
     home = tmp_path / "devbox-home"
     home.mkdir()
     update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
@@ -65,17 +67,19 @@ def devbox(
     )
     state = tmp_path / "state"
     runner = TmuxRunner(f"the-loop-sbx-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
+    events = SpawnerEvents(state)
     return SpawnerContext(
         config=config,
         runner=runner,
         registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state),
+        events=events,
         home=home,
         state_dir=state,
         app_url="http://127.0.0.1:9",
         hosts=frozenset({"claude"}),
-        env=env,
+        env=without_credentials(env),
         ready_timeout=GENEROUS,
+        models=open_model_access(config, env, events.emit),
     )
 
 
@@ -105,6 +109,8 @@ def stopped() -> Iterator[list[SpawnerContext]]:
     yield made
     for ctx in made:
         ctx.runner.kill_server()
+        if ctx.models is not None:
+            ctx.models.close()
 
 
 def test_a_bash_call_looking_for_secrets_finds_none(

@@ -1,4 +1,5 @@
-"""A sandboxed session's own home: what it takes from the operator's, and what it leaves."""
+"""A sandboxed session's own home: what it takes from the operator's, and what it leaves: no
+credential of the operator's unless a login is shared, and only its own pass approved."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import stat
 from pathlib import Path
 
 from app.commands.hooks import direct_command
-from app.spawner.sessionhome import carried_config, seed_home, with_carried
+from app.spawner.sessionhome import seed_home, session_config, session_settings, with_approved_key
+
+PASS = "sk-ant-api03-" + "p" * 43 + "-tlgw"
 
 
 def real_home(tmp_path: Path) -> Path:
@@ -17,12 +20,27 @@ def real_home(tmp_path: Path) -> Path:
         json.dumps(
             {
                 "hasCompletedOnboarding": True,
+                "primaryApiKey": "sk-ant-api03-operator-primary-key",
+                "oauthAccount": {"emailAddress": "dev@example.com"},
                 "customApiKeyResponses": {"approved": ["abc"], "rejected": []},
                 "projects": {"/work/other-item": {"hasTrustDialogAccepted": True}},
+                "tipsHistory": {"x": 1},
             }
         )
     )
-    (home / ".claude" / "settings.json").write_text(json.dumps({"theme": "dark"}))
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "theme": "dark",
+                "apiKeyHelper": "cat ~/.key",
+                "env": {
+                    "ANTHROPIC_API_KEY": "sk-real",
+                    "ANTHROPIC_BASE_URL": "https://elsewhere",
+                    "FOO": "1",
+                },
+            }
+        )
+    )
     (home / ".claude" / ".credentials.json").write_text('{"claudeAiOauth": {}}')
     (home / ".gitconfig").write_text(
         "[user]\n\tname = Dev One\n\temail = dev@example.com\n[credential]\n\thelper = store\n"
@@ -34,23 +52,58 @@ def real_home(tmp_path: Path) -> Path:
 
 def test_the_session_home_holds_only_what_claude_code_needs(tmp_path: Path) -> None:
     home = tmp_path / "session"
-    assert seed_home(real_home(tmp_path), home, {}) == []
+    assert seed_home(real_home(tmp_path), home, {}, api_key=PASS) == []
     config = json.loads((home / ".claude.json").read_text())
     assert config == {
         "hasCompletedOnboarding": True,
-        "customApiKeyResponses": {"approved": ["abc"], "rejected": []},
+        "customApiKeyResponses": {"approved": [PASS[-20:]], "rejected": []},
     }
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings["theme"] == "dark"
+    assert settings["theme"] == "dark" and settings["env"] == {"FOO": "1"}
+    assert "apiKeyHelper" not in settings
     assert settings["hooks"]["Stop"] == [
         {"hooks": [{"type": "command", "command": direct_command(), "timeout": 30}]}
     ]
-    assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
     assert (home / ".gitconfig").read_text() == (
         "[user]\n\tname = Dev One\n\temail = dev@example.com\n"
     )
     assert sorted(p.name for p in home.iterdir()) == [".claude", ".claude.json", ".gitconfig"]
+    assert sorted(p.name for p in (home / ".claude").iterdir()) == ["settings.json"]
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_a_shared_login_is_copied_in_and_removed_once_no_longer_shared(tmp_path: Path) -> None:
+    real, home = real_home(tmp_path), tmp_path / "session"
+    assert seed_home(real, home, {}, api_key=PASS, share_login=True) == []
+    login = home / ".claude" / ".credentials.json"
+    assert login.read_text() == '{"claudeAiOauth": {}}'
+    assert stat.S_IMODE(login.stat().st_mode) == 0o600
+    config = json.loads((home / ".claude.json").read_text())
+    assert config["oauthAccount"] == {"emailAddress": "dev@example.com"}
+    assert "primaryApiKey" not in config
+    seed_home(real, home, {}, api_key=PASS)
+    assert not login.exists()
+    assert "oauthAccount" not in json.loads((home / ".claude.json").read_text())
+
+
+def test_keys_an_earlier_launch_left_in_the_session_home_are_taken_out(tmp_path: Path) -> None:
+    home = tmp_path / "session"
+    home.mkdir()
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "primaryApiKey": "sk-ant-api03-left-behind",
+                "customApiKeyResponses": {"approved": ["old-pass-tail", "abc"], "rejected": []},
+                "numStartups": 3,
+            }
+        )
+    )
+    seed_home(real_home(tmp_path), home, {}, api_key=PASS)
+    assert json.loads((home / ".claude.json").read_text()) == {
+        "numStartups": 3,
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": [PASS[-20:]], "rejected": []},
+    }
 
 
 def test_what_claude_code_wrote_in_the_session_home_is_kept_on_the_next_launch(
@@ -67,28 +120,42 @@ def test_what_claude_code_wrote_in_the_session_home_is_kept_on_the_next_launch(
     }
 
 
-def test_an_unreadable_real_config_is_reported_and_nothing_is_taken_from_it(
-    tmp_path: Path,
-) -> None:
+def test_an_unreadable_real_config_is_reported_when_a_login_is_shared(tmp_path: Path) -> None:
     real = real_home(tmp_path)
     (real / ".claude.json").write_text("{not json")
-    failures = seed_home(real, tmp_path / "session", {})
+    assert seed_home(real, tmp_path / "alone", {}, api_key=PASS) == []  # nothing read from it
+    failures = seed_home(real, tmp_path / "session", {}, api_key=PASS, share_login=True)
     assert len(failures) == 1 and ".claude.json" in failures[0]
     assert (real / ".claude.json").read_text() == "{not json"
     assert not (tmp_path / "session" / ".claude.json").exists()
 
 
-def test_the_pure_merges() -> None:
-    assert carried_config({"a": 1, "projects": {"x": {}}}) == {"a": 1}
-    assert with_carried({"a": 1, "b": 2}, {"a": 1}) is None
-    assert with_carried({"a": 0, "b": 2}, {"a": 1}) == {"a": 1, "b": 2}
+def test_the_pure_edits() -> None:
+    assert session_config({"hasCompletedOnboarding": True}, None) is None
+    assert session_config({"primaryApiKey": "k"}, None) == {"hasCompletedOnboarding": True}
+    approved = with_approved_key({"customApiKeyResponses": {"approved": ["mine"]}}, PASS)
+    assert approved == {
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": ["mine", PASS[-20:]], "rejected": []},
+    }
+    assert approved is not None and with_approved_key(approved, PASS) is None
+    many = approved
+    for n in range(100):  # unconfined launches: only the latest passes' approvals stay
+        many = with_approved_key(many, f"sk-ant-api03-{n:043d}-tlgw") or many
+    kept = many["customApiKeyResponses"]["approved"]
+    assert kept[0] == "mine" and len(kept) == 65
+    assert kept[-1] == f"{99:043d}-tlgw"[-20:] and PASS[-20:] not in kept
+    assert (
+        session_settings({"apiKeyHelper": "x", "env": {"ANTHROPIC_AUTH_TOKEN": "t"}}, "g")["env"]
+        == {}
+    )
 
 
 def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
     tmp_path: Path,
 ) -> None:
     real, home = real_home(tmp_path), tmp_path / "session"
-    seed_home(real, home, {})
+    seed_home(real, home, {}, share_login=True)
     victims = tmp_path / "victims"
     victims.mkdir()
     for name in ("credentials", "settings", "config", "gitconfig"):
@@ -102,7 +169,7 @@ def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
     (home / ".gitconfig").unlink()
     (home / ".gitconfig").symlink_to(victims / "gitconfig")
     before = (real / ".claude.json").read_text()
-    assert seed_home(real, home, {}) == []
+    assert seed_home(real, home, {}, share_login=True) == []
     for name in ("credentials", "settings", "config", "gitconfig"):
         assert (victims / name).read_text() == f"host {name}"
     assert (real / ".claude.json").read_text() == before
@@ -111,6 +178,11 @@ def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
     assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
     assert "hooks" in json.loads((home / ".claude" / "settings.json").read_text())
     assert not any(p.is_symlink() for p in [home / ".claude.json", *home.rglob("*")])
+    (home / ".claude" / ".credentials.json").unlink()
+    (home / ".claude" / ".credentials.json").symlink_to(victims / "credentials")
+    assert seed_home(real, home, {}) == []  # not shared: the link goes, its target stays
+    assert not (home / ".claude" / ".credentials.json").exists()
+    assert (victims / "credentials").read_text() == "host credentials"
 
 
 def test_a_linked_claude_directory_is_replaced_by_a_real_one(tmp_path: Path) -> None:
@@ -119,7 +191,7 @@ def test_a_linked_claude_directory_is_replaced_by_a_real_one(tmp_path: Path) -> 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (home / ".claude").symlink_to(elsewhere)
-    assert seed_home(real, home, {}) == []
+    assert seed_home(real, home, {}, share_login=True) == []
     assert list(elsewhere.iterdir()) == []
     assert (home / ".claude").is_dir() and not (home / ".claude").is_symlink()
     assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'

@@ -286,3 +286,19 @@ def test_a_spawner_refuses_plain_http_to_another_machine(
     assert url_problem("http://localhost:3000") is None
     assert url_problem("http://app.example.com", allow_insecure=True) is None
     assert url_problem("ftp://app.example.com") is not None
+
+
+def test_a_spawner_whose_model_key_file_cannot_be_read_says_which_key_of_which_file(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such.key"
+    write_config(env, {"routing": {"sandbox": {"mode": "none", "apiKeyFile": str(missing)}}})
+    out = the_loop(
+        {**env, "THE_LOOP_SPAWNER_TOKEN": "tlsp_x", "THE_LOOP_URL": "http://127.0.0.1:9"},
+        "spawner",
+        "--name",
+        "box",
+    )
+    assert out.returncode == 2
+    assert env["THE_LOOP_CONFIG"] in out.stderr and "routing.sandbox.apiKeyFile" in out.stderr
+    assert str(missing) in out.stderr

@@ -10,6 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import httpx
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
@@ -19,6 +20,7 @@ from app.store.tables import Spawner
 from tests.support import free_port, start_the_loop, wait_for, wait_serving
 
 ROOT = Path(__file__).resolve().parents[1]
+CANARY_KEY = "sk-ant-api03-CANARY-up-spawner-key-0000000000"
 
 
 def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -> None:
@@ -29,6 +31,7 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
         if not k.startswith(("GITHUB_", "THE_LOOP_", "DATABASE_URL", "TMUX"))
     }
     env.update({"PORT": str(port), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    env["ANTHROPIC_API_KEY"] = CANARY_KEY
     log = tmp_path / "up.log"
     proc = start_the_loop(["up"], tmp_path, env, log)
     state = tmp_path / ".local/state/the-loop"
@@ -41,6 +44,16 @@ def test_up_starts_a_local_spawner_that_registers_with_the_app(tmp_path: Path) -
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
         assert token not in events.read_text()
+        # Its model gateway listens, keeps no key on disk, and takes no unknown pass.
+        saved = (state / "spawner" / "gateway.json").read_text()
+        assert CANARY_KEY not in saved
+        refused = httpx.post(
+            f"http://127.0.0.1:{json.loads(saved)['port']}/v1/messages",
+            headers={"x-api-key": CANARY_KEY},
+            json={},
+            timeout=30,
+        )
+        assert refused.status_code == 401
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:  # the App drains in-flight long-polls for its graceful timeout; no need to wait

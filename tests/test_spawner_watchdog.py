@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.config import parse_config
+from app.gateway.passes import Passes
 from app.protocol import AnswerJob
 from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
@@ -21,6 +22,7 @@ from app.spawner.screens import (
     last_lines,
     unsent,
 )
+from app.spawner.watchdog import Watchdog
 from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for
 
@@ -110,6 +112,17 @@ def test_a_dead_pane_is_exited_with_its_status_and_last_words(fleet: Fleet) -> N
     assert exited["work_item"] == "github:o/r#2" and exited["exit_status"] == 1
     assert exited["last_lines"] == ["--dangerously-skip-permissions cannot be used with root"]
     assert fleet.state("2") == SessionState.EXITED and fleet.state("3") == SessionState.RUNNING
+
+
+def test_a_session_seen_ended_loses_its_model_pass(fleet: Fleet) -> None:
+    passes = Passes()
+    dog = Watchdog(fleet.runner, fleet.registry, fleet.events.emit, ended=passes.revoke)
+    fleet.start("5", "sleep 0.2; exit 0")
+    fleet.start("6", "sleep 30")
+    ended, alive = passes.mint("github:o/r#5"), passes.mint("github:o/r#6")
+    wait_for(lambda: (p := fleet.runner.pane("5")) and p.dead)
+    dog.tick()
+    assert passes.holder(ended) is None and passes.holder(alive) == "github:o/r#6"
 
 
 def test_a_session_killed_outside_the_loop_is_exited(fleet: Fleet) -> None:

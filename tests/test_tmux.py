@@ -27,7 +27,7 @@ def test_the_argv_reaches_the_harness_exactly_with_no_shell_in_between(
     assert record["env"]["THE_LOOP_WORK_ITEM"] == WI
 
 
-def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
+def test_neither_the_apps_secrets_nor_the_model_key_reach_a_session_but_its_pass_does(
     home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
     dirty = {
@@ -37,7 +37,8 @@ def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
         "GITHUB_TOKEN": "ghs_secret",
         "SLACK_BOT_TOKEN": "xoxb-secret",
         "GITHUB_WEBHOOK_SECRET": "whsec",
-        "ANTHROPIC_API_KEY": "sk-ant-keep",
+        "ANTHROPIC_API_KEY": "sk-ant-operator",
+        "ANTHROPIC_AUTH_TOKEN": "operator-bearer",
     }
     socket = f"the-loop-test-{os.getpid()}-{tmp_path.name}"
     # An operator started this server from a shell holding the secrets.
@@ -53,7 +54,7 @@ def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
             tmp_path,
             [str(standin.path), "x"],
             env={"THE_LOOP_WORK_ITEM": "a"},
-            hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_a"},
+            hidden_env={"THE_LOOP_SESSION_TOKEN": "tlss_a", "ANTHROPIC_API_KEY": "pass-a"},
             owner="a",
         )
         tmux.start(
@@ -69,10 +70,11 @@ def test_the_apps_secrets_never_reach_a_session_but_the_harness_credentials_do(
             "GITHUB_TOKEN",
             "SLACK_BOT_TOKEN",
             "GITHUB_WEBHOOK_SECRET",
+            "ANTHROPIC_AUTH_TOKEN",
         } & set(env)
-        assert env["ANTHROPIC_API_KEY"] == "sk-ant-keep"
-    assert env_a["THE_LOOP_SESSION_TOKEN"] == "tlss_a"
-    assert "THE_LOOP_SESSION_TOKEN" not in env_b
+        assert "sk-ant-operator" not in env.values()
+    assert env_a["THE_LOOP_SESSION_TOKEN"] == "tlss_a" and env_a["ANTHROPIC_API_KEY"] == "pass-a"
+    assert "THE_LOOP_SESSION_TOKEN" not in env_b and "ANTHROPIC_API_KEY" not in env_b
 
 
 def test_a_session_credential_never_appears_on_a_tmux_command_line(

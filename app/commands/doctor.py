@@ -127,6 +127,23 @@ def harness_exposure(
     return isolation.harness_exposure(plan, executable, env)
 
 
+def model_credential(config: Any, env: Mapping[str, str], login: Any) -> Check:
+    """The credential the spawner's model gateway would answer sessions with."""
+    from app.config import ConfigError
+    from app.gateway.access import upstream_for
+    from app.spawner import devbox_checks as dc
+
+    share = config.routing.sandbox.share_login
+    try:
+        upstream = upstream_for(config, env)
+    except ConfigError as exc:
+        return dc.check_credential(None, str(exc), login, share)
+    source = {"env": "ANTHROPIC_API_KEY", "env-bearer": "ANTHROPIC_AUTH_TOKEN"}.get(
+        upstream.source, upstream.source
+    )
+    return dc.check_credential(source if upstream.has_credential else None, None, login, share)
+
+
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS
@@ -161,7 +178,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     claude_json = read_text(claude_config_path(home))
     checks.append(dc.check_claude_json(claude_json))
     login = read_text(home / ".claude" / ".credentials.json")
-    checks.append(dc.check_credential(claude_json, env.get("ANTHROPIC_API_KEY"), login))
+    checks.append(model_credential(config, env, login))
     checks.append(
         dc.check_bypass(
             claude.args,

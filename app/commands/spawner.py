@@ -18,12 +18,14 @@ from app.spawner.tmux import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
     from app.config import OperatorConfig
+    from app.spawner.launch import SpawnerContext
 
 TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from app.config import load_config
+    from app.config import ConfigError, load_config
+    from app.gateway.access import CREDENTIAL_VARIABLES, open_model_access
     from app.settings import load_settings
     from app.spawner.agent import Agent, AgentOptions
     from app.spawner.appclient import AppClient, url_problem
@@ -53,8 +55,22 @@ def run_agent(args: argparse.Namespace) -> int:
     if problem:
         print(f"the-loop spawner: {problem}", file=sys.stderr)
         return 2
+    # The operator's model credentials: read once, for the gateway; no child inherits them.
+    launched_with = dict(os.environ)
+    for name in CREDENTIAL_VARIABLES:
+        os.environ.pop(name, None)
     client = AppClient(settings.the_loop_url, token)
     ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
+    try:
+        live = [r.work_item for r in ctx.registry.all() if r.live]
+        ctx.models = open_model_access(
+            config, launched_with, ctx.events.emit, state_dir=ctx.state_dir, live=live
+        )
+    except ConfigError as exc:
+        print(f"the-loop spawner: {exc}", file=sys.stderr)
+        client.close()
+        return 2
+    report_model_access(ctx)
     options = AgentOptions(
         name=args.name,
         repositories=list(args.repo or []),
@@ -72,7 +88,30 @@ def run_agent(args: argparse.Namespace) -> int:
     try:
         return agent.run()
     finally:
+        if ctx.models is not None:
+            ctx.models.close()
         client.close()
+
+
+def report_model_access(ctx: SpawnerContext) -> None:
+    """Say how sessions reach the model, warning when they cannot."""
+    from app.gateway.relay import NO_CREDENTIAL
+
+    log = logging.getLogger(__name__)
+    source = ctx.config.source
+    if ctx.models is None:
+        log.warning("sessions use the shared login directly (routing.sandbox.shareLogin)")
+        return
+    log.info("model gateway on %s (upstream %s)", ctx.models.gateway.url, ctx.models.upstream)
+    if not ctx.models.upstream.has_credential:
+        ctx.events.emit(
+            "config.conflict",
+            None,
+            level="warning",
+            key="routing.sandbox.apiKeyFile",
+            message=NO_CREDENTIAL,
+            file=source,
+        )
 
 
 def spawner_token(args: argparse.Namespace, from_env: str | None) -> str:

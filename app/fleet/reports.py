@@ -9,7 +9,8 @@ own standing sessions. The App's own event names (`gate.*`, `job.*`, `webhook.*`
 `workitem.*`, …) are refused, and so is a client-set `ts`: every record carries the time
 the App received it (the spawner's own clock may come as `reported_ts`). An event carrying
 an `id` is recorded once however often the spawner resends it. Each accepted event about a
-work item (but `session.exited`) renews its session tokens; `session.exited` withdraws them.
+work item (but `session.exited` and `session.usage`) renews its session tokens; a
+`session.usage` event's counts are added to the item's totals.
 """
 
 from __future__ import annotations
@@ -35,14 +36,18 @@ from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.reported import apply_session_event
+from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 VERDICTS = frozenset({"ok", "refused", "unknown"})
 MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
-# Mirrored from the job result instead, where the App knows the comment it answers.
-NOT_MIRRORED = frozenset({"session.delivered"})
+# Mirrored from the job result instead, where the App knows the comment it answers; usage
+# is a count, shown with the item, never a message of its own.
+NOT_MIRRORED = frozenset({"session.delivered", USAGE_EVENT})
+# Reported after a session ended too (its last answers): no sign that the session lives.
+NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT})
 # What the App itself records or mirrors under a spawner's namespace: never a spawner's.
 APP_NAMES = frozenset({"session.spawn_deferred", "session.spawn_failed", "session.delivery_failed"})
 GLOBAL_ONLY = frozenset({"models.checked"})  # applies to every repository
@@ -183,8 +188,10 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             record_verdicts(session, raw.get("verdicts"))
         if item is None:
             continue
-        if name != "session.exited":
+        if name not in NOT_RENEWING:  # an exited session's tokens lapse unless it respawns
             renew_session_tokens(session, [item.id], services.clock())
+        if name == USAGE_EVENT:
+            add_usage(session, item.id, reported_counts(raw))
         apply_session_event(services, session, item, name, fields)
         if name == "session.exited" and item.state == WorkItemStatus.EXITED:
             # The session is over: its token dies (a job claimed now starts a new one).

@@ -64,7 +64,10 @@ class Agent:
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
         describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
-        self.watchdog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe)
+        ended = ctx.models.end if ctx.models is not None else None
+        self.watchdog = Watchdog(
+            ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe, ended=ended
+        )
 
     # -- the loops ------------------------------------------------------------------------
 
@@ -81,12 +84,18 @@ class Agent:
             threading.Thread(target=self._watch, daemon=True),
             claims,
         ]
+        if self.ctx.models is not None:  # model usage, reported every few seconds
+            helpers.append(
+                threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
+            )
         for thread in helpers:
             thread.start()
         while claims.is_alive() and not self.stop.wait(0.5):
             pass
         self.stop.set()
         self._pool.shutdown(wait=True)
+        if self.ctx.models is not None:
+            self.ctx.models.report()
         try:
             self.ctx.events.flush()
         except (AppUnavailable, Unauthorized) as exc:

@@ -24,8 +24,6 @@ from app.spawner.installs import Exposure
 from app.spawner.probes import Result, Verdict
 from app.spawner.trust import BYPASS_SETTING, should_accept_bypass
 
-KEY_SUFFIX = 20  # Claude Code remembers an approved API key by its last 20 characters
-
 
 class Level(StrEnum):
     OK = "ok"
@@ -207,28 +205,29 @@ def check_claude_json(file: JsonFile) -> Check:
     return Check(name, Level.OK, f"parseable; {count} project(s) known")
 
 
-def check_credential(claude_json: JsonFile, api_key: str | None, login: JsonFile) -> Check:
-    """The API key approved in `customApiKeyResponses`, or (without a key) a login."""
+def check_credential(
+    source: str | None, problem: str | None, login: JsonFile, share_login: bool
+) -> Check:
+    """What the model gateway answers sessions with (`source`: where its key comes from, or
+    `problem`: why the configured one cannot be used), or a login shared with sessions."""
     name = "Claude credential"
-    if api_key:
-        data, _problem = _load(claude_json)
-        responses = (data or {}).get("customApiKeyResponses")
-        responses = responses if isinstance(responses, dict) else {}
-        suffix = api_key[-KEY_SUFFIX:]
-        if suffix in (responses.get("approved") or []):
-            return Check(name, Level.OK, "ANTHROPIC_API_KEY is approved")
-        said = "rejected" if suffix in (responses.get("rejected") or []) else "not approved"
-        fix = (
-            "run `claude` once on this devbox and answer Yes to the API key, or add the key's "
-            f"last {KEY_SUFFIX} characters to customApiKeyResponses.approved in {claude_json.path}"
-        )
-        detail = f"ANTHROPIC_API_KEY is {said}: every session would stop at the API-key prompt"
-        return Check(name, Level.FAIL, detail, fix)
-    data, problem = _load(login)
+    if problem is not None:
+        return Check(name, Level.FAIL, problem, "fix routing.sandbox.apiKeyFile")
+    if source is not None:
+        return Check(name, Level.OK, f"the model gateway answers sessions with {source}")
+    data, why = _load(login)
+    if data and share_login:
+        return Check(name, Level.OK, f"logged in ({login.path}); shared with sessions")
     if data:
-        return Check(name, Level.OK, f"logged in ({login.path})")
-    why = f"{login.path}: {problem}" if problem else "no ANTHROPIC_API_KEY and no login"
-    return Check(name, Level.FAIL, why, "run `claude /login`, or set ANTHROPIC_API_KEY")
+        detail = f"logged in ({login.path}), but a login reaches sessions only when shared"
+        fix = (
+            "set ANTHROPIC_API_KEY (or routing.sandbox.apiKeyFile) for the model gateway, or "
+            "routing.sandbox.shareLogin: true (the README says the risk)"
+        )
+        return Check(name, Level.FAIL, detail, fix)
+    detail = f"{login.path}: {why}" if why else "no ANTHROPIC_API_KEY, no key file and no login"
+    fix = "set ANTHROPIC_API_KEY (or routing.sandbox.apiKeyFile), or run `claude /login`"
+    return Check(name, Level.FAIL, detail, fix + " and set routing.sandbox.shareLogin: true")
 
 
 def check_bypass(

@@ -214,6 +214,8 @@ def _respawn(
 
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     record = ctx.registry.get(job.work_item)
+    if ctx.models is not None:
+        ctx.models.end(job.work_item)  # its pass dies first, whatever else is found
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)

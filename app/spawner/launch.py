@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, OperatorConfig, SandboxMode
+from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
@@ -25,9 +26,15 @@ from app.spawner.naming import item_slug
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.sandbox import BWRAP
 from app.spawner.sending import paste_first_message
-from app.spawner.sessionhome import home_for, seed_home
+from app.spawner.sessionhome import home_for, seed_home, with_approved_key
 from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import TrustOutcome, pretrust
+from app.spawner.trust import (
+    TrustFileError,
+    TrustOutcome,
+    claude_config_path,
+    pretrust,
+    update_json_file,
+)
 from app.spawner.watchdog import Readiness, Waited, await_input, report_stall
 from app.spawner.workbranch import configure_push, gateway_remote, switch_to
 
@@ -50,6 +57,8 @@ class SpawnerContext:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     locks: ItemLocks = field(default_factory=ItemLocks)
     ready_timeout: float = 30.0  # how long a launch waits for the input box
+    # The model gateway sessions reach the model through (None: a shared login, directly).
+    models: ModelAccess | None = None
 
     @property
     def workspace_root(self) -> Path:
@@ -156,18 +165,24 @@ def prepare_launch(
     cwd: Path,
     launch: Launch,
     trust: HarnessTrust,
+    model: SessionModel | None = None,
 ) -> Prepared:
-    """Pre-trust `cwd` in the home the session will see, and confine the launch."""
+    """Pre-trust `cwd` in the home the session will see (and approve its gateway pass
+    there), and confine the launch."""
     mode = ctx.config.routing.sandbox.resolved
+    api_key = model.key if model is not None else None
     if mode is SandboxMode.NONE:
         ctx.events.emit("session.unsandboxed", work_item, level="warning", message=UNSANDBOXED)
+        if api_key:
+            _approve_in(ctx, work_item, ctx.home, api_key)
         outcome = pretrust(ctx.home, cwd, ctx.workspace_root, trust, launch.harness_args)
         report_trust(ctx, work_item, outcome)
         return Prepared(launch.argv, ctx.home, mode.value)
     if shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
         raise SandboxError(MISSING.format(config=ctx.config.source))
     home = home_for(ctx.state_dir, item_slug(work_item))
-    for failure in seed_home(ctx.home, home, ctx.env):
+    share = ctx.config.routing.sandbox.share_login
+    for failure in seed_home(ctx.home, home, ctx.env, api_key=api_key, share_login=share):
         ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
     trusted = pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args, session_home=True)
     report_trust(ctx, work_item, trusted)
@@ -181,6 +196,16 @@ def prepare_launch(
     sandbox = ctx.config.routing.sandbox
     plan = host_plan(sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden)
     return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
+
+
+def _approve_in(ctx: SpawnerContext, work_item: str, home: Path, api_key: str) -> None:
+    """An unconfined session uses the operator's own home: its pass is approved there."""
+    config = claude_config_path(home)
+    try:
+        update_json_file(config, lambda data: with_approved_key(data, api_key))
+    except (TrustFileError, OSError) as exc:
+        reason = f"{config}: {exc}"
+        ctx.events.emit("session.home_failed", work_item, level="warning", reason=reason)
 
 
 def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
@@ -245,7 +270,8 @@ def start_session(
     payload = job.payload
     spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
-    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust)
+    model = ctx.models.for_session(job.work_item) if ctx.models is not None else None
+    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust, model)
     name = item_slug(job.work_item)
     env = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
@@ -256,9 +282,12 @@ def start_session(
         # git never prompts in a pane nobody watches: without a credential, it fails at once.
         "GIT_TERMINAL_PROMPT": "0",
     }
-    hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else None
+    hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else {}
+    if model is not None:
+        env.update(model.env)  # the gateway's URL
+        hidden.update(model.hidden)  # the session's pass, never on a command line
     target = ctx.runner.start(
-        name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden
+        name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden or None
     )
     record = record_for(
         launch,
@@ -289,6 +318,7 @@ def start_session(
         checkout=str(checkout),
         argv=launch.argv,
         sandbox=prepared.sandbox,
+        model_gateway=model is not None,
         job=job.id,
         **facts,
     )

@@ -1,15 +1,20 @@
-"""A sandboxed session's own home: only what Claude Code needs, copied in before each launch.
+"""A sandboxed session's own home: only what Claude Code needs, written before each launch.
 
 The home lives under the spawner's state directory (`homes/<item name>`), persists across
 relaunches (Claude Code keeps the conversations `--resume` needs there) and is the only home
-the session sees. Before each launch it receives, from the operator's real home:
+the session sees. It holds no credential of the operator's. Before each launch it receives:
 
-- `~/.claude.json` without its `projects` (those name other checkouts): the onboarding state,
-  the approved API key, the account — merged into the session's own copy, which Claude Code
-  writes to as it runs; the trust entries for the checkout are added by `trust.pretrust`;
-- `~/.claude/settings.json`, with the stop gate's hook in it (its command runs this Python on
-  the project's `hooks/`, both visible inside the sandbox);
-- `~/.claude/.credentials.json` (a login), and git's `user.name` / `user.email`.
+- in `~/.claude.json`, merged into the session's own copy (Claude Code writes to it as it
+  runs): onboarding done and the session's own gateway pass approved, and nothing else of
+  the operator's: no `primaryApiKey`, no other approved key, no account; the trust entries
+  for the checkout are added by `trust.pretrust`;
+- `~/.claude/settings.json` from the operator's, minus what would hand over a credential or
+  lead around the gateway (`apiKeyHelper`, credential variables or a base URL in `env`), with
+  the stop gate's hook in it (its command runs this Python on the project's `hooks/`, both
+  visible inside the sandbox);
+- the operator's login (`~/.claude/.credentials.json`) only with `routing.sandbox.shareLogin:
+  true`; otherwise a copy left from an earlier launch is removed;
+- git's `user.name` / `user.email`.
 
 The merges are pure; every file edit holds the same lock as every other edit of it. A real
 file that cannot be read is reported and nothing is taken from it. The session writes its
@@ -26,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.hooks import direct_command, install_stop_hook
-from app.files import FileLock, write_within
+from app.files import FileLock, remove_within, write_within
+from app.gateway.access import CREDENTIAL_VARIABLES
+from app.gateway.passes import is_pass_tail
 from app.spawner.hostgit import run_git
 from app.spawner.trust import (
     TrustFileError,
@@ -39,27 +46,67 @@ from app.spawner.trust import (
 HOMES = "homes"
 CREDENTIALS = ".credentials.json"
 GIT_IDENTITY = ("user.name", "user.email")
+APPROVALS = "customApiKeyResponses"
+KEPT_PASS_APPROVALS = 64  # in the operator's own config, for unconfined sessions
+ACCOUNT = "oauthAccount"
+# Keys of `~/.claude.json` that hold or name the operator's credentials.
+OPERATOR_KEYS = frozenset({"primaryApiKey", APPROVALS, ACCOUNT})
+# Settings that would run or hand over a credential inside the session.
+CREDENTIAL_SETTINGS = frozenset({"apiKeyHelper", "awsCredentialExport", "awsAuthRefresh"})
+# Variables of the settings' `env` the launch sets itself: a credential, or a way around the
+# model gateway.
+LAUNCH_VARIABLES = frozenset({*CREDENTIAL_VARIABLES, "ANTHROPIC_BASE_URL"})
 
 
 def home_for(state_dir: Path, name: str) -> Path:
     return state_dir / HOMES / name
 
 
-def carried_config(real: Mapping[str, Any]) -> dict[str, Any]:
-    """What a session takes from the real `~/.claude.json`: everything but `projects`."""
-    return {key: value for key, value in real.items() if key != "projects"}
+def session_config(
+    data: dict[str, Any], api_key: str | None, account: Any = None
+) -> dict[str, Any] | None:
+    """The session's `~/.claude.json`: onboarding done, only `api_key` approved (by its last
+    20 characters, as Claude Code records it), no credential of the operator's and an
+    account only when a login is shared; None when it already is so (pure)."""
+    updated = {key: value for key, value in data.items() if key not in OPERATOR_KEYS}
+    updated["hasCompletedOnboarding"] = True
+    if api_key:
+        updated[APPROVALS] = {"approved": [api_key[-20:]], "rejected": []}
+    if account is not None:
+        updated[ACCOUNT] = account
+    return None if updated == data else updated
 
 
-def with_carried(session: dict[str, Any], carried: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The session's config with the carried keys set, or None when they already are."""
-    if all(session.get(key) == value for key, value in carried.items()):
+def _listed(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
+def with_approved_key(data: dict[str, Any], api_key: str) -> dict[str, Any] | None:
+    """`data` with `api_key` approved beside the keys it already approves (the operator's own
+    config, for a session without a home of its own), keeping only the latest passes'
+    approvals (sessions launched together each need theirs until they start), or None when
+    it already is so (pure)."""
+    found = data.get(APPROVALS)
+    responses: dict[str, Any] = found if isinstance(found, dict) else {}
+    listed = _listed(responses, "approved")
+    tail = api_key[-20:]
+    if tail in listed:
         return None
-    return {**session, **carried}
+    passes = [t for t in listed if is_pass_tail(t)][-(KEPT_PASS_APPROVALS - 1) :]
+    approved = [t for t in listed if not is_pass_tail(t) or t in passes]
+    rejected = _listed(responses, "rejected")
+    kept = {**responses, "approved": [*approved, tail], "rejected": rejected}
+    return {**data, "hasCompletedOnboarding": True, APPROVALS: kept}
 
 
 def session_settings(real: dict[str, Any], gate_command: str) -> dict[str, Any]:
-    """The operator's settings with exactly one stop-gate hook, running `gate_command`."""
-    settings, _ = install_stop_hook(real, gate_command)
+    """The operator's settings with exactly one stop-gate hook, running `gate_command`, and
+    nothing that hands a session a credential (a key helper, a key in `env`)."""
+    kept = {key: value for key, value in real.items() if key not in CREDENTIAL_SETTINGS}
+    if isinstance(real.get("env"), dict):
+        kept["env"] = {k: v for k, v in real["env"].items() if k not in LAUNCH_VARIABLES}
+    settings, _ = install_stop_hook(kept, gate_command)
     return settings
 
 
@@ -98,15 +145,25 @@ def _git_identity(real_home: Path) -> str:
     return "[user]\n" + "\n".join(lines) + "\n" if lines else ""
 
 
-def seed_home(real_home: Path, home: Path, env: Mapping[str, str]) -> list[str]:
-    """Bring the session's home up to date from the real one; returns what went wrong."""
+def seed_home(
+    real_home: Path,
+    home: Path,
+    env: Mapping[str, str],
+    *,
+    api_key: str | None = None,
+    share_login: bool = False,
+) -> list[str]:
+    """Bring the session's home up to date; returns what went wrong. `api_key` is the pass
+    the session presents to the gateway; `share_login` copies the operator's login in."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     config, config_dir = _config_sources(real_home, env)
     failures: list[str] = []
     try:
-        carried = carried_config(_read_object(config))
+        account = _read_object(config).get(ACCOUNT) if share_login else None
         update_json_file(
-            claude_config_path(home), lambda data: with_carried(data, carried), within=home
+            claude_config_path(home),
+            lambda data: session_config(data, api_key, account),
+            within=home,
         )
     except (TrustFileError, OSError) as exc:
         failures.append(f"{config}: {exc}")
@@ -118,13 +175,7 @@ def seed_home(real_home: Path, home: Path, env: Mapping[str, str]) -> list[str]:
         )
     except (TrustFileError, OSError, ValueError) as exc:
         failures.append(f"{settings}: {exc}")
-    credentials = config_dir / CREDENTIALS
-    if credentials.is_file():
-        try:
-            relative = claude_settings_path(home).parent.relative_to(home) / CREDENTIALS
-            write_within(home, relative.as_posix(), credentials.read_bytes(), 0o600)
-        except OSError as exc:
-            failures.append(f"{credentials}: {exc}")
+    failures += _login(config_dir / CREDENTIALS, home, share_login)
     identity = _git_identity(real_home)
     if identity:
         try:
@@ -132,3 +183,17 @@ def seed_home(real_home: Path, home: Path, env: Mapping[str, str]) -> list[str]:
         except OSError as exc:
             failures.append(f"{home / '.gitconfig'}: {exc}")
     return failures
+
+
+def _login(credentials: Path, home: Path, share_login: bool) -> list[str]:
+    """The operator's login copied in when shared; else no login file in the home. Neither
+    the write nor the removal follows a link the session planted."""
+    relative = (claude_settings_path(home).parent.relative_to(home) / CREDENTIALS).as_posix()
+    try:
+        if share_login and credentials.is_file():
+            write_within(home, relative, credentials.read_bytes(), 0o600)
+        else:
+            remove_within(home, relative)
+    except OSError as exc:
+        return [f"{credentials}: {exc}"]
+    return []

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from app.config import StandingSession, TrustScope
+from app.gateway.access import SessionModel
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
 from app.spawner.launch import SpawnerContext, prepare_launch, send_first_message
@@ -83,8 +84,13 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     )
     trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
     item = standing_item(name)
-    prepared = prepare_launch(ctx, item, cwd, launch, trust)
-    target = ctx.runner.start(session, cwd, prepared.argv, owner=item)
+    # The operator's own session, started by the operator's command (no gateway runs in
+    # it): it is handed the operator's key, as the operator's own shell would be.
+    key = ctx.env.get("ANTHROPIC_API_KEY")
+    model = SessionModel({}, {"ANTHROPIC_API_KEY": key}) if key else None
+    prepared = prepare_launch(ctx, item, cwd, launch, trust, model)
+    hidden = model.hidden if model is not None else None
+    target = ctx.runner.start(session, cwd, prepared.argv, owner=item, hidden_env=hidden)
     record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))
     ctx.events.emit(
         "standing.started",

@@ -2,7 +2,8 @@
 
 A harness is started from an argv list (`new-session … -- argv…`: tmux execs it directly,
 no shell ever parses it). The server is started with an environment stripped of the App's
-secrets, so no session inherits them; per-session values come either as `-e NAME=value`
+secrets and the operator's model credentials, so no session (nor the bwrap that confines it)
+inherits them; per-session values come either as `-e NAME=value`
 (visible in `ps`, so only non-secret values) or, for a session credential, through tmux's
 `update-environment` from the client's environment (never in an argv). `remain-on-exit` keeps
 a dead pane around so the watchdog sees how a session ended.
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.gateway.access import CREDENTIAL_VARIABLES, without_credentials
 from app.spawner.pastetext import paste_text
 
 DEFAULT_SOCKET = "the-loop"
@@ -36,8 +38,9 @@ CLEAR_LINE = "\x15"
 _MARK = "@@the-loop-pane@@"
 OWNER_OPTION = "@the-loop-item"
 
-# The App's own credentials: never inherited by a session. The harness's own credentials
-# (ANTHROPIC_API_KEY, cloud provider keys) are kept.
+# The App's own credentials: never inherited by a session. Nor are the operator's model
+# credentials (`CREDENTIAL_VARIABLES`): a session reaches the model through the gateway with
+# a pass of its own, passed like its session token.
 SECRET_VARIABLES = frozenset(
     {
         "GH_TOKEN",
@@ -60,7 +63,7 @@ SECRET_VARIABLES = frozenset(
     }
 )
 # Passed per session through `update-environment`, never on a command line.
-HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN",)
+HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN", "ANTHROPIC_API_KEY")
 
 
 class TmuxError(RuntimeError):
@@ -111,7 +114,7 @@ class TmuxRunner:
         self.socket = socket
         self.tmux = tmux
         self.size = size
-        self._env = without_secrets(os.environ if env is None else env)
+        self._env = without_credentials(without_secrets(os.environ if env is None else env))
 
     def _run(
         self,
@@ -164,7 +167,7 @@ class TmuxRunner:
     def _unset_secrets() -> list[str]:
         """Commands removing the secrets from a server that was started with them."""
         commands: list[str] = []
-        for name in sorted(SECRET_VARIABLES):
+        for name in sorted(SECRET_VARIABLES | set(CREDENTIAL_VARIABLES)):
             commands += ["set-environment", "-g", "-u", name, ";"]
         return commands[:-1]
 

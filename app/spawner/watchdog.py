@@ -12,6 +12,7 @@ just launched is ready for its first message.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -114,6 +115,7 @@ class Watchdog:
         emit: Emit,
         locks: ItemLocks | None = None,
         describe: Describe | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> None:
         self.runner = runner
         self.registry = registry
@@ -121,6 +123,7 @@ class Watchdog:
         self.locks = locks or ItemLocks()
         # What an ended session left behind (its last message, its changed files).
         self.describe = describe
+        self.ended = ended  # told the work item of every session seen ended (its pass dies)
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
@@ -154,6 +157,8 @@ class Watchdog:
             except TmuxError:
                 tail = []
         self.registry.update(record.work_item, state=SessionState.EXITED.value, exit_status=status)
+        if self.ended is not None:
+            self.ended(record.work_item)
         self.emit(
             "session.exited",
             record.work_item,

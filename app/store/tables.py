@@ -327,6 +327,22 @@ class SessionToken(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class WorkItemUsage(Base):
+    """What a work item's sessions used of the model, as the spawners' gateways counted it:
+    token counts by kind and the number of model requests, summed over every session."""
+
+    __tablename__ = "work_item_usage"
+    work_item: Mapped[str] = mapped_column(String(256), primary_key=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_creation_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
 class ModelVerdict(Base):
     """What `the-loop models check` found for a checklist row (`model-opus`, `effort-max`):
     `ok`, `refused` or `unknown`. The gate hides `refused` rows."""

@@ -28,6 +28,7 @@ from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans
+from app.workitems.usage import usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
 bp.add_app_template_filter(code_spans, "code_spans")
@@ -185,6 +186,7 @@ def status() -> ResponseReturnValue:
     with Session(state.engine) as session:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(session, state.services.clock(), limit=50)
+        usage = usage_of(session, [i.id for i in items])
         parked = queries.parked_deliveries(session, limit=20)
         log_pass = queries.delivery_log(session)
     body["recent"] = [
@@ -199,6 +201,7 @@ def status() -> ResponseReturnValue:
             if i.pull_number
             else None,
             "updated_at": i.since.isoformat() if i.since else None,
+            "usage": usage[i.id],
         }
         for i in items
     ]

@@ -37,7 +37,8 @@ Only `POST /v1/messages?beta=true`, always `"stream": true`: the main loop (mode
 either version: no count_tokens, model list or feature-flag call. For safety the fake still
 answers `POST /v1/messages/count_tokens` (`{"input_tokens": n}`), a non-streaming
 `/v1/messages` (the same message as JSON), and any other path with 200 `{}`, recording it
-(`other_paths()`). Headers are recorded without `x-api-key`/`authorization`.
+(`other_paths()`). Headers are recorded without `x-api-key`/`authorization`; the credential
+a request bore is kept apart (`Recorded.credential`, never printed by `describe`).
 
 Streams are SSE: `message_start`, per block `content_block_start` / `content_block_delta`
 (`text_delta`, or one `input_json_delta` with the whole input) / `content_block_stop`, then
@@ -67,6 +68,7 @@ from tests.fakes.messages_wire import (
     content_blocks,
     message_json,
     message_stream,
+    served_usage,
     side_reply,
 )
 from tests.fakes.model_script import (
@@ -125,6 +127,9 @@ class Recorded:
     turn: UserTurn = field(default_factory=UserTurn)
     step: int | None = None  # index of the script step it spent or replayed
     reply: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)  # the step's scripted counts
+    served: dict[str, int] = field(default_factory=dict)  # the usage the answer reported
+    credential: str = field(default="", repr=False)  # the x-api-key / authorization it bore
 
     @property
     def has_tools(self) -> bool:
@@ -184,6 +189,8 @@ class FakeAnthropic:
         else:
             record.kind = "main"
             record.step, record.reply = self._main_reply(body, record.turn)
+            if record.step is not None:
+                record.usage = dict(self.steps[record.step].reply.usage)
         with self._lock:
             self.requests.append(record)
         return record.reply
@@ -283,8 +290,13 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode(errors="replace")
             parts = urlsplit(self.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
+            credential = headers.get("x-api-key") or headers.get("authorization") or ""
             headers = {k: v for k, v in headers.items() if k not in _HIDDEN_HEADERS}
-            return Recorded(self.command, parts.path, parts.query, headers, body, time.monotonic())
+            record = Recorded(
+                self.command, parts.path, parts.query, headers, body, time.monotonic()
+            )
+            record.credential = credential
+            return record
 
         def _send(self, status: int, payload: bytes, content_type: str) -> None:
             self.send_response(status)
@@ -303,10 +315,12 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if record.path.rstrip("/") == "/v1/messages":
                 blocks = fake.answer(record)
                 model = str(body.get("model") or "claude-scripted")
+                usage = record.usage or None
+                record.served = served_usage(usage)
                 if body.get("stream"):
-                    self._send(200, message_stream(blocks, model), "text/event-stream")
+                    self._send(200, message_stream(blocks, model, usage), "text/event-stream")
                 else:
-                    self._json(message_json(blocks, model))
+                    self._json(message_json(blocks, model, usage))
             elif record.path.rstrip("/") == "/v1/messages/count_tokens":
                 record.kind = "count_tokens"
                 fake.record_other(record)

@@ -38,8 +38,15 @@ def _usage(output_tokens: int) -> dict[str, int]:
     }
 
 
-def message_json(blocks: list[dict[str, Any]], model: str) -> dict[str, Any]:
-    """A complete (non-streaming) Messages API response."""
+def served_usage(usage: dict[str, int] | None = None) -> dict[str, int]:
+    """The counts an answer reports: the scripted ones over the fixed defaults."""
+    return {**_usage(5), **(usage or {})}
+
+
+def message_json(
+    blocks: list[dict[str, Any]], model: str, usage: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """A complete (non-streaming) Messages API response; `usage` replaces the fixed counts."""
     stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     return {
         "id": _message_id(),
@@ -49,7 +56,7 @@ def message_json(blocks: list[dict[str, Any]], model: str) -> dict[str, Any]:
         "content": blocks,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": _usage(5),
+        "usage": served_usage(usage),
     }
 
 
@@ -77,17 +84,21 @@ def _block_events(index: int, block: dict[str, Any]) -> list[str]:
     ]
 
 
-def message_stream(blocks: list[dict[str, Any]], model: str) -> bytes:
-    """The same message as a Messages API SSE stream."""
-    whole = message_json(blocks, model)
-    start = {**whole, "content": [], "stop_reason": None, "usage": _usage(1)}
+def message_stream(
+    blocks: list[dict[str, Any]], model: str, usage: dict[str, int] | None = None
+) -> bytes:
+    """The same message as a Messages API SSE stream. With scripted `usage`, as the API
+    sends it: the input side in `message_start` (output 1), the final output count alone in
+    `message_delta`."""
+    whole = message_json(blocks, model, usage)
+    start = {**whole, "content": [], "stop_reason": None, "usage": {**whole["usage"]}}
+    start["usage"]["output_tokens"] = 1
+    final = {"output_tokens": whole["usage"]["output_tokens"]} if usage else whole["usage"]
     events = [_sse("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(blocks):
         events += _block_events(index, block)
     delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
-    events.append(
-        _sse("message_delta", {"type": "message_delta", "delta": delta, "usage": whole["usage"]})
-    )
+    events.append(_sse("message_delta", {"type": "message_delta", "delta": delta, "usage": final}))
     events.append(_sse("message_stop", {"type": "message_stop"}))
     return "".join(events).encode()
 

@@ -130,10 +130,13 @@ def read(file_path: str) -> ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the model answers: optional text, then tool calls (stop_reason `tool_use`)."""
+    """What the model answers: optional text, then tool calls (stop_reason `tool_use`).
+    `usage` sets the answer's token counts (`input_tokens`, `output_tokens`,
+    `cache_read_input_tokens`, `cache_creation_input_tokens`); unset, small fixed ones."""
 
     text: str = ""
     tools: tuple[ToolCall, ...] = ()
+    usage: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

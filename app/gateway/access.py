@@ -1,0 +1,198 @@
+"""A spawner's model access: the gateway it runs, the operator's credential it answers with,
+what each launch is given to reach it, and the `session.usage` events that carry the counts
+to the App.
+
+The credential is the operator's: `routing.sandbox.apiKeyFile` in `cli-config.yaml` when it
+names one, else the spawner's `ANTHROPIC_API_KEY` (sent as `x-api-key`), else its
+`ANTHROPIC_AUTH_TOKEN` (sent as a bearer token, for a proxy that wants one). The upstream is
+the spawner's own `ANTHROPIC_BASE_URL` when set, else the public API.
+
+A launch gets the gateway's URL as `ANTHROPIC_BASE_URL` and a fresh pass as its
+`ANTHROPIC_API_KEY` (the item's previous pass dies then); when the session ends the pass is
+revoked and what the item used so far is reported at once. Between those moments the counts
+go out every few seconds, as one event per item that used the model (the App adds them up),
+so a stream never waits on a report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.config import ConfigError, OperatorConfig
+from app.files import write_json
+from app.gateway.forwarding import PUBLIC_API, Upstream
+from app.gateway.metering import Usage
+from app.gateway.relay import ModelGateway
+from app.protocol import USAGE_EVENT
+
+log = logging.getLogger(__name__)
+
+KEY_FILE_KEY = "routing.sandbox.apiKeyFile"
+GATEWAY_FILE = "gateway.json"  # in the spawner's state directory, which no session sees
+# The operator's model credentials: read once by the spawner, inherited by no child.
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+Emit = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class SessionModel:
+    """What one launch is given: the URL (on its command line) and its pass (never there)."""
+
+    env: dict[str, str]
+    hidden: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return self.hidden["ANTHROPIC_API_KEY"]
+
+
+class ModelAccess:
+    """The running gateway and its reporter, for one spawner."""
+
+    def __init__(self, gateway: ModelGateway, emit: Emit, saved: Path | None = None) -> None:
+        self.gateway = gateway
+        self.emit = emit
+        self.saved = saved  # where the port and the live passes' hashes are kept
+        self._report_lock = threading.Lock()
+        self._save_lock = threading.Lock()
+        self._save()
+
+    def _save(self) -> None:
+        if self.saved is None:
+            return
+        with self._save_lock:
+            body = {"port": self.gateway.port, "passes": self.gateway.passes.digests()}
+            write_json(self.saved, body, 0o600)
+
+    @property
+    def upstream(self) -> Upstream:
+        return self.gateway.upstream
+
+    def for_session(self, work_item: str) -> SessionModel:
+        """A new pass for `work_item`'s next launch (the previous one stops working)."""
+        token = self.gateway.passes.mint(work_item)
+        self._save()
+        return SessionModel({"ANTHROPIC_BASE_URL": self.gateway.url}, {"ANTHROPIC_API_KEY": token})
+
+    def end(self, work_item: str) -> None:
+        """The session ended: its pass dies and what it used is reported now."""
+        if self.gateway.passes.revoke(work_item):
+            self._save()
+        self.report(work_item)
+
+    def report(self, work_item: str | None = None) -> int:
+        """Emit what was counted since the last report (one item, or all); how many events."""
+        with self._report_lock:
+            counted = self.gateway.tally.drain(work_item)
+            for item, usage in counted.items():
+                self._emit(item, usage)
+        return len(counted)
+
+    def _emit(self, work_item: str, usage: Usage) -> None:
+        self.emit(USAGE_EVENT, work_item, **usage.to_json())
+
+    def run(self, stop: threading.Event, interval: float = 5.0) -> None:
+        """Report every `interval` until `stop`, then once more."""
+        while not stop.wait(interval):
+            try:
+                self.report()
+            except Exception:  # a failed report must not end the reporter
+                log.exception("model usage report failed")
+        self.report()
+
+    def close(self) -> None:
+        self.report()
+        self.gateway.stop()
+
+
+def _key_from_file(config: OperatorConfig) -> str:
+    path = config.routing.sandbox.api_key_file
+    assert path is not None
+    where = path.expanduser()
+    try:
+        key = where.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"{config.source}: {KEY_FILE_KEY}: {where} cannot be read ({exc.strerror})"
+        ) from exc
+    if not key or any(c.isspace() for c in key):
+        raise ConfigError(f"{config.source}: {KEY_FILE_KEY}: {where} must hold one API key")
+    return key
+
+
+def upstream_for(config: OperatorConfig, env: Mapping[str, str]) -> Upstream:
+    """The upstream and credential the spawner's gateway uses; raises `ConfigError` naming the
+    key and the file when the configured key file cannot be used."""
+    base = (env.get("ANTHROPIC_BASE_URL") or "").strip().rstrip("/") or PUBLIC_API
+    if config.routing.sandbox.api_key_file is not None:
+        key = _key_from_file(config)
+        return Upstream(base, ((b"x-api-key", key.encode()),), KEY_FILE_KEY)
+    if env.get("ANTHROPIC_API_KEY"):
+        return Upstream(base, ((b"x-api-key", env["ANTHROPIC_API_KEY"].encode()),), "env")
+    if env.get("ANTHROPIC_AUTH_TOKEN"):
+        bearer = b"Bearer " + env["ANTHROPIC_AUTH_TOKEN"].encode()
+        return Upstream(base, ((b"authorization", bearer),), "env-bearer")
+    return Upstream(base)
+
+
+def needs_gateway(config: OperatorConfig, upstream: Upstream) -> bool:
+    """Sessions go through the gateway unless the operator shares a login and the spawner has
+    no key: then they use that login directly (and their usage is not counted here)."""
+    return upstream.has_credential or not config.routing.sandbox.share_login
+
+
+def _kept(saved: Path | None) -> dict[str, Any]:
+    try:
+        data = json.loads(saved.read_text()) if saved is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def open_model_access(
+    config: OperatorConfig,
+    env: Mapping[str, str],
+    emit: Emit,
+    *,
+    state_dir: Path | None = None,
+    live: Iterable[str] = (),
+) -> ModelAccess | None:
+    """Start the gateway a spawner's sessions reach the model through (None: they use the
+    shared login directly). Raises `ConfigError` for a key file that cannot be used.
+
+    With `state_dir`, the gateway takes the port it had before when it is free, and takes
+    back the passes of the `live` work items' sessions, which hold its URL and their pass.
+    """
+    upstream = upstream_for(config, env)
+    if not needs_gateway(config, upstream):
+        return None
+    saved = state_dir / GATEWAY_FILE if state_dir is not None else None
+    kept = _kept(saved)
+    gateway = ModelGateway(upstream)
+    port = kept.get("port")
+    if isinstance(port, int) and 0 < port < 65536:
+        gateway.port = port
+    try:
+        gateway.start()
+    except (RuntimeError, OSError):  # the old port is taken: a new one
+        gateway = ModelGateway(upstream).start()
+    found = kept.get("passes")
+    passes: dict[str, Any] = found if isinstance(found, dict) else {}
+    for item in set(live) & set(passes):
+        digest = passes[item]
+        if isinstance(digest, str) and len(digest) == 64:
+            with contextlib.suppress(ValueError):
+                gateway.passes.admit(item, digest)
+    return ModelAccess(gateway, emit, saved)
+
+
+def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the operator's model credentials."""
+    return {k: v for k, v in env.items() if k not in CREDENTIAL_VARIABLES}

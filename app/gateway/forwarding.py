@@ -1,0 +1,87 @@
+"""What the model gateway sends on: where (the upstream), with which credential (chosen by
+`access.upstream_for`), and which headers cross in each direction. Pure. A session's own
+credential headers never cross: the pass it holds is worth nothing beyond the gateway.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+PUBLIC_API = "https://api.anthropic.com"
+# Hop-by-hop headers (RFC 9110 7.6.1) and the ones the gateway sets itself.
+_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+_REQUEST_DROPPED = _HOP | {b"host", b"content-length", b"x-api-key", b"authorization", b"cookie"}
+_RESPONSE_DROPPED = _HOP | {b"set-cookie"}
+Headers = list[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where answers come from and the operator's credential header for it."""
+
+    base_url: str = PUBLIC_API
+    credential: tuple[tuple[bytes, bytes], ...] = field(default=(), repr=False)
+    source: str = "none"  # what the credential came from, for the operator's eyes
+
+    @property
+    def has_credential(self) -> bool:
+        return bool(self.credential)
+
+
+# What a session may ask of the model with the operator's key: the Messages API and its
+# token counter. Nothing else of the account (files, batches, models, admin) is reachable.
+FORWARDED = frozenset({(b"POST", b"/v1/messages"), (b"POST", b"/v1/messages/count_tokens")})
+
+
+def forwarded(method: bytes, target: bytes) -> bool:
+    """Whether a request for `target` (origin form, query allowed) goes upstream."""
+    path = target.split(b"?", 1)[0].rstrip(b"/")
+    return (method.upper(), path) in FORWARDED
+
+
+def presented_token(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The credential a request presents: its `x-api-key`, else its bearer token."""
+    bearer = ""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"x-api-key":
+            return value.decode("latin-1").strip()
+        if lowered == b"authorization" and value[:7].lower() == b"bearer ":
+            bearer = value[7:].decode("latin-1").strip()
+    return bearer
+
+
+def upstream_headers(headers: Iterable[tuple[bytes, bytes]], upstream: Upstream) -> Headers:
+    """A session's request headers as sent upstream: its credential replaced by the
+    operator's, hop-by-hop headers dropped, answers asked for uncompressed (so the usage in
+    them can be read on the way back)."""
+    kept = [
+        (name, value)
+        for name, value in headers
+        if name.lower() not in _REQUEST_DROPPED and name.lower() != b"accept-encoding"
+    ]
+    return [*kept, *upstream.credential, (b"accept-encoding", b"identity")]
+
+
+def downstream_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
+    """An upstream answer's headers as relayed to the session."""
+    return [(n, v) for n, v in headers if n.lower() not in _RESPONSE_DROPPED]
+
+
+def error_body(kind: str, message: str) -> bytes:
+    """An error in the Messages API's own shape, so the harness shows it as the API's."""
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()

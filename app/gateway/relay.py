@@ -1,0 +1,344 @@
+"""The model gateway's server: sessions' Messages API requests in, the operator's upstream out.
+
+One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the
+wire; it is already here as httpx's own parser) and forwards each request through one
+`httpcore.AsyncConnectionPool` (httpx's own transport, without httpx's client layer: less
+memory and work per request; a failed connect is tried once more). A request must present
+a live pass (`passes.py`) or it is refused 401 in the API's error shape, and only the
+Messages API is forwarded (403 for anything else of the account), before anything goes
+upstream. A request's body is read whole before it goes on (a slow sender holds no upstream
+connection), within a budget for all bodies held at once: past it, a 529 the harness
+retries. An upstream that fails before answering is a 502 in that shape; one that
+breaks off mid-answer closes the session's connection. The answer is relayed as it
+arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
+`metering.py` reads its usage into the tally, charged to the pass's work item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import h11
+import httpcore
+
+from app.gateway.forwarding import (
+    Upstream,
+    downstream_headers,
+    error_body,
+    forwarded,
+    presented_token,
+    upstream_headers,
+)
+from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
+from app.gateway.passes import Passes
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
+BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
+MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
+IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
+OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
+MAX_HEAD = 64 * 1024
+MAX_METERED_JSON = 8 * 1024 * 1024
+READ_SIZE = 64 * 1024
+UNKNOWN_PASS = (
+    "this session's model credential is unknown or has expired (its session ended); the "
+    "spawner gives a new one when it relaunches the session"
+)
+NO_CREDENTIAL = (
+    "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
+    "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
+)
+NOT_FORWARDED = "the model gateway forwards only POST /v1/messages and /v1/messages/count_tokens"
+JSON = [(b"content-type", b"application/json")]
+TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
+UPSTREAM_FAILURES = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop  # the App's own event loop, when installed
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+class _Exchange:
+    """One HTTP/1.1 connection from a session, request after request."""
+
+    def __init__(self, gateway: ModelGateway, reader: Any, writer: Any) -> None:
+        self.gateway = gateway
+        self.reader = reader
+        self.writer = writer
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+
+    async def _event(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            # A session that goes quiet mid-request, or idles for long, is hung up on.
+            async with asyncio.timeout(IDLE):
+                data = await self.reader.read(READ_SIZE)
+            self.conn.receive_data(data)
+
+    async def send(self, event: Any, ahead: bytes = b"") -> None:
+        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
+        data = ahead + (self.conn.send(event) or b"")
+        if data:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                request = await self._event()
+                if not isinstance(request, h11.Request):
+                    return
+                await self._one(request)
+                if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+                    return
+                self.conn.start_next_cycle()
+        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            return
+        finally:
+            self.writer.close()
+
+    async def _body(self, held: list[int]) -> bytes:
+        """The whole request body. What it holds is counted against the gateway's budget for
+        bodies in flight (`held[0]`, given back by the caller), so many large requests at once
+        are turned away rather than taking the spawner's memory."""
+        parts: list[bytes] = []
+        while True:
+            event = await self._event()
+            if isinstance(event, h11.Data):
+                size = len(event.data)
+                if held[0] + size > MAX_BODY:
+                    raise _Refused(413, "request_too_large", "the request body is too large")
+                if not self.gateway.hold(size):
+                    raise _Refused(529, "overloaded_error", OVERLOADED)
+                held[0] += size
+                parts.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            else:
+                raise h11.RemoteProtocolError("the connection ended inside a request body")
+
+    async def _one(self, request: h11.Request) -> None:
+        try:
+            work_item = self.gateway.passes.holder(presented_token(request.headers))
+            if work_item is None:
+                raise _Refused(401, "authentication_error", UNKNOWN_PASS)
+            if not self.gateway.upstream.has_credential:
+                raise _Refused(401, "authentication_error", NO_CREDENTIAL)
+            if not forwarded(request.method, request.target):
+                raise _Refused(403, "permission_error", NOT_FORWARDED)
+        except _Refused as refused:
+            await self.refuse(refused)
+            return
+        held = [0]
+        try:
+            if self.conn.they_are_waiting_for_100_continue:
+                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
+            body = await self._body(held)
+            await self.gateway.forward(self, request, body, work_item)
+        except _Refused as refused:
+            await self.refuse(refused)
+        finally:
+            self.gateway.hold(-held[0])
+
+    async def refuse(self, refused: _Refused) -> None:
+        self.gateway.refusals += 1
+        log.info("model gateway refused a request: %s", refused.message)
+        payload = error_body(refused.kind, refused.message)
+        length = str(len(payload)).encode()
+        headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
+        await self.send(h11.Response(status_code=refused.status, headers=headers))
+        await self.send(h11.Data(data=payload))
+        await self.send(h11.EndOfMessage())
+
+
+class ModelGateway:
+    """The gateway: `start()` binds 127.0.0.1 on a free port (`url`), `stop()` ends it."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        passes: Passes | None = None,
+        tally: Tally | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        body_budget: int = BODIES_IN_FLIGHT,
+    ) -> None:
+        self.upstream = upstream
+        self.passes = passes or Passes()
+        self.tally = tally or Tally()
+        self.host, self.port = host, port
+        self.refusals = 0
+        self.held = 0  # bytes of request bodies in flight (the loop's thread only)
+        self.body_budget = body_budget
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle (from any thread) -------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> ModelGateway:
+        ready = threading.Event()
+        failed: list[BaseException] = []
+        self._loop = _new_loop()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready, failed), name="model-gateway", daemon=True
+        )
+        self._thread.start()
+        if not ready.wait(timeout) or failed:
+            raise RuntimeError(f"the model gateway did not start: {failed or 'timeout'}")
+        return self
+
+    def stop(self) -> None:
+        loop, stopping = self._loop, self._stopping
+        if loop is None or stopping is None or self._thread is None:
+            return
+        loop.call_soon_threadsafe(stopping.set)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ModelGateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self, ready: threading.Event, failed: list[BaseException]) -> None:
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main(ready))
+        except BaseException as exc:  # reported to start(), which raises it
+            failed.append(exc)
+            ready.set()
+        finally:
+            self._loop.close()
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._stopping = asyncio.Event()
+        async with httpcore.AsyncConnectionPool(
+            max_connections=200, max_keepalive_connections=40, retries=1
+        ) as pool:
+            self._pool = pool
+            server = await asyncio.start_server(self._accept, self.host, self.port)
+            self.port = server.sockets[0].getsockname()[1]
+            self.url = f"http://{self.host}:{self.port}"
+            ready.set()
+            await self._stopping.wait()
+            server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _accept(self, reader: Any, writer: Any) -> Awaitable[None] | None:
+        if len(self._tasks) >= MAX_CONNECTIONS:  # the spawner's descriptors are not for hoarding
+            writer.close()
+            return None
+        task = asyncio.ensure_future(_Exchange(self, reader, writer).serve())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- one request -----------------------------------------------------------------------
+
+    def hold(self, size: int) -> bool:
+        """Count `size` more bytes of bodies in flight (negative: given back); False, and
+        nothing counted, when that would pass the budget."""
+        if size > 0 and self.held + size > self.body_budget:
+            return False
+        self.held += size
+        return True
+
+    async def forward(
+        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
+    ) -> None:
+        """Send the request upstream and relay the answer, counting its usage."""
+        assert self._pool is not None
+        url = self.upstream.base_url + request.target.decode("latin-1")
+        try:
+            async with self._pool.stream(
+                request.method,
+                url,
+                headers=upstream_headers(request.headers, self.upstream),
+                content=body,
+                extensions={"timeout": TIMEOUTS},
+            ) as answer:
+                await self._relay(exchange, answer, work_item)
+        except UPSTREAM_FAILURES as exc:
+            log.warning("model gateway: upstream %s failed: %r", self.upstream.base_url, exc)
+            if exchange.conn.our_state is not h11.SEND_RESPONSE:
+                # Part of the answer went out already: only closing the connection says so.
+                raise ConnectionError("the upstream broke off an answer") from exc
+            message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
+            await exchange.refuse(_Refused(502, "api_error", message))
+
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> None:
+        headers = downstream_headers(answer.headers)
+        kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+        read = _meter_for(kind.decode("latin-1"))
+        # The head waits for the first chunk: one write, one wake-up of the session.
+        head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
+        try:
+            async for chunk in answer.aiter_stream():
+                read(chunk)
+                await exchange.send(h11.Data(data=chunk), head or b"")
+                head = b""
+            await exchange.send(h11.EndOfMessage(), head or b"")
+        finally:
+            usage = read(None)
+            if usage is not None:
+                self.tally.add(work_item, usage)
+
+
+def _meter_for(content_type: str) -> Callable[[bytes | None], Usage | None]:
+    """A reader fed each chunk, then None for the usage it read."""
+    if content_type.startswith("text/event-stream"):
+        meter = StreamMeter()
+
+        def stream(chunk: bytes | None) -> Usage | None:
+            if chunk is None:
+                return meter.result()
+            meter.feed(chunk)
+            return None
+
+        return stream
+    if content_type.startswith("application/json"):
+        parts: list[bytes] = []
+        size = [0]
+
+        def whole(chunk: bytes | None) -> Usage | None:
+            if chunk is None:
+                return usage_of_body(b"".join(parts)) if size[0] <= MAX_METERED_JSON else None
+            size[0] += len(chunk)
+            if size[0] <= MAX_METERED_JSON:
+                parts.append(chunk)
+            return None
+
+        return whole
+    return lambda chunk: None
