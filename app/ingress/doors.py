@@ -65,6 +65,7 @@ class Refusal:
     status: int
     error: str
     reason: str
+    retry_after: int | None = None  # seconds, sent as Retry-After
 
 
 def declared_length(headers: Mapping[str, str], door: Door) -> int | Refusal:
@@ -85,6 +86,19 @@ def too_large(door: Door) -> Refusal:
 
 
 TOO_SLOW = Refusal(408, "the body did not arrive in time", "too-slow")
+
+
+def busy(retry_after: int) -> Refusal:
+    """Too many strangers' bodies are in flight to read this one (`app.ingress.budget`)."""
+    return Refusal(503, "too many bodies in flight; retry later", "busy", retry_after)
+
+
+def vouched(door: Door) -> bool:
+    """Whether the door's credential is checked before the body is read (a bearer token):
+    only then is the body not a stranger's."""
+    return door.credential is Credential.BEARER
+
+
 NO_TOKEN = Refusal(401, "a valid token is required (Authorization: Bearer …)", "bad-token")
 
 
