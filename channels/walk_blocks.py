@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from channels.text import escape, truncate
+from channels.text import escape, link, truncate
 
 APPROVE_ACTION = "the-loop-approve"
 CHANGES_ACTION = "the-loop-changes"
@@ -60,7 +60,7 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     """(fallback text, blocks) of the thread's parent message."""
     ref = f"{payload.get('repo', '')}#{payload.get('issue_number', '')}"
     title = str(payload.get("title") or "")
-    head = f"*<{url}|{escape(ref)}>* {escape(title)}" if url else f"*{escape(ref)}* {escape(title)}"
+    head = f"*{link(url, escape(ref))}* {escape(title)}"
     phases = []
     for row in payload.get("phases") or []:
         if isinstance(row, (list, tuple)) and len(row) == 2:
@@ -75,12 +75,14 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     ]
     pr = payload.get("pull_request") or {}
     if isinstance(pr, Mapping) and pr.get("number"):
-        lines.append(f"*Pull request:* <{pr.get('html_url', '')}|#{pr['number']}>")
+        number = f"#{escape(str(pr['number']))}"
+        lines.append(f"*Pull request:* {link(str(pr.get('html_url') or ''), number)}")
     blocks = [_section(head), _section("\n".join(lines))]
     if done:
         blocks.insert(1, _section(":tada: *Done.* Every phase in force is complete."))
     status = STATUS_WORDS.get(str(payload.get("status")), str(payload.get("status")))
-    text = f"{ref}: {title} — {status}, at {payload.get('phase') or 'the start'}"
+    at = str(payload.get("phase") or "the start")
+    text = escape(f"{ref}: {title} — {status}, at {at}")
     return text, blocks
 
 
