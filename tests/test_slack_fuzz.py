@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.gate.markers import find_marker
 from channels.answer_blocks import parse_answer_value
 from channels.blocks import Kind, render
 from channels.checklist_control import execute_text, pressed_tokens
@@ -181,7 +182,8 @@ def test_the_small_text_helpers_take_any_string(
 ) -> None:
     starts_with_keyword(value, keyword)
     parse_answer_value(value)
-    attributed(value, login, member)
+    found = find_marker(attributed(value, login, member))
+    assert found is not None and found.kind == "slack"  # whatever the member wrote
     session_words({"status": value, "stall": keyword, "stall_hint": login})
     json.dumps(changes_modal(value, thread))
     view = {"state": {"values": {"the-loop-changes": {"the-loop-changes-input": {"value": value}}}}}

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import revoke_session_tokens
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
@@ -154,7 +154,8 @@ def _answered(out: _Outcome) -> None:
     if item.installation_id is None:
         return
     io = IssueIO(out.services.github, item.installation_id, item.repo_full_name, item.issue_number)
-    text = answer_note(payload.author, payload.choice, payload.option, why.rstrip("."))
+    # The option is what the pane showed and `why` what the spawner saw: defused.
+    text = defuse(answer_note(payload.author, payload.choice, payload.option, why.rstrip(".")))
     text += "\n\n" + marker(MarkerKind.NOTICE, item=item.id, answer=out.job.id) + "\n"
     try:
         io.post_once(text, MarkerKind.NOTICE, item=item.id, answer=out.job.id)

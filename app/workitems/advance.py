@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.gate.ids import spec_id
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import Event, WorkItem
@@ -99,10 +99,14 @@ def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
         "",
         f"Reply `{approve}` to let it complete, or `{changes} <what to change>` to send it back "
         "to implementation with your words.",
-        "",
-        marker(MarkerKind.REVIEW, item=item.id, round=round_),
     ]
-    return "\n".join(lines) + "\n"
+    # The artifacts' names are the session's words: defused, the App's marker last.
+    return (
+        defuse("\n".join(lines))
+        + "\n\n"
+        + marker(MarkerKind.REVIEW, item=item.id, round=round_)
+        + "\n"
+    )
 
 
 def ask_for_review(services: Services, session: Session, item: WorkItem) -> None:
