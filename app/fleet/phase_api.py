@@ -3,7 +3,9 @@
 Called by `the-loop phase` / `the-loop phase next` inside a session, with that item's
 session token (a spawner token serving the repository works too). The App's record is the
 authority: a refused move answers 422 with the one line the agent is told, a move asked
-from a position the App does not hold answers 409.
+from a position the App does not hold answers 409, and a move whose artifacts the item's
+spawner has not seen on the host (yet) answers 425: `phase next` asks again after the
+spawner's next look.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
 from app.store.tables import WorkItem
-from app.workitems.advance import advance, walk_of
+from app.workitems.advance import UnseenArtifacts, advance, walk_of
 from app.workitems.decisions import lock_work_item
 from app.workitems.walk import MoveRefused, in_force
 
@@ -94,6 +96,8 @@ def move_on() -> Response | tuple[Response, int]:
             previous = item.phase
             try:
                 advance(state.services, session, item, asked_from, artifacts)
+            except UnseenArtifacts as exc:
+                return _error(425, str(exc))
             except MoveRefused as exc:
                 return _error(409 if exc.stale else 422, str(exc))
             described = _describe(item)

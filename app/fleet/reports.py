@@ -39,7 +39,8 @@ VERDICTS = frozenset({"ok", "refused", "unknown"})
 MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers.
-NOT_MIRRORED = frozenset({"session.delivered"})
+# What the spawner sees of a checkout's artifacts is the App's to act on, not news.
+NOT_MIRRORED = frozenset({"session.delivered", "session.evidence"})
 # What a spawner may report: every name in these namespaces, and these exact names …
 SPAWNER_NAMESPACES = ("session.", "workspace.", "standing.")
 SPAWNER_NAMES = frozenset({"spawner.started", "models.checked", "config.conflict"})

@@ -98,9 +98,11 @@ def _spawned(out: _Outcome) -> None:
         out.mirror({"event": "session.spawn_failed", "error": out.error})
         return
     facts = _session_facts(out.result, out.spawner)
-    sandbox = (out.item.session or {}).get("sandbox")
-    # The launch event may have come first: how the session is confined is kept.
-    out.item.session = {**facts, "sandbox": sandbox} if sandbox else facts
+    before = out.item.session or {}
+    # The launch event may have come first: how the session is confined is kept, and so is
+    # what the spawner saw of the checkout (`session.evidence`).
+    kept = {key: before[key] for key in ("sandbox", "evidence") if before.get(key)}
+    out.item.session = {**facts, **kept}
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)
 

@@ -2,6 +2,11 @@
 gate, and completion. The App's record is the authority; every move is recorded as a
 `workitem.phase` event and shows in the progress comment.
 
+A session's move is taken only on what the item's spawner saw, on the host, of the phase's
+artifacts in the checkout (`session.evidence`, read there without following links): what a
+session says it wrote is never enough. Until the spawner reports the artifacts the move is
+`UnseenArtifacts` (the session's `phase next` waits for the next look and asks again).
+
 Reaching `review` asks the humans on the issue (and in Slack) to approve or request changes;
 reaching `complete` finishes the item.
 """
@@ -14,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app import graph
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, defuse, marker
 from app.github.issues import IssueIO
@@ -24,10 +30,24 @@ from app.workitems.states import Happened, transition
 from app.workitems.walk import (
     COMPLETE_NODE,
     REVIEW_NODE,
+    MoveRefused,
     Walk,
     clean_artifacts,
     next_move,
 )
+
+
+class UnseenArtifacts(MoveRefused):
+    """The spawner has not (yet) seen, on the host, what the phase being left needs."""
+
+
+def host_problems(item: WorkItem, node: str, skips: Iterable[str]) -> list[str]:
+    """What the spawner's last look at the checkout lacks for leaving `node` (pure)."""
+    seen = graph.evidence_from((item.session or {}).get("evidence"))
+    spec = spec_id(item.issue_number)
+    if seen is None:
+        return ["the devbox has not reported what it sees in the checkout yet"]
+    return graph.artifact_problems(node, spec, seen, skips)
 
 
 def walk_of(item: WorkItem) -> Walk:
@@ -60,8 +80,15 @@ def advance(
 ) -> str:
     """A session asks to move on from `asked_from`; returns the new pointer (raises
     `MoveRefused` with the one line the agent is told)."""
-    target = next_move(walk_of(item), asked_from)
-    item.artifacts = clean_artifacts(artifacts)
+    walk = walk_of(item)
+    target = next_move(walk, asked_from)
+    problems = host_problems(item, asked_from, walk.skips)
+    if problems:
+        raise UnseenArtifacts(
+            f"{asked_from} is not done as the devbox sees it: " + "; ".join(problems)
+        )
+    seen = graph.evidence_from((item.session or {}).get("evidence")) or graph.Evidence()
+    item.artifacts = [name for name in clean_artifacts(artifacts) if name in seen.present]
     record_move(services, session, item, target, by="session", artifacts=item.artifacts)
     if target == REVIEW_NODE:
         ask_for_review(services, session, item)

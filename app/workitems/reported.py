@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app import graph
 from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.notices import announce_moved, announce_stall
@@ -25,6 +26,7 @@ STATUS_EVENTS = frozenset(
 )
 
 
+EVIDENCE_EVENT = "session.evidence"
 STALL_KEYS = ("stall", "stall_hint", "stall_options", "stall_question", "stall_fingerprint")
 
 
@@ -65,7 +67,13 @@ def apply_session_event(
     services: Services, session: Session, item: WorkItem, name: str, fields: Mapping[str, Any]
 ) -> None:
     """Record a reported session event on `item` (inside the caller's transaction), and tell
-    the issue when a stall starts or ends."""
+    the issue when a stall starts or ends. What the spawner saw of the item's artifacts is
+    kept as the session's `evidence`: the only evidence a phase move is taken on."""
+    if name == EVIDENCE_EVENT:
+        seen = graph.evidence_from(fields)
+        if seen is not None:
+            item.session = {**(item.session or {}), "evidence": graph.evidence_fields(seen)}
+        return
     if name not in STATUS_EVENTS:
         return
     before = dict(item.session or {})
