@@ -97,9 +97,10 @@ def advance(
     return target
 
 
-def _review_round(session: Session, item: WorkItem) -> int:
+def move_count(session: Session, item: WorkItem) -> int:
     """A number that grows with every move of the item: tells this review round's comment
-    from an earlier one's (and is the same when a failed request is retried)."""
+    from an earlier one's (and is the same when a failed request is retried), and starts
+    the stop gate's count again (`gate_counts`)."""
     moves = session.scalars(
         select(func.count())
         .select_from(Event)
@@ -139,7 +140,7 @@ def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
 def ask_for_review(services: Services, session: Session, item: WorkItem) -> None:
     """Post "ready for review" on the issue once per round and show Approve/Changes in Slack."""
     trigger = services.config.routing.trigger
-    round_ = _review_round(session, item)
+    round_ = move_count(session, item)
     text = review_text(item, trigger.approve_keyword, trigger.changes_keyword, round_)
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
