@@ -12,7 +12,9 @@ limit and within the body deadline. A client trickling a body costs a coroutine,
 of the threads `/healthz` and the spawners' claims need. A body nobody has vouched for yet
 (a webhook before its signature is checked, a Slack request, anything without a bearer
 token) is read only while the process's `BodyBudget` can hold it, else answered 503: bodies
-held open by strangers cost at most the budget.
+held open by strangers cost at most the budget. Bodies behind a live token (spawners and
+sessions, and sessions are not trusted either) have a budget of their own of the same size,
+so neither kind can crowd the other out.
 
 `gunicorn 'app:create_app()'` still serves the same App as plain WSGI.
 """
@@ -102,6 +104,9 @@ class AsgiApp:
         self.fallback = fallback
         self.deadlines = Deadlines(state.settings.the_loop_body_deadline)
         self.budget = BodyBudget(state.settings.the_loop_unverified_body_bytes, MAX_BODY)
+        self.vouched_budget = BodyBudget(
+            state.settings.the_loop_unverified_body_bytes, doors.SPAWNER_MAX_BODY
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
@@ -185,8 +190,9 @@ class AsgiApp:
         }
         refusal = await self.admit(door, headers)
         hold: Hold | None = None
-        if refusal is None and not doors.vouched(door):
-            hold = self.budget.hold(_declared(headers))
+        if refusal is None:
+            budget = self.vouched_budget if doors.vouched(door) else self.budget
+            hold = budget.hold(_declared(headers))
             if hold is None:
                 refusal = doors.busy(RETRY_AFTER_SECONDS)
         try:

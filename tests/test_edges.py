@@ -356,3 +356,38 @@ def test_strangers_bodies_held_open_cost_at_most_the_budget(settings_env):
     assert peak - before <= RSS_BOUND_KIB
     summaries = [e for e in stored_events(app.state.engine) if e["event"] == SUMMARY]
     assert sum(s["counts"].get("busy", 0) for s in summaries) == HELD_BODIES - held
+
+
+def test_bodies_behind_a_token_have_a_budget_of_their_own(settings_env):
+    """A session is not trusted either: its token lets it hold bodies open only up to a
+    budget of their own, past which it gets 503; claims (no body) and `/healthz` still
+    answer."""
+    with served_app({**settings_env, "THE_LOOP_BODY_DEADLINE": "600"}) as app:
+        token = spawner_with_a_job(app)
+        headers = {"Authorization": f"Bearer {token}", "Content-Length": str(SPAWNER_MAX_BODY)}
+        socks = [open_request(app.url, "/spawner/v1/events", headers, b"{") for _ in range(40)]
+        heads = [b""] * len(socks)
+
+        def refused() -> bool:
+            for n, sock in enumerate(socks):
+                heads[n] = heads[n] or answered(sock)
+            return sum(h.startswith(b"HTTP/1.1 503") for h in heads) >= 40 - 32
+
+        try:
+            wait_for(refused, timeout=60)
+            time.sleep(0.5)
+            refused()  # nothing more is refused: the rest are being read
+            health = httpx.get(f"{app.url}/healthz", timeout=30)
+            claim = httpx.get(
+                f"{app.url}/spawner/v1/jobs",
+                params={"wait": 0},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
+        finally:
+            for sock in socks:
+                sock.close()
+    busy = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
+    assert len(busy) == 40 - 32 and all(b"retry-after: 10" in h.lower() for h in busy)
+    assert heads.count(b"") == 32  # the rest are being read
+    assert health.status_code == 200 and claim.status_code == 200

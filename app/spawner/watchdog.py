@@ -123,6 +123,8 @@ class Watchdog:
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
+        for gone in self._reported.keys() - {r.work_item for r in live}:
+            del self._reported[gone]  # a relaunch reports what it sees afresh
         if not live:
             return
         every = self.runner.panes()
