@@ -175,10 +175,10 @@ def evidence_from(fields: Mapping[str, Any] | None) -> Evidence | None:
 
     if not isinstance(fields, Mapping):
         return None
-    counts = [fields.get("tasks_open"), fields.get("tasks_total")]
-    if not all(isinstance(c, int) and c >= 0 for c in counts):
+    open_, total = fields.get("tasks_open"), fields.get("tasks_total")
+    if not (isinstance(open_, int) and isinstance(total, int) and open_ >= 0 and total >= 0):
         return None
-    return Evidence(names("present"), names("empty"), int(counts[0]), int(counts[1]))  # type: ignore[arg-type]
+    return Evidence(names("present"), names("empty"), open_, total)
 
 
 def evaluate(item: str, state: WorkItemState | None, evidence: Evidence) -> list[NodeResult]:
