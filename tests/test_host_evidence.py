@@ -75,3 +75,20 @@ def test_what_a_spawner_reports_round_trips_and_junk_is_not_evidence():
     assert evidence_from(junk) == Evidence(frozenset({"design.md"}))
     assert evidence_from({"present": ["design.md"], "tasks_open": -1, "tasks_total": 0}) is None
     assert evidence_from(None) is None
+
+
+def test_a_move_asks_the_spawners_evidence_only_for_what_the_phase_needs():
+    from app.store.tables import WorkItem
+    from app.workitems.advance import host_problems
+
+    item = WorkItem(id="github:o/r#7", repo_full_name="o/r", issue_number=7, session={})
+    assert host_problems(item, "design", []) == [
+        "the devbox has not reported what it sees in the checkout yet"
+    ]
+    assert host_problems(item, "implementation", ["tasks-breakdown"]) == []  # needs nothing
+    assert host_problems(item, "review", []) == []
+    item.session = {"evidence": evidence_fields(Evidence(frozenset({"design.md"})))}
+    assert host_problems(item, "design", []) == []
+    assert host_problems(item, "verification", []) == [
+        "required artifact is missing (docs/specs/issue-7/verification.md)"
+    ]

@@ -44,10 +44,12 @@ class UnseenArtifacts(MoveRefused):
 def host_problems(item: WorkItem, node: str, skips: Iterable[str]) -> list[str]:
     """What the spawner's last look at the checkout lacks for leaving `node` (pure)."""
     seen = graph.evidence_from((item.session or {}).get("evidence"))
-    spec = spec_id(item.issue_number)
-    if seen is None:
+    problems = graph.artifact_problems(
+        node, spec_id(item.issue_number), seen or graph.Evidence(), skips
+    )
+    if problems and seen is None:
         return ["the devbox has not reported what it sees in the checkout yet"]
-    return graph.artifact_problems(node, spec, seen, skips)
+    return problems
 
 
 def walk_of(item: WorkItem) -> Walk:
