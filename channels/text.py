@@ -81,7 +81,7 @@ def to_mrkdwn(markdown: str, limit: int = SECTION_LIMIT) -> str:
 
 def to_plain(markdown: str, limit: int = FALLBACK_LIMIT) -> str:
     """GitHub markdown as the plain-text fallback of a notification (no markup, no markers)."""
-    text = _MD_LINK.sub(r"\1 (\2)", strip_markers(markdown))
+    text = _MD_LINK.sub(r"\1 (\2)", strip_markers(markdown)).replace(_PLACEHOLDER, "\ufffd")
     text = _MD_HEADING.sub(r"\1", text)
     text = _MD_BOLD.sub(r"\1", text)
     return truncate(escape(text), limit)

@@ -307,7 +307,7 @@ def test_one_bad_message_is_parked_with_its_error_and_the_thread_goes_on(
     # ...is refused for itself too; the thread then opens with the next message
     texts = [m["text"] for m in fake.posted(CHANNEL)]
     assert len(texts) == 3, texts
-    assert texts[0].startswith("The agent says: \x007\x00 see docs (https://x.dev)")
+    assert texts[0].startswith("The agent says: \ufffd7\ufffd see docs (https://x.dev)")
     assert "too long for Slack" in texts[1] and texts[2] == "The work item is done."
     [comment] = [m for m in fake.posted(CHANNEL) if m["text"] == texts[0]]
     assert "<https://x.dev|docs>" in json.dumps(comment["blocks"])
