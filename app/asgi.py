@@ -9,7 +9,12 @@ Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
 No request reaches a Flask thread before its body is whole: each path's credential is
 checked first (`app.ingress.doors`), then the body is read here, on the event loop, up to the path's
 limit and within the body deadline. A client trickling a body costs a coroutine, never one
-of the threads `/healthz` and the spawners' claims need.
+of the threads `/healthz` and the spawners' claims need. A body nobody has vouched for yet
+(a webhook before its signature is checked, a Slack request, anything without a bearer
+token) is read only while the process's `BodyBudget` can hold it, else answered 503: bodies
+held open by strangers cost at most the budget. Bodies behind a live token (spawners and
+sessions, and sessions are not trusted either) have a budget of their own of the same size,
+so neither kind can crowd the other out.
 
 `gunicorn 'app:create_app()'` still serves the same App as plain WSGI.
 """
@@ -32,6 +37,7 @@ from app.github.webhooks import (
     PATH,
     Answer,
     accepted,
+    busy,
     counted,
     precheck,
     screen,
@@ -40,6 +46,7 @@ from app.github.webhooks import (
     unavailable,
 )
 from app.ingress import doors
+from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
 from app.ingress.doors import GIT_BODY_SECONDS
 from app.ingress.sampling import cut
 
@@ -75,6 +82,10 @@ class BodyTooSlow(Exception):
     """The body did not arrive within the request's deadline."""
 
 
+class BudgetSpent(Exception):
+    """A body without a declared length grew past what the process's budget could hold."""
+
+
 def create_asgi_app(
     settings: Settings | None = None, *, wsgi_threads: int = WSGI_THREADS
 ) -> AsgiApp:
@@ -94,6 +105,10 @@ class AsgiApp:
         self.state = state
         self.fallback = fallback
         self.deadlines = Deadlines(state.settings.the_loop_body_deadline)
+        self.budget = BodyBudget(state.settings.the_loop_unverified_body_bytes, MAX_BODY)
+        self.vouched_budget = BodyBudget(
+            state.settings.the_loop_unverified_body_bytes, doors.SPAWNER_MAX_BODY
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
@@ -132,7 +147,7 @@ class AsgiApp:
             await asyncio.to_thread(self.state.sampled.write, rows)
         payload, response_headers = answer.encoded()
         status = int(answer.status.split(" ", 1)[0])
-        if status in (408, 413):  # the rest of the body is never read
+        if status in (408, 413) or answer.kind == "busy":  # the rest is never read
             response_headers.append(("Connection", "close"))
         await _respond(send, status, payload, response_headers)
 
@@ -142,14 +157,21 @@ class AsgiApp:
             return length
         client = scope.get("client")
         remote = client[0] if client else None
-        try:
-            body = await self.deadlines.read(receive, MAX_BODY)
+        hold = self.budget.hold(length)
+        if hold is None:
+            return busy(headers, remote, RETRY_AFTER_SECONDS)
+        try:  # the body is a stranger's until its signature matches
+            body = await self.deadlines.read(receive, MAX_BODY, hold)
+            if body is None:
+                return too_large(headers)
+            secret = self.state.services.settings.github_webhook_secret
+            v = screen(secret, headers, body, remote)
         except BodyTooSlow:
             return too_slow(headers, remote)
-        if body is None:
-            return too_large(headers)
-        secret = self.state.services.settings.github_webhook_secret
-        v = screen(secret, headers, body, remote)
+        except BudgetSpent:
+            return busy(headers, remote, RETRY_AFTER_SECONDS)
+        finally:
+            hold.release()
         if isinstance(v, Answer):
             return v
         try:
@@ -172,22 +194,34 @@ class AsgiApp:
         if refusal is None and door.streamed:
             await self.fallback(scope, streamed(receive, door.max_body, GIT_BODY_SECONDS), send)
             return
+        hold: Hold | None = None
         if refusal is None:
-            if door.credential is doors.Credential.BEARER:  # Flask's door need not look again
-                scope[doors.ADMITTED] = True
-            try:
-                body = await self.deadlines.read(receive, door.max_body)
-            except ClientGone:
+            budget = self.vouched_budget if doors.vouched(door) else self.budget
+            hold = budget.hold(_declared(headers))
+            if hold is None:
+                refusal = doors.busy(RETRY_AFTER_SECONDS)
+        try:
+            if refusal is None:
+                if doors.vouched(door):  # Flask's door need not look the token up again
+                    scope[doors.ADMITTED] = True
+                try:
+                    body = await self.deadlines.read(receive, door.max_body, hold)
+                except ClientGone:
+                    return
+                except BodyTooSlow:
+                    refusal = doors.TOO_SLOW
+                except BudgetSpent:
+                    refusal = doors.busy(RETRY_AFTER_SECONDS)
+                else:
+                    if body is None:
+                        refusal = doors.too_large(door)
+            if refusal is not None:
+                await self.refuse(scope, send, refusal)
                 return
-            except BodyTooSlow:
-                refusal = doors.TOO_SLOW
-            else:
-                if body is None:
-                    refusal = doors.too_large(door)
-        if refusal is not None:
-            await self.refuse(scope, send, refusal)
-            return
-        await self.fallback(scope, _replay(body or b"", receive), send)
+            await self.fallback(scope, _replay(body or b"", receive), send)
+        finally:
+            if hold is not None:  # a Slack body is verified by Bolt, behind the fallback
+                hold.release()
 
     async def admit(self, door: doors.Door, headers: dict[str, str]) -> doors.Refusal | None:
         """The door's checks that need no body: its credential, then the declared length."""
@@ -256,6 +290,11 @@ def streamed(receive: Receive, limit: int, seconds: float) -> Receive:
     return bounded
 
 
+def _declared(headers: dict[str, str]) -> int:
+    """The Content-Length `admit` already found well-formed (0 when there is none)."""
+    return int(headers.get("content-length") or 0)
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands over the buffered body at once, then the client's own events."""
     handed = False
@@ -281,7 +320,7 @@ class Deadlines:
         self._late: set[asyncio.Task[Any]] = set()
         self._sweeping = False
 
-    async def read(self, receive: Receive, limit: int) -> bytes | None:
+    async def read(self, receive: Receive, limit: int, hold: Hold | None = None) -> bytes | None:
         """`read_body` within the deadline: raises BodyTooSlow once it has passed."""
         task = asyncio.current_task()
         assert task is not None
@@ -291,7 +330,7 @@ class Deadlines:
             self._sweeping = True
             loop.call_later(1.0, self._sweep, loop)
         try:
-            return await read_body(receive, limit)
+            return await read_body(receive, limit, hold)
         except asyncio.CancelledError:
             if task not in self._late:
                 raise
@@ -313,9 +352,10 @@ class Deadlines:
             self._sweeping = False
 
 
-async def read_body(receive: Receive, limit: int) -> bytes | None:
+async def read_body(receive: Receive, limit: int, hold: Hold | None = None) -> bytes | None:
     """The whole request body, or None once it exceeds `limit` bytes (a chunked body has no
-    Content-Length to check up front). Raises ClientGone when the client leaves first."""
+    Content-Length to check up front). Raises ClientGone when the client leaves first, and
+    BudgetSpent when the body outgrows its `hold` and the budget cannot grow it."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -326,6 +366,8 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         size += len(chunk)
         if size > limit:
             return None
+        if hold is not None and not hold.grow(size):
+            raise BudgetSpent
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

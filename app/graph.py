@@ -145,6 +145,42 @@ def evaluate_node(
     return NodeResult(node.name, status, (*notes, *missing))
 
 
+def artifact_problems(node: str, item: str, evidence: Evidence, skips: Iterable[str]) -> list[str]:
+    """What `node` still lacks in `evidence` — its artifacts, its ticked task list — one
+    message each; [] for a node that needs nothing of the checkout (or is unknown)."""
+    found = next((n for n in NODES if n.name == node), None)
+    if found is None:
+        return []
+    return _artifact_messages(found, item, evidence, dict.fromkeys(skips))
+
+
+def evidence_fields(evidence: Evidence) -> dict[str, Any]:
+    """`evidence` as JSON fields (what a spawner reports of a checkout it looked at)."""
+    return {
+        "present": sorted(evidence.present),
+        "empty": sorted(evidence.empty),
+        "tasks_open": evidence.tasks_open,
+        "tasks_total": evidence.tasks_total,
+    }
+
+
+def evidence_from(fields: Mapping[str, Any] | None) -> Evidence | None:
+    """The evidence `evidence_fields` wrote (None for anything else); names are kept only
+    when they could be an artifact's."""
+
+    def names(key: str) -> frozenset[str]:
+        raw = (fields or {}).get(key)
+        listed = raw if isinstance(raw, list) else []
+        return frozenset(n for n in listed if isinstance(n, str) and ITEM_RE.match(n))
+
+    if not isinstance(fields, Mapping):
+        return None
+    open_, total = fields.get("tasks_open"), fields.get("tasks_total")
+    if not (isinstance(open_, int) and isinstance(total, int) and open_ >= 0 and total >= 0):
+        return None
+    return Evidence(names("present"), names("empty"), open_, total)
+
+
 def evaluate(item: str, state: WorkItemState | None, evidence: Evidence) -> list[NodeResult]:
     return [evaluate_node(node, item, state, evidence) for node in NODES]
 

@@ -27,6 +27,7 @@ SPAWNER_EVENTS = frozenset(
         "session.answered",
         "session.choice_fallback",
         "session.delivered",
+        "session.evidence",
         "session.exited",
         "session.home_failed",
         "session.job_failed",

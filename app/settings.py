@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     the_loop_job_lease_seconds: float = 120.0
     # Seconds a request's whole body may take to arrive; a slower one is answered 408.
     the_loop_body_deadline: float = 30.0
+    # Bytes of not yet verified bodies (webhooks, Slack) one App process holds at once; a
+    # request past it is answered 503 with Retry-After. At least one largest delivery fits.
+    the_loop_unverified_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # Seconds between two stop-gate attempts the App counts for one session and node: asks
+    # closer together are the same attempt, so a session cannot run its count up ahead.
+    the_loop_gate_attempt_gap: float = Field(default=20.0, ge=0)
     # Retention (days): a done delivery's body; its row, whose delivery id and body hash are
     # the dedupe keys (kept past GitHub's redelivery window: 3 days on github.com, 7 on
     # Enterprise Server, plus a day); event rows; the ids of events spawners reported.

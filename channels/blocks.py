@@ -19,7 +19,15 @@ from typing import Any
 from channels import walk_blocks
 from channels.answer_blocks import answer_buttons
 from channels.checklist_control import OPEN_ACTION, control_blocks, summary_lines
-from channels.text import FALLBACK_LIMIT, SECTION_LIMIT, escape, to_mrkdwn, to_plain, truncate
+from channels.text import (
+    FALLBACK_LIMIT,
+    SECTION_LIMIT,
+    escape,
+    link,
+    to_mrkdwn,
+    to_plain,
+    truncate,
+)
 
 
 class Kind(StrEnum):
@@ -87,7 +95,7 @@ def item_started(payload: Mapping[str, Any], url: str) -> Message:
     repo, number = payload.get("repo", ""), payload.get("issue_number", "")
     title = str(payload.get("title") or "")
     ref = f"{repo}#{number}"
-    head = f"*<{url}|{escape(ref)}>* {escape(title)}" if url else f"*{escape(ref)}* {escape(title)}"
+    head = f"*{link(url, escape(ref))}* {escape(title)}"
     blocks = [
         section(head),
         context("Labelled for the-loop. Choose the phases in this thread, then press *Execute*."),
@@ -218,18 +226,19 @@ def agent_comment(payload: Mapping[str, Any], url: str) -> Message:
 
 
 def pull_request(payload: Mapping[str, Any], url: str) -> Message:
-    number, link = payload.get("number"), str(payload.get("html_url") or "")
-    ref = f"<{link}|#{number}>" if link.startswith("https://") else f"#{number}"
+    number = escape(str(payload.get("number")))
+    html_url = str(payload.get("html_url") or "")
+    ref = link(html_url, f"#{number}")
     if payload.get("event") == "closed":
-        who = str(payload.get("by") or "someone")
+        who = escape(str(payload.get("by") or "someone"))
         head = f"Pull request #{number} closed without merging (by @{who})"
         rest = "The session is stopped; reopen the pull request or execute again."
-        line = f":no_entry_sign: *Pull request {ref} closed without merging* (by @{escape(who)})."
+        line = f":no_entry_sign: *Pull request {ref} closed without merging* (by @{who})."
     else:
         by = str(payload.get("by") or "")
-        who = "by the session" if by == "session" else f"by @{by}"
-        head, rest = f"Pull request #{number} opened ({who})", link
-        line = f":twisted_rightwards_arrows: *Pull request {ref} opened* ({escape(who)})."
+        who = "by the session" if by == "session" else f"by @{escape(by)}"
+        head, rest = f"Pull request #{number} opened ({who})", escape(html_url)
+        line = f":twisted_rightwards_arrows: *Pull request {ref} opened* ({who})."
     if payload.get("event") == "closed":
         line += f" {rest}"
     return _finish(f"{head}. {rest}".strip(), [section(line)], url)

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.config import OperatorConfig
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.services import Services
 from app.store.tables import Once, WorkItem
 from app.workitems.authz import refusal
@@ -185,4 +185,5 @@ class SlackDeps:
 
 def attributed(text: str, login: str, member: str) -> str:
     """A Slack member's words as the App posts them on the issue: attributed and marked."""
-    return f"{text}\n\n_from @{login} in Slack_\n{marker(MarkerKind.SLACK, member=member)}"
+    words = defuse(text)  # a member's words never pass for one of the App's markers
+    return f"{words}\n\n_from @{login} in Slack_\n{marker(MarkerKind.SLACK, member=member)}"

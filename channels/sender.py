@@ -5,7 +5,9 @@ thread per work item (the first message sent becomes its parent; its `ts` is sto
 work item) and replies in it from then on. A failed send is retried with backoff — a 429
 waits exactly its `Retry-After` and pauses every send, since rate limits are per workspace —
 and each failure is recorded as `slack.failed`, so an outage or a revoked token is visible
-and its messages go out once Slack answers again.
+and its messages go out once Slack answers again. A message that can never go — Slack
+refuses that message itself, or it cannot be rendered — is parked (`failed`) with its error
+and an event, and the thread goes on with the next one.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class Unrenderable(Exception):
+    """A row's payload could not be rendered into a message: retrying cannot help."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """Why a send failed and what to do next."""
@@ -59,6 +65,8 @@ class Failure:
 
 def classify(exc: Exception, attempts: int, base: float) -> Failure:
     """Turn a send error into a retry decision (pure, apart from reading the exception)."""
+    if isinstance(exc, Unrenderable):
+        return Failure(f"render: {exc}", None, 0.0, permanent=True)
     if isinstance(exc, SlackApiError):
         status = exc.response.status_code
         data = exc.response.data if isinstance(exc.response.data, dict) else {}
@@ -140,9 +148,12 @@ class SlackSender(WakeLoop):
 
     def _deliver(self, row: outbox.Claimed) -> None:
         thread_ts, html_url = self._thread_of(row.work_item)
-        message = render(
-            row.kind, row.payload, row.work_item, str(row.payload.get("url") or html_url)
-        )
+        try:
+            message = render(
+                row.kind, row.payload, row.work_item, str(row.payload.get("url") or html_url)
+            )
+        except Exception as exc:  # a payload no renderer takes: park it, never retry it
+            raise Unrenderable(f"{type(exc).__name__}: {exc}") from exc
         if row.kind == Kind.PROGRESS and thread_ts and self.channel:
             # The thread's parent mirrors the progress comment: edited, never re-posted.
             self.client.chat_update(channel=self.channel, ts=thread_ts, **message.as_kwargs())

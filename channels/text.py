@@ -14,6 +14,8 @@ from collections.abc import Mapping
 SECTION_LIMIT = 3000  # characters in a section block's text
 FALLBACK_LIMIT = 4000  # characters kept in a message's plain-text fallback
 
+_PLACEHOLDER = "\x00"
+_LINK_PLACEHOLDER = re.compile(r"\x00(\d+)\x00")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _MD_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
@@ -45,26 +47,41 @@ def strip_markers(markdown: str) -> str:
     return _HTML_COMMENT.sub("", markdown).strip()
 
 
+def link(url: str, label: str) -> str:
+    """A Slack link to `url` showing `label` (mrkdwn, already escaped); just the label when
+    `url` is not a web URL. The URL is escaped and cannot end the link early: whatever it
+    holds, it never becomes a mention or a second link."""
+    if not url.startswith(("https://", "http://")):
+        return label
+    return _link(escape(url), label)
+
+
+def _link(escaped_url: str, label: str) -> str:
+    return f"<{escaped_url.replace('|', '%7C')}|{label}>"
+
+
 def to_mrkdwn(markdown: str, limit: int = SECTION_LIMIT) -> str:
     """GitHub markdown as Slack mrkdwn: bold, headings, links and task boxes; escaped."""
-    text = escape(strip_markers(markdown))
+    # Links wait as NUL-delimited placeholders while the rest is rewritten; a NUL of the
+    # text's own is shown as U+FFFD so it can never be read as one.
+    text = escape(strip_markers(markdown)).replace(_PLACEHOLDER, "\ufffd")
     links: list[str] = []
 
     def keep_link(match: re.Match[str]) -> str:
-        links.append(f"<{match.group(2)}|{match.group(1)}>")
-        return f"\x00{len(links) - 1}\x00"
+        links.append(_link(match.group(2), match.group(1)))  # the text is escaped already
+        return f"{_PLACEHOLDER}{len(links) - 1}{_PLACEHOLDER}"
 
     text = _MD_LINK.sub(keep_link, text)
     text = _MD_HEADING.sub(r"*\1*", text)
     text = _MD_BOLD.sub(r"*\1*", text)
     text = _MD_TICK.sub(lambda m: m.group(1) + ("☑ " if m.group(2) in "xX" else "☐ "), text)
-    text = re.sub(r"\x00(\d+)\x00", lambda m: links[int(m.group(1))], text)
+    text = _LINK_PLACEHOLDER.sub(lambda m: links[int(m.group(1))], text)
     return truncate(text, limit)
 
 
 def to_plain(markdown: str, limit: int = FALLBACK_LIMIT) -> str:
     """GitHub markdown as the plain-text fallback of a notification (no markup, no markers)."""
-    text = _MD_LINK.sub(r"\1 (\2)", strip_markers(markdown))
+    text = _MD_LINK.sub(r"\1 (\2)", strip_markers(markdown)).replace(_PLACEHOLDER, "\ufffd")
     text = _MD_HEADING.sub(r"\1", text)
     text = _MD_BOLD.sub(r"\1", text)
     return truncate(escape(text), limit)

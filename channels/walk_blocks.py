@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from channels.text import escape, truncate
+from channels.text import escape, link, truncate
 
 APPROVE_ACTION = "the-loop-approve"
 CHANGES_ACTION = "the-loop-changes"
@@ -40,7 +40,7 @@ _LINKABLE = re.compile(r"https?://[^\s<>|]+")
 def _linked(text: str, url: Any) -> str:
     """`text` linked to `url` when it is a plain web address, else shown as code."""
     if isinstance(url, str) and _LINKABLE.fullmatch(url):
-        return f"<{url}|{escape(text)}>"
+        return link(url, escape(text))
     return f"`{escape(text)}`"
 
 
@@ -105,7 +105,7 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     """(fallback text, blocks) of the thread's parent message."""
     ref = f"{payload.get('repo', '')}#{payload.get('issue_number', '')}"
     title = str(payload.get("title") or "")
-    head = f"*<{url}|{escape(ref)}>* {escape(title)}" if url else f"*{escape(ref)}* {escape(title)}"
+    head = f"*{link(url, escape(ref))}* {escape(title)}"
     phases = []
     for row in payload.get("phases") or []:
         if isinstance(row, (list, tuple)) and len(row) == 2:
@@ -122,7 +122,8 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     if done:
         blocks.insert(1, _section(":tada: *Done.* Every phase in force is complete."))
     status = STATUS_WORDS.get(str(payload.get("status")), str(payload.get("status")))
-    text = f"{ref}: {title} — {status}, at {payload.get('phase') or 'the start'}"
+    at = str(payload.get("phase") or "the start")
+    text = escape(f"{ref}: {title} — {status}, at {at}")
     return text, blocks
 
 

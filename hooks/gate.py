@@ -2,10 +2,17 @@
 
 Evaluates the process graph in-process, bounded by the recorded pointer: it blocks only on
 the first unsatisfied node the item has reached, and only when that node's status is
-`block`; a position it cannot resolve lets the turn end. Nudges are capped per (checkout,
-item, node) — `THE_LOOP_GATE_MAX_ATTEMPTS`, set by the spawner from `stopGate.maxAttempts`,
-else 3 — and the counts live under the state dir, out of the agent-writable docs tree.
-Claude Code's own cap (8 consecutive blocks) stays a backstop.
+`block`; a position it cannot resolve lets the turn end. Nudges are capped per (item, node) —
+`THE_LOOP_GATE_MAX_ATTEMPTS`, set by the spawner from `stopGate.maxAttempts`, else 3.
+
+Where the counts live depends on who runs the gate. In a session a spawner started (it sets
+`THE_LOOP_URL`, `THE_LOOP_WORK_ITEM_ID` and a session token) the gate runs inside the
+session's sandbox, where anything it could write the session could write too: so it asks the
+App which attempt it is at (`POST /spawner/v1/gate`), and the App keeps the count, which the
+session cannot fill in ahead. An App that cannot be reached is a block, not a free turn.
+In a person's own session (the hook installed by `the-loop hooks install`) the counts stay
+in a file under the state dir, per checkout. Claude Code's own cap (8 consecutive blocks)
+stays a backstop either way.
 
 Runs on every turn: standard library and `app.graph` only.
 """
@@ -23,6 +30,7 @@ from app.files import write_text_atomic
 
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_STATE_DIR = "~/.local/state/the-loop"
+COUNT_TIMEOUT = 10.0  # seconds to wait for the App's count
 _ESCAPE = str.maketrans({"%": "%25", "/": "%2F"})
 
 
@@ -47,6 +55,14 @@ def decide(
     name = str(blocking.get("node"))
     attempt = counts.get(name, 0) + 1
     kept = {**counts, name: min(attempt, max_attempts + 1)}
+    return verdict(blocking, attempt, max_attempts, kept)
+
+
+def verdict(
+    blocking: Mapping[str, Any], attempt: int, max_attempts: int, kept: Mapping[str, int]
+) -> Outcome:
+    """Block on `blocking` at `attempt` unless that is past the cap."""
+    name = str(blocking.get("node"))
     if attempt > max_attempts:
         note = (
             f"the-loop: the stop gate let the turn end: {name} is still not complete after "
@@ -128,6 +144,36 @@ def save_counts(path: Path, checkout: Path, item: str, counts: Mapping[str, int]
     write_text_atomic(path, json.dumps(record) + "\n")
 
 
+def app_counter(env: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(App URL, work item id, session token) when a spawner started this session."""
+    found = (
+        env.get("THE_LOOP_URL", ""),
+        env.get("THE_LOOP_WORK_ITEM_ID", ""),
+        env.get("THE_LOOP_SESSION_TOKEN", ""),
+    )
+    return found if all(found) else None
+
+
+def count_on_app(counter: tuple[str, str, str], node: str) -> int | str:
+    """The attempt the App counts for `node`, or why it could not say."""
+    import urllib.error  # only a blocking turn pays for these imports
+    import urllib.request
+
+    url, item, token = counter
+    request = urllib.request.Request(
+        url.rstrip("/") + "/spawner/v1/gate",
+        data=json.dumps({"work_item": item, "node": node}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=COUNT_TIMEOUT) as response:
+            attempt = json.loads(response.read()).get("attempt")
+    except (OSError, ValueError, AttributeError) as exc:  # HTTPError and URLError are OSErrors
+        return str(exc)
+    return attempt if isinstance(attempt, int) and attempt >= 1 else f"no attempt in {attempt!r}"
+
+
 def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
     """Evaluate the gate for the work item named in `env`; see the module docstring."""
     item = env.get("THE_LOOP_WORK_ITEM", "")
@@ -138,6 +184,9 @@ def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
     starts = _starts(hook_input, env)
     checkout = graph.find_checkout(starts, item) or graph.repository_root(starts[-1])
     report = graph.check_checkout(checkout, item, recompute=True)
+    counter = app_counter(env)
+    if counter is not None:
+        return _counted_by_app(graph.blocking_node(report), counter, max_attempts(env))
     state_dir = Path(env.get("THE_LOOP_STATE_DIR") or DEFAULT_STATE_DIR).expanduser()
     counts_path = attempts_file(state_dir, checkout, item)
     blocking = graph.blocking_node(report)
@@ -149,3 +198,16 @@ def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
         note = f"the-loop: could not record the stop gate's attempt count: {exc}\n"
         return Outcome(outcome.code, outcome.stderr + note, outcome.stdout, outcome.counts)
     return outcome
+
+
+def _counted_by_app(
+    blocking: Mapping[str, Any] | None, counter: tuple[str, str, str], cap: int
+) -> Outcome:
+    if blocking is None:
+        return Outcome(0)
+    attempt = count_on_app(counter, str(blocking.get("node")))
+    if isinstance(attempt, str):  # no count: block, the turn is not free for it
+        blocked = verdict(blocking, 1, cap, {})
+        note = f"the-loop: the App could not count this attempt ({attempt}).\n"
+        return Outcome(blocked.code, blocked.stderr + note)
+    return verdict(blocking, attempt, cap, {})

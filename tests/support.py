@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -220,6 +221,59 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
         proc.wait(timeout=30)
         engine.dispose()
     assert proc.returncode == 0, log.read_text(errors="replace")[-2000:]
+
+
+def forked_workers(arbiter: int) -> list[int]:
+    """The processes gunicorn's arbiter forked, by the parent in each /proc/<pid>/stat
+    rather than the arbiter's `children` file, which can read empty while its worker runs."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == arbiter:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def memory_kib(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory from /proc/<pid>/status in KiB: `VmRSS` now, or `VmHWM`,
+    the most it has held since it started."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise LookupError(f"{field} not in /proc/{pid}/status")
+
+
+def hold_open_bodies(url: str, path: str, count: int, size: int) -> list[socket.socket]:
+    """`count` unsigned POSTs to `path`, each declaring a `size`-byte body and sending all of
+    it but the last byte, at once; the sockets are returned open. A sender the server
+    refuses stops where the server closed on it (its answer is left to read)."""
+    host, port = url.removeprefix("http://").split(":")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-GitHub-Event: issues\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode()
+    block = b" " * (1024 * 1024)
+    socks = [socket.create_connection((host, int(port)), timeout=60) for _ in range(count)]
+
+    def send(sock: socket.socket) -> None:
+        left = size - 1
+        try:
+            sock.sendall(head)
+            while left:
+                sent = sock.send(block[: min(left, len(block))])
+                left -= sent
+        except OSError:
+            return  # refused: the server answered and closed
+
+    threads = [threading.Thread(target=send, args=(sock,)) for sock in socks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return socks
 
 
 @contextmanager

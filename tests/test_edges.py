@@ -25,8 +25,18 @@ from app.ingress.doors import SPAWNER_MAX_BODY
 from app.ingress.sampling import FIELD_LIMIT, PER_MINUTE, SUMMARY
 from app.protocol import StopJob
 from app.store.jobqueue import queue_job
-from app.store.tables import Event, WorkItem, WorkItemStatus
-from tests.support import RunningApp, served_app, wait_for, wsgi_app
+from app.store.tables import Delivery, Event, InboxState, WorkItem, WorkItemStatus
+from tests.support import (
+    RunningApp,
+    fixture_json,
+    forked_workers,
+    hold_open_bodies,
+    memory_kib,
+    post_webhook,
+    served_app,
+    wait_for,
+    wsgi_app,
+)
 
 SLOW_CLIENTS = 64
 REPO = "Codertocat/Hello-World"
@@ -286,3 +296,98 @@ def test_a_spawner_call_looks_its_token_up_once_at_the_door_and_once_in_its_tran
             == 401
         )
     state.close()
+
+
+HELD_BODIES = 30
+HELD_SIZE = 24 * 1024 * 1024
+RSS_BOUND_KIB = 64 * 1024
+
+
+def still_open(sock: socket.socket) -> bool:
+    """True while the server has neither answered on `sock` nor closed it."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1)  # an answer, or b"" once closed
+    except BlockingIOError:
+        return True
+    except OSError:
+        pass  # reset: refused and closed
+    return False
+
+
+def handled(engine: Any) -> int:
+    with Session(engine) as session:
+        return len(session.scalars(select(Delivery).where(Delivery.state == InboxState.DONE)).all())
+
+
+def test_strangers_bodies_held_open_cost_at_most_the_budget(settings_env):
+    """Thirty unsigned webhooks declaring 24 MiB each, every one a byte short: the App
+    reads what its budget for unverified bodies holds and answers the rest 503 at once, so
+    its worker's memory stays bounded; `/healthz` and a real delivery are answered meanwhile
+    and the refusals cost a counter."""
+    with served_app(settings_env) as app:
+        assert app.pid is not None
+        worker = wait_for(lambda: forked_workers(app.pid), timeout=30)[0]
+        comment = fixture_json("github/issue_comment.created.json")
+        # the first delivery loads what handling one needs: counted before, not against
+        assert post_webhook(app.url, "issue_comment", comment).status_code == 202
+        wait_for(lambda: handled(app.state.engine) == 1, timeout=30)
+        before = memory_kib(worker)
+        socks = hold_open_bodies(app.url, "/github/webhooks", HELD_BODIES, HELD_SIZE)
+        try:
+            started = time.monotonic()
+            health = httpx.get(f"{app.url}/healthz", timeout=30)
+            healthz_s = time.monotonic() - started
+            delivery = post_webhook(app.url, "issue_comment", {**comment, "again": True})
+            peak = memory_kib(worker, "VmHWM")
+            now = memory_kib(worker)
+            held = sum(still_open(sock) for sock in socks)
+        finally:
+            for sock in socks:
+                sock.close()
+    print(
+        f"\n{HELD_BODIES} x {HELD_SIZE >> 20} MiB unsigned bodies held: worker RSS "
+        f"{before >> 10} -> {now >> 10} MiB (peak {peak >> 10} MiB), {held} being read, "
+        f"/healthz {healthz_s * 1000:.0f} ms"
+    )
+    assert health.status_code == 200
+    assert delivery.status_code == 202  # room is left for the deliveries GitHub sends
+    assert 1 <= held < HELD_BODIES  # some are read: the bound is not "refuse everything"
+    assert peak - before <= RSS_BOUND_KIB
+    summaries = [e for e in stored_events(app.state.engine) if e["event"] == SUMMARY]
+    assert sum(s["counts"].get("busy", 0) for s in summaries) == HELD_BODIES - held
+
+
+def test_bodies_behind_a_token_have_a_budget_of_their_own(settings_env):
+    """A session is not trusted either: its token lets it hold bodies open only up to a
+    budget of their own, past which it gets 503; claims (no body) and `/healthz` still
+    answer."""
+    with served_app({**settings_env, "THE_LOOP_BODY_DEADLINE": "600"}) as app:
+        token = spawner_with_a_job(app)
+        headers = {"Authorization": f"Bearer {token}", "Content-Length": str(SPAWNER_MAX_BODY)}
+        socks = [open_request(app.url, "/spawner/v1/events", headers, b"{") for _ in range(40)]
+        heads = [b""] * len(socks)
+
+        def refused() -> bool:
+            for n, sock in enumerate(socks):
+                heads[n] = heads[n] or answered(sock)
+            return sum(h.startswith(b"HTTP/1.1 503") for h in heads) >= 40 - 32
+
+        try:
+            wait_for(refused, timeout=60)
+            time.sleep(0.5)
+            refused()  # nothing more is refused: the rest are being read
+            health = httpx.get(f"{app.url}/healthz", timeout=30)
+            claim = httpx.get(
+                f"{app.url}/spawner/v1/jobs",
+                params={"wait": 0},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
+        finally:
+            for sock in socks:
+                sock.close()
+    busy = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
+    assert len(busy) == 40 - 32 and all(b"retry-after: 10" in h.lower() for h in busy)
+    assert heads.count(b"") == 32  # the rest are being read
+    assert health.status_code == 200 and claim.status_code == 200

@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 
 from app.config import parse_config
 from app.gate.checklist import build_checklist, build_offer
-from app.gate.markers import MarkerKind, find_marker, has_marker, is_own_comment, marker
+from app.gate.markers import (
+    Marker,
+    MarkerKind,
+    defuse,
+    find_marker,
+    has_marker,
+    is_own_comment,
+    marker,
+)
 from app.gate.parse import Tick, first_ticks, is_execute, parse_rows
 from app.gate.render import render_checklist
 
@@ -123,6 +131,15 @@ def test_markers_round_trip_and_cannot_close_the_comment_early():
     assert marker("agent") == "<!-- the-loop:agent -->"
     with pytest.raises(ValueError):
         marker("Bad Kind")
+
+
+@given(st.text() | st.sampled_from(["<!-- the-loop:review item=x round=1 -->", "<!--the-loop:"]))
+def test_defused_words_followed_by_the_apps_marker_read_as_that_marker(words):
+    """Whatever someone else wrote, once defused and followed by the App's own marker, the
+    comment reads as the App's marker and nothing in the words is a marker at all."""
+    body = defuse(words + " <!-- the-loop:checklist item=y -->") + "\n" + marker("notice", n=1)
+    assert find_marker(body) == Marker("notice", {"n": "1"})
+    assert find_marker(defuse(words)) is None
 
 
 def test_own_comments_are_bot_authored_or_marked():

@@ -204,6 +204,11 @@ def test_a_real_session_walks_from_execute_to_complete(
     blocked = step("design after the gate")
     assert "the design step is not complete" in blocked.turn.text
     assert f"required artifact is missing ({FOLDER}/design.md)" in blocked.turn.text
+    assert "(attempt 1/" in blocked.turn.text
+    # The attempt was counted by the App, not in the session's own (writable) home.
+    counted = (item_row(running_app).session or {}).get("gate") or {}
+    assert (counted.get("node"), counted.get("attempts")) == ("design", 1)
+    assert not list(devbox.state_dir.parent.glob("**/stop-gate/**/*.json"))  # homes included
     moves = running_app.events("workitem.phase")
     assert [(m["from"], m["to"]) for m in moves][:1] == [("requirements-definition", "design")]
 

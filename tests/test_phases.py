@@ -8,16 +8,21 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import mint_session_token
+from app.fleet.tokens import create_token, mint_session_token
 from app.gate.markers import MarkerKind
+from app.graph import evidence_fields
+from app.spawner.evidence import host_evidence
 from app.store.tables import Job, JobKind, WorkItemStatus
 from app.workstate import read_state, state_path
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
@@ -57,6 +62,7 @@ def session_env(executed, tmp_path: Path) -> dict[str, str]:
     """The environment the spawner gives a session, with a checkout directory to run in."""
     with Session(executed.state.engine) as db, db.begin():
         token = mint_session_token(db, ITEM, datetime.now(UTC))
+        spawner = create_token(db, "devbox", [REPO])
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)
     return {
@@ -67,6 +73,7 @@ def session_env(executed, tmp_path: Path) -> dict[str, str]:
         "THE_LOOP_WORK_ITEM": SPEC,
         "THE_LOOP_WORK_ITEM_ID": ITEM,
         "CHECKOUT": str(checkout),
+        "SPAWNER_TOKEN": spawner,  # the test's, for what the spawner reports; not the session's
     }
 
 
@@ -82,9 +89,25 @@ def phase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def write(env: dict[str, str], name: str, text: str = "written\n") -> None:
+    """The session writes an artifact, and the spawner's next look reports it."""
     folder = Path(env["CHECKOUT"]) / "docs" / "specs" / SPEC
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text)
+    spawner_sees(env)
+
+
+def spawner_sees(env: dict[str, str]) -> None:
+    """What the spawner's watchdog does on each look: read the checkout from the host (no
+    link followed) and report it with the spawner's token."""
+    seen = evidence_fields(host_evidence(Path(env["CHECKOUT"]), SPEC))
+    event = {"id": uuid.uuid4().hex, "event": "session.evidence", "work_item": ITEM, **seen}
+    reported = httpx.post(
+        f"{env['THE_LOOP_URL']}/spawner/v1/events",
+        json={"events": [event]},
+        headers={"Authorization": f"Bearer {env['SPAWNER_TOKEN']}"},
+        timeout=10,
+    )
+    assert reported.status_code == 200 and reported.json()["accepted"] == 1, reported.text
 
 
 def progress(fake: Any) -> str:
@@ -186,8 +209,6 @@ def test_changes_send_the_work_back_to_implementation(executed, session_env):
 
 
 def test_a_session_cannot_jump_ahead_through_the_api(executed, session_env):
-    import httpx
-
     headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
     url = f"{executed.url}/spawner/v1/phase"
     body = {"work_item": ITEM, "from": "verification", "artifacts": ["verification.md"]}
@@ -225,3 +246,55 @@ def test_the_progress_comment_is_edited_not_reposted(executed, session_env, fake
     with Session(executed.state.engine) as db:
         job_count = len(db.scalars(select(Job)).all())
     assert job_count == 1  # moving on queues nothing for the spawner
+
+
+def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, session_env, tmp_path):
+    """The session's word is not enough: no report, a report without the artifact, or an
+    artifact that is a link (to a real file outside the checkout) leave the pointer where
+    it is, with the reason; `phase next` waits for the spawner's look."""
+    headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
+    url = f"{executed.url}/spawner/v1/phase"
+    body = {"work_item": ITEM, "from": "design", "artifacts": ["design.md"]}
+    unseen = httpx.post(url, json=body, headers=headers, timeout=10)
+    assert unseen.status_code == 425
+    assert "the devbox has not reported what it sees" in unseen.json()["error"]
+    spawner_sees(session_env)  # an empty checkout
+    missing = httpx.post(url, json=body, headers=headers, timeout=10)
+    assert missing.status_code == 425
+    assert "required artifact is missing (docs/specs/issue-1/design.md)" in missing.json()["error"]
+
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("# a design somewhere else\n")
+    folder = Path(session_env["CHECKOUT"]) / "docs" / "specs" / SPEC
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "design.md").symlink_to(outside)
+    spawner_sees(session_env)
+    linked = phase({**session_env, "THE_LOOP_PHASE_WAIT": "2"}, "next")
+    assert linked.returncode == 1
+    assert "design is not done as the devbox sees it: required artifact is missing" in (
+        linked.stderr
+    )
+    assert item_row(executed).phase == "design" and executed.events("workitem.phase") == []
+
+    (folder / "design.md").unlink()
+    (folder / "design.md").write_text("# Design\n")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "phase", "next"],
+        cwd=session_env["CHECKOUT"],
+        env=session_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2)  # it asks, hears 425, and asks again every second meanwhile
+        assert waiting.poll() is None
+        spawner_sees(session_env)  # the look it was waiting for
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 0, err
+    assert "Moved from design to implementation." in out
+    (moved,) = executed.events("workitem.phase")
+    assert moved["artifacts"] == ["design.md"]

@@ -7,27 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import fixture_bytes, post_webhook, served_app, wait_for
+from tests.support import fixture_bytes, forked_workers, post_webhook, served_app, wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling")
 
 
 def thread_ids(pid: int) -> list[int]:
     return [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
-
-
-def workers(arbiter: int) -> list[int]:
-    """The processes gunicorn's arbiter forked, by the parent in each /proc/<pid>/stat
-    rather than the arbiter's `children` file, which can read empty while its worker runs."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if int(fields[1]) == arbiter:
-            found.append(int(stat.parent.name))
-    return found
 
 
 def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
@@ -39,7 +25,7 @@ def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
         )
         assert response.status_code == 202
         # answered: the writer and inbox workers are running
-        worker = wait_for(lambda: workers(app.pid), timeout=30)[0]
+        worker = wait_for(lambda: forked_workers(app.pid), timeout=30)[0]
         policies = {tid: os.sched_getscheduler(tid) for tid in thread_ids(worker)}
         assert set(policies.values()) == {os.SCHED_BATCH}, policies
         # the arbiter only watches its workers and is left as it was started

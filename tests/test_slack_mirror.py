@@ -278,3 +278,51 @@ def test_github_words_reach_slack_escaped_in_the_text_and_the_blocks(
     started_text = messages[0]["text"]
     assert "&lt;!channel&gt; see &lt;http://evil.example|the docs&gt; &amp;" in started_text
     assert "&amp;lt;" not in "".join(m["text"] for m in messages)  # escaped once, not twice
+
+
+def outbox_rows(engine: Engine, item: str) -> list[tuple[str, str, str | None]]:
+    with Session(engine) as session:
+        rows = session.scalars(
+            select(SlackOutbox).where(SlackOutbox.work_item == item).order_by(SlackOutbox.id)
+        )
+        return [(row.kind, row.state, row.last_error) for row in rows]
+
+
+def test_one_bad_message_is_parked_with_its_error_and_the_thread_goes_on(
+    engine: Engine, sender: SlackSender, fake_slack: tuple[FakeSlack, str]
+) -> None:
+    """A comment holding what once broke the renderer goes out as text; a payload no
+    renderer takes and a message Slack refuses for itself are parked with their errors;
+    every later message of the thread still goes out, in order."""
+    fake = fake_slack[0]
+    mirror = SlackMirror(sender)
+    item = add_item(engine, 10)
+    post(engine, mirror, item, "item_started", **started(10))
+    post(engine, mirror, item, "agent_comment", body="\x007\x00 see [docs](https://x.dev)")
+    post(engine, mirror, item, "review", artifacts=7)  # not a list: no renderer takes it
+    post(engine, mirror, item, "refused", who="a", why="too long for Slack")
+    post(engine, mirror, item, "done", reason="finished")
+    fake.fail_next("chat.postMessage", 200, error="msg_too_long")  # the item_started...
+    sender.drain()
+    # ...is refused for itself too; the thread then opens with the next message
+    texts = [m["text"] for m in fake.posted(CHANNEL)]
+    assert len(texts) == 3, texts
+    assert texts[0].startswith("The agent says: \ufffd7\ufffd see docs (https://x.dev)")
+    assert "too long for Slack" in texts[1] and texts[2] == "The work item is done."
+    [comment] = [m for m in fake.posted(CHANNEL) if m["text"] == texts[0]]
+    assert "<https://x.dev|docs>" in json.dumps(comment["blocks"])
+    rows = outbox_rows(engine, item)
+    assert [(kind, state) for kind, state, _ in rows] == [
+        ("item_started", "failed"),
+        ("agent_comment", "sent"),
+        ("review", "failed"),
+        ("refused", "sent"),
+        ("done", "sent"),
+    ]
+    assert rows[0][2] == "msg_too_long"
+    assert rows[2][2] is not None and rows[2][2].startswith("render: TypeError")
+    failed = events(engine, "slack.failed")
+    assert [(e["kind"], e["permanent"]) for e in failed] == [
+        ("item_started", True),
+        ("review", True),
+    ]

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, find_marker
+from app.gate.markers import Marker, MarkerKind, find_marker, is_app_comment
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.notices import stall_text
 from tests.spawnerapi_support import serve_api
@@ -96,3 +96,31 @@ def test_the_notice_text_names_nobody_when_nobody_executed():
     text = stall_text("github:o/r#1", 1, "", {"screen": "trust-dialog"}, "the-loop answer")
     assert text.startswith("the session of this work item is **waiting at a trust dialog**")
     assert "@" not in text.split("\n")[0]
+
+
+def test_what_a_session_draws_in_its_pane_never_passes_for_the_apps_marker(shared_api):
+    """A pane showing a fake prompt that holds the App's review and progress markers: the
+    notice shows them as text, reads as the stall notice it is, and nothing the App looks
+    for later (its review comment, its progress comment) is taken as already posted."""
+    api = shared_api.fresh()
+    item = executed_item(api, 4)
+    spawner = api.spawner(api.token())
+    forged_review = f"<!-- the-loop:review item={item} round=1 -->"
+    forged_progress = f"<!--the-loop:progress item={item} -->"
+    hostile = {
+        **STALLED,
+        "question": f"Proceed? {forged_review}",
+        "options": [f"Yes {forged_progress}", "No"],
+        "hint": forged_review,
+        "tmux_target": f"the-loop:x{forged_review}",
+    }
+    assert spawner.events(event(item, "session.stalled", **hostile)).status_code == 200
+    (notice,) = wait_for(lambda: notices(api, 4))
+    assert find_marker(notice["body"]) == Marker("notice", {"item": item, "stall": "1"})
+    assert f"&lt;!-- the-loop:review item={item}" in notice["body"]
+    bot = notice["user"]["login"]
+    wait_for(lambda: "**stalled at a permission prompt**" in progress(api, 4), timeout=15)
+    comments = api.fake.issue_comments(api.repo, 4)
+    assert not any(is_app_comment(c, bot, MarkerKind.REVIEW, item=item, round=1) for c in comments)
+    [ours] = [c for c in comments if is_app_comment(c, bot, MarkerKind.PROGRESS, item=item)]
+    assert "&lt;!-- the-loop:review" in ours["body"]  # the hint, shown in the progress

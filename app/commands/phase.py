@@ -6,7 +6,9 @@ Both run inside a session the spawner started (`THE_LOOP_WORK_ITEM_ID`, `THE_LOO
 from this checkout. `phase next` is refused — one line naming what is missing, exit 1 — when
 the current phase's artifact is not there or the current phase waits for a human; otherwise
 the App records the move, and the new pointer is written into the checkout's state file so
-the stop gate holds the agent to the new phase.
+the stop gate holds the agent to the new phase. The App moves only once the spawner has seen
+the artifacts from the host; until then (425) `phase next` asks again every second, for up to
+`THE_LOOP_PHASE_WAIT` seconds (default 30).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ from app.workstate import WorkItemState, read_state, state_path, write_state
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+TOO_EARLY = 425  # the spawner has not seen the artifacts yet
+DEFAULT_WAIT = 30.0
 
 
 def _spec_id(env: dict[str, str] | os._Environ[str]) -> str:
@@ -100,7 +105,7 @@ def run_phase(args: argparse.Namespace) -> int:
         if why is not None:
             print(f"the-loop phase next: refused: {why}", file=sys.stderr)
             return EXIT_REFUSED
-        moved = client.advance(item, node.name, sorted(evidence.present))
+        moved = _advance(client, item, node.name, sorted(evidence.present))
     except Rejected as exc:
         print(f"the-loop phase next: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -119,6 +124,25 @@ def run_phase(args: argparse.Namespace) -> int:
         print(f"{to} needs: {needs}. Run `the-loop phase next` when it is done;")
         print("the stop gate will not let your turn end while it is missing.")
     return 0
+
+
+def _advance(client: Any, item: str, node: str, artifacts: list[str]) -> dict[str, Any]:
+    """`client.advance`, asked again while the App answers that the spawner has not seen
+    the artifacts yet (it looks every few seconds)."""
+    from app.spawner.appclient import Rejected
+
+    try:
+        wait = float(os.environ.get("THE_LOOP_PHASE_WAIT") or DEFAULT_WAIT)
+    except ValueError:
+        wait = DEFAULT_WAIT
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return dict(client.advance(item, node, artifacts))
+        except Rejected as exc:
+            if exc.status != TOO_EARLY or time.monotonic() >= deadline:
+                raise
+        time.sleep(1.0)
 
 
 def register(subparsers: Any) -> None:

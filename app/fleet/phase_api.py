@@ -3,7 +3,13 @@
 Called by `the-loop phase` / `the-loop phase next` inside a session, with that item's
 session token (a spawner token serving the repository works too). The App's record is the
 authority: a refused move answers 422 with the one line the agent is told, a move asked
-from a position the App does not hold answers 409.
+from a position the App does not hold answers 409, and a move whose artifacts the item's
+spawner has not seen on the host (yet) answers 425: `phase next` asks again after the
+spawner's next look.
+
+`/spawner/v1/gate` is where a session's stop gate asks which attempt it is at on a node
+that blocks: the count lives on the work item (`workitems.gate_counts`), never in the
+session's own files.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from sqlalchemy.orm import Session
 from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
+from app.graph import NODE_NAMES
 from app.store.tables import WorkItem
-from app.workitems.advance import advance, walk_of
+from app.workitems.advance import UnseenArtifacts, advance, move_count, walk_of
 from app.workitems.decisions import lock_work_item
+from app.workitems.gate_counts import KEY, next_attempt
 from app.workitems.walk import MoveRefused, in_force
 
 bp = Blueprint("phase", __name__, url_prefix="/spawner/v1")
@@ -94,9 +102,41 @@ def move_on() -> Response | tuple[Response, int]:
             previous = item.phase
             try:
                 advance(state.services, session, item, asked_from, artifacts)
+            except UnseenArtifacts as exc:
+                return _error(425, str(exc))
             except MoveRefused as exc:
                 return _error(409 if exc.stale else 422, str(exc))
             described = _describe(item)
     except (GitHubException, GitHubNotConfigured) as exc:  # nothing was recorded
         return _error(502, f"GitHub refused the review comment; try again: {exc}")
     return jsonify({**described, "previous": previous})
+
+
+@bp.post("/gate")
+def gate_attempt() -> Response | tuple[Response, int]:
+    """Count one attempt of the session's stop gate on `node`; answers `{"attempt": n}`."""
+    state = current_app.extensions["the-loop"]
+    try:
+        data = json_object()
+    except BodyTooLarge as exc:
+        return _error(413, str(exc))
+    node = (data or {}).get("node")
+    if node not in NODE_NAMES:
+        return _error(400, "`node` must be a node of the process graph")
+    with Session(state.engine) as session, session.begin():
+        item, failed = _item(session, (data or {}).get("work_item"))
+        if failed is not None:
+            return failed
+        assert item is not None
+        facts = dict(item.session or {})
+        attempt, kept = next_attempt(
+            facts.get(KEY),
+            move_count(session, item),
+            str(node),
+            state.services.clock(),
+            state.settings.the_loop_gate_attempt_gap,
+        )
+        if kept != facts.get(KEY):
+            item.session = {**facts, KEY: kept}
+        answer = {"work_item": item.id, "node": node, "attempt": attempt}
+    return jsonify(answer)

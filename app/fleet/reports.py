@@ -44,8 +44,9 @@ VERDICTS = frozenset({"ok", "refused", "unknown"})
 MAX_BATCH = 500
 MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers; usage
-# is a count, shown with the item, never a message of its own.
-NOT_MIRRORED = frozenset({"session.delivered", USAGE_EVENT})
+# is a count, shown with the item, never a message of its own; what the spawner sees of a
+# checkout's artifacts is the App's to act on, not news.
+NOT_MIRRORED = frozenset({"session.delivered", "session.evidence", USAGE_EVENT})
 # Reported after a session ended too (its last answers): no sign that the session lives.
 NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT})
 # What the App itself records or mirrors under a spawner's namespace: never a spawner's.

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import drop_job_token, keep_job_token, revoke_session_tokens
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
@@ -103,9 +103,11 @@ def _spawned(out: _Outcome) -> None:
         out.mirror({"event": "session.spawn_failed", "error": out.error})
         return
     facts = _session_facts(out.result, out.spawner)
-    sandbox = (out.item.session or {}).get("sandbox")
-    # The launch event may have come first: how the session is confined is kept.
-    out.item.session = {**facts, "sandbox": sandbox} if sandbox else facts
+    before = out.item.session or {}
+    # The launch event may have come first: how the session is confined is kept, and so is
+    # what the spawner saw of the checkout (`session.evidence`).
+    kept = {key: before[key] for key in ("sandbox", "evidence") if before.get(key)}
+    out.item.session = {**facts, **kept}
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)
 
@@ -165,7 +167,8 @@ def _answered(out: _Outcome) -> None:
     if item.installation_id is None:
         return
     io = IssueIO(out.services.github, item.installation_id, item.repo_full_name, item.issue_number)
-    text = answer_note(payload.author, payload.choice, payload.option, why.rstrip("."))
+    # The option is what the pane showed and `why` what the spawner saw: defused.
+    text = defuse(answer_note(payload.author, payload.choice, payload.option, why.rstrip(".")))
     text += "\n\n" + marker(MarkerKind.NOTICE, item=item.id, answer=out.job.id) + "\n"
     try:
         io.post_once(text, MarkerKind.NOTICE, item=item.id, answer=out.job.id)

@@ -11,6 +11,12 @@ nothing is adopted: the App posts anew rather than trust a stranger's comment.
 
 Attribute values are reduced to characters that cannot close the HTML comment or break the
 `key=value` grammar, so a marker always parses back to what was written.
+
+Words the App did not choose — a session's comment or pull request body, what a session drew
+in its pane (a stall's question and options), a Slack member's reply — go through `defuse`
+before the App posts them, and the App's own marker is always the last thing it writes: a
+marker is read from the end (`find_marker`), so text before it never decides what a comment
+is.
 """
 
 from __future__ import annotations
@@ -77,10 +83,11 @@ def defuse(text: str) -> str:
 
 
 def find_marker(body: str | None) -> Marker | None:
-    """The first the-loop marker in `body`, or None."""
-    match = _MARKER_RE.search(body or "")
-    if match is None:
+    """The the-loop marker in `body` (the last one: the App writes its own last), or None."""
+    matches = list(_MARKER_RE.finditer(body or ""))
+    if not matches:
         return None
+    match = matches[-1]
     attrs = dict(_ATTR_RE.findall(match.group(2)))
     return Marker(kind=match.group(1), attrs=attrs)
 

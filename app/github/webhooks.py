@@ -142,6 +142,14 @@ def too_slow(headers: Mapping[str, str], remote: str | None = None) -> Answer:
     )
 
 
+def busy(headers: Mapping[str, str], remote: str | None, retry_after: int) -> Answer:
+    """Too many strangers' bodies are in flight to read this one (`app.ingress.budget`)."""
+    answer = rejected(
+        "503 Service Unavailable", "too many bodies in flight; retry later", "busy", headers, remote
+    )
+    return replace(answer, headers=(("Retry-After", str(retry_after)),))
+
+
 def screen(
     secret: str | None, headers: Mapping[str, str], body: bytes, remote: str | None
 ) -> Answer | Verified:

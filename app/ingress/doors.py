@@ -77,7 +77,7 @@ class Refusal:
     status: int
     error: str
     reason: str
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()  # sent with the answer, e.g. Retry-After
 
 
 def declared_length(headers: Mapping[str, str], door: Door) -> int | Refusal:
@@ -98,6 +98,20 @@ def too_large(door: Door) -> Refusal:
 
 
 TOO_SLOW = Refusal(408, "the body did not arrive in time", "too-slow")
+
+
+def busy(retry_after: int) -> Refusal:
+    """Too many strangers' bodies are in flight to read this one (`app.ingress.budget`)."""
+    retry = (("Retry-After", str(retry_after)),)
+    return Refusal(503, "too many bodies in flight; retry later", "busy", retry)
+
+
+def vouched(door: Door) -> bool:
+    """Whether the door's credential is checked before the body is read (a bearer token):
+    only then is the body not a stranger's."""
+    return door.credential is Credential.BEARER
+
+
 NO_TOKEN = Refusal(401, "a valid token is required (Authorization: Bearer …)", "bad-token")
 
 

@@ -6,7 +6,9 @@ blocking screen `session.stalled` (naming which), and a stalled pane that moved 
 whose first message could not be pasted yet (it was still starting, or stopped at a dialog)
 gets it once its input box shows, and a paste not yet seen sent is followed through
 (sending.py). `await_input` is the same look, repeated until a session
-just launched is ready for its first message.
+just launched is ready for its first message. Each look also reads the session's artifacts
+in its checkout, from the host and without following links (`evidence.py`), and reports
+them as `session.evidence` whenever they change: what the App moves the item's phase on.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
+from app import graph
 from app.spawner.dialogs import parse_dialog
+from app.spawner.evidence import host_evidence
 from app.spawner.leftovers import Describe
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
@@ -124,9 +130,12 @@ class Watchdog:
         # What an ended session left behind (its last message, its changed files).
         self.describe = describe
         self.ended = ended  # told the work item of every session seen ended (its pass dies)
+        self._reported: dict[str, tuple[str, dict[str, Any]]] = {}  # item → (session, seen)
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
+        for gone in self._reported.keys() - {r.work_item for r in live}:
+            del self._reported[gone]  # a relaunch reports what it sees afresh
         if not live:
             return
         every = self.runner.panes()
@@ -147,7 +156,19 @@ class Watchdog:
                 if pane is None or pane.dead:
                     self._exited(record, pane.status if pane else None, pane is not None)
                 else:
+                    self._evidence(record)
                     self._look(record, screens.get(record.tmux_session, ""))
+
+    def _evidence(self, record: SessionRecord) -> None:
+        """Report what the host sees of the item's artifacts when it changed (or this
+        session has not been told about yet)."""
+        if record.standing or not record.spec_id or not record.checkout:
+            return
+        seen = graph.evidence_fields(host_evidence(Path(record.checkout), record.spec_id))
+        if self._reported.get(record.work_item) == (record.session_id, seen):
+            return
+        self._reported[record.work_item] = (record.session_id, seen)
+        self.emit("session.evidence", record.work_item, session_id=record.session_id, **seen)
 
     def _exited(self, record: SessionRecord, status: int | None, pane_left: bool) -> None:
         tail: list[str] = []

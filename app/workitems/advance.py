@@ -2,6 +2,11 @@
 gate, and completion. The App's record is the authority; every move is recorded as a
 `workitem.phase` event and shows in the progress comment.
 
+A session's move is taken only on what the item's spawner saw, on the host, of the phase's
+artifacts in the checkout (`session.evidence`, read there without following links): what a
+session says it wrote is never enough. Until the spawner reports the artifacts the move is
+`UnseenArtifacts` (the session's `phase next` waits for the next look and asks again).
+
 Reaching `review` asks the humans on the issue (and in Slack) to approve or request changes;
 reaching `complete` finishes the item.
 """
@@ -14,8 +19,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app import graph
 from app.gate.ids import spec_id
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import WorkLinks, markdown_link, work_links
 from app.github.issues import IssueIO
 from app.services import Services
@@ -25,10 +31,26 @@ from app.workitems.states import Happened, transition
 from app.workitems.walk import (
     COMPLETE_NODE,
     REVIEW_NODE,
+    MoveRefused,
     Walk,
     clean_artifacts,
     next_move,
 )
+
+
+class UnseenArtifacts(MoveRefused):
+    """The spawner has not (yet) seen, on the host, what the phase being left needs."""
+
+
+def host_problems(item: WorkItem, node: str, skips: Iterable[str]) -> list[str]:
+    """What the spawner's last look at the checkout lacks for leaving `node` (pure)."""
+    seen = graph.evidence_from((item.session or {}).get("evidence"))
+    problems = graph.artifact_problems(
+        node, spec_id(item.issue_number), seen or graph.Evidence(), skips
+    )
+    if problems and seen is None:
+        return ["the devbox has not reported what it sees in the checkout yet"]
+    return problems
 
 
 def walk_of(item: WorkItem) -> Walk:
@@ -61,8 +83,15 @@ def advance(
 ) -> str:
     """A session asks to move on from `asked_from`; returns the new pointer (raises
     `MoveRefused` with the one line the agent is told)."""
-    target = next_move(walk_of(item), asked_from)
-    item.artifacts = clean_artifacts(artifacts)
+    walk = walk_of(item)
+    target = next_move(walk, asked_from)
+    problems = host_problems(item, asked_from, walk.skips)
+    if problems:
+        raise UnseenArtifacts(
+            f"{asked_from} is not done as the devbox sees it: " + "; ".join(problems)
+        )
+    seen = graph.evidence_from((item.session or {}).get("evidence")) or graph.Evidence()
+    item.artifacts = [name for name in clean_artifacts(artifacts) if name in seen.present]
     record_move(services, session, item, target, by="session", artifacts=item.artifacts)
     if target == REVIEW_NODE:
         ask_for_review(services, session, item)
@@ -71,9 +100,10 @@ def advance(
     return target
 
 
-def _review_round(session: Session, item: WorkItem) -> int:
+def move_count(session: Session, item: WorkItem) -> int:
     """A number that grows with every move of the item: tells this review round's comment
-    from an earlier one's (and is the same when a failed request is retried)."""
+    from an earlier one's (and is the same when a failed request is retried), and starts
+    the stop gate's count again (`gate_counts`)."""
     moves = session.scalars(
         select(func.count())
         .select_from(Event)
@@ -108,16 +138,20 @@ def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
         "",
         f"Reply `{approve}` to let it complete, or `{changes} <what to change>` to send it back "
         "to implementation with your words.",
-        "",
-        marker(MarkerKind.REVIEW, item=item.id, round=round_),
     ]
-    return "\n".join(lines) + "\n"
+    # The artifacts' names are the session's words: defused, the App's marker last.
+    return (
+        defuse("\n".join(lines))
+        + "\n\n"
+        + marker(MarkerKind.REVIEW, item=item.id, round=round_)
+        + "\n"
+    )
 
 
 def ask_for_review(services: Services, session: Session, item: WorkItem) -> None:
     """Post "ready for review" on the issue once per round and show Approve/Changes in Slack."""
     trigger = services.config.routing.trigger
-    round_ = _review_round(session, item)
+    round_ = move_count(session, item)
     text = review_text(item, trigger.approve_keyword, trigger.changes_keyword, round_)
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)

@@ -12,7 +12,7 @@ from typing import Any
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.services import Services
@@ -37,7 +37,8 @@ def stall_text(
     fields: Mapping[str, Any],
     answer_keyword: str,
 ) -> str:
-    """The stall notice (pure). `fields` are the `session.stalled` event's."""
+    """The stall notice (pure). `fields` are the `session.stalled` event's: what the session
+    drew in its pane, so they are defused before the App's marker is added."""
     who = f"@{executor}, " if executor else ""
     screen = _screen_words(str(fields.get("screen") or ""))
     hint = str(fields.get("hint") or "")
@@ -58,14 +59,15 @@ def stall_text(
         lines += ["", f"Reply `{answer_keyword} <n>` to choose one (the same rule as execute)."]
     if name:
         lines += ["", f"To look at it: `tmux -L {socket} attach -t {name}` on `{spawner}`."]
-    lines += ["", marker(MarkerKind.NOTICE, item=item_id, stall=episode)]
-    return "\n".join(lines) + "\n"
+    text = defuse("\n".join(lines))
+    return f"{text}\n\n{marker(MarkerKind.NOTICE, item=item_id, stall=episode)}\n"
 
 
 def moved_text(item_id: str, episode: int, was: str) -> str:
     """The short note when the session moved past the screen (pure)."""
     return (
-        f"The session moved on from the {_screen_words(was)}; it is running again.\n\n"
+        defuse(f"The session moved on from the {_screen_words(was)}; it is running again.")
+        + "\n\n"
         + marker(MarkerKind.NOTICE, item=item_id, unstall=episode)
         + "\n"
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.gate.markers import MarkerKind, marker
+from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import markdown_link, work_links
 from app.store.tables import WorkItemStatus
 from app.workitems.walk import PhaseState, Walk, phase_rows
@@ -127,8 +127,10 @@ def render_progress(view: ProgressView) -> str:
         state = " (merged)" if pr.get("merged") else " (closed)" if pr.get("closed") else ""
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
     lines += [f"- {note}" for note in view.notes]
-    lines += ["", marker(MarkerKind.PROGRESS, item=view.work_item)]
-    return "\n".join(lines) + "\n"
+    # A stall's hint and the artifacts' names come from the session: defused, marker last.
+    return (
+        defuse("\n".join(lines)) + "\n\n" + marker(MarkerKind.PROGRESS, item=view.work_item) + "\n"
+    )
 
 
 def mirror_payload(view: ProgressView) -> dict[str, Any]:

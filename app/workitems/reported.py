@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app import graph
 from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.endings import report_ending
@@ -26,6 +27,7 @@ STATUS_EVENTS = frozenset(
 )
 
 
+EVIDENCE_EVENT = "session.evidence"
 STALL_KEYS = ("stall", "stall_hint", "stall_options", "stall_question", "stall_fingerprint")
 
 
@@ -66,7 +68,14 @@ def apply_session_event(
     services: Services, session: Session, item: WorkItem, name: str, fields: Mapping[str, Any]
 ) -> None:
     """Record a reported session event on `item` (inside the caller's transaction), and tell
-    the issue when a stall starts or ends, or when the session ended short of review."""
+    the issue when a stall starts or ends, or when the session ended short of review. What
+    the spawner saw of the item's artifacts is kept as the session's `evidence`: the only
+    evidence a phase move is taken on."""
+    if name == EVIDENCE_EVENT:
+        seen = graph.evidence_from(fields)
+        if seen is not None:
+            item.session = {**(item.session or {}), "evidence": graph.evidence_fields(seen)}
+        return
     if name not in STATUS_EVENTS:
         report_ending(services, item, name, fields)
         return
