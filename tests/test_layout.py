@@ -4,6 +4,7 @@ two modules that a reader could confuse by name (`docs/architecture.md` draws th
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -146,3 +147,16 @@ def test_module_names_do_not_repeat_across_the_product() -> None:
 def test_app_keeps_few_flat_modules() -> None:
     flat = {path.stem for path in (ROOT / "app").glob("*.py")}
     assert flat <= FLAT, flat - FLAT
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for top in ("app", "channels", "hooks")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if path.stem != "__init__"
+        and "migrations" not in path.parts
+        and not re.search(rf"(?<![\w]){re.escape(path.stem)}(?![\w])", page)
+    ]
+    assert unnamed == [], "name these in docs/architecture.md"
