@@ -68,9 +68,19 @@ class Harness(_Model):
         return self.command or self.name
 
 
+class ModelPrice(_Model):
+    """Dollars per million tokens (`models[].price`: input, output, cacheRead, cacheWrite)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0, ge=0)
+    cache_write: float = Field(default=0, ge=0)
+
+
 class ModelChoice(_Model):
     name: Name
     id: str | None = None
+    price: ModelPrice | None = None  # else the shipped price of its id (workitems/costs.py)
     harnesses: list[Name] | None = None
     args: list[str] | None = None
     about: str | None = None  # a short description shown on the checklist row

@@ -263,3 +263,12 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
         ) from None
     assert counted(running_app)["requests"] >= 2
     assert counted(running_app)["cache_read_input_tokens"] >= 6500
+
+    def progress() -> str:
+        bodies = [c["body"] for c in fake.issue_comments(REPO, 1)]
+        return next((b for b in bodies if "the-loop: progress" in b), "")
+
+    # The progress comment shows what was counted (no model was frozen: no price for it).
+    requests = served(model)["requests"]
+    wait_for(lambda: f"· {requests} requests" in progress(), timeout=GENEROUS)
+    assert "**Usage:**" in progress() and "cost unknown" in progress()

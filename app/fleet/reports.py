@@ -35,6 +35,7 @@ from app.protocol import SPAWNER_EVENTS
 from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
+from app.workitems.progress import usage_changed
 from app.workitems.reported import apply_session_event
 from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
 
@@ -193,6 +194,7 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             renew_session_tokens(session, [item.id], services.clock())
         if name == USAGE_EVENT:
             add_usage(session, item.id, reported_counts(raw))
+            usage_changed(item, services.clock())
         apply_session_event(services, session, item, name, fields)
         if name == "session.exited" and item.state == WorkItemStatus.EXITED:
             # The session is over: its token dies (a job claimed now starts a new one).

@@ -28,7 +28,7 @@ from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans
-from app.workitems.usage import usage_of
+from app.workitems.usage import priced, usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
 bp.add_app_template_filter(code_spans, "code_spans")
@@ -201,7 +201,10 @@ def status() -> ResponseReturnValue:
             if i.pull_number
             else None,
             "updated_at": i.since.isoformat() if i.since else None,
-            "usage": usage[i.id],
+            "usage": {
+                **usage[i.id],
+                "cost_usd": priced(state.services.config, {"model": i.model}, usage[i.id]),
+            },
         }
         for i in items
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
+from app.workitems.usage import usage_line_of
 from app.workitems.walk import Walk
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,19 @@ def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
         due = aware(obj.progress_due_at)
         # Always written, so a publisher's concurrent "clean" cannot hide this change.
         obj.progress_due_at = min(due, now + WINDOW) if due is not None else now + WINDOW
+
+
+USAGE_WINDOW = timedelta(seconds=10)  # a streaming session's usage edits the comment so often
+
+
+def usage_changed(item: WorkItem, now: datetime) -> None:
+    """New usage counts for `item`: its progress comment is due within `USAGE_WINDOW` (so a
+    session reporting every few seconds edits it at most once per window)."""
+    if item.frozen is None:
+        return
+    due = aware(item.progress_due_at)
+    item.progress_rev = (item.progress_rev or 0) + 1
+    item.progress_due_at = min(due, now + USAGE_WINDOW) if due is not None else now + USAGE_WINDOW
 
 
 def watch_changes() -> None:
@@ -159,6 +174,7 @@ class ProgressPublisher(WakeLoop):
                 return
             revision = item.progress_rev
             view = view_of(item, self.services.config)
+            view = replace(view, usage=usage_line_of(session, item, self.services.config))
             body = render_progress(view)
             comment_id = item.progress_comment_id
             mirrored = {

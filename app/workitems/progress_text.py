@@ -56,6 +56,7 @@ class ProgressView:
     approve_keyword: str = "the-loop approve"
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
+    usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
@@ -126,6 +127,8 @@ def render_progress(view: ProgressView) -> str:
     if pr.get("number"):
         state = " (merged)" if pr.get("merged") else " (closed)" if pr.get("closed") else ""
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
+    if view.usage:
+        lines.append(view.usage)
     lines += [f"- {note}" for note in view.notes]
     # A stall's hint and the artifacts' names come from the session: defused, marker last.
     return (

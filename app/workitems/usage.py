@@ -14,10 +14,12 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.config import OperatorConfig
 from app.protocol import USAGE_EVENT, USAGE_FIELDS
-from app.store.tables import WorkItemUsage
+from app.store.tables import WorkItem, WorkItemUsage
+from app.workitems.costs import cost_usd, price_for, usage_line
 
-__all__ = ["USAGE_EVENT", "add_usage", "reported_counts", "usage_of"]
+__all__ = ["USAGE_EVENT", "add_usage", "reported_counts", "usage_line_of", "usage_of"]
 
 FIELDS = USAGE_FIELDS
 # No one report can be this large; a bigger number is a broken or hostile spawner's.
@@ -70,3 +72,21 @@ def usage_of(session: Session, work_items: Iterable[str]) -> dict[str, dict[str,
         else {}
     )
     return {item: found.get(item, dict.fromkeys(FIELDS, 0)) for item in ids}
+
+
+def priced(
+    config: OperatorConfig, frozen: Mapping[str, Any] | None, counts: Mapping[str, int]
+) -> float | None:
+    """What `counts` cost at the price of the item's frozen model, or None when unknown."""
+    model = str((frozen or {}).get("model") or "")
+    price = price_for(config, model) if model else None
+    return cost_usd(counts, price) if price is not None else None
+
+
+def usage_line_of(session: Session, item: WorkItem, config: OperatorConfig) -> str:
+    """The progress comment's usage line for `item`, or "" while it has used nothing."""
+    counts = usage_of(session, [item.id])[item.id]
+    if not any(counts.values()):
+        return ""
+    frozen = item.frozen if isinstance(item.frozen, dict) else None
+    return usage_line(counts, priced(config, frozen, counts))
