@@ -73,14 +73,15 @@ def test_a_stop_unknown_files_uncommitted_work_and_counted_usage() -> None:
         last_message="",
         changed_files=None,
         uncommitted_files=["wip.py"],
-        usage={"input_tokens": 1200, "cost_usd": 0.42},
+        usage="**Usage:** 1.2k tokens (in 1k · out 200 · cache 0) · $0.42 · 2 requests",
     )
     text = ending_text(stopped)
     assert "The session was **stopped** (issue closed) at phase `implementation`." in text
     assert "**Its last message:** none found in its transcript" in text
     assert "unknown (git could not say)" in text
     assert "**Changed but not committed:**\n- `wip.py`" in text
-    assert "**Usage:** input tokens 1200 · cost usd 0.42" in text
+    assert "**Usage:** 1.2k tokens (in 1k · out 200 · cache 0) · $0.42 · 2 requests" in text
+    assert "not counted" in ending_text(BASE)
     assert "relaunches" not in text
     many = ending_text(replace(BASE, changed_files=[f"f{i}.py" for i in range(60)]))
     assert "- `f49.py`" in many and "- `f50.py`" not in many and "… and 10 more" in many

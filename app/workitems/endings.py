@@ -1,6 +1,6 @@
 """A session that ends short of review says on the issue what was tried: one comment per
 launch with the phase reached, how it ended, the agent's last message, the files changed on
-its branch and — once something counts it — the usage.
+its branch and the usage the model gateway counted.
 
 The last message and the file names come from the session's own transcript and checkout, so
 they are the session's words: cut, stripped of anything that could pass for the App's marker
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from githubkit.exception import GitHubException
@@ -60,7 +60,7 @@ class Ending:
     changed_base: str = ""
     changed_files: Sequence[str] | None = None  # None: not known
     uncommitted_files: Sequence[str] = ()  # changed in the checkout, never committed
-    usage: Mapping[str, Any] | None = None  # counted elsewhere; shown when present
+    usage: str = ""  # the usage line (workitems/costs.py) once the gateway counted any
     branch: str = ""
     branch_url: str = ""
     pull_request: Mapping[str, Any] = field(default_factory=dict)
@@ -106,11 +106,8 @@ def _files(ending: Ending) -> list[str]:
     return lines
 
 
-def _usage(usage: Mapping[str, Any] | None) -> str:
-    if not usage:
-        return "**Usage:** not counted for this session"
-    parts = [f"{key.replace('_', ' ')} {value}" for key, value in usage.items()]
-    return "**Usage:** " + " · ".join(_quiet(str(p))[:80] for p in parts[:8])
+def _usage(usage: str) -> str:
+    return usage or "**Usage:** not counted for this session"
 
 
 def ending_text(ending: Ending) -> str:
@@ -153,7 +150,6 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
     """The ending a `session.exited` / `session.stopped` event reports (pure)."""
     status = fields.get("exit_status")
     branch = item.branch or ""
-    usage = fields.get("usage")
     return Ending(
         work_item=item.id,
         launch=str(fields.get("started_at") or fields.get("session_id") or "")[:64],
@@ -165,22 +161,24 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
         changed_base=str(fields.get("changed_base") or "")[:64],
         changed_files=_files_of(fields, "changed_files"),
         uncommitted_files=_files_of(fields, "uncommitted_files") or [],
-        usage=usage if isinstance(usage, dict) else None,
         branch=branch,
         branch_url=branch_url(repository_url(item.html_url or ""), branch),
         pull_request=dict(item.pull_request or {}),
     )
 
 
-def report_ending(services: Services, item: WorkItem, name: str, fields: Mapping[str, Any]) -> None:
-    """Post the ending comment once, when the session ended short of review."""
+def report_ending(
+    services: Services, item: WorkItem, name: str, fields: Mapping[str, Any], usage: str = ""
+) -> None:
+    """Post the ending comment once, when the session ended short of review; `usage` is the
+    item's usage line."""
     if name not in ENDING_EVENTS or item.installation_id is None:
         return
     if not short_of_review(item.phase or "", item.state):
         return
     if name == "session.stopped" and fields.get("reason") == "complete":
         return
-    ending = ending_of(item, name, fields)
+    ending = replace(ending_of(item, name, fields), usage=usage)
     io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
     try:
         io.post_once(ending_text(ending), MarkerKind.NOTICE, item=item.id, ended=ending.launch)

@@ -15,6 +15,7 @@ from app.store.tables import WorkItem
 from app.workitems.endings import report_ending
 from app.workitems.notices import announce_moved, announce_stall
 from app.workitems.states import Happened, transition
+from app.workitems.usage import usage_line_of
 
 STATUS_EVENTS = frozenset(
     {
@@ -77,7 +78,7 @@ def apply_session_event(
             item.session = {**(item.session or {}), "evidence": graph.evidence_fields(seen)}
         return
     if name not in STATUS_EVENTS:
-        report_ending(services, item, name, fields)
+        report_ending(services, item, name, fields, usage_line_of(session, item, services.config))
         return
     before = dict(item.session or {})
     transition(item, name)
@@ -89,4 +90,4 @@ def apply_session_event(
         announce_stall(services, session, item, episode, fields)
     elif before.get("stall") and not facts.get("stall") and name == Happened.SESSION_UNSTALLED:
         announce_moved(services, item, episode, str(before["stall"]))
-    report_ending(services, item, name, fields)
+    report_ending(services, item, name, fields, usage_line_of(session, item, services.config))
