@@ -28,7 +28,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem
+from app.protocol import USAGE_FIELDS
+from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth
 
 bp = Blueprint("metrics", __name__)
@@ -107,6 +108,7 @@ class StoreCollector(Collector):
                 Job.state.in_(list(JobState)),
                 ["kind", "state"],
             )
+            yield _tokens(session)
             yield _by(
                 session,
                 "the_loop_work_items",
@@ -115,6 +117,19 @@ class StoreCollector(Collector):
                 WorkItem.state.is_not(None),
                 ["status"],
             )
+
+
+def _tokens(session: Session) -> GaugeMetricFamily:
+    """Model tokens and requests every work item used, as the gateways counted them."""
+    family = GaugeMetricFamily(
+        "the_loop_model_usage",
+        "Model tokens (by kind) and requests used by all work items, counted at the gateways",
+        labels=["kind"],
+    )
+    sums = session.execute(select(*(func.sum(getattr(WorkItemUsage, f)) for f in USAGE_FIELDS)))
+    for name, total in zip(USAGE_FIELDS, sums.one(), strict=True):
+        family.add_metric([name], int(total or 0))
+    return family
 
 
 def _by(
