@@ -17,6 +17,7 @@ import pytest
 
 from app.audit import read_jsonl
 from app.config import parse_config
+from app.gateway.access import open_model_access, without_credentials
 from app.protocol import SpawnJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.eventqueue import SpawnerEvents
@@ -37,6 +38,7 @@ pytestmark = [
 ]
 KEY = "sk-ant-dummy-key-for-tests"
 BYPASS = "--dangerously-skip-permissions"
+DEAD = "http://127.0.0.1:9"  # the discard port: nothing answers there
 
 
 @dataclass
@@ -85,16 +87,20 @@ def make_box(
     }
     runner = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:8]}", env=full_env, size=(120, 36))
     state = base / name / "state"
+    events = SpawnerEvents(state)
     ctx = SpawnerContext(
         config=config,
         runner=runner,
         registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state),
+        events=events,
         home=home,
         state_dir=state,
         app_url="http://127.0.0.1:9",
         hosts=frozenset({"claude"}),
-        env=full_env,
+        env=without_credentials(full_env),  # as `the-loop spawner` keeps it: the key read once
+        # Its gateway: upstream is an address nothing answers (no model is needed to see the
+        # screens a session shows before its first answer).
+        models=open_model_access(config, {**full_env, "ANTHROPIC_BASE_URL": DEAD}, events.emit),
     )
     item = f"github:o/{name}#1"
     origin = bare_repository(base / name)
@@ -131,6 +137,8 @@ def boxes(tmp_path: Path) -> Iterator[dict[str, Box]]:
     finally:
         for box in made.values():
             box.ctx.runner.kill_server()
+            if box.ctx.models is not None:
+                box.ctx.models.close()
 
 
 def settled(box: Box, event: str) -> list[dict[str, Any]]:
@@ -139,11 +147,15 @@ def settled(box: Box, event: str) -> list[dict[str, Any]]:
 
 
 def test_real_screens_after_the_spawner_prepared_each_session(boxes: dict[str, Box]) -> None:
-    trusted = wait_for(lambda: settled(boxes["trusted"], "session.stalled"), timeout=60)
     untrusted = wait_for(lambda: settled(boxes["untrusted"], "session.stalled"), timeout=60)
-    # Pre-trusted: no trust dialog; the next blocker, the API-key prompt, is named.
-    assert trusted[0]["screen"] == "api-key-prompt"
-    assert "Quick safety check" not in boxes["trusted"].capture()
+    # Pre-trusted, with the gateway's pass approved in its home: no trust dialog and no
+    # API-key question; its prompt goes straight into the input box.
+    trusted = boxes["trusted"]
+    assert len(wait_for(lambda: settled(trusted, "session.prompted"), timeout=60)) == 1
+    wait_for(lambda: f"{PROMPT_MARK} hello" in trusted.capture(), timeout=30)
+    assert "Quick safety check" not in trusted.capture()
+    assert "Do you want to use this API key" not in trusted.capture()
+    assert settled(trusted, "session.stalled") == []
     # Without the pre-seed the real trust dialog blocks, and is named as such.
     assert untrusted[0]["screen"] == "trust-dialog"
     # Bypass pre-accepted and key approved: the session runs in bypass mode, not stalled.
