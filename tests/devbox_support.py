@@ -37,6 +37,16 @@ from tests.support import wait_for
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def standin_yaml(standin: Any, work: Path, *routing: str) -> str:
+    """The operator config of a devbox whose one harness is `standin` (spawner_support's
+    StandIn), in a sandbox that shows it; `routing` adds lines under `routing:`."""
+    extra = "".join(f"  {line}\n" for line in routing)
+    return (
+        f"harnesses:\n  - {{name: claude, default: true, command: {standin.path}}}\n"
+        f"routing:\n  workspace: {{root: {work}}}\n  sandbox: {standin.sandbox!r}\n{extra}"
+    )
+
+
 def scripted_home(tmp_path: Path, *, stop_gate: bool = True) -> Path:
     """The devbox user's home: the dummy API key approved, the product's stop gate installed."""
     home = tmp_path / "devbox-home"

@@ -89,6 +89,12 @@ def marked(fake: Any, kind: MarkerKind) -> list[dict[str, Any]]:
     ]
 
 
+def progress_of(fake: Any, number: int = 1) -> str:
+    """The body of the App's progress comment on issue `number` ("" before it is posted)."""
+    bodies = [c["body"] for c in fake.issue_comments(REPO, number)]
+    return next((b for b in bodies if "the-loop: progress" in b), "")
+
+
 def engine_of(app: Any) -> Any:
     """The engine of a RunningApp or of an AppState."""
     return app.engine if hasattr(app, "engine") else app.state.engine

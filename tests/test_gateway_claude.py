@@ -33,7 +33,7 @@ from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, contains
 from tests.fakes.model_script import tool_result_for
-from tests.gate_support import ITEM, REPO, comment, deliver, item_row, labeled
+from tests.gate_support import ITEM, REPO, comment, deliver, item_row, labeled, progress_of
 from tests.spawner_support import bare_repository
 from tests.support import RunningApp, fixture_json, wait_for, with_installation
 
@@ -264,11 +264,7 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
     assert counted(running_app)["requests"] >= 2
     assert counted(running_app)["cache_read_input_tokens"] >= 6500
 
-    def progress() -> str:
-        bodies = [c["body"] for c in fake.issue_comments(REPO, 1)]
-        return next((b for b in bodies if "the-loop: progress" in b), "")
-
     # The progress comment shows what was counted (no model was frozen: no price for it).
     requests = served(model)["requests"]
-    wait_for(lambda: f"· {requests} requests" in progress(), timeout=GENEROUS)
-    assert "**Usage:**" in progress() and "cost unknown" in progress()
+    wait_for(lambda: f"· {requests} requests" in progress_of(fake), timeout=GENEROUS)
+    assert "**Usage:**" in progress_of(fake) and "cost unknown" in progress_of(fake)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind, find_marker
 from app.spawner.launch import SpawnerContext
-from tests.devbox_support import release, serve_devbox
+from tests.devbox_support import release, serve_devbox, standin_yaml
 from tests.gate_support import (  # noqa: F401  (settings_env is a fixture)
     ITEM,
     REPO,
@@ -42,13 +42,7 @@ TRANSCRIPT = [
 
 @pytest.fixture
 def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
-    return f"""
-harnesses:
-  - {{name: claude, default: true, command: {standin.path}}}
-routing:
-  workspace: {{root: {tmp_path / "work"}}}
-  sandbox: {standin.sandbox!r}
-"""
+    return standin_yaml(standin, tmp_path / "work")
 
 
 @pytest.fixture

@@ -13,11 +13,12 @@ from sqlalchemy.orm import Session
 
 from app.spawner.launch import SpawnerContext
 from app.store.tables import JobKind, JobState, WorkItem, WorkItemStatus
-from tests.devbox_support import release, serve_devbox
+from tests.devbox_support import release, serve_devbox, standin_yaml
 from tests.gate_support import (  # noqa: F401  (settings_env is a fixture)
     ITEM,
     REPO,
     jobs,
+    progress_of,
     settings_env,
 )
 from tests.spawner_support import StandIn, bare_repository
@@ -29,25 +30,13 @@ SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 @pytest.fixture
 def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
-    return f"""
-harnesses:
-  - {{name: claude, default: true, command: {standin.path}}}
-routing:
-  workspace: {{root: {tmp_path / "work"}}}
-  sandbox: {standin.sandbox!r}
-  maxSessions: 1
-"""
+    return standin_yaml(standin, tmp_path / "work", "maxSessions: 1")
 
 
 @pytest.fixture
 def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
     with serve_devbox(running_app, operator_yaml, home) as ctx:
         yield ctx
-
-
-def progress_of(fake: Any, number: int) -> str:
-    bodies = [c["body"] for c in fake.issue_comments(REPO, number)]
-    return next((b for b in bodies if "the-loop: progress" in b), "")
 
 
 def status_of(app: Any, item_id: str) -> str:

@@ -29,6 +29,7 @@ from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are
     comment,
     deliver,
     item_row,
+    progress_of,
     settings_env,
 )
 from tests.spawner_support import StandIn, bare_repository
@@ -132,12 +133,8 @@ def test_a_launch_that_fails_says_why_on_the_issue_and_the_status_page(
     reason = f"{standin.path} is not on PATH"
     assert reason in str((item_row(running_app).session or {}).get("failure"))
 
-    def progress() -> str:
-        bodies = [c["body"] for c in fake.issue_comments(REPO, 1)]
-        return next((b for b in bodies if "the-loop: progress" in b), "")
-
-    wait_for(lambda: "could not start" in progress(), timeout=30)
-    assert reason in progress()
+    wait_for(lambda: "could not start" in progress_of(fake), timeout=30)
+    assert reason in progress_of(fake)
     jobs = [e for e in read_jsonl(devbox.events.path) if e["event"] == "session.job_failed"]
     assert jobs and jobs[0]["kind"] == "spawn"
     wait_for(lambda: running_app.events("session.job_failed"), timeout=30)  # the App took it

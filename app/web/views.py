@@ -203,7 +203,7 @@ def status() -> ResponseReturnValue:
             "updated_at": i.since.isoformat() if i.since else None,
             "usage": {
                 **usage[i.id],
-                "cost_usd": priced(state.services.config, {"model": i.model}, usage[i.id]),
+                "cost_usd": priced(state.services.config, i.model, usage[i.id]),
             },
         }
         for i in items

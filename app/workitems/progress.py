@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -84,7 +83,7 @@ def watch_changes() -> None:
             _listening.append(True)
 
 
-def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
+def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> ProgressView:
     """What the progress comment of `item` shows (pure apart from reading the row)."""
     frozen = item.frozen or {}
     decisions = {**(frozen.get("decisions") or {}), **(item.gates or {})}
@@ -113,6 +112,7 @@ def view_of(item: WorkItem, config: OperatorConfig) -> ProgressView:
         pull_request=dict(getattr(item, "pull_request", None) or {}),
         approve_keyword=trigger.approve_keyword,
         changes_keyword=trigger.changes_keyword,
+        usage=usage,
     )
 
 
@@ -173,8 +173,8 @@ class ProgressPublisher(WakeLoop):
             if item is None or item.installation_id is None:
                 return
             revision = item.progress_rev
-            view = view_of(item, self.services.config)
-            view = replace(view, usage=usage_line_of(session, item, self.services.config))
+            usage = usage_line_of(session, item, self.services.config)
+            view = view_of(item, self.services.config, usage)
             body = render_progress(view)
             comment_id = item.progress_comment_id
             mirrored = {

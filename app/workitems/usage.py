@@ -74,11 +74,9 @@ def usage_of(session: Session, work_items: Iterable[str]) -> dict[str, dict[str,
     return {item: found.get(item, dict.fromkeys(FIELDS, 0)) for item in ids}
 
 
-def priced(
-    config: OperatorConfig, frozen: Mapping[str, Any] | None, counts: Mapping[str, int]
-) -> float | None:
-    """What `counts` cost at the price of the item's frozen model, or None when unknown."""
-    model = str((frozen or {}).get("model") or "")
+def priced(config: OperatorConfig, model: str | None, counts: Mapping[str, int]) -> float | None:
+    """What `counts` cost at the price of `model` (the item's frozen choice), or None when
+    no model was chosen or none is priced."""
     price = price_for(config, model) if model else None
     return cost_usd(counts, price) if price is not None else None
 
@@ -89,4 +87,5 @@ def usage_line_of(session: Session, item: WorkItem, config: OperatorConfig) -> s
     if not any(counts.values()):
         return ""
     frozen = item.frozen if isinstance(item.frozen, dict) else None
-    return usage_line(counts, priced(config, frozen, counts))
+    model = str(frozen.get("model") or "") if frozen else ""
+    return usage_line(counts, priced(config, model, counts))
