@@ -83,7 +83,8 @@ def _session_line(view: ProgressView) -> str:
         position, length = view.queued
         words = f"queued ({position} of {length}) for a spawner"
     elif view.status == S.EXITED and view.failure:
-        reason = " ".join(view.failure.split()).replace("`", "'")
+        # The spawner's words may quote git or a path the session chose: defused, one line.
+        reason = defuse(" ".join(view.failure.split()).replace("`", "'"))
         words = f"**could not start**: `{reason}` (a follow-up or `execute` tries again)"
     choice = " · ".join(
         (
