@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchkit import free_port, percentile, start_process, wait_healthy  # noqa: E402
 
 from app.gate.markers import MARKER_PREFIX, MarkerKind  # noqa: E402
-from app.spawner.tmux import TmuxRunner  # noqa: E402
+from app.spawner.session.tmux import TmuxRunner  # noqa: E402
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem  # noqa: E402
 from tests.fakes.server import LiveServer  # noqa: E402
 from tests.support import fixture_json, post_webhook, with_installation  # noqa: E402
@@ -301,7 +301,7 @@ class Stack:
 
     def warm_checkout(self, number: int) -> None:
         """Clone the item's tree ahead of time, as a respawn or an earlier run left it."""
-        from app.spawner.checkout import checkout_dir
+        from app.spawner.workspace.checkout import checkout_dir
 
         self.work.mkdir(exist_ok=True)
         target = checkout_dir(self.work, f"github:{REPO}#{number}")

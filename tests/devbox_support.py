@@ -25,11 +25,11 @@ from app.fleet.tokens import create_token
 from app.gateway.access import open_model_access, without_credentials
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
+from app.spawner.confine.trust import claude_config_path, update_json_file
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import claude_config_path, update_json_file
+from app.spawner.session.tmux import TmuxRunner
 from tests.claude_support import DUMMY_KEY, approve_key, claude_env, install_stop_command
 from tests.gate_support import REPO, comment, deliver, labeled
 from tests.support import wait_for

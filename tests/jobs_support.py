@@ -17,9 +17,9 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
-from app.spawner.pastetext import paste_text
 from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
+from app.spawner.session.pastetext import paste_text
+from app.spawner.session.tmux import TmuxRunner
 from tests.spawner_support import StandIn, bare_repository
 
 FLAG = "--dangerously-skip-permissions"

@@ -30,7 +30,7 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
+from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Event, Job, JobKind, WorkItem
 from tests.fakes.git_http import GitHttp
 from tests.fakes.github_api import FakeGitHub

@@ -18,8 +18,8 @@ import pytest
 from app.audit import read_jsonl
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord
-from app.spawner.tmux import TmuxRunner
-from app.spawner.watchdog import Watchdog
+from app.spawner.session.tmux import TmuxRunner
+from app.spawner.session.watchdog import Watchdog
 from tests.support import wait_for
 
 STANDIN = r"""#!{python}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.dialogs import AnswerRefused, Dialog, keystrokes, parse_dialog
-from app.spawner.screens import Screen, classify_screen
+from app.spawner.session.dialogs import AnswerRefused, Dialog, keystrokes, parse_dialog
+from app.spawner.session.screens import Screen, classify_screen
 from tests.support import FIXTURES
 
 CAPTURED = Path(__file__).parent / "data" / "claude-screens"

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind
-from app.gate.pin import digest
+from app.gate.textpin import digest
 from app.runtime import AppState, build_state
 from app.services import HandlerContext
 from app.settings import load_settings

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from app.graph import Evidence, evidence_fields, evidence_from
-from app.spawner.evidence import host_evidence
+from app.spawner.workspace.evidence import host_evidence
 
 SPEC = "issue-7"
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from app.spawner.appclient import ClaimedJob
-from app.spawner.checkout import checkout_dir
-from app.spawner.hostgit import HostGit
+from app.spawner.confine.sessionhome import home_for
 from app.spawner.launch import SpawnerContext
-from app.spawner.sessionhome import home_for
+from app.spawner.workspace.checkout import checkout_dir
+from app.spawner.workspace.hostgit import HostGit
 from tests.jobs_support import NAME, WI, deliver_job, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn, bare_repository, git
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.checkout import checkout_dir
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
+from app.spawner.workspace.checkout import checkout_dir
 from tests.claude_support import GENEROUS
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.jobs_support import deliver_job, events, run_ok, spawn_job

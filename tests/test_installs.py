@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.installs import (
+from app.spawner.confine.installs import (
     Located,
     expose,
     harness_argv,
@@ -16,7 +16,7 @@ from app.spawner.installs import (
     interpreter_of,
     too_wide,
 )
-from app.spawner.sandbox import Bind, SandboxPlan, Secret, shown
+from app.spawner.confine.sandbox import Bind, SandboxPlan, Secret, shown
 
 P = Path
 HOME = P("/home/dev")

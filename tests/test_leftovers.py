@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from app.spawner.hostgit import HostGit
-from app.spawner.leftovers import (
+from app.spawner.workspace.hostgit import HostGit
+from app.spawner.workspace.leftovers import (
     MAX_MESSAGE,
     changed_files,
     last_message,

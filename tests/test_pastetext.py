@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.spawner.pastetext import paste_text
+from app.spawner.session.pastetext import paste_text
 
 END_PASTE = "\x1b[201~"
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.fleet.tokens import create_token, mint_session_token
 from app.gate.markers import MarkerKind
 from app.graph import evidence_fields
-from app.spawner.evidence import host_evidence
+from app.spawner.workspace.evidence import host_evidence
 from app.store.tables import Job, JobKind, WorkItemStatus
 from app.workstate import read_state, state_path
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)

@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from app.gate.markers import MarkerKind
-from app.gate.pin import digest
+from app.gate.textpin import digest
 from app.store.tables import JobKind, WorkItemStatus
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)
     REPO,
@@ -105,7 +105,7 @@ def test_an_edit_by_the_executor_counts_too(running_app, fake_github):
 def test_what_counts_as_a_change_and_how_it_is_told():
     from datetime import UTC, datetime
 
-    from app.gate.pin import change_since, pin
+    from app.gate.textpin import change_since, pin
 
     pinned = pin("Title", "one\ntwo\nthree", datetime(2026, 5, 1, tzinfo=UTC))
     assert change_since(pinned, "Title", "one\ntwo\nthree") is None

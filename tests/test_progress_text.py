@@ -7,7 +7,7 @@ from typing import Any
 
 from app.store.tables import WorkItemStatus
 from app.workitems.progress_text import UNSANDBOXED_NOTE, ProgressView, render_progress
-from app.workitems.reported import session_facts
+from app.workitems.session_facts import session_facts
 from app.workitems.walk import Walk
 
 ITEM = "github:o/r#1"

@@ -20,9 +20,14 @@ from app.gate.pull_texts import (
     review_comment_text,
     review_text,
 )
-from app.spawner.checkout import CheckoutError
-from app.spawner.hostgit import HostGit
-from app.spawner.workbranch import configure_push, gateway_remote, helper_command, switch_to
+from app.spawner.workspace.checkout import CheckoutError
+from app.spawner.workspace.hostgit import HostGit
+from app.spawner.workspace.workbranch import (
+    configure_push,
+    gateway_remote,
+    helper_command,
+    switch_to,
+)
 from app.store.tables import WorkItemStatus
 from app.workitems.states import Happened, next_status
 from tests.spawner_support import bare_repository, git

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.config import Sandbox, parse_config
-from app.spawner.isolation import (
+from app.spawner.confine.isolation import (
     MISSING,
     SandboxError,
     bubblewrap_problem,
@@ -20,7 +20,14 @@ from app.spawner.isolation import (
     host_plan,
     secrets,
 )
-from app.spawner.sandbox import ISOLATION, Bind, SandboxPlan, Secret, kept_binds, sandbox_argv
+from app.spawner.confine.sandbox import (
+    ISOLATION,
+    Bind,
+    SandboxPlan,
+    Secret,
+    kept_binds,
+    sandbox_argv,
+)
 
 P = Path
 

@@ -21,14 +21,14 @@ import pytest
 from app.config import parse_config
 from app.gateway.access import open_model_access, without_credentials
 from app.spawner.argv import BYPASS_FLAG
-from app.spawner.checkout import checkout_dir
+from app.spawner.confine.trust import claude_config_path, update_json_file
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import claude_config_path, update_json_file
-from app.spawner.watchdog import Watchdog
+from app.spawner.session.tmux import TmuxRunner
+from app.spawner.session.watchdog import Watchdog
+from app.spawner.workspace.checkout import checkout_dir
 from tests.claude_support import DUMMY_KEY, GENEROUS, approve_key, claude_binary, claude_env
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.hostile_support import SEARCH

@@ -23,8 +23,8 @@ from urllib.parse import quote
 
 import pytest
 
-from app.spawner.checkout import checkout_dir
 from app.spawner.naming import item_slug
+from app.spawner.workspace.checkout import checkout_dir
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.hostile_support import HARNESS, SEARCH

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.config import Sandbox
-from app.spawner.isolation import confined_argv, host_plan
+from app.spawner.confine.isolation import confined_argv, host_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "v1.0.0"

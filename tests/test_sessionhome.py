@@ -8,7 +8,12 @@ import stat
 from pathlib import Path
 
 from app.commands.hooks import direct_command
-from app.spawner.sessionhome import seed_home, session_config, session_settings, with_approved_key
+from app.spawner.confine.sessionhome import (
+    seed_home,
+    session_config,
+    session_settings,
+    with_approved_key,
+)
 
 PASS = "sk-ant-api03-" + "p" * 43 + "-tlgw"
 

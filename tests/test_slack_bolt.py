@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.gate.pin import pin
+from app.gate.textpin import pin
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack

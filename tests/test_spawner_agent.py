@@ -21,7 +21,7 @@ from app.spawner.argv import DENY_TOKEN
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
-from app.spawner.tmux import TmuxRunner
+from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import JobKind, WorkItemStatus
 from tests.spawner_support import StandIn, bare_repository
 from tests.spawnerapi_support import Api, serve_api

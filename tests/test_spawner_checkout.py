@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.protocol import Frozen
-from app.spawner.checkout import (
+from app.spawner.naming import item_slug
+from app.spawner.workspace.checkout import (
     CheckoutError,
     checkout_dir,
     prepare_checkout,
@@ -18,7 +19,6 @@ from app.spawner.checkout import (
     write_askpass,
     write_frozen_state,
 )
-from app.spawner.naming import item_slug
 from app.workstate import read_state, state_path
 from tests.fakes.git_http import GitHttp
 from tests.fakes.server import LiveServer

@@ -18,8 +18,8 @@ import pytest
 
 from app.audit import read_jsonl
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.checkout import checkout_dir
 from app.spawner.launch import SpawnerContext
+from app.spawner.workspace.checkout import checkout_dir
 from app.store.tables import WorkItemStatus
 from tests.devbox_support import release, serve_devbox
 from tests.gate_support import (  # noqa: F401  (operator_yaml, settings_env are fixtures)

@@ -86,7 +86,7 @@ def _spawner_pid(parent: int) -> int | None:
 
 def test_the_app_and_the_spawner_make_themselves_non_dumpable() -> None:
     script = (
-        "from app.spawner.hardening import dumpable, undumpable\n"
+        "from app.spawner.confine.hardening import dumpable, undumpable\n"
         "print(dumpable(), undumpable(), dumpable())\n"
     )
     out = subprocess.run(

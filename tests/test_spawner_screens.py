@@ -25,9 +25,9 @@ from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
-from app.spawner.screens import PROMPT_MARK
-from app.spawner.tmux import TmuxRunner
-from app.spawner.watchdog import Watchdog
+from app.spawner.session.screens import PROMPT_MARK
+from app.spawner.session.tmux import TmuxRunner
+from app.spawner.session.watchdog import Watchdog
 from tests.claude_support import QUIET_ENV
 from tests.spawner_support import bare_repository
 from tests.support import wait_for

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from app.spawner.registry import SessionRecord
-from app.spawner.sending import FOLLOW_SECONDS, Outcome, paste_first_message, submit
+from app.spawner.session.input_box import FOLLOW_SECONDS, Outcome, paste_first_message, submit
 from tests.spawner_support import Fleet
 from tests.support import wait_for
 

@@ -8,12 +8,12 @@ import pytest
 from app.config import parse_config
 from app.gateway.passes import Passes
 from app.protocol import AnswerJob
-from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
-from app.spawner.dialogs import parse_dialog
 from app.spawner.launch import SpawnerContext
 from app.spawner.registry import SessionState
-from app.spawner.screens import (
+from app.spawner.session.dialogs import parse_dialog
+from app.spawner.session.keypick import AnswerFailed, answer
+from app.spawner.session.screens import (
     Screen,
     classify_screen,
     echoes,
@@ -22,7 +22,7 @@ from app.spawner.screens import (
     last_lines,
     unsent,
 )
-from app.spawner.watchdog import Watchdog
+from app.spawner.session.watchdog import Watchdog
 from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.tmux import TmuxError, TmuxRunner
+from app.spawner.session.tmux import TmuxError, TmuxRunner
 from tests.spawner_support import StandIn
 from tests.support import wait_for
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
+    from app.spawner.confine.installs import Exposure
     from app.spawner.devbox_checks import Check, JsonFile, Reply, Tool
-    from app.spawner.installs import Exposure
 
 TIMEOUT = 10.0
 SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
@@ -109,8 +109,8 @@ def harness_exposure(
     sessions run unconfined): the plan every session shares, without its own checkout and
     home, and this devbox's secrets."""
     from app.config import SandboxMode
-    from app.spawner import isolation
     from app.spawner.assembly import spawner_state_dir
+    from app.spawner.confine import isolation
 
     sandbox = config.routing.sandbox
     if sandbox.resolved is SandboxMode.NONE:
@@ -151,8 +151,8 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     from app.spawner.agent import hostable_harnesses
     from app.spawner.argv import adapter_for
     from app.spawner.assembly import verdict_cache
+    from app.spawner.confine.trust import claude_config_path, claude_settings_path
     from app.spawner.probes import cached_results, plan_probes
-    from app.spawner.trust import claude_config_path, claude_settings_path
 
     config, config_check = _config(settings)
     checks = [config_check]

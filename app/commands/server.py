@@ -93,7 +93,7 @@ def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
 def run_serve(args: argparse.Namespace) -> int:
     from app import create_app
     from app.settings import load_settings
-    from app.spawner.hardening import undumpable
+    from app.spawner.confine.hardening import undumpable
 
     undumpable()  # inherited by gunicorn's forked workers
     settings = load_settings()
@@ -110,7 +110,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from app.github.worker import InboxWorker
     from app.runtime import build_state
     from app.settings import load_settings
-    from app.spawner.hardening import undumpable
+    from app.spawner.confine.hardening import undumpable
 
     undumpable()
     settings = load_settings()

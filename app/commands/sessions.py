@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from app.spawner.tmux import DEFAULT_SOCKET
+from app.spawner.session.tmux import DEFAULT_SOCKET
 
 
 def pane_state(record: Any, panes: dict[str, Any]) -> str:
@@ -25,7 +25,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
     from app.settings import load_settings
     from app.spawner.assembly import registry_for
-    from app.spawner.tmux import TmuxRunner
+    from app.spawner.session.tmux import TmuxRunner
 
     records = registry_for(load_settings()).all()
     if not args.all:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.spawner.tmux import DEFAULT_SOCKET
+from app.spawner.session.tmux import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
     from app.config import OperatorConfig
@@ -30,7 +30,7 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.spawner.agent import Agent, AgentOptions
     from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
-    from app.spawner.hardening import undumpable
+    from app.spawner.confine.hardening import undumpable
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
@@ -130,7 +130,7 @@ def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
     """Why sessions cannot be launched as configured here, or None. With the sandbox off
     there is nothing to check (every launch then warns)."""
     from app.config import SandboxMode
-    from app.spawner.isolation import bubblewrap_problem
+    from app.spawner.confine.isolation import bubblewrap_problem
 
     if config.routing.sandbox.resolved is SandboxMode.NONE:
         return None

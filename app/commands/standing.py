@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from app.spawner.tmux import DEFAULT_SOCKET
+from app.spawner.session.tmux import DEFAULT_SOCKET
 
 
 def _context(args: argparse.Namespace) -> Any:

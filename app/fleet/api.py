@@ -16,8 +16,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
+from app.fleet.api_guard import BodyTooLarge, credential_first, json_object
 from app.fleet.comments import CommentRefused, parse_request, post
-from app.fleet.door import BodyTooLarge, credential_first, json_object
 from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt

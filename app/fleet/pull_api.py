@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.fleet.door import BodyTooLarge, credential_first, json_object
+from app.fleet.api_guard import BodyTooLarge, credential_first, json_object
 from app.fleet.tokens import Principal, authenticate
 from app.github.client import GitHubNotConfigured
 from app.store.tables import WorkItem

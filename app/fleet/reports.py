@@ -36,7 +36,7 @@ from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.progress import usage_changed
-from app.workitems.reported import apply_session_event
+from app.workitems.session_facts import apply_session_event
 from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")

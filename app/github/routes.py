@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.github import installations
 from app.github.router import Router, RouteTable
-from app.workitems import autoexecute, followups, pinning, pr_sessions, pr_traffic, pulls
+from app.workitems import autoexecute, followups, issue_text, pull_sessions, pull_traffic, pulls
 from app.workitems import handlers as workitems
 
 ROUTES: RouteTable = {
@@ -22,7 +22,7 @@ ROUTES: RouteTable = {
     ("issues", "labeled"): [workitems.start_work_item, autoexecute.execute_on_labels],
     ("issues", "unlabeled"): [workitems.park_unlabeled],
     ("issues", "closed"): [workitems.stop_on_close],
-    ("issues", "edited"): [pinning.note_edit],
+    ("issues", "edited"): [issue_text.note_edit],
     ("issue_comment", "created"): [
         workitems.freeze_on_execute,
         workitems.decide_review,
@@ -32,14 +32,14 @@ ROUTES: RouteTable = {
     ("issue_comment", "edited"): [workitems.log_execute_edit],
     ("pull_request", "opened"): [pulls.link_opened],
     ("pull_request", "synchronize"): [pulls.on_synchronize],
-    ("pull_request", "closed"): [pulls.on_closed, pr_sessions.close_unexecuted],
+    ("pull_request", "closed"): [pulls.on_closed, pull_sessions.close_unexecuted],
     ("pull_request", "reopened"): [pulls.on_reopened],
-    ("pull_request", "labeled"): [pr_sessions.on_labeled],
+    ("pull_request", "labeled"): [pull_sessions.on_labeled],
     ("pull_request", "unlabeled"): [workitems.park_unlabeled],
-    ("pull_request_review_comment", "created"): [pr_traffic.on_review_comment],
-    ("pull_request_review", "submitted"): [pr_traffic.on_review],
-    ("check_run", "completed"): [pr_traffic.on_check_run],
-    ("check_suite", "completed"): [pr_traffic.on_check_suite],
+    ("pull_request_review_comment", "created"): [pull_traffic.on_review_comment],
+    ("pull_request_review", "submitted"): [pull_traffic.on_review],
+    ("check_run", "completed"): [pull_traffic.on_check_run],
+    ("check_suite", "completed"): [pull_traffic.on_check_suite],
 }
 
 

@@ -40,7 +40,7 @@ HEADERS = frozenset(
 
 
 # The ASGI scope key the front sets on a request whose bearer token it looked up and found
-# live: the Flask door behind it (`app.fleet.door`) need not look it up again. Only the server
+# live: the Flask door behind it (`app.fleet.api_guard`) need not look it up again. Only the server
 # writes scope keys; a client's headers reach Flask as `HTTP_*` entries, never as this.
 ADMITTED = "the-loop.admitted"
 

@@ -30,8 +30,8 @@ from app.spawner.appclient import (
 from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
-from app.spawner.leftovers import describe_session
-from app.spawner.watchdog import Watchdog
+from app.spawner.session.watchdog import Watchdog
+from app.spawner.workspace.leftovers import describe_session
 
 log = logging.getLogger(__name__)
 

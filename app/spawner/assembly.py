@@ -17,7 +17,7 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.probes import VerdictCache, plan_probes, refused_tokens
 from app.spawner.registry import Registry
-from app.spawner.tmux import DEFAULT_SOCKET, TmuxRunner
+from app.spawner.session.tmux import DEFAULT_SOCKET, TmuxRunner
 
 
 def spawner_state_dir(settings: Settings) -> Path:

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 from app.config import HarnessTrust
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
-from app.spawner.installs import Exposure
+from app.spawner.confine.installs import Exposure
+from app.spawner.confine.trust import BYPASS_SETTING, should_accept_bypass
 from app.spawner.probes import Result, Verdict
-from app.spawner.trust import BYPASS_SETTING, should_accept_bypass
 
 
 class Level(StrEnum):

@@ -1,4 +1,4 @@
-"""What the spawner does with each kind of job: spawn, deliver, stop (answer: answering.py).
+"""What the spawner does with each kind of job: spawn, deliver, stop (answer: keypick.py).
 
 - spawn: clone or reuse the checkout, write the App's frozen record into it (the state file
   the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from app.protocol import AnswerJob, DeliverJob, SpawnJob, StopJob
-from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
-from app.spawner.checkout import CheckoutError, read_checkout_state, write_frozen_state
-from app.spawner.isolation import SandboxError
+from app.spawner.confine.isolation import SandboxError
 from app.spawner.launch import (
     SpawnerContext,
     checkout_for,
@@ -32,12 +30,14 @@ from app.spawner.launch import (
     session_result,
     start_session,
 )
-from app.spawner.leftovers import describe_session
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
-from app.spawner.screens import classify_screen
-from app.spawner.sending import paste_first_message, submit, watch_unsent
-from app.spawner.tmux import TmuxError
-from app.spawner.watchdog import Readiness, await_input, report_stall
+from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
+from app.spawner.session.keypick import AnswerFailed, answer
+from app.spawner.session.screens import classify_screen
+from app.spawner.session.tmux import TmuxError
+from app.spawner.session.watchdog import Readiness, await_input, report_stall
+from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
+from app.spawner.workspace.leftovers import describe_session
 
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 

@@ -17,26 +17,26 @@ from app.config import HarnessTrust, OperatorConfig, SandboxMode
 from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
-from app.spawner.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
-from app.spawner.eventqueue import SpawnerEvents
-from app.spawner.hostgit import HostGit
-from app.spawner.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
-from app.spawner.locks import ItemLocks
-from app.spawner.naming import item_slug
-from app.spawner.registry import Registry, SessionRecord, record_for
-from app.spawner.sandbox import BWRAP
-from app.spawner.sending import paste_first_message
-from app.spawner.sessionhome import home_for, seed_home, with_approved_key
-from app.spawner.tmux import TmuxRunner
-from app.spawner.trust import (
+from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
+from app.spawner.confine.sandbox import BWRAP
+from app.spawner.confine.sessionhome import home_for, seed_home, with_approved_key
+from app.spawner.confine.trust import (
     TrustFileError,
     TrustOutcome,
     claude_config_path,
     pretrust,
     update_json_file,
 )
-from app.spawner.watchdog import Readiness, Waited, await_input, report_stall
-from app.spawner.workbranch import configure_push, gateway_remote, switch_to
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.locks import ItemLocks
+from app.spawner.naming import item_slug
+from app.spawner.registry import Registry, SessionRecord, record_for
+from app.spawner.session.input_box import paste_first_message
+from app.spawner.session.tmux import TmuxRunner
+from app.spawner.session.watchdog import Readiness, Waited, await_input, report_stall
+from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
+from app.spawner.workspace.hostgit import HostGit
+from app.spawner.workspace.workbranch import configure_push, gateway_remote, switch_to
 
 RUNNER = "tmux"
 

@@ -23,7 +23,7 @@ from app.config import OperatorConfig
 from app.files import write_json
 from app.harnesses import models_for
 from app.spawner.argv import adapter_for, effort_fragment, model_fragment, probe_argv
-from app.spawner.tmux import without_secrets
+from app.spawner.session.tmux import without_secrets
 
 DEFAULT_TTL = 6 * 3600.0
 PROBE_TIMEOUT = 90.0

@@ -58,7 +58,7 @@ class SessionRecord:
     stall: str = ""
     stall_fingerprint: str = ""  # the question on screen, when the stall is one (dialogs.py)
     pending: str = ""  # a first message not pasted yet (the session was not ready for it)
-    # A paste not yet seen sent (sending.py): the watchdog follows it through.
+    # A paste not yet seen sent (input_box.py): the watchdog follows it through.
     unsent: str = ""
     unsent_before: int = 0  # transcript lines like it before the paste
     unsent_first: bool = False  # the session's first message

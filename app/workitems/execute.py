@@ -31,9 +31,9 @@ from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
 from app.workitems.decisions import Reply, emit, lock_work_item, refuse
+from app.workitems.issue_text import approved_record, ask_again, read_approved
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
-from app.workitems.pinning import approved_record, ask_again, read_approved
 from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
 

@@ -24,9 +24,9 @@ from app.workitems.answer import AnswerStatus, answer_reply
 from app.workitems.capacity import renumber
 from app.workitems.decisions import Reply, lock_work_item
 from app.workitems.execute import ExecuteStatus, execute_reply
+from app.workitems.issue_text import record_pin
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
-from app.workitems.pinning import record_pin
 from app.workitems.review import ReviewStatus, review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 

@@ -228,7 +228,7 @@ def on_closed(ctx: HandlerContext) -> None:
     repo, pr = found
     item = _locked_item(ctx, repo, int(pr["number"]))
     if item is None or item.frozen is None:
-        return  # a labelled PR never executed closes like an issue (`pr_sessions`)
+        return  # a labelled PR never executed closes like an issue (`pull_sessions`)
     merged = bool(pr.get("merged"))
     record = _update(item, merged=merged, closed=True)
     ctx.emit(

@@ -15,8 +15,8 @@ from typing import Any
 
 from app.protocol import AnswerJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.dialogs import AnswerRefused, keystrokes, parse_dialog
 from app.spawner.launch import SpawnerContext
+from app.spawner.session.dialogs import AnswerRefused, keystrokes, parse_dialog
 
 ANSWER_WAIT = 5.0  # seconds the pane has to move past the question
 LOOK_EVERY = 0.05

@@ -34,14 +34,14 @@ from app.commands.hooks import direct_command, install_stop_hook
 from app.files import FileLock, remove_within, write_within
 from app.gateway.access import CREDENTIAL_VARIABLES
 from app.gateway.passes import is_pass_tail
-from app.spawner.hostgit import run_git
-from app.spawner.trust import (
+from app.spawner.confine.trust import (
     TrustFileError,
     claude_config_path,
     claude_settings_path,
     parse_object,
     update_json_file,
 )
+from app.spawner.workspace.hostgit import run_git
 
 HOMES = "homes"
 CREDENTIALS = ".credentials.json"

@@ -5,7 +5,7 @@ blocking screen `session.stalled` (naming which), and a stalled pane that moved 
 `session.unstalled` — so nothing waiting on a keypress is reported as running. A session
 whose first message could not be pasted yet (it was still starting, or stopped at a dialog)
 gets it once its input box shows, and a paste not yet seen sent is followed through
-(sending.py). `await_input` is the same look, repeated until a session
+(input_box.py). `await_input` is the same look, repeated until a session
 just launched is ready for its first message. Each look also reads the session's artifacts
 in its checkout, from the host and without following links (`evidence.py`), and reports
 them as `session.evidence` whenever they change: what the App moves the item's phase on.
@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from app import graph
-from app.spawner.dialogs import parse_dialog
-from app.spawner.evidence import host_evidence
-from app.spawner.leftovers import Describe
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
-from app.spawner.screens import HINTS, Screen, classify_screen, input_ready, last_lines
-from app.spawner.sending import Emit, follow_through, paste_first_message
-from app.spawner.tmux import TmuxError, TmuxRunner
+from app.spawner.session.dialogs import parse_dialog
+from app.spawner.session.input_box import Emit, follow_through, paste_first_message
+from app.spawner.session.screens import HINTS, Screen, classify_screen, input_ready, last_lines
+from app.spawner.session.tmux import TmuxError, TmuxRunner
+from app.spawner.workspace.evidence import host_evidence
+from app.spawner.workspace.leftovers import Describe
 
 POLL_SECONDS = 0.05
 

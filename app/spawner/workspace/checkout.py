@@ -28,8 +28,8 @@ from app.config import NAME_RE
 from app.files import json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen
-from app.spawner.hostgit import CheckoutError, HostGit, run_git
 from app.spawner.naming import item_slug
+from app.spawner.workspace.hostgit import CheckoutError, HostGit, run_git
 from app.workstate import WorkItemState, parse_state, state_path
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"

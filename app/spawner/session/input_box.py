@@ -21,8 +21,8 @@ from enum import StrEnum
 from typing import Any
 
 from app.spawner.registry import Registry, SessionRecord
-from app.spawner.screens import echoes, input_line, transcript_messages, unsent
-from app.spawner.tmux import TmuxError, TmuxRunner
+from app.spawner.session.screens import echoes, input_line, transcript_messages, unsent
+from app.spawner.session.tmux import TmuxError, TmuxRunner
 
 Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
 

@@ -3,7 +3,7 @@
 `record_pin` runs when the checklist is posted; `note_edit` handles `issues.edited` (GitHub
 says who edited, and when); `read_approved` re-reads the issue at execute and compares it
 with the pin; `ask_again` answers an execute that found it changed, and pins what it read
-so the next execute approves exactly that (`app.gate.pin` holds the rules and the words).
+so the next execute approves exactly that (`app.gate.textpin` holds the rules and the words).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.ids import work_item_id
 from app.gate.markers import MarkerKind
-from app.gate.pin import Change, change_markdown, change_since, digest, issue_text, pin
+from app.gate.textpin import Change, change_markdown, change_since, digest, issue_text, pin
 from app.github.issues import IssueIO
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem

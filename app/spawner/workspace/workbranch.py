@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.spawner.hostgit import CheckoutError, HostGit
+from app.spawner.workspace.hostgit import CheckoutError, HostGit
 
 
 def helper_command(python: str = sys.executable) -> str:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from app.config import OperatorConfig, SandboxMode
-from app.spawner.hostgit import HostGit
+from app.spawner.confine.sessionhome import home_for
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord
-from app.spawner.sessionhome import home_for
+from app.spawner.workspace.hostgit import HostGit
 
 MAX_MESSAGE = 3000  # characters of the last message kept (its end: where a summary is)
 MAX_FILES = 50

@@ -44,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.spawner.isolation import system_mounts, system_secrets
-from app.spawner.sandbox import Bind, SandboxPlan, sandbox_argv
+from app.spawner.confine.isolation import system_mounts, system_secrets
+from app.spawner.confine.sandbox import Bind, SandboxPlan, sandbox_argv
 
 GIT_TIMEOUT = 60
 NEUTRAL = (

@@ -19,8 +19,8 @@ from pathlib import Path
 import app
 import hooks
 from app.config import Sandbox
-from app.spawner.installs import Exposure, Located, expose, harness_argv, interpreter_of
-from app.spawner.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
+from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
+from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
 
 SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

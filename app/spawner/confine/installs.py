@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.spawner.sandbox import Bind, SandboxPlan, shown
+from app.spawner.confine.sandbox import Bind, SandboxPlan, shown
 
 NPM_PACKAGES = "node_modules"
 VERSIONS = "versions"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.gateway.access import CREDENTIAL_VARIABLES, without_credentials
-from app.spawner.pastetext import paste_text
+from app.spawner.session.pastetext import paste_text
 
 DEFAULT_SOCKET = "the-loop"
 CLEAR_LINE = "\x15"
@@ -291,7 +291,7 @@ class TmuxRunner:
     def paste(self, name: str, text: str, *, owner: str) -> int:
         """Put `text` into the input of a session that is `owner`'s: clear the line, then a
         bracketed paste. No Enter: the caller presses it once the input shows the text
-        (`sending.submit`). Control characters never reach the pane (`paste_text`); returns
+        (`input_box.submit`). Control characters never reach the pane (`paste_text`); returns
         how many were removed."""
         if not self._check_owner(name, owner):
             raise TmuxError(f"tmux session {name} does not exist")
