@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 
 from app.commands.hooks import install_stop_hook, read_settings, write_settings
-from app.config import HarnessTrust, TrustScope
+from app.config import HarnessTrust, TrustScope, parse_config
+from app.gateway.access import open_model_access, without_credentials
 from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
 from app.spawner.confine.trust import (
     claude_config_path,
@@ -42,6 +43,9 @@ from app.spawner.confine.trust import (
     pretrust,
     update_json_file,
 )
+from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.launch import SpawnerContext
+from app.spawner.registry import Registry
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
@@ -265,3 +269,42 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("real claude timings (measured, not asserted)")
         for line in _TIMINGS:
             terminalreporter.write_line(line)
+
+
+def sandboxed_devbox(
+    tmp_path: Path, model: FakeAnthropic, mode: str = "bubblewrap", **sandbox: Any
+) -> SpawnerContext:
+    """A spawner context whose sessions run the real claude against `model`, through the
+    spawner's model gateway."""
+    home = tmp_path / "devbox-home"
+    home.mkdir()
+    update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
+    env = {
+        **claude_env(model.url, home),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    config = parse_config(
+        {
+            "harnesses": [{"name": "claude", "command": claude_binary(), "args": [BYPASS_FLAG]}],
+            "routing": {
+                "workspace": {"root": str(tmp_path / "work")},
+                "sandbox": {"mode": mode, **sandbox},
+            },
+        }
+    )
+    state = tmp_path / "state"
+    runner = TmuxRunner(f"the-loop-sbx-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
+    events = SpawnerEvents(state)
+    return SpawnerContext(
+        config=config,
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=events,
+        home=home,
+        state_dir=state,
+        app_url="http://127.0.0.1:9",
+        hosts=frozenset({"claude"}),
+        env=without_credentials(env),
+        ready_timeout=GENEROUS,
+        models=open_model_access(config, env, events.emit),
+    )

@@ -15,6 +15,7 @@ from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.server import LiveServer
 from tests.support import (
     APP_ID,
+    OPERATOR_TOKEN,
     POSTGRES_URL,
     RunningApp,
     app_env,
@@ -27,6 +28,8 @@ pytest_plugins = [
     "tests.jobs_support",  # a spawner context and its jobs
     "tests.slack_support",  # the fake Slack Web API
     "tests.claude_support",  # the real claude binary against the scripted model
+    "tests.devbox_support",  # a devbox serving the App under test (`standin_devbox`)
+    "tests.spawnerapi_support",  # one App per test module for the spawner API (`shared_api`)
     "tests.pull_support",  # the pull-request bed: App, git over HTTP, a started session
 ]
 
@@ -56,6 +59,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(home, ignore_errors=True)
     if real is not None:
         os.environ["HOME"] = real
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`sqlite_only`: a test whose subject does not depend on the backend gets its database
+    (or its module's App) on SQLite alone: a parametrize mark added before any is read."""
+    if metafunc.definition.get_closest_marker("sqlite_only") is None:
+        return
+    if "database_url" in metafunc.fixturenames:
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+        )
+    if "shared_api" in metafunc.fixturenames:
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True, scope="module")
+        )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -89,11 +108,36 @@ def fake_github(app_private_key: str) -> Iterator[tuple[FakeGitHub, str]]:
 
 
 @pytest.fixture
+def operator_yaml() -> str:
+    """The operator config (`cli-config.yaml`) the App under test reads; a module whose tests
+    need another overrides this one fixture."""
+    return "{}\n"
+
+
+@pytest.fixture
 def settings_env(
-    tmp_path: Path, database_url: str, fake_github: tuple[FakeGitHub, str], app_private_key: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    database_url: str,
+    fake_github: tuple[FakeGitHub, str],
+    app_private_key: str,
+    operator_yaml: str,
 ) -> dict[str, str]:
-    """The environment of an App under test; tests add keys before building settings."""
-    return app_env(tmp_path, database_url, fake_github[1], app_private_key)
+    """The environment of an App under test, with `operator_yaml` written where it reads it.
+
+    Markers add to it: `slack` switches the mirror on against the fake Slack, `admin_token`
+    sets the operator credential (`OPERATOR_TOKEN`), `app_env(KEY=value)` sets variables."""
+    env = app_env(tmp_path, database_url, fake_github[1], app_private_key)
+    Path(env["THE_LOOP_CONFIG"]).write_text(operator_yaml)
+    if request.node.get_closest_marker("slack"):
+        from tests.slack_support import slack_env  # a plugin: imported once pytest has it
+
+        env = slack_env(env, request.getfixturevalue("fake_slack")[1], operator_yaml)
+    if request.node.get_closest_marker("admin_token"):
+        env["THE_LOOP_ADMIN_TOKEN"] = OPERATOR_TOKEN
+    for mark in reversed(list(request.node.iter_markers("app_env"))):
+        env.update(mark.kwargs)
+    return env
 
 
 @pytest.fixture

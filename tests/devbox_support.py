@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -147,3 +148,11 @@ def release(app: Any, fake: Any, origin: Path, reply: str, number: int = 1) -> N
     deliver(app, "issues", label, f"label-{number}")
     said["comment"].update(body=reply, id=492700400 + number - 1)
     deliver(app, "issue_comment", said, f"exec-{number}")
+
+
+@pytest.fixture
+def standin_devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
+    """The spawner's agent loop serving `running_app` with this module's operator config
+    (a stand-in harness, usually)."""
+    with serve_devbox(running_app, operator_yaml, home) as ctx:
+        yield ctx

@@ -1,4 +1,4 @@
-"""The fault scenarios, sized by their caller: `tests/test_faults.py` runs them small,
+"""The fault scenarios, sized by their caller: `tests/e2e/test_faults.py` runs them small,
 `bench/fault` at full size. Each returns a `Tally` of what was acknowledged, lost and doubled.
 """
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -16,7 +15,6 @@ from tests.support import fixture_json, post_webhook, wait_for, with_installatio
 
 REPO = "Codertocat/Hello-World"
 ITEM = f"github:{REPO}#1"
-OPERATOR_TOKEN = "an-operator-token-for-the-status-page"  # THE_LOOP_ADMIN_TOKEN
 TRIGGER = "the-loop: auto-execute"
 
 TWO_HARNESSES = """
@@ -28,19 +26,6 @@ models:
   - {name: sonnet, harnesses: [claude]}
 effort: [low, high]
 """
-
-
-@pytest.fixture
-def operator_yaml() -> str:
-    return "{}\n"
-
-
-@pytest.fixture
-def settings_env(settings_env: dict[str, str], operator_yaml: str) -> dict[str, str]:
-    """The conftest environment with this test's operator config written before the App."""
-    with open(settings_env["THE_LOOP_CONFIG"], "w") as fh:
-        fh.write(operator_yaml)
-    return {**settings_env, "THE_LOOP_ADMIN_TOKEN": OPERATOR_TOKEN}
 
 
 def deliver(app: Any, event: str, payload: dict[str, Any], delivery: str) -> None:

@@ -32,6 +32,9 @@ from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Event, Job, JobKind, WorkItem
+from tests.claude_support import claude_binary
+from tests.devbox_support import running_devbox, scripted_env, scripted_home
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.git_http import GitHttp
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
@@ -310,3 +313,34 @@ def commit_and_push(live: SimpleNamespace, name: str = "fix.txt") -> str:
     pushed = agent(live.env, live.checkout, "git", "push")
     assert pushed.returncode == 0, pushed.stderr
     return agent(live.env, live.checkout, "git", "rev-parse", "HEAD").stdout.strip()
+
+
+STRAIGHT_TO_CODE = (
+    "the-loop execute\n- [ ] requirements-definition\n- [ ] design\n- [ ] test-planning\n"
+    "- [ ] tasks-breakdown\n"
+)
+
+
+@pytest.fixture
+def pull_devbox(bed: Bed, model: FakeAnthropic, tmp_path: Path) -> Iterator[SpawnerContext]:
+    """The spawner's agent loop on this machine; its sessions run the real claude against
+    the scripted model, with this tree's `the-loop` on PATH and a committer identity."""
+    home = scripted_home(tmp_path, stop_gate=False)
+    env = scripted_env(model.url, home, GIT_CONFIG_NOSYSTEM="1", **AUTHOR_ENV)
+    config = parse_config(
+        {
+            "harnesses": [
+                {
+                    "name": "claude",
+                    "default": True,
+                    "command": claude_binary(),
+                    "args": ["--dangerously-skip-permissions"],
+                }
+            ],
+            "routing": {"workspace": {"root": str(tmp_path / "work")}},
+        }
+    )
+    registered = lambda: bed.events("spawner.registered")  # noqa: E731
+    engine = bed.app.state.engine
+    with running_devbox(bed.app.url, engine, REPO, config, home, env, registered) as ctx:
+        yield ctx

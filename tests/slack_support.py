@@ -16,12 +16,26 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
+from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
+from tests.support import RunningApp
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "slack"
 SIGNING_SECRET = "test-slack-signing-secret"
+SLACK_CHANNEL = "C08REALCHAN1"  # the channel of the published thread-reply payloads
+SLACK_MEMBER = "U08REALUSER1"
+SLACK_THREAD = "1775407823.782829"
+
+SLACK_CONFIG = f"""
+slack:
+  channel: {SLACK_CHANNEL}
+  users: {{{SLACK_MEMBER}: octocat, UQEUMSA0K: daan}}
+"""
+MIRROR_CHANNEL = "C0LOOP0001"  # the mirror's own channel
 ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
 
 
@@ -143,3 +157,27 @@ def post_slack(base_url: str, body: str, *, form: bool, secret: str = SIGNING_SE
     kind = "application/x-www-form-urlencoded" if form else "application/json"
     headers = {"Content-Type": kind, **slack_signed(body, secret)}
     return httpx.post(f"{base_url}/slack/events", content=body, headers=headers, timeout=10)
+
+
+def deliver_jobs(app: RunningApp) -> list[Job]:
+    with Session(app.state.engine) as session:
+        return list(session.scalars(select(Job).where(Job.kind == JobKind.DELIVER)))
+
+
+def mirror_item(engine: Engine, number: int) -> str:
+    item_id = f"github:Codertocat/Hello-World#{number}"
+    with Session(engine) as session, session.begin():
+        session.add(
+            WorkItem(
+                id=item_id,
+                repo_full_name="Codertocat/Hello-World",
+                issue_number=number,
+                state=WorkItemStatus.PARKED,
+                html_url=ISSUE_URL.replace("/1", f"/{number}"),
+            )
+        )
+    return item_id
+
+
+def started_payload(number: int) -> dict[str, Any]:
+    return {"title": f"Issue {number}", "repo": "Codertocat/Hello-World", "issue_number": number}

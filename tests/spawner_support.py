@@ -3,6 +3,7 @@ a tmux runner on a unique socket, and a local bare git repository to clone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from app.audit import read_jsonl
+from app.spawner.appclient import ClaimedJob
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
@@ -273,3 +275,12 @@ class Fleet:
 @pytest.fixture
 def fleet(runner: TmuxRunner, tmp_path: Path) -> Fleet:
     return Fleet(runner, tmp_path)
+
+
+BRANCH = "the-loop/issue-7"
+
+
+def on_branch(job: ClaimedJob) -> ClaimedJob:
+    """`job` naming the work branch, as the App's jobs do."""
+    payload = job.payload.model_copy(update={"branch": BRANCH})
+    return dataclasses.replace(job, payload=payload)

@@ -3,6 +3,8 @@ spawner tokens, work items and jobs in its store, and a small HTTP client for sp
 
 from __future__ import annotations
 
+import copy
+import itertools
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -10,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
@@ -18,7 +22,7 @@ from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
-from tests.support import APP_ID, app_env, scratch_database
+from tests.support import APP_ID, app_env, fixture_json, post_webhook, scratch_database, wait_for
 
 REPO = "Codertocat/Hello-World"
 INSTALLATION = 1
@@ -152,6 +156,27 @@ class SpawnerClient:
         )
 
 
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def shared_api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, app_private_key: str
+) -> Iterator[Api]:
+    """One App for a test module, on each backend. A module may set `SHARED_API` to
+    `serve_api`'s keyword arguments, and narrow the backends by parametrizing this fixture."""
+    options = getattr(request.module, "SHARED_API", {})
+    directory = tmp_path_factory.mktemp(
+        f"{request.module.__name__.rsplit('.', 1)[-1]}-{request.param}"
+    )
+    yield from serve_api(request.param, directory, app_private_key, **options)
+
+
+@pytest.fixture
+def api(shared_api: Api) -> Api:
+    """This test's own repository on the module's App."""
+    return shared_api.fresh()
+
+
 def serve_api(
     kind: str,
     directory: Path,
@@ -181,3 +206,36 @@ def serve_api(
             yield Api(url=server.url, state=state, flask=app, fake=fake, fake_url=github.url)
         state.stop_workers()
         state.engine.dispose()
+
+
+COMMENT_IDS = itertools.count(700_000_001)
+
+
+def comment_delivery(
+    repo: str, number: int, body: str, login: str = "octocat", kind: str = "User"
+) -> dict:
+    """The published issue_comment.created payload, re-pointed at `repo#number`."""
+    payload = copy.deepcopy(fixture_json("github/issue_comment.created.with-installation.json"))
+    owner, name = repo.split("/")
+    payload["repository"].update(full_name=repo, name=name)
+    payload["repository"]["owner"]["login"] = owner
+    payload["issue"]["number"] = number
+    payload["comment"].update(id=next(COMMENT_IDS), body=body)
+    payload["comment"]["user"].update(login=login, type=kind)
+    payload["sender"].update(login=login, type=kind)
+    return payload
+
+
+def inbox_rows(api, delivery: str):
+    from app.store.tables import Delivery
+
+    with api.session() as db:
+        return list(db.scalars(select(Delivery).where(Delivery.delivery_id == delivery)))
+
+
+def send(api, payload: dict, delivery: str | None = None) -> str:
+    delivery = delivery or str(uuid.uuid4())
+    resp = post_webhook(api.url, "issue_comment", payload, delivery=delivery)
+    assert resp.status_code == 202, resp.text
+    wait_for(lambda: inbox_rows(api, delivery) and inbox_rows(api, delivery)[0].state == "done")
+    return delivery

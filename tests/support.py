@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+OPERATOR_TOKEN = "an-operator-token-for-the-status-page"  # THE_LOOP_ADMIN_TOKEN
 FIXTURES = Path(__file__).resolve().parent / "data"  # published payloads; see its READMEs
 WEBHOOK_SECRET = "test-webhook-secret"
 APP_ID = 4242  # the fake GitHub's App
