@@ -68,8 +68,8 @@ WSGI_THREADS = 32
 
 def settle_heap() -> None:
     """Move everything the App built at start-up (modules, models, schemas, routes) out of
-    the garbage collector's reach. A full collection otherwise walks all of it: 90 to 125 ms
-    with every request waiting, several times a minute under a flood (`bench/ingest`)."""
+    the garbage collector's reach. A full collection otherwise walks all of it with every
+    request waiting, several times a minute under a flood (`bench/ingest` shows the tail)."""
     gc.collect()
     gc.freeze()
 

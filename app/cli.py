@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # At exit the interpreter's last collection walks every object a command built (the App
-    # alone is ~140,000: githubkit's models, SQLAlchemy, Flask): 0.9 s of `serve`'s 2 s stop,
-    # and of every short command. Frozen objects are skipped; nothing is left unflushed.
+    # holds a great many: githubkit's models, SQLAlchemy, Flask), which is most of `serve`'s
+    # stop and of every short command. Frozen objects are skipped; nothing is left unflushed.
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)
     parser = build_parser()

@@ -21,8 +21,8 @@ def state_path(checkout: Path, spec_id: str) -> Path:
 
 
 class WorkItemState:
-    """The file's record. A plain class, not a dataclass: importing dataclasses would cost
-    the stop gate ~20 ms on every turn."""
+    """The file's record. A plain class, not a dataclass: importing dataclasses would slow
+    the stop gate on every turn (`bench/gate`)."""
 
     __slots__ = (*CHOICE_KEYS, "workItem", "currentNode", "decisions", "parked", "skips")
 

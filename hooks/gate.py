@@ -37,7 +37,7 @@ _ESCAPE = str.maketrans({"%": "%25", "/": "%2F"})
 class Outcome(NamedTuple):
     """What the gate answers, and the attempt counts to keep (empty: forget them).
 
-    A NamedTuple rather than a dataclass: importing dataclasses costs every turn ~20 ms.
+    A NamedTuple rather than a dataclass: importing dataclasses would slow every turn.
     """
 
     code: int

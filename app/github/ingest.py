@@ -53,9 +53,9 @@ RECEIVED = "webhook.received"  # the event each new delivery records
 WAIT_SECONDS = 15.0
 # A batch of more than PRESSED_BATCH deliveries means acknowledgements wait on the writer
 # (`IngestWriter.pressed`), and for PRESSURE_HOLD seconds after it handlers in this process
-# step back. Two or three together is ordinary traffic: at a steady 200 routed deliveries a
-# second, counting every batch of two made the handlers step back most of the time, and
-# they finished 47 a second (`bench/e2e`); a flood makes batches larger than that.
+# step back. Two or three together is ordinary traffic: under steady routed deliveries,
+# counting every batch of two made the handlers step back most of the time and fall behind
+# (`bench/e2e`); a flood makes batches larger than that.
 PRESSURE_HOLD = 0.05
 PRESSED_BATCH = 3
 
@@ -242,7 +242,7 @@ class IngestWriter:
         """`store` for a coroutine: the event loop serves other requests meanwhile."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
-        # A plain timer rather than `asyncio.timeout`, which cost 3% of a request's CPU.
+        # A plain timer rather than `asyncio.timeout`, which costs a request more CPU.
         timed_out: list[tuple[asyncio.Future[Outcome], Outcome]] = [(future, (False, _TIMED_OUT))]
         timer = loop.call_later(self.wait_seconds, _settle, timed_out)
         self._submit(_pending(delivery_id, event, action, body, lane, future=future))

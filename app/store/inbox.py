@@ -60,10 +60,10 @@ class _InboxSQL:
     """A worker's statements as the driver's SQL, one set per dialect.
 
     Every routed delivery is claimed and then marked done, so these two run as often as
-    webhooks arrive. As ORM statements they cost more than the handlers themselves: cache
-    key, bulk-update bookkeeping and loading an ORM row took some 60 % of a worker's time
-    per delivery (`bench/e2e`, where handlers have to keep up with the webhooks). The
-    driver runs them as written, with times as `driver_time` gives them.
+    webhooks arrive. As ORM statements they cost more than the handlers themselves (cache
+    key, bulk-update bookkeeping and loading an ORM row; `bench/e2e` shows it, where
+    handlers have to keep up with the webhooks). The driver runs them as written, with times
+    as `driver_time` gives them.
 
     Claiming is one UPDATE that picks the queued, due, unclaimed delivery of the earliest
     turn (lanes.py: a flooding issue or repository waits its fair share), oldest first, and

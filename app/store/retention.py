@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 BATCH = 50  # rows a transaction: its write lock is held for a few milliseconds
 PAUSE = 0.02  # seconds between batches (more while the CPUs are busy): waiting writers go first
 # Batches between the pass's own WAL checkpoints. A checkpoint after every batch was most of
-# a pass's time (5.5 ms of the 12 a batch took): consecutive batches change the same pages,
+# a pass's time: consecutive batches change the same pages,
 # which one checkpoint copies once. The App's own checkpointer runs meanwhile anyway.
 CHECKPOINT_EVERY = 20
 SPAWNER_EVENT_KEY = "spawner-event:"  # `Once` keys of reported event ids (app.fleet.reports)

@@ -2,7 +2,7 @@
 
 With SQLite's automatic checkpoints, the commit that crosses the threshold copies the whole
 WAL into the database file and syncs it before returning, holding the write lock all along:
-under a flood every handler's commit did (25 ms a claim), and every webhook waited.
+under a flood every handler's commit did, and every webhook waited.
 `WalCheckpointer` does that work on its own thread (PASSIVE: writers carry on), and while
 one runs in a process no connection of that process checkpoints in a commit
 (`LockingConnection`). `look_after` gives a process one per file, shared by its users.
@@ -13,11 +13,11 @@ flood, or even a steady 200 deliveries a second) keep a pass from ever reaching 
 past a hard bound the checkpointer copies the last frames again holding the write lock.
 
 SQLite syncs the database file only in a pass that copies everything, so that locked pass
-would put on disk every page the passes of the whole cycle copied: 100 to 300 ms with every
-writer waiting, measured under a flood. The checkpointer flushes those pages itself first,
-writers carrying on, then copies and flushes what arrived meanwhile, so the locked pass is
-left a few frames and little to sync (0 to 13 ms measured). (TRUNCATE would do the same and
-also shrink the file under the lock: 250 ms measured.)
+would put on disk every page the passes of the whole cycle copied, with every writer
+waiting. The checkpointer flushes those pages itself first, writers carrying on, then copies
+and flushes what arrived meanwhile, so the locked pass is left a few frames and little to
+sync. (TRUNCATE would do the same and also shrink the file under the lock, for longer.)
+`bench/ingest` and `bench/retention` print what the locked passes cost.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from app.store.sqlite_writes import count_checkpointer, note_hold, sqlite_path, 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL = 0.1
-# Past this many frames (512 MiB at 4 KiB pages; 8 to 15 s of a routed flood in
-# `bench/ingest`) the checkpointer holds writers back to finish a pass, so the WAL starts over.
+# Past this many frames (512 MiB at 4 KiB pages; seconds of a routed flood) the checkpointer
+# holds writers back to finish a pass, so the WAL starts over.
 RESTART_AT_FRAMES = 131_072
 
 _shared: dict[Path, tuple[WalCheckpointer, int]] = {}  # `look_after`'s checkpointers, users
