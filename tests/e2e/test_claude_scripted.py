@@ -10,6 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.claude_support import Launcher, report_timing
 from tests.fakes.anthropic import (
     SIDE_TEXT,
@@ -22,10 +24,10 @@ from tests.fakes.anthropic import (
 )
 from tests.support import wait_for
 
+pytestmark = pytest.mark.claude
+
 STOP_HOOK = r"""
 import json, os, sys, time
-
-pytestmark = pytest.mark.claude
 event = json.load(sys.stdin)
 event["at"] = time.monotonic()  # system-wide clock: comparable with the fake's records
 log = {log!r}
