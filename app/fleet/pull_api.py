@@ -67,7 +67,8 @@ def create() -> Response:
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
             _principal, item = _caller(session, data.get("work_item"), lock=True)
-            open_pull_request(state.services, session, item, title, body)  # or PullRequestRefused
+            # A PullRequestRefused rolls this back and is answered by `app.fleet.door`.
+            open_pull_request(state.services, session, item, title, body)
             shown = _shown(item)
     except (GitHubException, GitHubNotConfigured) as exc:  # nothing was recorded
         raise ApiError(502, f"GitHub did not answer; try again: {exc}") from exc
