@@ -252,7 +252,7 @@ class AsgiApp:
         rows = self.state.sampled.note(refusal.reason, "request.rejected", fields)
         if rows:
             await asyncio.to_thread(self.state.sampled.write, rows)
-        payload = orjson.dumps({"error": refusal.error})
+        payload = orjson.dumps({"error": refusal.error, "code": refusal.reason})
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
         headers += list(refusal.headers)
         # The rest of a refused body is never read: the connection is not reused.

@@ -162,9 +162,9 @@ def build_state(
     learn who the App is on GitHub. The pool is sized for `web_threads` serving requests and
     `inbox_workers` (default: THE_LOOP_INBOX_WORKERS)."""
     config = load_config(settings.the_loop_config)
-    watch_changes()
     workers = settings.the_loop_inbox_workers if inbox_workers is None else inbox_workers
     engine = make_engine(settings.database_url, web_threads=web_threads, inbox_workers=workers)
+    watch_changes(engine)  # the progress comment follows every flush on this engine
     migrate(engine)
     events = EventLog(settings.events_path, engine)
     for finding in config_findings(config):

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.store.tables import WorkItem
-from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
+from app.workitems.decisions import Outcome, Status
+from app.workitems.execute import execute_reply
 from channels import blocks, outbox
 from channels.checklist_control import execute_text
 from channels.deps import NOT_MAPPED, SlackDeps
@@ -59,24 +60,24 @@ ALREADY = "Already executed: the selection is frozen."
 NO_CHECKLIST = "The checklist for this item was not found; execute on GitHub instead."
 
 OUTCOME_TEXT = {
-    ExecuteStatus.FROZEN: "selection frozen; the session is starting",
-    ExecuteStatus.ALREADY_FROZEN: "already frozen; nothing changed",
-    ExecuteStatus.NOT_A_WORK_ITEM: "not a work item; nothing changed",
+    Status.FROZEN: "selection frozen; the session is starting",
+    Status.ALREADY_FROZEN: "already frozen; nothing changed",
+    Status.NOT_A_WORK_ITEM: "not a work item; nothing changed",
 }
 
 
-def describe(outcome: ExecuteOutcome) -> str:
+def describe(outcome: Outcome) -> str:
     """A short human account of the gate's answer."""
-    if outcome.status is ExecuteStatus.REFUSED:
+    if outcome.status is Status.REFUSED:
         return f"refused: {outcome.why}"
-    if outcome.status is ExecuteStatus.CHANGED:
+    if outcome.status is Status.CHANGED:
         return f"not started: {outcome.why}"
     return OUTCOME_TEXT.get(outcome.status, str(outcome.status))
 
 
 def submit_execute(
     deps: SlackDeps, item: WorkItem, login: str, member: str, text: str, ref: str
-) -> ExecuteOutcome | None:
+) -> Outcome | None:
     """Post the attributed ledger comment and run the text through the gate, once per `ref`.
 
     Returns the gate's outcome, or None when this `ref` was already submitted.
@@ -122,7 +123,7 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     outcome = submit_execute(deps, item, login, press.member, text, press.ref)
     if outcome is None:
         return
-    if outcome.status is ExecuteStatus.FROZEN and outcome.frozen is not None:
+    if outcome.status is Status.FROZEN and outcome.frozen is not None:
         deps.update(
             press.channel, press.message_ts, blocks.checklist_closed(outcome.frozen, item.html_url)
         )

@@ -11,18 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.answer import AnswerOutcome, AnswerStatus, answer_from_surface, answer_text
+from app.workitems.answer import answer_reply, answer_text
+from app.workitems.decisions import Outcome, Status
 from channels.answer_blocks import parse_answer_value
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps
 
 
-def _describe(outcome: AnswerOutcome | None) -> str:
-    if outcome is None or outcome.status is AnswerStatus.REPEAT:
+def _describe(outcome: Outcome | None) -> str:
+    if outcome is None or outcome.status is Status.REPEAT:
         return "was already given; nothing changed"
-    if outcome.status is AnswerStatus.REFUSED:
+    if outcome.status is Status.REFUSED:
         return f"was refused: {outcome.why}"
-    if outcome.status is AnswerStatus.NOT_A_WORK_ITEM:
+    if outcome.status is Status.NOT_A_WORK_ITEM:
         return "is for no work item the App knows; nothing changed"
     return "is on its way to the session"
 
@@ -49,10 +50,8 @@ def handle_answer(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     keyword = deps.config.routing.trigger.answer_keyword
     ident = str(body.get("trigger_id") or action.get("action_ts") or "")
     text = answer_text(keyword, choice, fingerprint)
-    outcome = deps.post_once(
-        f"slack-answer:{ident}", item, login, member, text, answer_from_surface
-    )
-    if outcome is not None and outcome.status is AnswerStatus.QUEUED and message_ts:
+    outcome = deps.post_once(f"slack-answer:{ident}", item, login, member, text, answer_reply)
+    if outcome is not None and outcome.status is Status.QUEUED and message_ts:
         said = (
             f":hourglass_flowing_sand: *@{login} answered {choice}. {outcome.option}*; "
             "sending it to the session."

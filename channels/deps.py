@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -24,6 +23,7 @@ from app.gate.markers import MarkerKind, defuse, marker
 from app.services import Services
 from app.store.tables import Once, WorkItem
 from app.workitems.authz import refusal
+from app.workitems.decisions import Decide, Decision, Outcome
 from channels.blocks import Message
 from channels.errors import slack_error
 from channels.text import escape
@@ -31,27 +31,6 @@ from channels.text import escape
 log = logging.getLogger(__name__)
 
 NOT_MAPPED = "your Slack account is not mapped to a GitHub login (slack.users)"
-
-R = TypeVar("R")
-R_co = TypeVar("R_co", covariant=True)
-
-
-class Recorded(Protocol[R_co]):
-    """What takes a member's words once they are on the issue: the gate's `execute_reply`
-    or the follow-up path's `deliver_comment`, run inside the caller's transaction."""
-
-    def __call__(
-        self,
-        services: Services,
-        session: Session,
-        work_item_id: str,
-        author: str,
-        body: str,
-        *,
-        ref: str,
-        source: str,
-        comment_id: int | None = None,
-    ) -> R_co: ...
 
 
 @dataclass(frozen=True)
@@ -148,10 +127,11 @@ class SlackDeps:
             raise
 
     def post_once(
-        self, ref: str, item: WorkItem, login: str, member: str, text: str, run: Recorded[R]
-    ) -> R | None:
-        """Post the member's `text` on the issue, attributed, then hand it to `run`, once per
-        `ref`; None when `ref` was already taken.
+        self, ref: str, item: WorkItem, login: str, member: str, text: str, run: Decide
+    ) -> Outcome | None:
+        """Post the member's `text` on the issue, attributed, then hand it to `run` (execute,
+        review, answer or follow-up) as the member's `Decision`, once per `ref`; None when
+        `ref` was already taken.
 
         The `Once` row records the posted comment in the same transaction as `run`'s work.
         """
@@ -160,16 +140,8 @@ class SlackDeps:
         posted = self.post_claimed(ref, item, attributed(text, login, member))
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             session.merge(Once(key=ref, ref=str(posted.id)))
-            return run(
-                self.services,
-                session,
-                item.id,
-                author=login,
-                body=text,
-                ref=ref,
-                source="slack",
-                comment_id=posted.id,
-            )
+            decision = Decision(item.id, login, text, ref, "slack", comment_id=posted.id)
+            return run(self.services, session, decision)
 
     def post_on_issue(self, item: WorkItem, body: str) -> Posted:
         """Post `body` on the item's issue as the App."""

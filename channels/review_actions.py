@@ -15,7 +15,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from app.workitems.review import ReviewOutcome, ReviewStatus, review_from_surface
+from app.workitems.decisions import Outcome, Status
+from app.workitems.review import review_reply
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps
 from channels.errors import slack_error
@@ -40,19 +41,19 @@ def _press(body: Mapping[str, Any]) -> tuple[str, str, str, str | None, str, str
     )
 
 
-def _describe(outcome: ReviewOutcome | None) -> str:
-    if outcome is None or outcome.status is ReviewStatus.REPEAT:
+def _describe(outcome: Outcome | None) -> str:
+    if outcome is None or outcome.status is Status.REPEAT:
         return "already decided; nothing changed"
-    if outcome.status is ReviewStatus.REFUSED:
+    if outcome.status is Status.REFUSED:
         return f"refused: {outcome.why}"
-    if outcome.status is ReviewStatus.NOT_A_WORK_ITEM:
+    if outcome.status is Status.NOT_A_WORK_ITEM:
         return "not a work item; nothing changed"
     return "recorded; the session has it"
 
 
 def _decide(
     deps: SlackDeps, member: str, work_item: str, text: str, ref: str
-) -> tuple[ReviewOutcome | None, str | None, str | None]:
+) -> tuple[Outcome | None, str | None, str | None]:
     """Run `text` through the review gate for `member`: (outcome, login, why not)."""
     item = deps.item(work_item)
     if item is None:
@@ -63,7 +64,7 @@ def _decide(
             "gate.refused", item.id, who=login or member, why=why, source="slack", member=member
         )
         return None, login, why or NOT_MAPPED
-    return deps.post_once(ref, item, login, member, text, review_from_surface), login, None
+    return deps.post_once(ref, item, login, member, text, review_reply), login, None
 
 
 def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
@@ -73,7 +74,7 @@ def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     if why is not None:
         deps.tell(channel, member, f"Not authorized: {why}.", thread_ts)
         return
-    if outcome is not None and outcome.status is ReviewStatus.RECORDED and message_ts:
+    if outcome is not None and outcome.status is Status.RECORDED and message_ts:
         done = f":white_check_mark: *Approved by @{login}.* The session completes."
         deps.update(channel, message_ts, Message(f"Approved by @{login}.", [section(done)]))
         return

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.execute import ExecuteStatus
-from app.workitems.followups import FollowupOutcome, deliver_comment
-from app.workitems.review import ReviewStatus, review_from_surface, verdict_of
+from app.workitems.decisions import Status
+from app.workitems.followups import deliver_comment
+from app.workitems.review import review_reply, verdict_of
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply
@@ -48,7 +48,7 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
         executed = submit_execute(deps, item, login, reply.user, text, ref)
         if executed is None:
             return
-        if executed.status is ExecuteStatus.FROZEN:
+        if executed.status is Status.FROZEN:
             deps.react(reply.channel, reply.ts, EXECUTED_REACTION)
         else:
             deps.tell(reply.channel, reply.user, f"Execute {describe(executed)}.", reply.thread_ts)
@@ -56,12 +56,12 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
     trigger = deps.config.routing.trigger
     if verdict_of(text, trigger.approve_keyword, trigger.changes_keyword) is not None:
         ref = f"slack-review:{reply.channel}:{reply.ts}"
-        decided = deps.post_once(ref, item, login, reply.user, text, review_from_surface)
-        if decided is not None and decided.status is ReviewStatus.REFUSED:
+        decided = deps.post_once(ref, item, login, reply.user, text, review_reply)
+        if decided is not None and decided.status is Status.REFUSED:
             deps.tell(reply.channel, reply.user, f"Refused: {decided.why}.", reply.thread_ts)
         return
     ref = reply_ref(reply.channel, reply.ts)
     outcome = deps.post_once(ref, item, login, reply.user, text, deliver_comment)
-    if outcome is FollowupOutcome.NOT_LIVE:
+    if outcome is not None and outcome.status is Status.NOT_LIVE:
         note = f"Posted on the issue; the work item is {item.state}, so no session receives it."
         deps.tell(reply.channel, reply.user, note, reply.thread_ts)

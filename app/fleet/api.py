@@ -3,7 +3,8 @@ devbox: a spawner long-polls for jobs, so it needs no inbound port.
 
 Every call carries `Authorization: Bearer <token>`: a spawner token, or — for `/comments`
 only — a work item's session token. A spawner sees only the jobs of repositories it serves.
-Errors are JSON `{"error": "…"}` with a status that says whose fault it is.
+Errors are JSON `{"error": "…", "code": "…"}` with a status that says whose fault it is
+(`app.fleet.api_guard`: one exception, one handler for every `/spawner/v1` blueprint).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.fleet.api_guard import BodyTooLarge, credential_first, json_object
-from app.fleet.comments import CommentRefused, parse_request, post
+from app.fleet.api_guard import ApiError, guard, json_body, loop_state
+from app.fleet.comments import parse_request, post
 from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
@@ -37,28 +38,13 @@ from app.store import jobwake
 from app.store.tables import Job, JobKind, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
 
-bp = Blueprint("spawner", __name__, url_prefix="/spawner/v1")
+bp = guard(Blueprint("spawner", __name__, url_prefix="/spawner/v1"))
 
 MAX_WAIT = 30.0
 DEFAULT_WAIT = 25.0
 LEASE_CONFIG = "THE_LOOP_JOB_LEASE_SECONDS"  # Flask config keys; tests change them
 POLL_CONFIG = "THE_LOOP_JOB_POLL_SECONDS"
 LAST_SEEN_EVERY = timedelta(seconds=60)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@bp.errorhandler(ApiError)
-def _api_error(exc: ApiError) -> tuple[Response, int]:
-    return jsonify(error=str(exc)), exc.status
-
-
-def _state() -> Any:
-    return current_app.extensions["the-loop"]
 
 
 def _lease() -> timedelta:
@@ -69,22 +55,9 @@ def _poll_interval(state: Any) -> float:
     return float(current_app.config.get(POLL_CONFIG) or jobwake.poll_interval(state.engine))
 
 
-def _json() -> dict[str, Any]:
-    try:
-        data = json_object()
-    except BodyTooLarge as exc:
-        raise ApiError(413, str(exc)) from exc
-    if data is None:
-        raise ApiError(400, "the body must be a JSON object")
-    return data
-
-
-bp.before_request(credential_first)
-
-
 def _principal(session: Session) -> Principal:
     principal = authenticate(
-        session, request.headers.get("Authorization"), _state().services.clock()
+        session, request.headers.get("Authorization"), loop_state().services.clock()
     )
     if principal is None:
         raise ApiError(401, "a valid spawner token is required (Authorization: Bearer …)")
@@ -109,12 +82,12 @@ def _held_job(session: Session, job_id: int, spawner: Spawner) -> Job:
 
 @bp.post("/register")
 def register_spawner() -> Response:
-    data = _json()
+    data = json_body()
     repositories = data.get("repositories") or []
     harnesses = data.get("harnesses") or []
     if not isinstance(repositories, list) or not isinstance(harnesses, list):
         raise ApiError(400, "`repositories` and `harnesses` must be lists")
-    state = _state()
+    state = loop_state()
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         try:
@@ -167,7 +140,7 @@ def _session_limit() -> int | None:
 @bp.get("/whoami")
 def whoami() -> Response:
     """Who the token is and what it may serve (`the-loop doctor` checks a devbox with it)."""
-    with Session(_state().engine) as session:
+    with Session(loop_state().engine) as session:
         spawner = _spawner(session)
         return jsonify(
             spawner_id=spawner.id,
@@ -183,7 +156,7 @@ def next_job() -> Response | tuple[str, int]:
     """Long-poll: the next job this spawner may run, or 204 after `wait` seconds. A spawn is
     offered only while the spawner holds fewer sessions than its `max_sessions`; each look
     counts again, so a session that ends while the poll waits makes room within it."""
-    state = _state()
+    state = loop_state()
     wait = _wait_seconds()
     limit = _session_limit()
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
@@ -238,7 +211,7 @@ def _claim(
 
 @bp.post("/jobs/<int:job_id>/heartbeat")
 def heartbeat(job_id: int) -> Response:
-    state = _state()
+    state = loop_state()
     lease = _lease()
     with Session(state.engine) as session, session.begin():
         spawner = _spawner(session)
@@ -260,8 +233,8 @@ def _report(data: dict[str, Any]) -> dict[str, Any]:
 
 @bp.post("/jobs/<int:job_id>/result")
 def job_result(job_id: int) -> Response:
-    state = _state()
-    report = _report(_json())
+    state = loop_state()
+    report = _report(json_body())
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         outcome, job = jobs.finish(session, job_id, spawner.id, report["ok"], report)
@@ -281,8 +254,8 @@ def job_result(job_id: int) -> Response:
 
 @bp.post("/events")
 def report_events() -> Response:
-    state = _state()
-    events = _json().get("events")
+    state = loop_state()
+    events = json_body().get("events")
     if not isinstance(events, list):
         raise ApiError(400, "`events` must be a list")
     with Session(state.engine) as session, session.begin():
@@ -293,11 +266,8 @@ def report_events() -> Response:
 
 @bp.post("/comments")
 def agent_comment() -> Response:
-    state = _state()
-    try:
-        comment = parse_request(_json())
-    except CommentRefused as exc:
-        raise ApiError(exc.status, str(exc)) from exc
+    state = loop_state()
+    comment = parse_request(json_body())
     with Session(state.engine) as session, session.begin():
         principal = _principal(session)
         item = session.get(WorkItem, comment.work_item)
@@ -307,8 +277,6 @@ def agent_comment() -> Response:
             raise ApiError(403, f"this credential may not post on {item.id}")
         try:
             posted = post(state.services, session, item, comment)
-        except CommentRefused as exc:
-            raise ApiError(exc.status, str(exc)) from exc
         except (GitHubException, GitHubNotConfigured) as exc:
             raise ApiError(502, f"GitHub refused the comment: {exc}") from exc
     return jsonify(posted)

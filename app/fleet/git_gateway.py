@@ -9,6 +9,10 @@ stream both ways, up to `GIT_MAX_BODY`. A push is read only as far as its ref up
 (`app.fleet.push_rules`): one that touches anything but the item's work branch never
 reaches GitHub; the session's git is told why in git's own report, and the App records a
 `git.push_refused` event. Nothing else (dumb HTTP, other services) is served.
+
+Unlike the JSON `/spawner/v1` API (`app.fleet.api_guard`), a refusal here is text/plain: git's
+client shows such a body to its user as `remote: the-loop: …` lines, and shows nothing of
+a JSON one. `_plain` is this blueprint's one refusal shape.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO
 
 import httpx
 from flask import Blueprint, Response, current_app, request
@@ -25,6 +29,7 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wsgi import get_input_stream
 
+from app.fleet.api_guard import loop_state
 from app.fleet.git_access import (
     RECEIVE,
     SERVICES,
@@ -67,15 +72,11 @@ def _plain(status: int, message: str, **headers: str) -> Response:
     return Response(f"the-loop: {message}\n", status, {"Content-Type": "text/plain", **headers})
 
 
-def _state() -> Any:
-    return current_app.extensions["the-loop"]
-
-
 def _extras() -> tuple[UpstreamTokens, httpx.Client]:
     """The gateway's upstream tokens and HTTP client, one of each per App."""
     extras = current_app.extensions.get("the-loop.git")
     if extras is None:
-        extras = (UpstreamTokens(_state().services.github), httpx.Client(timeout=TIMEOUT))
+        extras = (UpstreamTokens(loop_state().services.github), httpx.Client(timeout=TIMEOUT))
         current_app.extensions["the-loop.git"] = extras
     return extras
 
@@ -83,7 +84,7 @@ def _extras() -> tuple[UpstreamTokens, httpx.Client]:
 def _admit(owner: str, repo: str, service: str) -> WorkItem:
     """The work item whose live session asks; raises AccessRefused (recorded as an event
     when the caller is a known session)."""
-    state = _state()
+    state = loop_state()
     password = basic_password({"authorization": request.headers.get("Authorization", "")})
     if password is None or not password.startswith(SESSION_PREFIX):
         raise AccessRefused(401, "a live session token is required")
@@ -118,7 +119,7 @@ def _upstream(
 ) -> httpx.Response | Response:
     """Send the request on to GitHub; its streamed answer, or the refusal to give git."""
     tokens, client = _extras()
-    state = _state()
+    state = loop_state()
     try:
         token = tokens.token(item, service == RECEIVE, state.services.clock())
     except (GitHubException, GitHubNotConfigured) as exc:
@@ -240,7 +241,7 @@ def rpc(owner: str, repo: str, service: str) -> Response:
 
 def _push(item: WorkItem, stream: IO[bytes]) -> Response:
     """A push: its ref updates checked, then forwarded whole, or answered here."""
-    events = _state().services.events
+    events = loop_state().services.events
     if request.headers.get("Content-Encoding", "identity") != "identity":
         return _plain(415, "a push's body must not be compressed")
     try:

@@ -16,26 +16,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.fleet.api_guard import BodyTooLarge, credential_first, json_object
+from app.fleet.api_guard import ApiError, BodyTooLarge, guard, json_body, json_object, loop_state
 from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
 from app.graph import NODE_NAMES
 from app.store.tables import WorkItem
-from app.workitems.advance import UnseenArtifacts, advance, move_count, walk_of
+from app.workitems.advance import advance, move_count, walk_of
 from app.workitems.decisions import lock_work_item
 from app.workitems.gate_counts import KEY, next_attempt
-from app.workitems.walk import MoveRefused, in_force
+from app.workitems.walk import in_force
 
-bp = Blueprint("phase", __name__, url_prefix="/spawner/v1")
-bp.before_request(credential_first)
-
-
-def _error(status: int, message: str) -> tuple[Response, int]:
-    return jsonify(error=message), status
+bp = guard(Blueprint("phase", __name__, url_prefix="/spawner/v1"))
 
 
 def _describe(item: WorkItem) -> dict[str, Any]:
@@ -51,83 +46,66 @@ def _describe(item: WorkItem) -> dict[str, Any]:
     }
 
 
-def _item(session: Session, work_item: Any) -> tuple[WorkItem | None, tuple[Response, int] | None]:
-    state = current_app.extensions["the-loop"]
-    principal = authenticate(session, request.headers.get("Authorization"), state.services.clock())
+def _item(session: Session, work_item: Any) -> WorkItem:
+    """The executed work item the caller names and may act on; raises ApiError."""
+    principal = authenticate(
+        session, request.headers.get("Authorization"), loop_state().services.clock()
+    )
     if principal is None:
-        return None, _error(401, "a valid session token is required (Authorization: Bearer …)")
+        raise ApiError(401, "a valid session token is required (Authorization: Bearer …)")
     if not isinstance(work_item, str) or not work_item:
-        return None, _error(400, "`work_item` is required")
+        raise ApiError(400, "`work_item` is required")
     item = lock_work_item(session, work_item) if request.method == "POST" else None
     item = item or session.get(WorkItem, work_item)
     if item is None:
-        return None, _error(404, f"no work item {work_item}")
+        raise ApiError(404, f"no work item {work_item}")
     if not principal.may_act_on(item.id, item.repo_full_name):
-        return None, _error(403, f"this credential may not act on {item.id}")
+        raise ApiError(403, f"this credential may not act on {item.id}")
     if item.frozen is None:
-        return None, _error(409, f"{item.id} has not been executed yet")
-    return item, None
+        raise ApiError(409, f"{item.id} has not been executed yet")
+    return item
 
 
 @bp.get("/phase")
-def where() -> Response | tuple[Response, int]:
-    state = current_app.extensions["the-loop"]
-    with Session(state.engine) as session:
-        item, failed = _item(session, request.args.get("work_item"))
-        if failed is not None:
-            return failed
-        assert item is not None
-        return jsonify(_describe(item))
+def where() -> Response:
+    with Session(loop_state().engine) as session:
+        return jsonify(_describe(_item(session, request.args.get("work_item"))))
 
 
 @bp.post("/phase")
-def move_on() -> Response | tuple[Response, int]:
-    state = current_app.extensions["the-loop"]
-    try:
-        data = json_object()
-    except BodyTooLarge as exc:
-        return _error(413, str(exc))
-    if data is None:
-        return _error(400, "the body must be a JSON object")
+def move_on() -> Response:
+    """A refused move (`MoveRefused`, `UnseenArtifacts`) answers through the door: 422, 409
+    when stale, 425 when the spawner has not seen the artifacts yet."""
+    state = loop_state()
+    data = json_body()
     asked_from = data.get("from")
     artifacts = data.get("artifacts") or []
     if not isinstance(asked_from, str) or not isinstance(artifacts, list):
-        return _error(400, "`from` must be a node name and `artifacts` a list of file names")
+        raise ApiError(400, "`from` must be a node name and `artifacts` a list of file names")
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
-            item, failed = _item(session, data.get("work_item"))
-            if failed is not None:
-                return failed
-            assert item is not None
+            item = _item(session, data.get("work_item"))
             previous = item.phase
-            try:
-                advance(state.services, session, item, asked_from, artifacts)
-            except UnseenArtifacts as exc:
-                return _error(425, str(exc))
-            except MoveRefused as exc:
-                return _error(409 if exc.stale else 422, str(exc))
+            advance(state.services, session, item, asked_from, artifacts)
             described = _describe(item)
     except (GitHubException, GitHubNotConfigured) as exc:  # nothing was recorded
-        return _error(502, f"GitHub refused the review comment; try again: {exc}")
+        raise ApiError(502, f"GitHub refused the review comment; try again: {exc}") from exc
     return jsonify({**described, "previous": previous})
 
 
 @bp.post("/gate")
-def gate_attempt() -> Response | tuple[Response, int]:
+def gate_attempt() -> Response:
     """Count one attempt of the session's stop gate on `node`; answers `{"attempt": n}`."""
-    state = current_app.extensions["the-loop"]
+    state = loop_state()
     try:
         data = json_object()
     except BodyTooLarge as exc:
-        return _error(413, str(exc))
+        raise ApiError(413, str(exc)) from exc
     node = (data or {}).get("node")
     if node not in NODE_NAMES:
-        return _error(400, "`node` must be a node of the process graph")
+        raise ApiError(400, "`node` must be a node of the process graph")
     with Session(state.engine) as session, session.begin():
-        item, failed = _item(session, (data or {}).get("work_item"))
-        if failed is not None:
-            return failed
-        assert item is not None
+        item = _item(session, (data or {}).get("work_item"))
         facts = dict(item.session or {})
         attempt, kept = next_attempt(
             facts.get(KEY),

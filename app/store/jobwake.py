@@ -1,11 +1,12 @@
 """Waking long polls when a job is queued, in this process and in the App's other replicas.
 
-`JOB_SIGNAL` is this process's wake-up: `queue_job` arms it and it fires when the queuing
-transaction commits (never before, never on rollback), waking only the polls whose spawner
-serves the job's repository. Other processes learn of new jobs from the database itself:
-PostgreSQL `LISTEN the_loop_jobs` (the queue sends `NOTIFY` with the repository name), or on
-SQLite a watcher that asks `PRAGMA data_version` every few milliseconds and looks at the
-newest job id only when another connection committed something.
+`JOB_SIGNAL` is this process's wake-up: `queue_job` arms it (`wake_on_commit`, which hooks
+the queuing session itself) and it fires when that transaction commits (never before, never
+on rollback), waking only the polls whose spawner serves the job's repository. Other
+processes learn of new jobs from the database itself: PostgreSQL `LISTEN the_loop_jobs` (the
+queue sends `NOTIFY` with the repository name), or on SQLite a watcher that asks
+`PRAGMA data_version` every few milliseconds and looks at the newest job id only when
+another connection committed something.
 """
 
 from __future__ import annotations
@@ -79,21 +80,27 @@ class JobSignal:
 JOB_SIGNAL = JobSignal()
 
 
-@event.listens_for(Session, "after_commit")
 def _wake_after_commit(session: Session) -> None:
     pending: set[str | None] | None = session.info.pop(_QUEUED_FLAG, None)
     if pending:
         JOB_SIGNAL.notify(None if None in pending else {r for r in pending if r is not None})
 
 
-@event.listens_for(Session, "after_rollback")
 def _forget_after_rollback(session: Session) -> None:
     session.info.pop(_QUEUED_FLAG, None)
 
 
 def wake_on_commit(session: Session, repo_full_name: str | None) -> None:
-    """Wake the pollers serving `repo_full_name` (None: all) once `session` commits."""
-    session.info.setdefault(_QUEUED_FLAG, set()).add(repo_full_name)
+    """Wake the pollers serving `repo_full_name` (None: all) once `session` commits.
+
+    The wake-up is hooked onto this session only, here at the call: nothing is registered
+    at import or on SQLAlchemy's `Session` class, and a rollback forgets what was asked."""
+    pending = session.info.get(_QUEUED_FLAG)
+    if pending is None:
+        pending = session.info[_QUEUED_FLAG] = set()
+        event.listen(session, "after_commit", _wake_after_commit, once=True)
+        event.listen(session, "after_rollback", _forget_after_rollback, once=True)
+    pending.add(repo_full_name)
 
 
 class _Watcher:

@@ -15,6 +15,7 @@ from typing import Any
 from app.gate.ids import work_item_id
 from app.services import HandlerContext
 from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.decisions import Decision
 from app.workitems.execute import execute_reply
 
 SOURCE = "label"
@@ -53,13 +54,6 @@ def execute_on_labels(ctx: HandlerContext) -> None:
         return  # not yet at the gate: the trigger label has not been handled
     labeller = str((ctx.payload.get("sender") or {}).get("login") or "")
     ctx.emit("gate.auto_execute", item.id, by=labeller, labels=list(routing.auto_execute_labels))
-    execute_reply(
-        ctx.services,
-        ctx.session,
-        item.id,
-        labeller,
-        routing.trigger.execute_keyword,
-        ref=f"label:{ctx.delivery_id}",
-        source=SOURCE,
-        issue=issue,
-    )
+    said = routing.trigger.execute_keyword
+    decision = Decision(item.id, labeller, said, f"label:{ctx.delivery_id}", SOURCE)
+    execute_reply(ctx.services, ctx.session, decision, issue=issue)

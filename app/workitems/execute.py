@@ -1,16 +1,15 @@
 """An execute reply, from any surface, through the one parser and the one authorization rule.
 
-`execute_reply` is called by the GitHub `issue_comment.created` handler and by the Slack
-mirror's Execute button. It checks who is replying, reads the ticks (a checklist in the
-reply wins over the checklist comment's current boxes), freezes the selection once, posts
-one confirmation and queues one spawn job. It runs inside the caller's transaction, so a
-crash re-runs it; every GitHub write is found-or-posted through its marker.
+`execute_reply` is called by the GitHub `issue_comment.created` handler, the labels that
+execute (`autoexecute`) and the Slack mirror's Execute button, each with its `Decision`.
+It checks who is replying, reads the ticks (a checklist in the reply wins over the
+checklist comment's current boxes), freezes the selection once, posts one confirmation and
+queues one spawn job. It runs inside the caller's transaction, so a crash re-runs it;
+every GitHub write is found-or-posted through its marker.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -30,7 +29,7 @@ from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
-from app.workitems.decisions import Reply, emit, lock_work_item, refuse
+from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.issue_text import approved_record, ask_again, read_approved
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
@@ -38,31 +37,12 @@ from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
 
 
-class ExecuteStatus(StrEnum):
-    FROZEN = "frozen"
-    REFUSED = "refused"
-    ALREADY_FROZEN = "already-frozen"
-    CHANGED = "changed"  # the issue was edited since it was read: execute again
-    NOT_A_WORK_ITEM = "not-a-work-item"
-
-
-@dataclass(frozen=True)
-class ExecuteOutcome:
-    """What an execute reply did; `why` is set when it was refused."""
-
-    status: ExecuteStatus
-    why: str = ""
-    frozen: dict[str, Any] | None = None
-    job_id: int | None = None
-    confirmation_comment_id: int | None = None
-
-
 def _refuse(
-    services: Services, session: Session, item: WorkItem, reply: Reply, why: str, reason: str
-) -> ExecuteOutcome:
+    services: Services, session: Session, item: WorkItem, decision: Decision, why: str, reason: str
+) -> Outcome:
     keyword = services.config.routing.trigger.execute_keyword
-    refuse(services, session, item, reply, why, reason, keyword=keyword)
-    return ExecuteOutcome(ExecuteStatus.REFUSED, why=why)
+    refuse(services, session, item, decision, why, reason, keyword=keyword)
+    return Outcome(Status.REFUSED, why=why)
 
 
 def _not_parked_reason(item: WorkItem, label: str) -> str:
@@ -142,20 +122,20 @@ def _freeze(
     services: Services,
     session: Session,
     item: WorkItem,
-    reply: Reply,
+    decision: Decision,
     issue: dict[str, Any] | None,
-) -> ExecuteOutcome:
+) -> Outcome:
     """Freeze the selection, confirm it once, queue the spawn job."""
     io = None
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
     reading = read_approved(item, io, issue)
     if reading.change is not None:  # edited since it was read: the human approves anew
-        why = ask_again(services, session, item, io, reading, reply.author, reply.ref)
-        return ExecuteOutcome(ExecuteStatus.CHANGED, why=why)
-    selection = _select(services, session, item, io, reply.body)
-    frozen = frozen_record(selection, reply.author, services.clock())
-    again = reply.ref if item.state == WorkItemStatus.PR_CLOSED else None
+        why = ask_again(services, session, item, io, reading, decision.author, decision.ref)
+        return Outcome(Status.CHANGED, why=why)
+    selection = _select(services, session, item, io, decision.body)
+    frozen = frozen_record(selection, decision.author, services.clock())
+    again = decision.ref if item.state == WorkItemStatus.PR_CLOSED else None
     frozen["issue"] = approved_record(item, reading)
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
@@ -169,19 +149,19 @@ def _freeze(
         session,
         "gate.frozen",
         item.id,
-        by=reply.author,
-        source=reply.source,
-        ref=reply.ref,
+        by=decision.author,
+        source=decision.source,
+        ref=decision.ref,
         **fields,
     )
     _confirm(services, session, item, io, selection, frozen, again)
     prompt = _prompt(services, item, selection, reading.title, reading.body)
     job = spawn_job(item, title=reading.title, prompt=prompt)
-    queued = enqueue(services, session, f"spawn:{reply.ref}", job)
-    return ExecuteOutcome(
-        ExecuteStatus.FROZEN,
-        frozen=frozen,
+    queued = enqueue(services, session, f"spawn:{decision.ref}", job)
+    return Outcome(
+        Status.FROZEN,
         job_id=queued.id if queued is not None else None,
+        frozen=frozen,
         confirmation_comment_id=item.confirmation_comment_id,
     )
 
@@ -189,39 +169,34 @@ def _freeze(
 def execute_reply(
     services: Services,
     session: Session,
-    work_item_id: str,
-    author: str,
-    body: str,
+    decision: Decision,
     *,
-    ref: str,
-    source: str = "github",
-    comment_id: int | None = None,
     issue: dict[str, Any] | None = None,
-) -> ExecuteOutcome:
-    """Run an execute reply by `author` (a GitHub login) on `work_item_id`.
+) -> Outcome:
+    """Run an execute `decision` (its author a GitHub login) on its item (a `Decide`).
 
-    `ref` is the idempotency key (the GitHub comment id, or a Slack action id). The issue is
-    re-read from GitHub (`issue`, the delivery's issue object, stands in when it cannot be)
-    and must be what was pinned with the checklist, or the execute is answered `CHANGED`.
+    `decision.ref` is the idempotency key (the GitHub comment id, or a Slack action id).
+    The issue is re-read from GitHub (`issue`, the delivery's issue object, stands in when
+    it cannot be) and must be what was pinned with the checklist, or the execute is
+    answered `CHANGED`.
     """
-    item = lock_work_item(session, work_item_id)
+    item = lock_work_item(session, decision.work_item_id)
     if item is None:
-        return ExecuteOutcome(ExecuteStatus.NOT_A_WORK_ITEM)
+        return Outcome(Status.NOT_A_WORK_ITEM)
     config = services.config
-    reply = Reply(author=author, body=body, ref=ref, source=source)
     keyword = config.routing.trigger.execute_keyword
-    if not is_execute(body, keyword):
+    if not is_execute(decision.body, keyword):
         return _refuse(
             services,
             session,
             item,
-            reply,
+            decision,
             f"the reply does not start with `{keyword}`",
             "not-an-execute",
         )
-    why = refusal(services, item.installation_id, item.repo_full_name, author)
+    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
     if why is not None:
-        return _refuse(services, session, item, reply, why, "unauthorized")
+        return _refuse(services, session, item, decision, why, "unauthorized")
     again = item.state == WorkItemStatus.PR_CLOSED  # its pull request closed unmerged
     if item.frozen is not None and not again:
         emit(
@@ -229,14 +204,14 @@ def execute_reply(
             session,
             "gate.execute_ignored",
             item.id,
-            who=author,
-            source=source,
-            ref=ref,
-            comment_id=comment_id,
+            who=decision.author,
+            source=decision.source,
+            ref=decision.ref,
+            comment_id=decision.comment_id,
             reason="already-frozen",
         )
-        return ExecuteOutcome(ExecuteStatus.ALREADY_FROZEN, frozen=item.frozen)
+        return Outcome(Status.ALREADY_FROZEN, frozen=item.frozen)
     if item.state != WorkItemStatus.PARKED and not again:
         why = _not_parked_reason(item, config.routing.trigger.label)
-        return _refuse(services, session, item, reply, why, "not-parked")
-    return _freeze(services, session, item, reply, issue)
+        return _refuse(services, session, item, decision, why, "not-parked")
+    return _freeze(services, session, item, decision, issue)

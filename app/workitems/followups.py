@@ -9,7 +9,6 @@ recorded as `comment.ignored` and never reaches a session. Execute replies belon
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import BindParameter, Select, bindparam, or_, select
@@ -20,17 +19,9 @@ from app.gate.parse import is_execute
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
+from app.workitems.decisions import Decision, Outcome, Status
 from app.workitems.jobs import deliver_job, enqueue
 from app.workitems.states import is_live
-
-
-class FollowupOutcome(StrEnum):
-    """What `deliver_comment` did with a comment."""
-
-    QUEUED = "queued"  # a deliver job is waiting for the item's spawner
-    REPEAT = "repeat"  # this comment was already queued (a redelivery)
-    NOT_LIVE = "not-live"  # the item has no session to deliver to (stopped, closed, parked)
-    UNKNOWN_ITEM = "unknown-item"
 
 
 def deliver_key(source: str, ref: str) -> str:
@@ -41,42 +32,42 @@ def deliver_key(source: str, ref: str) -> str:
 def deliver_comment(
     services: Services,
     session: Session,
-    work_item_id: str,
-    author: str,
-    body: str,
+    decision: Decision,
     *,
-    ref: str,
-    source: str,
-    comment_id: int | None = None,
     gh_event: str | None = None,
     action: str | None = None,
-) -> FollowupOutcome:
-    """Queue an already-authorized comment for the item's session, once per `ref`.
+) -> Outcome:
+    """Queue an already-authorized comment for the item's session, once per `ref` (a
+    `Decide`): QUEUED, REPEAT (already queued: a redelivery), NOT_LIVE (no session to
+    deliver to: stopped, closed, parked) or NOT_A_WORK_ITEM.
 
     `gh_event`/`action` say what a GitHub follow-up was (default: an issue comment).
     Runs inside the caller's transaction; the spawner is woken when it commits.
     """
-    item = session.get(WorkItem, work_item_id)
+    author, ref, source = decision.author, decision.ref, decision.source
+    item = session.get(WorkItem, decision.work_item_id)
     if item is None:
-        return FollowupOutcome.UNKNOWN_ITEM
+        return Outcome(Status.NOT_A_WORK_ITEM)
     if item.frozen is None or not is_live(item.state):
         record_ignored(
             services, session, item.id, f"work item is {item.state}", author, ref, source
         )
-        return FollowupOutcome.NOT_LIVE
+        return Outcome(Status.NOT_LIVE)
     payload = deliver_job(
         item,
         author=author,
-        body=body,
+        body=decision.body,
         ref=ref,
         source=source,
-        comment_id=comment_id,
+        comment_id=decision.comment_id,
         gh_event=gh_event,
         action=action,
     )
     key = deliver_key(source, ref)
     job = enqueue(services, session, key, payload, author=author, source=source, ref=ref)
-    return FollowupOutcome.QUEUED if job is not None else FollowupOutcome.REPEAT
+    if job is None:
+        return Outcome(Status.REPEAT)
+    return Outcome(Status.QUEUED, job_id=job.id)
 
 
 def record_ignored(
@@ -149,6 +140,5 @@ def on_issue_comment(ctx: HandlerContext) -> None:
     if why is not None:
         record_ignored(services, ctx.session, item.id, why, author, ref, "github")
         return
-    deliver_comment(
-        services, ctx.session, item.id, author, body, ref=ref, source="github", comment_id=int(ref)
-    )
+    decision = Decision(item.id, author, body, ref, "github", comment_id=int(ref))
+    deliver_comment(services, ctx.session, decision)

@@ -20,17 +20,19 @@ from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
-from app.workitems.answer import AnswerStatus, answer_reply
+from app.workitems.answer import answer_reply
 from app.workitems.capacity import renumber
-from app.workitems.decisions import Reply, lock_work_item
-from app.workitems.execute import ExecuteStatus, execute_reply
+from app.workitems.decisions import Decision, Status, lock_work_item
+from app.workitems.execute import execute_reply
 from app.workitems.issue_text import record_pin
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
-from app.workitems.review import ReviewStatus, review_reply, verdict_of
+from app.workitems.review import review_reply, verdict_of
 from app.workitems.states import Happened, is_live, transition
 
 __all__ = ["spec_id", "work_item_id"]
+
+NOT_AN_ITEM = Status.NOT_A_WORK_ITEM.value  # the reason a decision on no work item is logged
 
 SPAWN_DEFERRED_REASON = "parked-at-human-start-gate"
 
@@ -219,25 +221,15 @@ def freeze_on_execute(ctx: HandlerContext) -> None:
     body = comment.get("body") or ""
     if not is_execute(body, ctx.config.routing.trigger.execute_keyword):
         return
-    author = str((comment.get("user") or {}).get("login") or "")
-    outcome = execute_reply(
-        ctx.services,
-        ctx.session,
-        work_item_id(*ref),
-        author,
-        body,
-        ref=str(comment["id"]),
-        source="github",
-        comment_id=comment["id"],
-        issue=ctx.payload.get("issue"),
-    )
-    if outcome.status is ExecuteStatus.NOT_A_WORK_ITEM:
+    decision = Decision.from_comment(work_item_id(*ref), comment)
+    outcome = execute_reply(ctx.services, ctx.session, decision, issue=ctx.payload.get("issue"))
+    if outcome.status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.execute_ignored",
             work_item_id(*ref),
-            who=author,
+            who=decision.author,
             comment_id=comment["id"],
-            reason="not-a-work-item",
+            reason=NOT_AN_ITEM,
         )
 
 
@@ -251,11 +243,11 @@ def decide_review(ctx: HandlerContext) -> None:
     trigger = ctx.config.routing.trigger
     if verdict_of(body, trigger.approve_keyword, trigger.changes_keyword) is None:
         return
-    author = str((comment.get("user") or {}).get("login") or "")
-    reply = Reply(author, body, str(comment["id"]), "github", int(comment["id"]))
-    outcome = review_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
-    if outcome.status is ReviewStatus.NOT_A_WORK_ITEM:
-        ctx.emit("gate.review_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
+    decision = Decision.from_comment(work_item_id(*ref), comment)
+    if review_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
+        ctx.emit(
+            "gate.review_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
+        )
 
 
 def answer_question(ctx: HandlerContext) -> None:
@@ -267,11 +259,11 @@ def answer_question(ctx: HandlerContext) -> None:
     body = str(comment.get("body") or "")
     if not is_execute(body, ctx.config.routing.trigger.answer_keyword):
         return
-    author = str((comment.get("user") or {}).get("login") or "")
-    reply = Reply(author, body, str(comment["id"]), "github", int(comment["id"]))
-    outcome = answer_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
-    if outcome.status is AnswerStatus.NOT_A_WORK_ITEM:
-        ctx.emit("gate.answer_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
+    decision = Decision.from_comment(work_item_id(*ref), comment)
+    if answer_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
+        ctx.emit(
+            "gate.answer_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
+        )
 
 
 def log_execute_edit(ctx: HandlerContext) -> None:

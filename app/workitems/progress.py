@@ -2,7 +2,9 @@
 
 Any flush that changes what the comment shows — status, phase, gate decisions, artifacts,
 session facts, pull request — bumps the item's `progress_rev` and makes it due a few seconds
-later (`watch_changes`, installed once per process). `ProgressPublisher` renders due items
+later. That watch is wired explicitly: `watch_changes(engine)`, which `build_state` (the App,
+its workers, the Slack runner) calls for the engine it opens; importing this module wires
+nothing, and a session on any other engine is left alone. `ProgressPublisher` renders due items
 and posts the comment the first time, edits it after: a burst of changes becomes one edit,
 and a change made while an edit is in flight is caught by the revision check. GitHub errors
 are retried by githubkit (5xx, 429) and then by the publisher's own backoff.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,7 +43,7 @@ WINDOW = timedelta(seconds=2)  # at most one edit per item per window
 LEASE = timedelta(seconds=60)  # a publisher that dies mid-post leaves the item due again
 WATCHED = ("state", "phase", "gates", "artifacts", "session", "frozen", "pull_request")
 _installed = threading.Lock()
-_listening: list[bool] = []
+_watched: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def _now() -> datetime:
@@ -48,6 +51,8 @@ def _now() -> datetime:
 
 
 def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
+    if getattr(session.bind, "engine", None) not in _watched:
+        return
     now = _now()
     for obj in list(session.dirty) + list(session.new):
         if not isinstance(obj, WorkItem) or obj.frozen is None:
@@ -75,12 +80,15 @@ def usage_changed(item: WorkItem, now: datetime) -> None:
     item.progress_due_at = min(due, now + USAGE_WINDOW) if due is not None else now + USAGE_WINDOW
 
 
-def watch_changes() -> None:
-    """Install the change watcher on every ORM session of this process (once)."""
+def watch_changes(engine: Engine) -> None:
+    """Make every flush of a session on `engine` mark the progress comments it changes due
+    (idempotent). The hook sits on the `Session` class, as the tree opens its sessions as
+    `Session(engine)` with no sessionmaker to hang it on; it acts only on sessions bound to
+    an engine passed here."""
     with _installed:
-        if not _listening:
+        _watched.add(engine)
+        if not event.contains(Session, "before_flush", _mark_changed):
             event.listen(Session, "before_flush", _mark_changed)
-            _listening.append(True)
 
 
 def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> ProgressView:

@@ -27,6 +27,7 @@ from app.github.pull_io import PullIO, check_failure
 from app.services import HandlerContext
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
+from app.workitems.decisions import Decision
 from app.workitems.followups import deliver_comment, record_ignored
 from app.workitems.pulls import item_for_branch, item_for_pull
 
@@ -85,12 +86,7 @@ def on_review_comment(ctx: HandlerContext) -> None:
     deliver_comment(
         ctx.services,
         ctx.session,
-        item.id,
-        author,
-        text,
-        ref=ref,
-        source="github",
-        comment_id=comment["id"],
+        Decision(item.id, author, text, ref, "github", comment_id=comment["id"]),
         gh_event="pull_request_review_comment",
     )
 
@@ -111,15 +107,11 @@ def on_review(ctx: HandlerContext) -> None:
     author = _admitted(ctx, item, review, ref)
     if author is None:
         return
+    words = review_text(number, state, body)
     deliver_comment(
         ctx.services,
         ctx.session,
-        item.id,
-        author,
-        review_text(number, state, body),
-        ref=ref,
-        source="github",
-        comment_id=review["id"],
+        Decision(item.id, author, words, ref, "github", comment_id=review["id"]),
         gh_event="pull_request_review",
         action="submitted",
     )
@@ -200,14 +192,13 @@ def _deliver_failures(
         ctx.emit("checks.ignored", item.id, sha=sha, reason="not the pull request's head commit")
         return
     failures = _failing(ctx, item, sha) or fallback
+    checker = str(app.get("slug") or app.get("name") or "checks")
+    words = checks_text(int(pr["number"]), sha, failures)
+    ref = f"checks:{item.repo_full_name}@{sha}"
     deliver_comment(
         ctx.services,
         ctx.session,
-        item.id,
-        str(app.get("slug") or app.get("name") or "checks"),
-        checks_text(int(pr["number"]), sha, failures),
-        ref=f"checks:{item.repo_full_name}@{sha}",
-        source="github",
+        Decision(item.id, checker, words, ref, "github"),
         gh_event=ctx.event,
         action="completed",
     )

@@ -8,7 +8,7 @@ press), so a crash re-runs it; the delivery to the session is keyed by the reply
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from enum import StrEnum
 
 from sqlalchemy.orm import Session
@@ -18,8 +18,8 @@ from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.advance import record_move
 from app.workitems.authz import refusal
-from app.workitems.decisions import Reply, emit, lock_work_item, refuse
-from app.workitems.followups import FollowupOutcome, deliver_comment
+from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.followups import deliver_comment
 from app.workitems.states import is_live
 from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
 
@@ -27,20 +27,6 @@ from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
 class Verdict(StrEnum):
     APPROVED = "approved"
     CHANGES = "changes"
-
-
-class ReviewStatus(StrEnum):
-    RECORDED = "recorded"
-    REFUSED = "refused"
-    REPEAT = "repeat"
-    NOT_A_WORK_ITEM = "not-a-work-item"
-
-
-@dataclass(frozen=True)
-class ReviewOutcome:
-    status: ReviewStatus
-    why: str = ""
-    verdict: Verdict | None = None
 
 
 def verdict_of(body: str, approve: str, changes: str) -> Verdict | None:
@@ -71,25 +57,23 @@ def _session_note(verdict: Verdict, author: str) -> str:
     )
 
 
-def review_reply(
-    services: Services, session: Session, work_item_id: str, reply: Reply
-) -> ReviewOutcome:
-    """Apply an approve or changes reply by `reply.author` on `work_item_id`."""
-    item = lock_work_item(session, work_item_id)
+def review_reply(services: Services, session: Session, decision: Decision) -> Outcome:
+    """Apply an approve or changes decision on its item (a `Decide`)."""
+    item = lock_work_item(session, decision.work_item_id)
     if item is None or item.frozen is None:
-        return ReviewOutcome(ReviewStatus.NOT_A_WORK_ITEM)
+        return Outcome(Status.NOT_A_WORK_ITEM)
     trigger = services.config.routing.trigger
-    verdict = verdict_of(reply.body, trigger.approve_keyword, trigger.changes_keyword)
+    verdict = verdict_of(decision.body, trigger.approve_keyword, trigger.changes_keyword)
     keyword = trigger.approve_keyword if verdict is Verdict.APPROVED else trigger.changes_keyword
     action = "approve the review" if verdict is Verdict.APPROVED else "request changes"
 
-    def refused(why: str, reason: str) -> ReviewOutcome:
-        refuse(services, session, item, reply, why, reason, keyword=keyword, action=action)
-        return ReviewOutcome(ReviewStatus.REFUSED, why=why, verdict=verdict)
+    def refused(why: str, reason: str) -> Outcome:
+        refuse(services, session, item, decision, why, reason, keyword=keyword, action=action)
+        return Outcome(Status.REFUSED, why=why)
 
     if verdict is None:
         return refused("the reply starts with no review keyword", "not-a-review")
-    why = refusal(services, item.installation_id, item.repo_full_name, reply.author)
+    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
     if why is not None:
         return refused(why, "unauthorized")
     if item.phase != REVIEW_NODE or not is_live(item.state):
@@ -98,62 +82,37 @@ def review_reply(
             f"the work item is not waiting for a review (it is at {where})", "not-at-review"
         )
     if isinstance((item.gates or {}).get(REVIEW_NODE), dict):
-        return ReviewOutcome(ReviewStatus.REPEAT, verdict=verdict)
-    return _record(services, session, item, reply, verdict)
+        return Outcome(Status.REPEAT)
+    return _record(services, session, item, decision, verdict)
 
 
 def _record(
-    services: Services, session: Session, item: WorkItem, reply: Reply, verdict: Verdict
-) -> ReviewOutcome:
+    services: Services, session: Session, item: WorkItem, decision: Decision, verdict: Verdict
+) -> Outcome:
     trigger = services.config.routing.trigger
     at = services.clock().isoformat()
     gates = dict(item.gates or {})
-    text = reply.body
+    text = decision.body
     if verdict is Verdict.APPROVED:
-        gates[REVIEW_NODE] = {"at": at, "by": reply.author, "verdict": verdict.value}
+        gates[REVIEW_NODE] = {"at": at, "by": decision.author, "verdict": verdict.value}
         item.gates = gates
     else:
         gates.pop(REVIEW_NODE, None)
         item.gates = gates
         skips = frozenset((item.frozen or {}).get("skips") or {})
         back = IMPLEMENTATION_NODE if IMPLEMENTATION_NODE in in_force(skips) else REVIEW_NODE
-        record_move(services, session, item, back, by=reply.author, reason="changes requested")
-        text = _changes_text(reply.body, trigger.changes_keyword)
+        record_move(services, session, item, back, by=decision.author, reason="changes requested")
+        text = _changes_text(decision.body, trigger.changes_keyword)
     emit(
         services,
         session,
         "gate.approved" if verdict is Verdict.APPROVED else "gate.changes_requested",
         item.id,
-        by=reply.author,
-        source=reply.source,
-        ref=reply.ref,
+        by=decision.author,
+        source=decision.source,
+        ref=decision.ref,
     )
-    outcome = deliver_comment(
-        services,
-        session,
-        item.id,
-        reply.author,
-        text + _session_note(verdict, reply.author),
-        ref=reply.ref,
-        source=reply.source,
-        comment_id=reply.comment_id,
-    )
-    if outcome is FollowupOutcome.REPEAT:
-        return ReviewOutcome(ReviewStatus.REPEAT, verdict=verdict)
-    return ReviewOutcome(ReviewStatus.RECORDED, verdict=verdict)
-
-
-def review_from_surface(
-    services: Services,
-    session: Session,
-    work_item_id: str,
-    author: str,
-    body: str,
-    *,
-    ref: str,
-    source: str,
-    comment_id: int | None = None,
-) -> ReviewOutcome:
-    """`review_reply` in the shape every surface's decision takes (see channels.deps)."""
-    reply = Reply(author, body, ref, source, comment_id)
-    return review_reply(services, session, work_item_id, reply)
+    told = replace(decision, body=text + _session_note(verdict, decision.author))
+    if deliver_comment(services, session, told).status is Status.REPEAT:
+        return Outcome(Status.REPEAT)
+    return Outcome(Status.RECORDED)

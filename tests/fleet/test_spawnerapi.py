@@ -31,7 +31,7 @@ def test_calls_without_a_valid_spawner_token_are_refused(api):
         session_token = mint_session_token(db, item, datetime.now(UTC))
     resp = api.spawner(session_token).poll()
     assert resp.status_code == 403
-    assert "spawner token" in resp.json()["error"]
+    assert "spawner token" in resp.json()["error"] and resp.json()["code"] == "forbidden"
 
 
 @SQLITE_ONLY
@@ -413,3 +413,23 @@ def test_a_spawn_frozen_on_a_harness_waits_for_a_spawner_that_hosts_it(api):
     assert claude_only.job() is None
     both.register(harnesses=["claude", "codex"])
     assert both.job()["id"] == job_id
+
+
+@SQLITE_ONLY
+def test_every_spawner_api_route_answers_refusals_in_the_one_shape(api):
+    """A blueprint added under /spawner/v1 without the door's guard would answer its own
+    shape (or an HTML page): every route there has the credential check and the handler."""
+    from app.fleet.api_guard import ApiError, credential_first
+
+    flask = api.flask
+    blueprints = {
+        rule.endpoint.split(".")[0]
+        for rule in flask.url_map.iter_rules()
+        if rule.rule.startswith("/spawner/v1/")
+    }
+    assert {"spawner", "phase", "pulls"} <= blueprints
+    for name in blueprints:
+        assert credential_first in flask.before_request_funcs.get(name, [])
+        assert ApiError in flask.error_handler_spec[name][None]
+    unknown = api.spawner(api.token()).client.post("/jobs/999999/heartbeat")
+    assert unknown.status_code == 404 and unknown.json()["code"] == "not-found"

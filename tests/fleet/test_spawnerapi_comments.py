@@ -78,6 +78,7 @@ def test_a_spawner_cannot_post_outside_its_repositories(api):
 def test_bad_comment_requests_say_what_is_wrong(api, body, error):
     resp = api.spawner(api.token()).client.post("/comments", json=body)
     assert resp.status_code == 400 and error in resp.json()["error"]
+    assert resp.json()["code"] == "bad-request"
 
 
 def test_an_unknown_item_is_404_and_github_refusing_is_502(api):
@@ -87,6 +88,7 @@ def test_an_unknown_item_is_404_and_github_refusing_is_502(api):
     api.fake.fail_next(rf"/repos/{api.repo}/issues/16/comments", 422)
     resp = spawner.comment(item, "hi")
     assert resp.status_code == 502 and "GitHub" in resp.json()["error"]
+    assert resp.json()["code"] == "github"
     assert api.events("agent.comment", item) == []
 
 

@@ -6,11 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.fleet.api_guard import ApiError, as_api_error
 from app.fleet.comments import AgentComment, AgentCommentKind, CommentRefused, parse_request, render
 from app.fleet.reports import check_event, event_fields
 from app.gate.markers import find_marker, has_marker
 from app.store.tables import Spawner
+from app.workitems.advance import UnseenArtifacts
 from app.workitems.followups import deliver_key
+from app.workitems.pulls import PullRequestRefused
+from app.workitems.walk import MoveRefused
 
 
 @pytest.mark.parametrize(
@@ -78,3 +82,19 @@ def test_plain_agent_text_is_posted_as_written():
 def test_deliver_keys_are_one_per_comment():
     assert deliver_key("github", "123") == "deliver:123"
     assert deliver_key("slack", "1715.0042") == "deliver:slack:1715.0042"
+
+
+@pytest.mark.parametrize(
+    ("refused", "status", "code"),
+    [
+        (CommentRefused(409, "no installation"), 409, "conflict"),
+        (PullRequestRefused(400, "the title must be 1 to 256 characters"), 400, "bad-request"),
+        (MoveRefused("review waits for a human decision"), 422, "refused"),
+        (MoveRefused("the App holds design", stale=True), 409, "stale-move"),
+        (UnseenArtifacts("design is not done as the devbox sees it"), 425, "not-seen-yet"),
+        (ApiError(503, "no installation token"), 503, "unavailable"),
+    ],
+)
+def test_every_refusal_of_the_spawner_api_answers_one_shape(refused, status, code):
+    error = as_api_error(refused)
+    assert (error.status, error.code, str(error)) == (status, code, str(refused))

@@ -31,14 +31,18 @@ SCRIPT = [
 
 
 @pytest.fixture
-def api() -> Iterator[FakeAnthropic]:
+def fake_model() -> Iterator[FakeAnthropic]:
     with FakeAnthropic(SCRIPT) as fake:
         yield fake
 
 
-def post(api: FakeAnthropic, body: dict[str, Any], path: str = "/v1/messages") -> httpx.Response:
+def post(
+    fake_model: FakeAnthropic, body: dict[str, Any], path: str = "/v1/messages"
+) -> httpx.Response:
     headers = {"x-api-key": "sk-secret", "anthropic-version": "2023-06-01"}
-    response = httpx.post(f"{api.url}{path}?beta=true", json=body, headers=headers, timeout=10)
+    response = httpx.post(
+        f"{fake_model.url}{path}?beta=true", json=body, headers=headers, timeout=10
+    )
     response.raise_for_status()
     return response
 
@@ -82,8 +86,8 @@ def main_body(messages: list[dict[str, Any]], stream: bool = True) -> dict[str, 
     return {"model": "claude-x", "messages": messages, "tools": TOOLS, "stream": stream}
 
 
-def test_a_streamed_turn_reassembles_into_text_and_a_tool_call(api: FakeAnthropic) -> None:
-    response = post(api, main_body([user({"type": "text", "text": "please make a file"})]))
+def test_a_streamed_turn_reassembles_into_text_and_a_tool_call(fake_model: FakeAnthropic) -> None:
+    response = post(fake_model, main_body([user({"type": "text", "text": "please make a file"})]))
     assert response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response.text)
     names = [name for name, _ in events]
@@ -96,28 +100,30 @@ def test_a_streamed_turn_reassembles_into_text_and_a_tool_call(api: FakeAnthropi
     assert message["model"] == "claude-x"
 
 
-def test_the_tool_result_spends_the_next_step_and_ends_the_turn(api: FakeAnthropic) -> None:
+def test_the_tool_result_spends_the_next_step_and_ends_the_turn(fake_model: FakeAnthropic) -> None:
     first = [user({"type": "text", "text": "please make a file"})]
-    call = reassemble(sse_events(post(api, main_body(first)).text))["content"][1]
+    call = reassemble(sse_events(post(fake_model, main_body(first)).text))["content"][1]
     result = {"type": "tool_result", "tool_use_id": call["id"], "content": "File created"}
     history = [*first, {"role": "assistant", "content": [call]}, user(result)]
-    message = post(api, main_body(history, stream=False)).json()
+    message = post(fake_model, main_body(history, stream=False)).json()
 
     assert message["content"] == [{"type": "text", "text": "Done."}]
     assert message["stop_reason"] == "end_turn"
-    seen = api.main_requests()[-1].turn.results[0]
+    seen = fake_model.main_requests()[-1].turn.results[0]
     assert (seen.name, seen.content) == ("Write", "File created")
-    api.assert_script_done()
+    fake_model.assert_script_done()
 
 
-def test_a_retried_request_replays_its_answer_without_spending_a_step(api: FakeAnthropic) -> None:
+def test_a_retried_request_replays_its_answer_without_spending_a_step(
+    fake_model: FakeAnthropic,
+) -> None:
     body = main_body([user({"type": "text", "text": "please make a file"})], stream=False)
-    once, again = post(api, body).json(), post(api, body).json()
+    once, again = post(fake_model, body).json(), post(fake_model, body).json()
     assert once["content"] == again["content"]
-    assert api.pending() == ["done"]
+    assert fake_model.pending() == ["done"]
 
 
-def test_side_requests_get_their_schema_and_spend_nothing(api: FakeAnthropic) -> None:
+def test_side_requests_get_their_schema_and_spend_nothing(fake_model: FakeAnthropic) -> None:
     schema = {"type": "object", "properties": {"title": {"type": "string"}}}
     body = {
         "model": "claude-haiku",
@@ -126,33 +132,37 @@ def test_side_requests_get_their_schema_and_spend_nothing(api: FakeAnthropic) ->
         "output_config": {"format": {"type": "json_schema", "schema": schema}},
         "stream": True,
     }
-    title = reassemble(sse_events(post(api, body).text))["content"][0]["text"]
-    plain = post(api, {**body, "output_config": {}, "stream": False}).json()
+    title = reassemble(sse_events(post(fake_model, body).text))["content"][0]["text"]
+    plain = post(fake_model, {**body, "output_config": {}, "stream": False}).json()
 
     assert json.loads(title) == {"title": SIDE_TEXT}
     assert plain["content"][0]["text"] == SIDE_TEXT
-    assert api.pending() == ["write", "done"] and len(api.side_requests()) == 2
+    assert fake_model.pending() == ["write", "done"] and len(fake_model.side_requests()) == 2
 
 
-def test_unscripted_calls_are_answered_recorded_and_reported(api: FakeAnthropic) -> None:
-    tokens = post(api, {"messages": []}, "/v1/messages/count_tokens").json()
-    httpx.get(f"{api.url}/v1/models", timeout=10).raise_for_status()
-    stray = post(api, main_body([user({"type": "text", "text": "something else"})], stream=False))
+def test_unscripted_calls_are_answered_recorded_and_reported(fake_model: FakeAnthropic) -> None:
+    tokens = post(fake_model, {"messages": []}, "/v1/messages/count_tokens").json()
+    httpx.get(f"{fake_model.url}/v1/models", timeout=10).raise_for_status()
+    stray = post(
+        fake_model, main_body([user({"type": "text", "text": "something else"})], stream=False)
+    )
 
     assert tokens["input_tokens"] >= 1
     assert stray.json()["content"][0]["text"] == UNMATCHED_TEXT
-    assert api.other_paths() == ["GET /v1/models"]
-    assert all("x-api-key" not in r.headers for r in api.snapshot())
+    assert fake_model.other_paths() == ["GET /v1/models"]
+    assert all("x-api-key" not in r.headers for r in fake_model.snapshot())
     with pytest.raises(AssertionError, match=r"UNMATCHED.*something else"):
-        api.assert_script_done()
+        fake_model.assert_script_done()
 
 
 def test_steps_added_later_and_explicit_tool_ids_are_used() -> None:
-    with FakeAnthropic() as api:
-        api.add(
+    with FakeAnthropic() as fake_model:
+        fake_model.add(
             Step(contains("go"), Reply(tools=(ToolCall("Bash", {"command": "true"}, "toolu_1"),)))
         )
-        message = post(api, main_body([user({"type": "text", "text": "go"})], stream=False)).json()
+        message = post(
+            fake_model, main_body([user({"type": "text", "text": "go"})], stream=False)
+        ).json()
     assert message["content"] == [
         {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "true"}}
     ]

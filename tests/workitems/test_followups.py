@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from app.gate.markers import MarkerKind, marker
 from app.store.tables import Job, JobKind, WorkItemStatus
-from app.workitems.followups import FollowupOutcome, deliver_comment
+from app.workitems.decisions import Decision, Outcome, Status
+from app.workitems.followups import deliver_comment
 from tests.spawnerapi_support import comment_delivery, send
 
 
@@ -118,20 +119,16 @@ def test_a_slack_thread_reply_is_delivered_once_per_message(api):
     outcomes = []
     for _ in range(2):
         with api.session() as db, db.begin():
-            outcomes.append(
-                deliver_comment(
-                    services, db, item, "octocat", "ship it", ref="1715.0042", source="slack"
-                )
-            )
-    assert outcomes == [FollowupOutcome.QUEUED, FollowupOutcome.REPEAT]
+            said = Decision(item, "octocat", "ship it", ref="1715.0042", source="slack")
+            outcomes.append(deliver_comment(services, db, said))
+    assert [outcome.status for outcome in outcomes] == [Status.QUEUED, Status.REPEAT]
     (job,) = deliver_jobs(api, item)
     assert job.key == "deliver:slack:1715.0042"
     assert job.payload["source"] == "slack" and job.payload["comment_id"] is None
     with api.session() as db, db.begin():
-        missing = deliver_comment(
-            services, db, "github:no/such#1", "x", "y", ref="1", source="slack"
-        )
-    assert missing == FollowupOutcome.UNKNOWN_ITEM
+        nowhere = Decision("github:no/such#1", "x", "y", ref="1", source="slack")
+        missing = deliver_comment(services, db, nowhere)
+    assert missing == Outcome(Status.NOT_A_WORK_ITEM)
 
 
 def test_a_follow_up_reaches_the_spawner_and_gets_a_receipt(api):

@@ -18,7 +18,8 @@ from app.runtime import AppState, build_state
 from app.services import HandlerContext
 from app.settings import load_settings
 from app.store.tables import JobKind, ModelVerdict, WorkItem
-from app.workitems.execute import ExecuteOutcome, ExecuteStatus, execute_reply
+from app.workitems.decisions import Decision, Outcome, Status
+from app.workitems.execute import execute_reply
 from app.workitems.offers import refused_choices
 from tests.fakes.github_api import BOT_LOGIN
 from tests.gate_support import (
@@ -64,9 +65,9 @@ def handle(state: AppState, event: str, action: str, payload: dict[str, Any]) ->
         state.router.dispatch(ctx)
 
 
-def execute(state: AppState, author: str, body: str, ref: str) -> ExecuteOutcome:
+def execute(state: AppState, author: str, body: str, ref: str) -> Outcome:
     with Session(state.engine) as session, session.begin():
-        return execute_reply(state.services, session, ITEM, author, body, ref=ref, source="slack")
+        return execute_reply(state.services, session, Decision(ITEM, author, body, ref, "slack"))
 
 
 SLACK_TEXT = "the-loop execute\n- [ ] design\n- [x] test-planning\n- [x] brainstorming\n"
@@ -96,18 +97,18 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
 
     pressed = slack_text(mirrored, {"design": False, "brainstorming": True})
     refused = execute(state, "mallory", pressed, "A-1")
-    assert refused.status is ExecuteStatus.REFUSED and "mallory" in refused.why
+    assert refused.status is Status.REFUSED and "mallory" in refused.why
     assert marked(fake, MarkerKind.REFUSAL) == []  # Slack answers a Slack press itself
 
     # The body on GitHub is not the one the checklist was posted for: ask again, once.
     changed = execute(state, "Codertocat", pressed, "A-2")
-    assert changed.status is ExecuteStatus.CHANGED and "body (+1 -1 lines)" in changed.why
+    assert changed.status is Status.CHANGED and "body (+1 -1 lines)" in changed.why
     (asked,) = marked(fake, MarkerKind.CHANGED)
     assert asked["body"].startswith("@Codertocat, this did not start the work")
     assert mirror.kinds()[-1] == "refused" and jobs(state) == []
 
     outcome = execute(state, "Codertocat", pressed, "A-3")
-    assert outcome.status is ExecuteStatus.FROZEN
+    assert outcome.status is Status.FROZEN
     assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design"}
     assert outcome.frozen["issue"]["sha256"] == digest("Edited since.")
     assert outcome.confirmation_comment_id == marked(fake, MarkerKind.CONFIRMATION)[0]["id"]
@@ -118,7 +119,7 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
     assert mirror.kinds()[-1] == "confirmation"
 
     again = execute(state, "Codertocat", "the-loop execute\n- [x] design", "A-4")
-    assert again.status is ExecuteStatus.ALREADY_FROZEN and again.frozen == outcome.frozen
+    assert again.status is Status.ALREADY_FROZEN and again.frozen == outcome.frozen
     assert len(jobs(state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
     assert not fake.calls("GET", "/issues/comments/")  # the Slack text answered every row
 
@@ -163,21 +164,21 @@ def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(
 def test_nothing_freezes_without_an_open_item_and_the_keyword(state, fake_github):
     fake, _ = fake_github
     fake.grant(REPO, "Codertocat", "write")
-    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is ExecuteStatus.NOT_A_WORK_ITEM
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-1").status is Status.NOT_A_WORK_ITEM
     closed = labeled()
     closed["issue"] = {**closed["issue"], "state": "closed"}
     handle(state, "issues", "labeled", closed)
     assert fake.issue_comments(REPO, 1) == []
-    assert execute(state, "Codertocat", SLACK_TEXT, "A-2").status is ExecuteStatus.NOT_A_WORK_ITEM
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-2").status is Status.NOT_A_WORK_ITEM
 
     handle(state, "issues", "labeled", labeled())
     outcome = execute(state, "Codertocat", "run it\n- [x] design", "A-3")
-    assert outcome.status is ExecuteStatus.REFUSED and "does not start with" in outcome.why
+    assert outcome.status is Status.REFUSED and "does not start with" in outcome.why
     assert jobs(state) == []
 
     # GitHub cannot show the issue (404): the session starts from the text pinned with the
     # checklist, the one the human saw.
-    assert execute(state, "Codertocat", SLACK_TEXT, "A-4").status is ExecuteStatus.FROZEN
+    assert execute(state, "Codertocat", SLACK_TEXT, "A-4").status is Status.FROZEN
     (spawn,) = jobs(state, JobKind.SPAWN)
     assert spawn.payload["title"] == "Spelling error in the README file"
     assert spawn.payload["prompt"].rstrip().endswith("spelled 'commit' with two 't's.")
@@ -189,15 +190,15 @@ def test_two_executes_at_once_freeze_once(state, fake_github):
     handle(state, "issues", "labeled", labeled())
     barrier = threading.Barrier(2)
 
-    def press(ref: str) -> ExecuteOutcome:
+    def press(ref: str) -> Outcome:
         barrier.wait()
         return execute(state, "Codertocat", SLACK_TEXT, ref)
 
     with ThreadPoolExecutor(2) as pool:
         outcomes = list(pool.map(press, ["A-1", "A-2"]))
     assert sorted(o.status for o in outcomes) == [
-        ExecuteStatus.ALREADY_FROZEN,
-        ExecuteStatus.FROZEN,
+        Status.ALREADY_FROZEN,
+        Status.FROZEN,
     ]
     assert len(jobs(state, JobKind.SPAWN)) == 1
     assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1

@@ -214,10 +214,11 @@ def test_a_session_cannot_jump_ahead_through_the_api(executed, session_env):
     body = {"work_item": ITEM, "from": "verification", "artifacts": ["verification.md"]}
     stale = httpx.post(url, json=body, headers=headers, timeout=10)
     assert stale.status_code == 409 and "is at design" in stale.json()["error"]
+    assert stale.json()["code"] == "stale-move"
     other = httpx.post(url, json={**body, "work_item": "github:o/other#1"}, headers=headers)
     assert other.status_code in (403, 404)
     nobody = httpx.post(url, json=body, timeout=10)
-    assert nobody.status_code == 401
+    assert nobody.status_code == 401 and nobody.json()["code"] == "bad-token"
     assert item_row(executed).phase == "design"
 
 
@@ -256,7 +257,7 @@ def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, sess
     url = f"{executed.url}/spawner/v1/phase"
     body = {"work_item": ITEM, "from": "design", "artifacts": ["design.md"]}
     unseen = httpx.post(url, json=body, headers=headers, timeout=10)
-    assert unseen.status_code == 425
+    assert unseen.status_code == 425 and unseen.json()["code"] == "not-seen-yet"
     assert "the devbox has not reported what it sees" in unseen.json()["error"]
     spawner_sees(session_env)  # an empty checkout
     missing = httpx.post(url, json=body, headers=headers, timeout=10)
