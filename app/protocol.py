@@ -125,6 +125,8 @@ class StopJob(ItemJob):
 
     kind: Literal["stop"] = "stop"
     reason: str = ""
+    # For a budget stop: what the model gateway tells the session when it refuses it.
+    note: str = ""
 
 
 class AnswerJob(ItemJob):

@@ -11,7 +11,9 @@ connection), within a budget for all bodies held at once: past it, a 529 the har
 retries. An upstream that fails before answering is a 502 in that shape; one that
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
-`metering.py` reads its usage into the tally, charged to the pass's work item.
+`metering.py` reads its usage into the tally, charged to the pass's work item. An item
+whose budget the App found spent is refused 403 in that shape, with the App's words, until
+a new launch of it is asked for.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ NO_CREDENTIAL = (
     "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
     "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
 )
+SPENT = "the-loop: budget spent: this work item may not use the model any more"
 NOT_FORWARDED = "the model gateway forwards only POST /v1/messages and /v1/messages/count_tokens"
 JSON = [(b"content-type", b"application/json")]
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
@@ -150,6 +153,10 @@ class _Exchange:
                 raise _Refused(401, "authentication_error", NO_CREDENTIAL)
             if not forwarded(request.method, request.target):
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
+            spent = self.gateway.spent.get(work_item)
+            if spent is not None:
+                self.gateway.spent_refused[work_item] = self.gateway.spent_refusals(work_item) + 1
+                raise _Refused(403, "permission_error", spent)
         except _Refused as refused:
             await self.refuse(refused)
             return
@@ -193,6 +200,10 @@ class ModelGateway:
         self.tally = tally or Tally()
         self.host, self.port = host, port
         self.refusals = 0
+        # Items whose budget the App found spent, with what their session is told; read on
+        # every request (one dict lookup), written by the spawner's job threads.
+        self.spent: dict[str, str] = {}
+        self.spent_refused: dict[str, int] = {}
         self.held = 0  # bytes of request bodies in flight (the loop's thread only)
         self.body_budget = body_budget
         self.url = ""
@@ -264,6 +275,22 @@ class ModelGateway:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    # -- budgets (from any thread) ---------------------------------------------------------
+
+    def refuse_spent(self, work_item: str, message: str) -> None:
+        """Refuse `work_item`'s requests from now on, answering `message`."""
+        self.spent_refused[work_item] = 0
+        self.spent[work_item] = message or SPENT
+
+    def allow(self, work_item: str) -> None:
+        """Serve `work_item` again (a launch the App asked for after a raise or an execute)."""
+        self.spent.pop(work_item, None)
+        self.spent_refused.pop(work_item, None)
+
+    def spent_refusals(self, work_item: str) -> int:
+        """How many of `work_item`'s requests were refused since its budget was spent."""
+        return self.spent_refused.get(work_item, 0)
 
     # -- one request -----------------------------------------------------------------------
 

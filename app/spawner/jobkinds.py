@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +40,8 @@ from app.spawner.sending import paste_first_message, submit, watch_unsent
 from app.spawner.tmux import TmuxError
 from app.spawner.watchdog import Readiness, await_input, report_stall
 
+NOTICE_SOURCE = "notice"  # the App's own words, not a person's
+BUDGET_REASON = "budget"
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
 
@@ -47,7 +50,10 @@ class JobFailed(RuntimeError):
 
 
 def followup_text(payload: DeliverJob) -> str:
-    """A follow-up as the session reads it: who said it, where, then their words verbatim."""
+    """A follow-up as the session reads it: who said it, where, then their words verbatim.
+    A notice of the App's own (a budget's warning) is its words alone."""
+    if payload.source == NOTICE_SOURCE:
+        return payload.body
     author = payload.author or "someone"
     source = "Slack" if payload.source == "slack" else "GitHub"
     return f"Follow-up from @{author} on {source}:\n\n{payload.body}"
@@ -212,7 +218,25 @@ def _respawn(
     return {"delivered": True, "respawned": True, "session_id": session_id}
 
 
+def _refuse_then_wait(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> None:
+    """A budget stop: the gateway refuses the item's model requests from now on, and the
+    session is given until it meets that refusal (its turn then ends) or `budget_grace`
+    seconds pass, so a commit or push it is running finishes before it is stopped."""
+    if ctx.models is None:
+        return
+    gateway = ctx.models.gateway
+    gateway.refuse_spent(job.work_item, payload.note)
+    record = ctx.registry.get(job.work_item)
+    deadline = time.monotonic() + ctx.budget_grace
+    while time.monotonic() < deadline and _alive(ctx, record):
+        if gateway.spent_refusals(job.work_item):
+            return
+        time.sleep(0.2)
+
+
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
+    if payload.reason == BUDGET_REASON:
+        _refuse_then_wait(ctx, job, payload)
     record = ctx.registry.get(job.work_item)
     if ctx.models is not None:
         ctx.models.end(job.work_item)  # its pass dies first, whatever else is found

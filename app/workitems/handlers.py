@@ -28,6 +28,7 @@ from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
 from app.workitems.pinning import record_pin
 from app.workitems.review import ReviewStatus, review_reply, verdict_of
+from app.workitems.spending import raise_reply
 from app.workitems.states import Happened, is_live, transition
 
 __all__ = ["spec_id", "work_item_id"]
@@ -272,6 +273,20 @@ def answer_question(ctx: HandlerContext) -> None:
     outcome = answer_reply(ctx.services, ctx.session, work_item_id(*ref), reply)
     if outcome.status is AnswerStatus.NOT_A_WORK_ITEM:
         ctx.emit("gate.answer_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
+
+
+def raise_budget(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the budget keyword: add to the item's budget."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = str(comment.get("body") or "")
+    if not is_execute(body, ctx.config.routing.trigger.budget_keyword):
+        return
+    author = str((comment.get("user") or {}).get("login") or "")
+    reply = Reply(author, body, str(comment["id"]), "github", int(comment["id"]))
+    if raise_reply(ctx.services, ctx.session, work_item_id(*ref), reply) == "not-a-work-item":
+        ctx.emit("gate.budget_ignored", work_item_id(*ref), who=author, reason="not-a-work-item")
 
 
 def log_execute_edit(ctx: HandlerContext) -> None:

@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 from app import graph
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.endings import report_ending
+from app.workitems.endings import BUDGET_REASON, report_ending
 from app.workitems.notices import announce_moved, announce_stall
+from app.workitems.spending import budget_line_of
 from app.workitems.states import Happened, transition
 from app.workitems.usage import usage_line_of
 
@@ -78,7 +79,11 @@ def apply_session_event(
             item.session = {**(item.session or {}), "evidence": graph.evidence_fields(seen)}
         return
     if name not in STATUS_EVENTS:
-        report_ending(services, item, name, fields, usage_line_of(session, item, services.config))
+        budget = (
+            budget_line_of(services, session, item) if fields.get("reason") == BUDGET_REASON else ""
+        )
+        usage = usage_line_of(session, item, services.config)
+        report_ending(services, item, name, fields, usage, budget)
         return
     before = dict(item.session or {})
     transition(item, name)

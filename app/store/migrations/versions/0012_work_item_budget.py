@@ -1,0 +1,21 @@
+"""work item budget: the budget's run per work item (its start, raises, warned, spent)
+
+Revision ID: 0012
+Revises: 0010
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0012"
+down_revision = "0010"
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("work_items") as batch:
+        batch.add_column(sa.Column("budget", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("work_items") as batch:
+        batch.drop_column("budget")

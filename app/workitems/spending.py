@@ -1,0 +1,263 @@
+"""A work item's budget kept by the App, its one owner: the App has the usage the gateways
+report and the operator's limits, so it alone decides when a run is near or past its budget.
+
+After every report about an item (`fleet/reports.py`) `check_spending` weighs what the run
+spent (`budgets.py`). At 90 % it sends the session one notice, pasted like a follow-up,
+that starts `the-loop: budget` and asks it to commit, push and stop. At 100 % it sends a
+stop job with reason `budget`: the spawner's gateway refuses the item's model requests from
+then on, the spawner stops the session, and the ending comment says what was spent and how
+to go on. `the-loop budget +<amount>` by an authorized person adds to a limit, records who,
+and relaunches an item its budget stopped.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.gate.markers import MarkerKind, marker
+from app.github.issues import IssueIO
+from app.services import Services
+from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.authz import refusal
+from app.workitems.budgets import (
+    WARN_AT,
+    Level,
+    Limits,
+    Raise,
+    Spent,
+    budget_text,
+    level_of,
+    limits_of,
+    parse_raise,
+    since_base,
+    tokens_in,
+)
+from app.workitems.decisions import Reply, emit, lock_work_item, refuse
+from app.workitems.endings import BUDGET_REASON
+from app.workitems.jobs import deliver_job, enqueue, stop_job
+from app.workitems.states import Happened, is_live, transition
+from app.workitems.usage import priced, usage_of
+
+NOTICE_SOURCE = "notice"  # a deliver job whose body the session reads verbatim
+MAX_RAISES_KEPT = 50
+LAUNCHES = frozenset({"session.spawned", "session.respawned"})
+
+
+def _facts(item: WorkItem) -> dict[str, Any]:
+    facts = dict(item.budget) if isinstance(item.budget, dict) else {}
+    facts.setdefault("run", 1)
+    facts.setdefault("extra", {})
+    return facts
+
+
+def _model(item: WorkItem) -> str:
+    frozen = item.frozen if isinstance(item.frozen, dict) else {}
+    return str(frozen.get("model") or "")
+
+
+def _since(facts: dict[str, Any]) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(facts.get("since") or ""))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def standing(
+    services: Services, session: Session, item: WorkItem, facts: dict[str, Any]
+) -> tuple[Limits, Spent]:
+    """The run's limits and what it spent so far."""
+    limits = limits_of(services.config.routing.budget, facts.get("extra") or {})
+    counts = since_base(usage_of(session, [item.id])[item.id], facts.get("base") or {})
+    since = _since(facts)
+    minutes = (services.clock() - since).total_seconds() / 60 if since else 0.0
+    cost = priced(services.config, _model(item), counts)
+    return limits, Spent(tokens=tokens_in(counts), usd=cost, minutes=max(0.0, minutes))
+
+
+def budget_line_of(services: Services, session: Session, item: WorkItem) -> str:
+    """`**Budget:** tokens 9.2k of 10k · …`, or "" when no budget is configured."""
+    limits, spent = standing(services, session, item, _facts(item))
+    return f"**Budget:** {budget_text(limits, spent)}" if not limits.empty else ""
+
+
+def warning_text(limits: Limits, spent: Spent) -> str:
+    """What the session is told once, at `WARN_AT` of its budget (pure)."""
+    return (
+        f"the-loop: budget — this work item has used {WARN_AT:.0%} or more of its budget "
+        f"({budget_text(limits, spent)}). Wrap up now: commit your work, push it "
+        "(`git push`), say on the issue where it stands (`the-loop comment`), then stop. "
+        "When the budget is spent the model refuses further requests and the session is "
+        "stopped."
+    )
+
+
+def refusal_note(limits: Limits, spent: Spent) -> str:
+    """What the model gateway answers the session once its budget is spent (pure)."""
+    return (
+        f"the-loop: budget spent ({budget_text(limits, spent)}). This work item may not use "
+        "the model any more; the session is being stopped and its work stays on its "
+        "branch. An authorized person can add to it with `the-loop budget +<amount>` on "
+        "the issue."
+    )
+
+
+def _notice(services: Services, session: Session, item: WorkItem, key: str, text: str) -> None:
+    payload = deliver_job(
+        item, author="the-loop", body=text, ref=key, source=NOTICE_SOURCE, comment_id=None
+    )
+    enqueue(services, session, f"deliver:{NOTICE_SOURCE}:{key}", payload)
+
+
+def check_spending(services: Services, session: Session, item: WorkItem, event: str) -> None:
+    """Weigh the item's run after a reported `event` (inside the caller's transaction)."""
+    configured = services.config.routing.budget
+    if configured.tokens is None and configured.usd is None and configured.minutes is None:
+        return
+    facts = _facts(item)
+    if event in LAUNCHES and not facts.get("since"):
+        facts["since"] = services.clock().isoformat()
+    if not is_live(item.state) or item.frozen is None or facts.get("spent"):
+        if facts != item.budget:
+            item.budget = facts
+        return
+    limits, spent = standing(services, session, item, facts)
+    level, kind = level_of(limits, spent)
+    run = facts["run"]
+    if level is Level.SPENT:
+        facts["spent"] = kind
+        note = refusal_note(limits, spent)
+        stop = stop_job(item, reason=BUDGET_REASON, note=note)
+        enqueue(services, session, f"stop:budget:{item.id}:{run}", stop)
+        emit(
+            services, session, "budget.spent", item.id, limit=kind, spent=budget_text(limits, spent)
+        )
+        facts["stops"] = int(facts.get("stops") or 0) + 1
+    elif level is Level.WARN and not facts.get("warned"):
+        facts["warned"] = True
+        _notice(
+            services, session, item, f"budget-warn:{item.id}:{run}", warning_text(limits, spent)
+        )
+        emit(
+            services,
+            session,
+            "budget.warned",
+            item.id,
+            limit=kind,
+            spent=budget_text(limits, spent),
+        )
+    if facts != item.budget:
+        item.budget = facts
+
+
+def restart_run(session: Session, item: WorkItem) -> None:
+    """A new execute starts a new run: its counts start from what the item used so far."""
+    previous = _facts(item)
+    item.budget = {
+        "run": int(previous.get("run") or 0) + 1,
+        "base": usage_of(session, [item.id])[item.id],
+        "extra": {},
+        "raises": list(previous.get("raises") or [])[-MAX_RAISES_KEPT:],
+    }
+
+
+def stopped_by_budget(item: WorkItem) -> bool:
+    """Whether the item's session was stopped because its budget ran out."""
+    return item.state == WorkItemStatus.STOPPED and bool((item.budget or {}).get("spent"))
+
+
+def raise_reply(services: Services, session: Session, work_item_id: str, reply: Reply) -> str:
+    """Apply `the-loop budget +<amount>`; returns what happened ("raised", "repeat",
+    "refused", "not-a-work-item")."""
+    item = lock_work_item(session, work_item_id)
+    if item is None or item.frozen is None:
+        return "not-a-work-item"
+    keyword = services.config.routing.trigger.budget_keyword
+
+    def refused(why: str, reason: str) -> str:
+        refuse(
+            services, session, item, reply, why, reason, keyword=keyword, action="raise the budget"
+        )
+        return "refused"
+
+    why = refusal(services, item.installation_id, item.repo_full_name, reply.author)
+    if why is not None:
+        return refused(why, "unauthorized")
+    asked = parse_raise(reply.body, keyword)
+    if not isinstance(asked, Raise):
+        return refused(asked, "bad-amount")
+    if getattr(services.config.routing.budget, asked.kind) is None:
+        return refused(f"no {asked.kind} budget is set (`routing.budget.{asked.kind}`)", "no-limit")
+    facts = _facts(item)
+    raises = list(facts.get("raises") or [])
+    if any(r.get("ref") == reply.ref for r in raises if isinstance(r, dict)):
+        return "repeat"
+    extra = dict(facts.get("extra") or {})
+    extra[asked.kind] = float(extra.get(asked.kind) or 0) + asked.amount
+    facts["extra"] = extra
+    at = services.clock().isoformat()
+    raises.append(
+        {"by": reply.author, "kind": asked.kind, "amount": asked.amount, "ref": reply.ref, "at": at}
+    )
+    facts["raises"] = raises[-MAX_RAISES_KEPT:]
+    limits, spent = standing(services, session, item, facts)
+    level, _ = level_of(limits, spent)
+    was_stopped = stopped_by_budget(item)
+    if level < Level.SPENT:
+        facts["spent"] = ""
+        if level < Level.WARN:
+            facts["warned"] = False
+        facts["run"] = int(facts["run"]) + 1  # a later warning or stop is a new one
+    item.budget = facts
+    emit(
+        services,
+        session,
+        "budget.raised",
+        item.id,
+        by=reply.author,
+        kind=asked.kind,
+        amount=asked.amount,
+        source=reply.source,
+        ref=reply.ref,
+        budget=budget_text(limits, spent),
+    )
+    goes_on = was_stopped and level < Level.SPENT and transition(item, Happened.BUDGET_RAISED)
+    if goes_on:
+        text = (
+            f"the-loop: budget raised by @{reply.author} (+{asked.words}; now "
+            f"{budget_text(limits, spent)}). Continue where you left off."
+        )
+        _notice(services, session, item, f"budget-raised:{item.id}:{reply.ref}", text)
+    _acknowledge(services, item, reply, asked, limits, spent, level, bool(goes_on))
+    return "raised"
+
+
+def _acknowledge(
+    services: Services,
+    item: WorkItem,
+    reply: Reply,
+    asked: Raise,
+    limits: Limits,
+    spent: Spent,
+    level: Level,
+    goes_on: bool,
+) -> None:
+    if reply.source != "github" or item.installation_id is None:
+        return
+    if goes_on:
+        after = "The session is relaunched where it left off."
+    elif level is Level.SPENT:
+        after = "It is still spent: add more to let the session go on."
+    else:
+        after = ""
+    lines = [
+        f"@{reply.author} added {asked.words} to this item's budget: now "
+        f"{budget_text(limits, spent)}. {after}".rstrip(),
+        "",
+        marker(MarkerKind.NOTICE, item=item.id, ref=reply.ref),
+    ]
+    io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+    io.post_once("\n".join(lines) + "\n", MarkerKind.NOTICE, item=item.id, ref=reply.ref)
