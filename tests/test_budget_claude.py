@@ -26,7 +26,7 @@ from app.store.tables import WorkItemStatus
 from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Reply, Step, anything, bash, contains
-from tests.gate_support import ITEM, REPO, comment, deliver, item_row, labeled
+from tests.gate_support import ITEM, REPO, comment, deliver, item_row, labeled, progress_of
 from tests.spawner_support import bare_repository
 from tests.support import RunningApp, wait_for
 
@@ -161,6 +161,9 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert f"**Where the work is:** [`the-loop/issue-1`]({tree})" in body
     assert "**Budget:** tokens 10." in body and "of 10k" in body
     assert "**Usage:** 10" in body and "`the-loop budget +<amount>`" in body
+    # The progress comment shows the budget and the session's time with the usage.
+    wait_for(lambda: "**Budget:** tokens 10." in progress_of(fake), timeout=GENEROUS)
+    assert re.search(r"\d+ requests · (<1|\d+) min", progress_of(fake))
 
     # A stranger cannot raise it; an authorized person can, and the session goes on.
     deliver(

@@ -24,6 +24,7 @@ from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
 from app.workitems.states import Happened, transition
+from app.workitems.usage import CLOCK_KEYS
 
 log = logging.getLogger(__name__)
 MAX_FAILURE = 300  # characters of a failed launch's reason kept on the item
@@ -105,8 +106,8 @@ def _spawned(out: _Outcome) -> None:
     facts = _session_facts(out.result, out.spawner)
     before = out.item.session or {}
     # The launch event may have come first: how the session is confined is kept, and so is
-    # what the spawner saw of the checkout (`session.evidence`).
-    kept = {key: before[key] for key in ("sandbox", "evidence") if before.get(key)}
+    # what the spawner saw of the checkout (`session.evidence`), and its sessions' clock.
+    kept = {key: before[key] for key in ("sandbox", "evidence", *CLOCK_KEYS) if before.get(key)}
     out.item.session = {**facts, **kept}
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)

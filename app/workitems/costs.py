@@ -56,8 +56,17 @@ def _short(count: int) -> str:
     return str(count)
 
 
-def usage_line(counts: Mapping[str, int], cost: float | None) -> str:
-    """`**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests`."""
+def minutes_text(minutes: float) -> str:
+    """`37 min`, `<1 min`, `2 h 05 min`."""
+    if minutes < 1:
+        return "<1 min"
+    whole = int(minutes)
+    return f"{whole // 60} h {whole % 60:02d} min" if whole >= 60 else f"{whole} min"
+
+
+def usage_line(counts: Mapping[str, int], cost: float | None, minutes: float | None = None) -> str:
+    """`**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests ·
+    37 min` (the last: its sessions' wall-clock time, when known)."""
     cache = counts.get("cache_read_input_tokens", 0) + counts.get("cache_creation_input_tokens", 0)
     total = counts.get("input_tokens", 0) + counts.get("output_tokens", 0) + cache
     parts = [
@@ -66,4 +75,6 @@ def usage_line(counts: Mapping[str, int], cost: float | None) -> str:
         f"${cost:.2f}" if cost is not None else "cost unknown (no price for its model)",
         f"{counts.get('requests', 0)} requests",
     ]
+    if minutes is not None:
+        parts.append(minutes_text(minutes))
     return "**Usage:** " + " · ".join(parts)

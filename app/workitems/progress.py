@@ -31,6 +31,7 @@ from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
+from app.workitems.spending import budget_line_of
 from app.workitems.usage import usage_line_of
 from app.workitems.walk import Walk
 
@@ -83,7 +84,9 @@ def watch_changes() -> None:
             _listening.append(True)
 
 
-def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> ProgressView:
+def view_of(
+    item: WorkItem, config: OperatorConfig, usage: str = "", budget: str = ""
+) -> ProgressView:
     """What the progress comment of `item` shows (pure apart from reading the row)."""
     frozen = item.frozen or {}
     decisions = {**(frozen.get("decisions") or {}), **(item.gates or {})}
@@ -113,6 +116,7 @@ def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> Progress
         approve_keyword=trigger.approve_keyword,
         changes_keyword=trigger.changes_keyword,
         usage=usage,
+        budget=budget,
     )
 
 
@@ -173,8 +177,9 @@ class ProgressPublisher(WakeLoop):
             if item is None or item.installation_id is None:
                 return
             revision = item.progress_rev
-            usage = usage_line_of(session, item, self.services.config)
-            view = view_of(item, self.services.config, usage)
+            usage = usage_line_of(session, item, self.services.config, self.clock())
+            budget = budget_line_of(self.services, session, item)
+            view = view_of(item, self.services.config, usage, budget)
             body = render_progress(view)
             comment_id = item.progress_comment_id
             mirrored = {

@@ -57,6 +57,7 @@ class ProgressView:
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
     usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
+    budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
@@ -130,6 +131,8 @@ def render_progress(view: ProgressView) -> str:
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
     if view.usage:
         lines.append(view.usage)
+    if view.budget:
+        lines.append(view.budget)
     lines += [f"- {note}" for note in view.notes]
     # A stall's hint and the artifacts' names come from the session: defused, marker last.
     return (
@@ -154,4 +157,11 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "links": work_links(view.page, view.branch, view.spec_id, view.artifacts).to_json(),
         "approve_keyword": view.approve_keyword,
         "changes_keyword": view.changes_keyword,
+        "usage": _plain(view.usage),
+        "budget": _plain(view.budget),
     }
+
+
+def _plain(line: str) -> str:
+    """A `**Label:** words` line's words, for a surface that sets its own label."""
+    return line.split(":** ", 1)[1] if line.startswith("**") and ":** " in line else line

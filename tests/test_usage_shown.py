@@ -1,0 +1,56 @@
+"""Where a work item's usage shows beyond the progress comment (pure parts): the sessions'
+wall-clock time kept from launch to end and added to the usage line, and the usage and budget
+lines in the Slack thread's parent message."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from app.workitems.costs import usage_line
+from app.workitems.progress_text import ProgressView, mirror_payload
+from app.workitems.usage import clocked, wall_minutes
+from app.workitems.walk import Walk
+from channels.walk_blocks import progress
+
+T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+COUNTS = {"input_tokens": 980_000, "output_tokens": 41_000, "requests": 57}
+
+
+def test_each_session_counts_from_launch_to_its_end_and_a_relaunch_adds_on() -> None:
+    facts = clocked({"stall": "x"}, "session.spawned", T0)
+    assert wall_minutes(facts, T0 + timedelta(minutes=5)) == 5  # still running: up to now
+    facts = clocked(facts, "session.usage", T0 + timedelta(minutes=9))  # no clock event
+    facts = clocked(facts, "session.exited", T0 + timedelta(minutes=30))
+    assert facts["stall"] == "x" and wall_minutes(facts, T0 + timedelta(hours=9)) == 30
+    facts = clocked(facts, "session.respawned", T0 + timedelta(hours=1))
+    facts = clocked(facts, "session.respawned", T0 + timedelta(hours=1, minutes=4))  # drift
+    facts = clocked(facts, "session.stopped", T0 + timedelta(hours=1, minutes=7))
+    assert wall_minutes(facts, None) == 37
+    assert wall_minutes({}, T0) is None  # never launched: no time shown
+
+
+def test_the_usage_line_ends_with_the_time() -> None:
+    line = usage_line(COUNTS, 3.8412, 37.6)
+    assert line.endswith("· $3.84 · 57 requests · 37 min")
+    assert usage_line(COUNTS, None, 0.2).endswith("· <1 min")
+    assert usage_line(COUNTS, None, 125).endswith("· 2 h 05 min")
+    assert usage_line(COUNTS, None).endswith("57 requests")
+
+
+def test_the_slack_parent_shows_the_usage_and_the_budget() -> None:
+    view = ProgressView(
+        work_item="github:o/r#1",
+        status="running",
+        walk=Walk(pointer="design"),
+        usage=usage_line(COUNTS, 3.8412, 12),
+        budget="**Budget:** tokens 1.02M of 2M · $3.84 of $20.00",
+    )
+    payload = {**mirror_payload(view), "repo": "o/r", "issue_number": 1, "title": "Fix it"}
+    body = progress(payload, "https://github.com/o/r/issues/1")[1][1]["text"]["text"]
+    assert (
+        "*Usage:* 1.0M tokens (in 980k · out 41k · cache 0) · $3.84 · 57 requests · 12 min" in body
+    )
+    assert "*Budget:* tokens 1.02M of 2M · $3.84 of $20.00" in body
+    quiet = {**payload, "usage": "", "budget": ""}
+    shown = progress(quiet, "https://github.com/o/r/issues/1")[1][1]["text"]["text"]
+    assert "Usage" not in shown and "Budget" not in shown
