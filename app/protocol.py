@@ -182,4 +182,5 @@ USAGE_FIELDS = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
     "requests",
+    "tool_calls",
 )

@@ -161,6 +161,11 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert f"**Where the work is:** [`the-loop/issue-1`]({tree})" in body
     assert "**Budget:** tokens 10." in body and "of 10k" in body
     assert "**Usage:** 10" in body and "`the-loop budget +<amount>`" in body
+    page = httpx.get(f"{running_app.url}/", headers={"Authorization": f"Bearer {ADMIN}"}).text
+    row = page[page.index(f'data-item="{ITEM}"') :]
+    assert 'data-health="stopped: budget"' in row[:200]
+    usage = row[row.index('class="usage"') :]
+    assert re.match(r'class="usage">10k tokens .* requests · 1 tool call · ', usage)
     # The progress comment shows the budget and the session's time with the usage.
     wait_for(lambda: "**Budget:** tokens 10." in progress_of(fake), timeout=GENEROUS)
     assert re.search(r"\d+ requests · (<1|\d+) min", progress_of(fake))

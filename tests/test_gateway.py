@@ -27,7 +27,7 @@ from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway
 from app.protocol import USAGE_FIELDS
-from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, contains
+from tests.fakes.anthropic import FakeAnthropic, Reply, Step, ToolCall, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
 from tests.fakes.server import LiveServer
 from tests.support import wait_for
@@ -81,6 +81,20 @@ def test_text_that_mentions_an_event_name_is_not_read_as_one() -> None:
     fake = json.dumps({"type": "message_delta", "usage": {"output_tokens": 999999}})
     meter.feed(_stream(dict(SCRIPTED)).replace(b"hello there", fake.encode()[1:-1]))
     assert meter.result() == Usage(1234, 56, 789, 10, requests=1)
+
+
+def test_each_tool_use_block_is_one_tool_call_however_the_stream_is_cut() -> None:
+    calls = (ToolCall("Bash", {"command": 'echo "tool_use"'}), ToolCall("Read", {"path": "a"}))
+    data = message_stream(content_blocks(Reply('say "tool_use"', calls)), "m", dict(SCRIPTED))
+    for size in (7, 64, len(data)):
+        meter = StreamMeter()
+        for start in range(0, len(data), size):
+            meter.feed(data[start : start + size])
+        assert meter.result() == Usage(1234, 56, 789, 10, requests=1, tool_calls=2)
+    body = json.dumps(
+        {"usage": {"input_tokens": 3}, "content": [{"type": "text"}, {"type": "tool_use"}]}
+    )
+    assert usage_of_body(body.encode()) == Usage(input_tokens=3, requests=1, tool_calls=1)
 
 
 def test_a_body_without_usage_counts_nothing_and_a_json_answer_counts_once() -> None:

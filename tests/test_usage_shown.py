@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from app.web.present import usage_words
 from app.workitems.costs import usage_line
 from app.workitems.progress_text import ProgressView, mirror_payload
 from app.workitems.usage import clocked, wall_minutes
@@ -54,3 +55,12 @@ def test_the_slack_parent_shows_the_usage_and_the_budget() -> None:
     quiet = {**payload, "usage": "", "budget": ""}
     shown = progress(quiet, "https://github.com/o/r/issues/1")[1][1]["text"]["text"]
     assert "Usage" not in shown and "Budget" not in shown
+
+
+def test_the_status_page_words_usage_with_requests_tool_calls_and_time() -> None:
+    counts = {**COUNTS, "tool_calls": 12}
+    words = usage_words(counts, 3.8412, 37)
+    assert words == (
+        "1.0M tokens (in 980k · out 41k · cache 0) · $3.84 · 57 requests · 12 tool calls · 37 min"
+    )
+    assert usage_words(dict.fromkeys(counts, 0), None, 3) == ""

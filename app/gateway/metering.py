@@ -2,7 +2,8 @@
 
 A streamed answer carries it twice: `message_start` holds the input side (and a placeholder
 output count), `message_delta` the final, cumulative counts; a field the delta carries
-replaces the start's. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
+replaces the start's. Each `content_block_start` of a `tool_use` block is one tool call the
+harness will make. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
 is fed the stream's bytes as they are relayed and only parses the two lines that matter, so
 counting costs a stream next to nothing. `Tally` sums what was read per work item until the
 reporter drains it. Pure but for `Tally`'s lock.
@@ -25,6 +26,8 @@ COUNTED = (
 # A line longer than this is a content delta, never one of the two events read here.
 _MAX_LINE = 256 * 1024
 _WANTED = (b"message_start", b"message_delta")
+_BLOCK_START = b"content_block_start"
+_TOOL_USE = b'"tool_use"'  # the block type; a server tool's is `"server_tool_use"`
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     requests: int = 0
+    tool_calls: int = 0  # `tool_use` blocks the answers held: the harness's tool calls
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -60,11 +64,13 @@ def counts_of(usage: Any) -> dict[str, int]:
     return {name: value for name, value in found.items() if value is not None}
 
 
-def one_request(counts: dict[str, int]) -> Usage | None:
+def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
     """One answered request's usage, or None when it reported none."""
     if not counts:
         return None
-    return Usage(**{name: counts.get(name, 0) for name in COUNTED}, requests=1)
+    return Usage(
+        **{name: counts.get(name, 0) for name in COUNTED}, requests=1, tool_calls=tool_calls
+    )
 
 
 def usage_of_body(body: bytes) -> Usage | None:
@@ -73,7 +79,12 @@ def usage_of_body(body: bytes) -> Usage | None:
         data = json.loads(body)
     except ValueError:
         return None
-    return one_request(counts_of(data.get("usage"))) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    content = data.get("content")
+    blocks = content if isinstance(content, list) else []
+    tools = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use")
+    return one_request(counts_of(data.get("usage")), tools)
 
 
 class StreamMeter:
@@ -84,6 +95,7 @@ class StreamMeter:
         self._skipping = False  # inside an over-long line: drop it up to its end
         self._event = b""  # the `event:` name of the event being read
         self._counts: dict[str, int] = {}
+        self._tools = 0
 
     def feed(self, chunk: bytes) -> None:
         lines = chunk.split(b"\n")
@@ -106,6 +118,9 @@ class StreamMeter:
             return
         if not line.startswith(b"data:"):
             return
+        if self._event == _BLOCK_START:  # counted without parsing: only a tool's start says so
+            self._tools += _TOOL_USE in line
+            return
         if self._event not in _WANTED and (self._event or not any(w in line for w in _WANTED)):
             return
         try:
@@ -126,7 +141,7 @@ class StreamMeter:
         if self._partial and not self._skipping:
             self._line(self._partial.rstrip(b"\r"))
             self._partial = b""
-        return one_request(self._counts)
+        return one_request(self._counts, self._tools)
 
 
 class Tally:

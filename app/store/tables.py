@@ -332,7 +332,8 @@ class SessionToken(Base):
 
 class WorkItemUsage(Base):
     """What a work item's sessions used of the model, as the spawners' gateways counted it:
-    token counts by kind and the number of model requests, summed over every session."""
+    token counts by kind, the number of model requests and of the tool calls they asked for,
+    summed over every session."""
 
     __tablename__ = "work_item_usage"
     work_item: Mapped[str] = mapped_column(String(256), primary_key=True)
@@ -341,6 +342,7 @@ class WorkItemUsage(Base):
     cache_read_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_creation_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    tool_calls: Mapped[int] = mapped_column(BigInteger, default=0)  # tool_use blocks answered
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )

@@ -30,6 +30,7 @@ from app.store.tables import (
 )
 from app.web.present import Health, session_health
 from app.workitems.spending import stopped_by_budget
+from app.workitems.usage import wall_minutes
 
 WORK_ITEMS_SHOWN = 100
 STOPPED_BY_BUDGET = "stopped: budget"  # a stopped item's status when its budget stopped it
@@ -88,6 +89,7 @@ class WorkItemRow:
     pull_request: str | None  # its page
     spawner: str | None
     pull_number: int | None = None
+    minutes: float | None = None  # its sessions' wall-clock time, None before any launched
 
 
 def _first_text(item: WorkItem, facts: dict[str, Any], names: Sequence[str]) -> str | None:
@@ -178,6 +180,7 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
                 pull_request=pull_page,
                 pull_number=pull_number,
                 spawner=facts.get("spawner"),
+                minutes=wall_minutes(facts, now),
             )
         )
     return rows

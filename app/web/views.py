@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.web import auth, queries
-from app.web.present import MISSING, ago, code_spans
+from app.web.present import MISSING, ago, code_spans, usage_words
 from app.workitems.usage import priced, usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
@@ -130,6 +130,12 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
             "counts": queries.status_counts(session),
             "log_pass": queries.delivery_log(session),
         }
+        rows = context["work_items"]
+        used = usage_of(session, [w.id for w in rows])
+    config = state.services.config
+    context["usage"] = {
+        w.id: usage_words(used[w.id], priced(config, w.model, used[w.id]), w.minutes) for w in rows
+    }
     context["outbox"] = outbox_status(state.engine)
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)

@@ -1,4 +1,5 @@
-"""work item budget: the budget's run per work item (its start, raises, warned, spent)
+"""work item budget and tool calls: the budget's run per work item (its start, raises,
+warned, spent), and the tool calls its answers asked for
 
 Revision ID: 0012
 Revises: 0010
@@ -14,8 +15,14 @@ down_revision = "0010"
 def upgrade() -> None:
     with op.batch_alter_table("work_items") as batch:
         batch.add_column(sa.Column("budget", sa.JSON(), nullable=True))
+    with op.batch_alter_table("work_item_usage") as batch:
+        batch.add_column(
+            sa.Column("tool_calls", sa.BigInteger(), nullable=False, server_default="0")
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("work_item_usage") as batch:
+        batch.drop_column("tool_calls")
     with op.batch_alter_table("work_items") as batch:
         batch.drop_column("budget")
