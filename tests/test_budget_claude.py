@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import parse_config
 from app.spawner.launch import SpawnerContext
@@ -162,13 +163,28 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert "**Budget:** tokens 10." in body and "of 10k" in body
     assert "**Usage:** 10" in body and "`the-loop budget +<amount>`" in body
     page = httpx.get(f"{running_app.url}/", headers={"Authorization": f"Bearer {ADMIN}"}).text
-    row = page[page.index(f'data-item="{ITEM}"') :]
-    assert 'data-health="stopped: budget"' in row[:200]
-    usage = row[row.index('class="usage"') :]
+    cells = page[page.index(f'data-item="{ITEM}"') :]
+    assert 'data-health="stopped: budget"' in cells[:200]
+    usage = cells[cells.index('class="usage"') :]
     assert re.match(r'class="usage">10k tokens .* requests · 1 tool call · ', usage)
     # The progress comment shows the budget and the session's time with the usage.
     wait_for(lambda: "**Budget:** tokens 10." in progress_of(fake), timeout=GENEROUS)
     assert re.search(r"\d+ requests · (<1|\d+) min", progress_of(fake))
+
+    # /metrics, read by prometheus_client's own parser: the tokens by harness and model are
+    # what the App counted, the budget stop is counted, the item shows as stopped.
+    text = httpx.get(f"{running_app.url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"})
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.text)
+        for s in family.samples
+    }
+    tokens = {k[1]: v for k, v in samples.items() if k[0] == "the_loop_model_tokens"}
+    ran = (("harness", "claude"), ("kind", "input_tokens"), ("model", "default"))
+    assert tokens == {**tokens, ran: row["usage"]["input_tokens"]}, tokens
+    assert samples[("the_loop_budget_stops", ())] == 1
+    assert samples[("the_loop_work_items", (("status", "stopped"),))] == 1
+    assert samples[("the_loop_jobs", (("kind", "stop"), ("state", "done")))] == 1
 
     # A stranger cannot raise it; an authorized person can, and the session goes on.
     deliver(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from app.config import parse_config
 from app.web.present import usage_words
 from app.workitems.costs import usage_line
 from app.workitems.progress_text import ProgressView, mirror_payload
-from app.workitems.usage import clocked, wall_minutes
+from app.workitems.usage import by_choice, clocked, wall_minutes
 from app.workitems.walk import Walk
 from channels.walk_blocks import progress
 
@@ -64,3 +65,19 @@ def test_the_status_page_words_usage_with_requests_tool_calls_and_time() -> None
         "1.0M tokens (in 980k · out 41k · cache 0) · $3.84 · 57 requests · 12 tool calls · 37 min"
     )
     assert usage_words(dict.fromkeys(counts, 0), None, 3) == ""
+
+
+def test_usage_and_cost_add_up_by_harness_and_model() -> None:
+    config = parse_config({"models": [{"name": "cheap", "price": {"input": 1, "output": 2}}]})
+    one = {"input_tokens": 1_000_000, "output_tokens": 500_000, "requests": 3}
+    rows = [
+        (one, {"model": "cheap", "harness": "claude"}, {}),
+        (one, {"model": "cheap"}, {"harness": "claude"}),  # the harness it ran on
+        (one, {"model": "mystery"}, None),
+        (one, None, None),
+    ]
+    found = by_choice(rows, config)
+    counts, dollars = found[("claude", "cheap")]
+    assert counts["input_tokens"] == 2_000_000 and counts["requests"] == 6 and dollars == 4.0
+    assert found[("default", "mystery")][1] is None  # no price: no cost
+    assert found[("default", "default")][0]["output_tokens"] == 500_000

@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from zstandard import ZstdCompressor, ZstdDecompressor
 
+from app.protocol import USAGE_FIELDS
+
 # How a stored body starts: a Zstandard frame's magic number, or the first byte of a zlib
 # stream (rows stored before bodies were kept as Zstandard). No JSON text starts with either.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -343,6 +345,11 @@ class WorkItemUsage(Base):
     cache_creation_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     requests: Mapped[int] = mapped_column(BigInteger, default=0)
     tool_calls: Mapped[int] = mapped_column(BigInteger, default=0)  # tool_use blocks answered
+
+    def counts(self) -> dict[str, int]:
+        """Every count of the row by its name."""
+        return {name: int(getattr(self, name) or 0) for name in USAGE_FIELDS}
+
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )

@@ -143,3 +143,27 @@ def wall_minutes(facts: Mapping[str, Any], now: datetime | None) -> float | None
     if opened is not None and now is not None:
         seconds += max(0.0, (now - opened).total_seconds())
     return seconds / 60
+
+
+TOKEN_KINDS = FIELDS[:4]  # the token counts (no requests, no tool calls)
+
+
+def by_choice(
+    rows: Iterable[tuple[Mapping[str, int], Any, Any]], config: OperatorConfig
+) -> dict[tuple[str, str], tuple[dict[str, int], float | None]]:
+    """Counts and cost summed by (harness, model) over items' `(counts, frozen, session
+    facts)` (pure): the frozen choice's names, "default" where none was chosen; the cost is
+    None while no item of that pair had a price."""
+    out: dict[tuple[str, str], tuple[dict[str, int], float | None]] = {}
+    for counts, frozen, facts in rows:
+        chosen = frozen if isinstance(frozen, dict) else {}
+        ran = facts if isinstance(facts, dict) else {}
+        harness = str(ran.get("harness") or chosen.get("harness") or "default")[:64]
+        model = str(chosen.get("model") or "")[:64]
+        total, dollars = out.get((harness, model or "default"), ({}, None))
+        total = {name: total.get(name, 0) + int(counts.get(name, 0) or 0) for name in FIELDS}
+        cost = priced(config, model, counts)
+        if cost is not None:
+            dollars = (dollars or 0.0) + cost
+        out[(harness, model or "default")] = (total, dollars)
+    return out
