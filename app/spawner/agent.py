@@ -31,6 +31,7 @@ from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.leftovers import describe_session
+from app.spawner.transcript_usage import report_ended
 from app.spawner.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -64,10 +65,18 @@ class Agent:
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
         describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
-        ended = ctx.models.end if ctx.models is not None else None
+        ended = ctx.models.end if ctx.models is not None else self._transcript_ended
         self.watchdog = Watchdog(
             ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe, ended=ended
         )
+
+    def _transcript_ended(self, work_item: str) -> None:
+        """A session that ran without the gateway ended: its usage is read back from its
+        transcript."""
+        record = self.ctx.registry.get(work_item)
+        if record is not None:
+            ctx = self.ctx
+            report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
 
     # -- the loops ------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
 from app.spawner.tmux import TmuxError
+from app.spawner.transcript_usage import report_ended
 from app.spawner.watchdog import Readiness, await_input, report_stall
 
 NOTICE_SOURCE = "notice"  # the App's own words, not a person's
@@ -244,6 +245,8 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
+    if ctx.models is None:  # no gateway counted it: its transcript says what it used
+        report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
     left = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)(record)
     ctx.events.emit(
         "session.stopped",
