@@ -5,12 +5,13 @@ keyed so a repeated or later report adds nothing — and what a raise does, by w
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from app.store.tables import Job, JobKind, WorkItemStatus
+from app.store.tables import Job, JobKind, Spawner, WorkItem, WorkItemStatus
 from app.workitems.decisions import Reply
 from app.workitems.spending import raise_reply
 from tests.spawnerapi_support import serve_api
@@ -80,7 +81,7 @@ def test_a_report_that_jumps_past_the_limit_stops_without_a_warning(api) -> None
 def test_dollars_count_at_the_frozen_model_price_and_an_ended_item_is_left_alone(api) -> None:
     priced = api.work_item(1, status=WorkItemStatus.RUNNING)
     with api.session() as db, db.begin():
-        row = db.get(type(api.item(priced)), priced)
+        row = db.get(WorkItem, priced)
         row.frozen = {**row.frozen, "model": "pricey"}
     report(api, priced, input_tokens=460, requests=1)  # $0.46 of $0.50, 46 % of the tokens
     ((kind, notice),) = jobs(api, priced)
@@ -97,7 +98,7 @@ def test_a_raise_by_an_authorized_person_relaunches_an_item_its_budget_stopped(a
     item = api.work_item(1, status=WorkItemStatus.RUNNING)
     report(api, item, input_tokens=1200, requests=1)
     with api.session() as db, db.begin():  # the spawner stopped it (its job's result)
-        row = db.get(type(api.item(item)), item)
+        row = db.get(WorkItem, item)
         row.state = WorkItemStatus.STOPPED
     api.fake.grant(api.repo, "boss", "maintain")
     services = api.state.services
@@ -128,3 +129,31 @@ def test_a_raise_by_an_authorized_person_relaunches_an_item_its_budget_stopped(a
     assert any(
         "@boss added 1k tokens to this item's budget" in b and "relaunched" in b for b in bodies
     )
+
+
+@pytest.fixture(scope="module")
+def timed_api(tmp_path_factory, app_private_key):
+    directory = tmp_path_factory.mktemp("spending-minutes")
+    yield from serve_api(
+        "sqlite", directory, app_private_key, config_yaml="routing: {budget: {minutes: 60}}\n"
+    )
+
+
+def test_a_minutes_budget_stops_a_session_that_spends_time_without_the_model(timed_api) -> None:
+    api = timed_api.fresh()
+    spawner = api.spawner(api.token())
+    registered = spawner.register(harnesses=["claude"])
+    assert registered.status_code == 200
+    item = api.work_item(1, status=WorkItemStatus.RUNNING)
+    with api.session() as db, db.begin():
+        found = db.get(Spawner, registered.json()["spawner_id"])
+        assert found is not None
+        found.last_seen = None  # its next poll is its once-a-minute look
+        row = db.get(WorkItem, item)
+        assert row is not None
+        row.session = {"spawner_id": found.id}  # it hosts the item's session
+        launched = datetime.now(UTC) - timedelta(minutes=61)  # its first launch
+        row.budget = {"run": 1, "since": launched.isoformat()}
+    assert spawner.poll().status_code in (200, 204)
+    assert [(k, p.get("reason")) for k, p in jobs(api, item)] == [(JobKind.STOP, "budget")]
+    assert "61 of 60 min" in jobs(api, item)[0][1]["note"]

@@ -12,6 +12,7 @@ and relaunches an item its budget stopped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -151,6 +152,17 @@ def check_spending(services: Services, session: Session, item: WorkItem, event: 
         )
     if facts != item.budget:
         item.budget = facts
+
+
+def weigh_time(services: Services, session: Session, work_items: Sequence[str]) -> None:
+    """Weigh running items against a minutes budget (their spawner polls once a minute at
+    least), so a session that spends time without using the model is stopped too."""
+    if services.config.routing.budget.minutes is None:
+        return
+    for work_item in work_items:
+        item = session.get(WorkItem, work_item)
+        if item is not None:
+            check_spending(services, session, item, "spawner.poll")
 
 
 def restart_run(session: Session, item: WorkItem) -> None:
