@@ -183,4 +183,5 @@ USAGE_FIELDS = (
     "cache_creation_input_tokens",
     "requests",
     "tool_calls",
+    "active_ms",
 )

@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,36 @@ def test_a_body_without_usage_counts_nothing_and_a_json_answer_counts_once() -> 
     assert usage_of_body(body.encode()) == Usage(input_tokens=3, requests=1)
 
 
+def test_the_harness_works_from_a_request_until_an_answer_asks_for_no_tool() -> None:
+    now = [100.0]
+    tally = Tally(clock=lambda: now[0])
+    tally.started("a")
+    now[0] = 102.0
+    tally.finished("a", tools=True)  # its tools run now: still working
+    now[0] = 110.0
+    tally.started("a")
+    tally.started("a")  # a side request alongside
+    now[0] = 111.0
+    tally.finished("a", tools=False)  # the side one ends; the main one is in flight
+    now[0] = 115.0
+    tally.finished("a", tools=False)  # the turn ends
+    now[0] = 500.0  # waiting for a person is not work
+    assert tally.drain("a") == {"a": Usage(active_ms=15_000)}
+    tally.started("a")
+    now[0] = 510.0
+    assert tally.drain()["a"].active_ms == 10_000  # a turn still going: up to now
+    now[0] = 512.0
+    tally.finished("a", tools=False)
+    assert tally.drain() == {"a": Usage(active_ms=2_000)}
+    assert tally.drain() == {}
+    tally.started("a")  # a session that ends inside a turn: the turn ends with it
+    now[0] = 520.0
+    tally.close("a")
+    now[0] = 900.0
+    assert tally.drain() == {"a": Usage(active_ms=8_000)}
+    assert tally.drain() == {}
+
+
 def test_a_report_carries_exactly_the_fields_the_app_adds_up() -> None:
     assert tuple(Usage().to_json()) == USAGE_FIELDS
 
@@ -189,12 +220,13 @@ def test_a_session_s_credential_headers_never_go_upstream() -> None:
 
 def counted(gateway: ModelGateway, requests: int) -> dict[str, Usage]:
     """Everything the gateway counted, once it has counted `requests` requests: a client may
-    have its whole answer a moment before the relay has closed it and added its usage."""
+    have its whole answer a moment before the relay has closed it and added its usage. (The
+    harness's working time is left out: the clock says it, not the answer.)"""
     seen: dict[str, Usage] = {}
 
     def drained() -> dict[str, Usage] | None:
         for item, usage in gateway.tally.drain().items():
-            seen[item] = seen.get(item, Usage()) + usage
+            seen[item] = seen.get(item, Usage()) + replace(usage, active_ms=0)
         return seen if sum(u.requests for u in seen.values()) >= requests else None
 
     return wait_for(drained, timeout=30)

@@ -201,8 +201,15 @@ def served(model: FakeAnthropic) -> dict[str, int]:
 
 
 def counted(app: RunningApp) -> dict[str, int]:
+    """The App's counts for the item (but the harness's working time: see `active`)."""
     with Session(app.state.engine) as session:
-        return usage_of(session, [ITEM])[ITEM]
+        found = usage_of(session, [ITEM])[ITEM]
+    return {name: value for name, value in found.items() if name != "active_ms"}
+
+
+def active(app: RunningApp) -> int:
+    with Session(app.state.engine) as session:
+        return usage_of(session, [ITEM])[ITEM]["active_ms"]
 
 
 def close_issue(app: RunningApp) -> None:
@@ -265,6 +272,7 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
         ) from None
     assert counted(running_app)["requests"] >= 2
     assert counted(running_app)["tool_calls"] == 1  # the scan
+    assert active(running_app) > 0  # the harness worked: a turn, its scan included
     assert counted(running_app)["cache_read_input_tokens"] >= 6500
 
     # The progress comment shows what was counted (no model was frozen: no price for it).

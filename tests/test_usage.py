@@ -61,6 +61,7 @@ def test_reports_add_up_per_item_once_each_and_status_shows_them(api) -> None:
         "cache_creation_input_tokens": 700,
         "requests": 3,
         "tool_calls": 0,
+        "active_ms": 0,
     }
     assert totals[other]["input_tokens"] == 1 and totals[other]["requests"] == 1
     assert set(totals["github:o/r#404"].values()) == {0}
@@ -97,4 +98,5 @@ def test_counts_that_are_not_counts_are_taken_as_zero() -> None:
         "cache_creation_input_tokens": 4,
         "requests": 0,
         "tool_calls": 0,
+        "active_ms": 0,
     }

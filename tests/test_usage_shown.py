@@ -37,6 +37,9 @@ def test_the_usage_line_ends_with_the_time() -> None:
     assert usage_line(COUNTS, None, 0.2).endswith("· <1 min")
     assert usage_line(COUNTS, None, 125).endswith("· 2 h 05 min")
     assert usage_line(COUNTS, None).endswith("57 requests")
+    worked = {**COUNTS, "active_ms": 12 * 60_000}
+    assert usage_line(worked, None, 37).endswith("· 37 min (12 min active)")
+    assert usage_line(worked, None).endswith("· 12 min active")
 
 
 def test_the_slack_parent_shows_the_usage_and_the_budget() -> None:

@@ -86,6 +86,7 @@ class ModelAccess:
         """The session ended: its pass dies and what it used is reported now."""
         if self.gateway.passes.revoke(work_item):
             self._save()
+        self.gateway.tally.close(work_item)
         self.report(work_item)
 
     def report(self, work_item: str | None = None) -> int:

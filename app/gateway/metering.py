@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -40,6 +42,7 @@ class Usage:
     cache_creation_input_tokens: int = 0
     requests: int = 0
     tool_calls: int = 0  # `tool_use` blocks the answers held: the harness's tool calls
+    active_ms: int = 0  # how long the harness was working (`Tally`): a turn, tools included
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -145,21 +148,74 @@ class StreamMeter:
 
 
 class Tally:
-    """Usage per work item since the last drain; shared by the relay and the reporter."""
+    """Usage per work item since the last drain; shared by the relay and the reporter.
 
-    def __init__(self) -> None:
+    It also keeps how long each item's harness was working: from a request, while answers
+    are awaited and while the tools an answer asked for run (until the next request), to an
+    answer that asks for no tool with nothing else in flight — a turn's end, where the
+    harness waits for a person (a side request ending meanwhile may close it early: the
+    figure is close, not exact)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._open: dict[str, Usage] = {}
+        self._clock = clock
+        self._working: dict[str, float] = {}  # item → since when its harness works
+        self._in_flight: dict[str, int] = {}
+        self._active: dict[str, float] = {}  # seconds not drained yet
 
     def add(self, work_item: str, usage: Usage) -> None:
         with self._lock:
             self._open[work_item] = self._open.get(work_item, Usage()) + usage
 
-    def drain(self, work_item: str | None = None) -> dict[str, Usage]:
-        """Take what was counted (for one item, or all) and start again from zero."""
+    def started(self, work_item: str) -> None:
+        """A request of `work_item` arrived: its harness works (if it was not already)."""
         with self._lock:
-            if work_item is None:
-                taken, self._open = self._open, {}
-                return taken
-            found = self._open.pop(work_item, None)
-            return {work_item: found} if found is not None else {}
+            self._in_flight[work_item] = self._in_flight.get(work_item, 0) + 1
+            self._working.setdefault(work_item, self._clock())
+
+    def finished(self, work_item: str, tools: bool) -> None:
+        """A request ended; without tool calls to run and nothing else in flight, so did
+        the harness's turn."""
+        with self._lock:
+            left = self._in_flight.get(work_item, 1) - 1
+            if left > 0:
+                self._in_flight[work_item] = left
+                return
+            self._in_flight.pop(work_item, None)
+            since = self._working.get(work_item)
+            if tools or since is None:
+                return
+            del self._working[work_item]
+            elapsed = max(0.0, self._clock() - since)
+            self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+
+    def close(self, work_item: str) -> None:
+        """`work_item`'s session ended: a turn it was in ends now."""
+        with self._lock:
+            self._in_flight.pop(work_item, None)
+            since = self._working.pop(work_item, None)
+            if since is not None:
+                elapsed = max(0.0, self._clock() - since)
+                self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+
+    def drain(self, work_item: str | None = None) -> dict[str, Usage]:
+        """Take what was counted (for one item, or all) and start again from zero; a turn
+        still going is counted up to now."""
+        with self._lock:
+            now = self._clock()
+            for item, since in self._working.items():
+                if work_item is None or item == work_item:
+                    self._active[item] = self._active.get(item, 0.0) + max(0.0, now - since)
+                    self._working[item] = now
+            items = set(self._open) | set(self._active)
+            chosen = items if work_item is None else items & {work_item}
+            taken: dict[str, Usage] = {}
+            for item in chosen:
+                usage = self._open.pop(item, Usage())
+                active = int(self._active.pop(item, 0.0) * 1000)
+                if active or not usage.empty:
+                    taken[item] = Usage(
+                        **{**usage.to_json(), "active_ms": usage.active_ms + active}
+                    )
+            return taken

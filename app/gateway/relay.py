@@ -160,15 +160,17 @@ class _Exchange:
         except _Refused as refused:
             await self.refuse(refused)
             return
-        held = [0]
+        held, tools = [0], False
+        self.gateway.tally.started(work_item)
         try:
             if self.conn.they_are_waiting_for_100_continue:
                 await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
-            await self.gateway.forward(self, request, body, work_item)
+            tools = await self.gateway.forward(self, request, body, work_item)
         except _Refused as refused:
             await self.refuse(refused)
         finally:
+            self.gateway.tally.finished(work_item, tools)
             self.gateway.hold(-held[0])
 
     async def refuse(self, refused: _Refused) -> None:
@@ -304,8 +306,9 @@ class ModelGateway:
 
     async def forward(
         self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
-    ) -> None:
-        """Send the request upstream and relay the answer, counting its usage."""
+    ) -> bool:
+        """Send the request upstream and relay the answer, counting its usage; whether the
+        answer asked for tool calls (the harness goes on working)."""
         assert self._pool is not None
         url = self.upstream.base_url + request.target.decode("latin-1")
         try:
@@ -316,7 +319,7 @@ class ModelGateway:
                 content=body,
                 extensions={"timeout": TIMEOUTS},
             ) as answer:
-                await self._relay(exchange, answer, work_item)
+                return await self._relay(exchange, answer, work_item)
         except UPSTREAM_FAILURES as exc:
             log.warning("model gateway: upstream %s failed: %r", self.upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:
@@ -324,8 +327,9 @@ class ModelGateway:
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
             await exchange.refuse(_Refused(502, "api_error", message))
+            return False
 
-    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> None:
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = _meter_for(kind.decode("latin-1"))
@@ -341,6 +345,7 @@ class ModelGateway:
             usage = read(None)
             if usage is not None:
                 self.tally.add(work_item, usage)
+        return usage is not None and usage.tool_calls > 0
 
 
 def _meter_for(content_type: str) -> Callable[[bytes | None], Usage | None]:

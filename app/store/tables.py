@@ -345,6 +345,7 @@ class WorkItemUsage(Base):
     cache_creation_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     requests: Mapped[int] = mapped_column(BigInteger, default=0)
     tool_calls: Mapped[int] = mapped_column(BigInteger, default=0)  # tool_use blocks answered
+    active_ms: Mapped[int] = mapped_column(BigInteger, default=0)  # the harness at work
 
     def counts(self) -> dict[str, int]:
         """Every count of the row by its name."""

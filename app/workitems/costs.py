@@ -66,7 +66,8 @@ def minutes_text(minutes: float) -> str:
 
 def usage_line(counts: Mapping[str, int], cost: float | None, minutes: float | None = None) -> str:
     """`**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests ·
-    37 min` (the last: its sessions' wall-clock time, when known)."""
+    37 min (12 min active)`: the last its sessions' wall-clock time, when known, and how
+    long their harness was working (`active_ms`, counted at the gateway)."""
     cache = counts.get("cache_read_input_tokens", 0) + counts.get("cache_creation_input_tokens", 0)
     total = counts.get("input_tokens", 0) + counts.get("output_tokens", 0) + cache
     parts = [
@@ -75,6 +76,10 @@ def usage_line(counts: Mapping[str, int], cost: float | None, minutes: float | N
         f"${cost:.2f}" if cost is not None else "cost unknown (no price for its model)",
         f"{counts.get('requests', 0)} requests",
     ]
+    active = counts.get("active_ms", 0) / 60_000
     if minutes is not None:
-        parts.append(minutes_text(minutes))
+        busy = f" ({minutes_text(active)} active)" if active else ""
+        parts.append(minutes_text(minutes) + busy)
+    elif active:
+        parts.append(f"{minutes_text(active)} active")
     return "**Usage:** " + " · ".join(parts)
