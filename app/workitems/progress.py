@@ -192,8 +192,9 @@ class ProgressPublisher(WakeLoop):
             self.services.github, item.installation_id, item.repo_full_name, item.issue_number
         )
         if comment_id is None or not io.edit(comment_id, body):
-            comment_id, _ = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
-            io.edit(comment_id, body)  # adopted an older one: bring it up to date
+            comment_id, adopted = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
+            if adopted:  # an older one: bring it up to date (a new one already says it)
+                io.edit(comment_id, body)
         now = self.clock()
         with Session(self.engine) as session, session.begin():
             session.execute(
