@@ -157,3 +157,25 @@ def test_a_minutes_budget_stops_a_session_that_spends_time_without_the_model(tim
     assert spawner.poll().status_code in (200, 204)
     assert [(k, p.get("reason")) for k, p in jobs(api, item)] == [(JobKind.STOP, "budget")]
     assert "61 of 60 min" in jobs(api, item)[0][1]["note"]
+
+
+def test_a_raise_while_the_budget_stop_is_on_its_way_relaunches_once_it_lands(api) -> None:
+    item = api.work_item(1, status=WorkItemStatus.RUNNING)
+    report(api, item, input_tokens=1500, requests=1)
+    api.fake.grant(api.repo, "boss", "maintain")
+    with api.session() as db, db.begin():
+        reply = Reply("boss", "the-loop budget +1k", "201", "github", 201)
+        assert raise_reply(api.state.services, db, item, reply) == "raised"
+    assert api.item(item).state == WorkItemStatus.RUNNING  # the stop goes ahead
+    bodies = [c["body"] for c in api.fake.issue_comments(api.repo, 1)]
+    assert any("relaunched where it left off once it is" in b for b in bodies)
+
+    spawner = api.spawner(api.token())
+    assert spawner.register().status_code == 200
+    job = spawner.job()
+    assert job is not None and job["kind"] == "stop" and job["payload"]["reason"] == "budget"
+    assert spawner.result(job["id"], stopped=True, found=True).status_code == 200
+    after = api.item(item)
+    assert after.state == WorkItemStatus.EXITED and not after.budget["spent"]
+    notices = [p["body"] for k, p in jobs(api, item) if k == JobKind.DELIVER]
+    assert len(notices) == 1 and notices[0].startswith("the-loop: budget raised by @boss (+1k")

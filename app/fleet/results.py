@@ -23,6 +23,7 @@ from app.protocol import AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
+from app.workitems.spending import resume_after_stop
 from app.workitems.states import Happened, transition
 from app.workitems.usage import CLOCK_KEYS
 
@@ -92,6 +93,7 @@ def apply_result(
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
         revoke_session_tokens(session, job.work_item)
+        resume_after_stop(services, session, item)  # its budget was raised meanwhile
 
 
 def _spawned(out: _Outcome) -> None:

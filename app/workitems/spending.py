@@ -217,12 +217,9 @@ def raise_reply(services: Services, session: Session, work_item_id: str, reply: 
     facts["raises"] = raises[-MAX_RAISES_KEPT:]
     limits, spent = standing(services, session, item, facts)
     level, _ = level_of(limits, spent)
-    was_stopped = stopped_by_budget(item)
-    if level < Level.SPENT:
-        facts["spent"] = ""
-        if level < Level.WARN:
-            facts["warned"] = False
-        facts["run"] = int(facts["run"]) + 1  # a later warning or stop is a new one
+    stopping = is_live(item.state) and bool(facts.get("spent"))  # its budget stop is on its way
+    if stopping and level < Level.SPENT:
+        facts["resume"] = {"by": reply.author, "words": asked.words, "ref": reply.ref}
     item.budget = facts
     emit(
         services,
@@ -236,15 +233,52 @@ def raise_reply(services: Services, session: Session, work_item_id: str, reply: 
         ref=reply.ref,
         budget=budget_text(limits, spent),
     )
-    goes_on = was_stopped and level < Level.SPENT and transition(item, Happened.BUDGET_RAISED)
-    if goes_on:
-        text = (
-            f"the-loop: budget raised by @{reply.author} (+{asked.words}; now "
-            f"{budget_text(limits, spent)}). Continue where you left off."
-        )
-        _notice(services, session, item, f"budget-raised:{item.id}:{reply.ref}", text)
-    _acknowledge(services, item, reply, asked, limits, spent, level, bool(goes_on))
+    if stopping:
+        after = "relaunched once its stop lands" if level < Level.SPENT else "spent"
+    elif stopped_by_budget(item) and level < Level.SPENT:
+        after = "relaunched" if _go_on(services, session, item, reply.author, asked.words) else ""
+    else:
+        after = "spent" if level is Level.SPENT else ""
+        if level < Level.SPENT:
+            _reopen(item, level)
+    _acknowledge(services, item, reply, asked, limits, spent, after)
     return "raised"
+
+
+def _reopen(item: WorkItem, level: Level) -> None:
+    """The run goes on under its new limits: a later warning or stop is a new one (a run
+    still past 90 % of them is not warned again)."""
+    facts = _facts(item)
+    facts["spent"] = ""
+    facts["run"] = int(facts["run"]) + 1
+    facts["warned"] = level >= Level.WARN
+    facts.pop("resume", None)
+    item.budget = facts
+
+
+def _go_on(services: Services, session: Session, item: WorkItem, by: str, words: str) -> bool:
+    """Relaunch an item its budget stopped, now that it has more; False if it cannot."""
+    limits, spent = standing(services, session, item, _facts(item))
+    level, _ = level_of(limits, spent)
+    if level is Level.SPENT or transition(item, Happened.BUDGET_RAISED) is None:
+        return False
+    _reopen(item, level)
+    text = (
+        f"the-loop: budget raised by @{by} (+{words}; now {budget_text(limits, spent)}). "
+        "Continue where you left off."
+    )
+    run = _facts(item)["run"]
+    _notice(services, session, item, f"budget-raised:{item.id}:{run}", text)
+    return True
+
+
+def resume_after_stop(services: Services, session: Session, item: WorkItem) -> None:
+    """A budget stop landed after someone raised the budget meanwhile: relaunch the item."""
+    facts = _facts(item)
+    resume = facts.get("resume")
+    if not isinstance(resume, dict) or not stopped_by_budget(item):
+        return
+    _go_on(services, session, item, str(resume.get("by") or ""), str(resume.get("words") or ""))
 
 
 def _acknowledge(
@@ -254,20 +288,20 @@ def _acknowledge(
     asked: Raise,
     limits: Limits,
     spent: Spent,
-    level: Level,
-    goes_on: bool,
+    after: str,
 ) -> None:
     if reply.source != "github" or item.installation_id is None:
         return
-    if goes_on:
-        after = "The session is relaunched where it left off."
-    elif level is Level.SPENT:
-        after = "It is still spent: add more to let the session go on."
-    else:
-        after = ""
+    then = {
+        "relaunched": "The session is relaunched where it left off.",
+        "relaunched once its stop lands": (
+            "The session was being stopped: it is relaunched where it left off once it is."
+        ),
+        "spent": "It is still spent: add more to let the session go on.",
+    }.get(after, "")
     lines = [
         f"@{reply.author} added {asked.words} to this item's budget: now "
-        f"{budget_text(limits, spent)}. {after}".rstrip(),
+        f"{budget_text(limits, spent)}. {then}".rstrip(),
         "",
         marker(MarkerKind.NOTICE, item=item.id, ref=reply.ref),
     ]
