@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import parse_config
 from app.spawner.launch import SpawnerContext
+from app.spawner.leftovers import session_home
 from app.store.tables import WorkItemStatus
 from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home
@@ -151,6 +152,10 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert len(model.main_requests()) == before  # nothing reached the model past the limit
     assert sum(shown(r, WARNING) for r in model.main_requests()) == 1  # told once
 
+    # The harness showed the gateway's refusal: it is in the session's own transcript.
+    home = session_home(devbox.config, devbox.home, devbox.state_dir, ITEM)
+    written = "".join(p.read_text() for p in (home / ".claude" / "projects").rglob("*.jsonl"))
+    assert "API Error: 400 the-loop: budget spent (tokens 10." in written
     stopped = wait_for(lambda: running_app.events("session.stopped"), timeout=GENEROUS)
     assert [e["reason"] for e in stopped] == ["budget"]
     row = status_of(running_app)

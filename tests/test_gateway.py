@@ -303,6 +303,38 @@ def test_a_wrong_or_revoked_pass_is_refused_before_anything_goes_upstream(
     assert model.snapshot() == [] and gateway.tally.drain() == {}
 
 
+def test_an_item_whose_budget_is_spent_is_refused_in_the_api_s_shape_until_allowed(
+    gateway: ModelGateway, model: FakeAnthropic
+) -> None:
+    token = gateway.passes.mint(ITEM)
+    other = gateway.passes.mint("github:o/r#2")
+    gateway.refuse_spent(ITEM, "the-loop: budget spent (tokens 10k of 10k).")
+    with httpx.Client(timeout=30) as client:
+        refused = [
+            client.post(gateway.url + "/v1/messages", headers={"x-api-key": token}, json=_body("x"))
+            for _ in range(2)
+        ]
+        served = client.post(
+            gateway.url + "/v1/messages", headers={"x-api-key": other}, json=_body("first")
+        )
+        gateway.allow(ITEM)  # a launch the App asked for after a raise
+        again = client.post(
+            gateway.url + "/v1/messages", headers={"x-api-key": token}, json=_body("second")
+        )
+    for answer in refused:
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "the-loop: budget spent (tokens 10k of 10k).",
+            },
+        }
+    assert served.status_code == 200 and again.status_code == 200  # other items: served
+    assert gateway.spent_refusals(ITEM) == 0  # allowed again: the count starts over
+    assert len(model.main_requests()) == 2  # the refused ones never went upstream
+
+
 def test_only_the_messages_api_is_forwarded_with_the_operator_s_key(
     gateway: ModelGateway, model: FakeAnthropic
 ) -> None:

@@ -12,7 +12,8 @@ retries. An upstream that fails before answering is a 502 in that shape; one tha
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
 `metering.py` reads its usage into the tally, charged to the pass's work item. An item
-whose budget the App found spent is refused 403 in that shape, with the App's words, until
+whose budget the App found spent is refused 400 in that shape (as the API refuses a spent
+credit balance), with the App's words, until
 a new launch of it is asked for.
 """
 
@@ -156,7 +157,7 @@ class _Exchange:
             spent = self.gateway.spent.get(work_item)
             if spent is not None:
                 self.gateway.spent_refused[work_item] = self.gateway.spent_refusals(work_item) + 1
-                raise _Refused(403, "permission_error", spent)
+                raise _Refused(400, "invalid_request_error", spent)  # as a spent balance is
         except _Refused as refused:
             await self.refuse(refused)
             return

@@ -33,7 +33,7 @@ from app.spawner.launch import (
     session_result,
     start_session,
 )
-from app.spawner.leftovers import describe_session
+from app.spawner.leftovers import describe_session, session_home, transcript_tail
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
@@ -43,6 +43,8 @@ from app.spawner.watchdog import Readiness, await_input, report_stall
 
 NOTICE_SOURCE = "notice"  # the App's own words, not a person's
 BUDGET_REASON = "budget"
+SPENT_WORDS = "budget spent"  # in the gateway's refusal, as the transcript records it
+SHOW_REFUSAL = 10.0  # seconds a refused session is given to show the refusal
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
 
@@ -231,6 +233,16 @@ def _refuse_then_wait(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) ->
     deadline = time.monotonic() + ctx.budget_grace
     while time.monotonic() < deadline and _alive(ctx, record):
         if gateway.spent_refusals(job.work_item):
+            break
+        time.sleep(0.2)
+    # Refused: the harness records the refusal as its turn's end (a few seconds at most)
+    # before it is stopped. What the session wrote only ends this wait early: it gains nothing.
+    if record is None:
+        return
+    home = session_home(ctx.config, ctx.home, ctx.state_dir, record.work_item)
+    shown = time.monotonic() + SHOW_REFUSAL
+    while time.monotonic() < min(deadline, shown) and _alive(ctx, record):
+        if SPENT_WORDS in transcript_tail(home, record.session_id):
             return
         time.sleep(0.2)
 
