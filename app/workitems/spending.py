@@ -245,6 +245,23 @@ def raise_reply(services: Services, session: Session, work_item_id: str, reply: 
     return "raised"
 
 
+def raise_from_surface(
+    services: Services,
+    session: Session,
+    work_item_id: str,
+    author: str,
+    body: str,
+    *,
+    ref: str,
+    source: str,
+    comment_id: int | None = None,
+) -> str:
+    """`raise_reply` in the shape every surface's decision takes (see channels.deps)."""
+    return raise_reply(
+        services, session, work_item_id, Reply(author, body, ref, source, comment_id)
+    )
+
+
 def _reopen(item: WorkItem, level: Level) -> None:
     """The run goes on under its new limits: a later warning or stop is a new one (a run
     still past 90 % of them is not warned again)."""
