@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from app.store.tables import Job, JobKind, Spawner, WorkItem, WorkItemStatus
 from app.workitems.decisions import Reply
-from app.workitems.spending import raise_reply
+from app.workitems.spending import raise_reply, restart_run
 from tests.spawnerapi_support import serve_api
 
 CONFIG = """
@@ -140,6 +140,8 @@ def timed_api(tmp_path_factory, app_private_key):
 
 
 def test_a_minutes_budget_stops_a_session_that_spends_time_without_the_model(timed_api) -> None:
+    """Minutes are the sessions' own: 40 before, 21 in the one that runs; waits between
+    them do not count."""
     api = timed_api.fresh()
     spawner = api.spawner(api.token())
     registered = spawner.register(harnesses=["claude"])
@@ -151,9 +153,12 @@ def test_a_minutes_budget_stops_a_session_that_spends_time_without_the_model(tim
         found.last_seen = None  # its next poll is its once-a-minute look
         row = db.get(WorkItem, item)
         assert row is not None
-        row.session = {"spawner_id": found.id}  # it hosts the item's session
-        launched = datetime.now(UTC) - timedelta(minutes=61)  # its first launch
-        row.budget = {"run": 1, "since": launched.isoformat()}
+        launched = datetime.now(UTC) - timedelta(minutes=21)  # its session, still running
+        row.session = {  # it hosts the item's session; two earlier ones ran 40 minutes
+            "spawner_id": found.id,
+            "launched_at": launched.isoformat(),
+            "wall_seconds": 40 * 60,
+        }
     assert spawner.poll().status_code in (200, 204)
     assert [(k, p.get("reason")) for k, p in jobs(api, item)] == [(JobKind.STOP, "budget")]
     assert "61 of 60 min" in jobs(api, item)[0][1]["note"]
@@ -179,3 +184,17 @@ def test_a_raise_while_the_budget_stop_is_on_its_way_relaunches_once_it_lands(ap
     assert after.state == WorkItemStatus.EXITED and not after.budget["spent"]
     notices = [p["body"] for k, p in jobs(api, item) if k == JobKind.DELIVER]
     assert len(notices) == 1 and notices[0].startswith("the-loop: budget raised by @boss (+1k")
+
+
+def test_a_new_execute_starts_a_new_run_from_what_the_item_used_so_far(api) -> None:
+    item = api.work_item(1, status=WorkItemStatus.RUNNING)
+    report(api, item, input_tokens=1200, requests=1)  # spent: stopped
+    with api.session() as db, db.begin():
+        row = db.get(WorkItem, item)
+        assert row is not None
+        restart_run(db, row, datetime.now(UTC))  # what an execute after a closed PR does
+        row.state = WorkItemStatus.RUNNING
+    report(api, item, input_tokens=850, requests=1)  # 850 of the new run's 1000: under 90 %
+    assert [k for k, _ in jobs(api, item)] == [JobKind.STOP]  # only the first run's stop
+    after = api.item(item).budget
+    assert after["run"] == 2 and after["stops"] == 1 and after["base"]["input_tokens"] == 1200

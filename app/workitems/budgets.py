@@ -5,7 +5,8 @@ Limits are `routing.budget` (tokens, usd, minutes; each optional) plus whatever 
 people added on the issue. Spent is measured from the start of the budget's run: tokens are
 input, output, cache-read and cache-write summed (what the usage line calls tokens), dollars
 are those tokens at the item's model price (unknown when its model has none, and then never
-counted against a usd limit), minutes are wall-clock since the item's first session launched.
+counted against a usd limit), minutes are its sessions' wall-clock time, launch to end (the
+time an item waits between sessions is not counted).
 The share that matters is the largest of the three: at `WARN_AT` the session is told to wrap
 up, at 1 it is stopped.
 """

@@ -163,7 +163,7 @@ def _freeze(
     item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
     item.gates = None  # an execute after a closed pull request starts the walk afresh
     if item.budget is not None:
-        restart_run(session, item)  # …and its budget afresh
+        restart_run(session, item, services.clock())  # …and its budget afresh
     prefix = services.config.routing.pull_requests.branch_prefix
     item.branch = item.branch or work_branch(prefix, item.issue_number)
     fields = _choice_fields(selection, frozen)

@@ -13,7 +13,7 @@ and relaunches an item its budget stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -40,11 +40,10 @@ from app.workitems.decisions import Reply, emit, lock_work_item, refuse
 from app.workitems.endings import BUDGET_REASON
 from app.workitems.jobs import deliver_job, enqueue, stop_job
 from app.workitems.states import Happened, is_live, transition
-from app.workitems.usage import priced, usage_of
+from app.workitems.usage import priced, usage_of, wall_minutes
 
 NOTICE_SOURCE = "notice"  # a deliver job whose body the session reads verbatim
 MAX_RAISES_KEPT = 50
-LAUNCHES = frozenset({"session.spawned", "session.respawned"})
 
 
 def _facts(item: WorkItem) -> dict[str, Any]:
@@ -59,22 +58,15 @@ def _model(item: WorkItem) -> str:
     return str(frozen.get("model") or "")
 
 
-def _since(facts: dict[str, Any]) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(str(facts.get("since") or ""))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def standing(
     services: Services, session: Session, item: WorkItem, facts: dict[str, Any]
 ) -> tuple[Limits, Spent]:
     """The run's limits and what it spent so far."""
     limits = limits_of(services.config.routing.budget, facts.get("extra") or {})
     counts = since_base(usage_of(session, [item.id])[item.id], facts.get("base") or {})
-    since = _since(facts)
-    minutes = (services.clock() - since).total_seconds() / 60 if since else 0.0
+    ran = wall_minutes(item.session or {}, services.clock()) or 0.0
+    before = facts.get("base_minutes")
+    minutes = ran - (before if isinstance(before, int | float) else 0.0)
     cost = priced(services.config, _model(item), counts)
     return limits, Spent(tokens=tokens_in(counts), usd=cost, minutes=max(0.0, minutes))
 
@@ -119,8 +111,6 @@ def check_spending(services: Services, session: Session, item: WorkItem, event: 
     if configured.tokens is None and configured.usd is None and configured.minutes is None:
         return
     facts = _facts(item)
-    if event in LAUNCHES and not facts.get("since"):
-        facts["since"] = services.clock().isoformat()
     if not is_live(item.state) or item.frozen is None or facts.get("spent"):
         if facts != item.budget:
             item.budget = facts
@@ -165,12 +155,15 @@ def weigh_time(services: Services, session: Session, work_items: Sequence[str]) 
             check_spending(services, session, item, "spawner.poll")
 
 
-def restart_run(session: Session, item: WorkItem) -> None:
-    """A new execute starts a new run: its counts start from what the item used so far."""
+def restart_run(session: Session, item: WorkItem, now: datetime) -> None:
+    """A new execute starts a new run: its counts and minutes start from what the item used
+    so far."""
     previous = _facts(item)
     item.budget = {
         "run": int(previous.get("run") or 0) + 1,
         "base": usage_of(session, [item.id])[item.id],
+        "base_minutes": wall_minutes(item.session or {}, now) or 0.0,
+        "stops": int(previous.get("stops") or 0),
         "extra": {},
         "raises": list(previous.get("raises") or [])[-MAX_RAISES_KEPT:],
     }
