@@ -174,6 +174,7 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert re.match(r'class="usage">10k tokens .* requests · 1 tool call · ', usage)
     # The progress comment shows the budget and the session's time with the usage.
     wait_for(lambda: "**Budget:** tokens 10." in progress_of(fake), timeout=GENEROUS)
+    wait_for(lambda: "**stopped: budget**" in progress_of(fake), timeout=GENEROUS)
     assert re.search(r"\d+ requests · (<1|\d+) min", progress_of(fake))
 
     # /metrics, read by prometheus_client's own parser: the tokens by harness and model are

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from app.config import parse_config
 from app.web.present import usage_words
 from app.workitems.costs import usage_line
-from app.workitems.progress_text import ProgressView, mirror_payload
+from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.usage import by_choice, clocked, wall_minutes
 from app.workitems.walk import Walk
 from channels.walk_blocks import progress
@@ -84,3 +84,19 @@ def test_usage_and_cost_add_up_by_harness_and_model() -> None:
     assert counts["input_tokens"] == 2_000_000 and counts["requests"] == 6 and dollars == 4.0
     assert found[("default", "mystery")][1] is None  # no price: no cost
     assert found[("default", "default")][0]["output_tokens"] == 500_000
+
+
+def test_an_item_its_budget_stopped_says_so_in_the_comment_and_in_slack() -> None:
+    view = ProgressView(
+        work_item="github:o/r#1",
+        status="stopped",
+        walk=Walk(pointer="implementation"),
+        budget="**Budget:** tokens 10.2k of 10k",
+        budget_spent=True,
+    )
+    body = render_progress(view)
+    assert "**Session:** **stopped: budget** (an authorized `the-loop budget +<amount>`" in body
+    assert "**Budget:** tokens 10.2k of 10k" in body
+    payload = {**mirror_payload(view), "repo": "o/r", "issue_number": 1, "title": "Fix it"}
+    text = progress(payload, "https://github.com/o/r/issues/1")[1][1]["text"]["text"]
+    assert "*Session:* stopped: budget" in text and "*Budget:* tokens 10.2k of 10k" in text

@@ -31,7 +31,7 @@ from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
-from app.workitems.spending import budget_line_of
+from app.workitems.spending import budget_line_of, stopped_by_budget
 from app.workitems.usage import usage_line_of
 from app.workitems.walk import Walk
 
@@ -117,6 +117,7 @@ def view_of(
         changes_keyword=trigger.changes_keyword,
         usage=usage,
         budget=budget,
+        budget_spent=stopped_by_budget(item),
     )
 
 

@@ -58,6 +58,7 @@ class ProgressView:
     notes: Sequence[str] = ()
     usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
     budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
+    budget_spent: bool = False  # stopped because its budget ran out
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
@@ -83,6 +84,8 @@ def _session_line(view: ProgressView) -> str:
     elif view.status == S.FROZEN and view.queued is not None:
         position, length = view.queued
         words = f"queued ({position} of {length}) for a spawner"
+    elif view.status == S.STOPPED and view.budget_spent:
+        words = "**stopped: budget** (an authorized `the-loop budget +<amount>` goes on)"
     elif view.status == S.EXITED and view.failure:
         # The spawner's words may quote git or a path the session chose: defused, one line.
         reason = defuse(" ".join(view.failure.split()).replace("`", "'"))
@@ -143,7 +146,7 @@ def render_progress(view: ProgressView) -> str:
 def mirror_payload(view: ProgressView) -> dict[str, Any]:
     """The same facts, structured, for a chat surface to render its own way (pure)."""
     return {
-        "status": view.status,
+        "status": "stopped: budget" if view.budget_spent else view.status,
         "phase": view.walk.pointer,
         "phases": [[node, state.value] for node, state in phase_rows(view.walk)],
         "harness": view.harness,
