@@ -160,6 +160,8 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert [e["reason"] for e in stopped] == ["budget"]
     row = status_of(running_app)
     assert row["status"] == "stopped: budget" and row["health"] == "stopped: budget"
+    assert row["budget"]["state"] == "spent" and row["budget"]["limit"] == "tokens"
+    assert row["budget"]["limits"]["tokens"] == 10_000 and row["budget"]["spent"]["tokens"] > 10_000
     assert row["usage"]["input_tokens"] >= 10_000
     wait_for(lambda: budget_comments(fake), timeout=GENEROUS)
     (body,) = budget_comments(fake)

@@ -77,6 +77,26 @@ def budget_line_of(services: Services, session: Session, item: WorkItem) -> str:
     return f"**Budget:** {budget_text(limits, spent)}" if not limits.empty else ""
 
 
+def budget_json(services: Services, session: Session, item: WorkItem) -> dict[str, Any] | None:
+    """The item's budget for `/status`: its limits, what its run spent, how far it is, and
+    who raised it; None when no budget is configured."""
+    facts = _facts(item)
+    limits, spent = standing(services, session, item, facts)
+    if limits.empty:
+        return None
+    level, kind = level_of(limits, spent)
+    raises = [r for r in facts.get("raises") or [] if isinstance(r, dict)]
+    return {
+        "limits": {"tokens": limits.tokens, "usd": limits.usd, "minutes": limits.minutes},
+        "spent": {"tokens": spent.tokens, "usd": spent.usd, "minutes": round(spent.minutes, 1)},
+        "state": "spent" if facts.get("spent") else level.name.lower(),
+        "limit": str(facts.get("spent") or kind),
+        "raised_by": [
+            {"by": r.get("by"), "kind": r.get("kind"), "amount": r.get("amount")} for r in raises
+        ],
+    }
+
+
 def warning_text(limits: Limits, spent: Spent) -> str:
     """What the session is told once, at `WARN_AT` of its budget (pure)."""
     return (
