@@ -6,7 +6,8 @@ Two kinds of figures, kept apart on purpose:
   latency, requests refused by reason. Every replica (every serving process) exposes its
   own; a scraper adds them up across targets.
 - the store's present state (`StoreCollector`), read when scraped: deliveries waiting or
-  parked in the inbox, jobs by kind and state, work items by status. Every replica reports
+  parked in the inbox, jobs by kind and state, work items by status, model tokens and their
+  cost by harness and model, sessions stopped by their budget. Every replica reports
   the same shared figures, so a dashboard takes one replica's value (`max`), never the sum.
 
 The route is behind the operator credential, or a scrape token of its own
