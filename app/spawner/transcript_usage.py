@@ -2,9 +2,9 @@
 without the spawner's gateway (a login shared with `shareLogin` and no key): nobody counted
 their answers as they passed, so their usage is read back from what the harness recorded.
 
-Each harness has one reader, `(session home, session id) -> Usage | None`, in `READERS`
-(keyed by the harness's executable name); they all return the gateway's `Usage`, so the
-App cannot tell one source from another. Claude Code writes
+Each harness has one `Reader` in `READERS` (keyed by the harness's executable name): its
+`usage(session home, session id) -> Usage | None` and its transcript's size; they all return
+the gateway's `Usage`, so the App cannot tell one source from another. Claude Code writes
 `~/.claude/projects/<dir>/<session>.jsonl`, one JSON object per line, an answer's
 `message.usage` repeated on each of its lines: an answer counts once (by `message.id`), its
 largest counts kept. The transcript is the session's to write, so it is data: found and
@@ -12,7 +12,8 @@ opened without following a link at any step (`files.open_within`), read up to a 
 line parsed on its own (a broken or oversized line is skipped), every count checked.
 
 A resumed session appends to the same transcript, so what was reported per session id is
-kept in the spawner's state directory and only the growth is reported.
+kept in the spawner's state directory and only the growth is reported; the spawner reads a
+live session's transcript about once a minute (when it grew) and an ended one's at its end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,9 @@ MAX_LINE = 1024 * 1024
 MAX_ANSWERS = 200_000  # answers remembered at once while reading one transcript
 MAX_COUNT = 10**9  # one answer's count above this is nonsense
 KEPT_FILE = "transcript-usage.json"
-Reader = Callable[[Path, str], Usage | None]
+SIZE_KEY = "transcript_bytes"  # the size last read: an unchanged transcript is not re-read
+Read = Callable[[Path, str], Usage | None]
+Size = Callable[[Path, str], int | None]
 _LOCK = threading.Lock()  # the kept file: the watchdog and a stop job may both report
 Emit = Callable[..., Any]
 
@@ -102,6 +106,15 @@ def _bounded_lines(fh: Any) -> Iterable[bytes]:
         yield line
 
 
+def claude_size(home: Path, session_id: str) -> int | None:
+    """The size of Claude Code's transcript of `session_id` (no link followed), or None."""
+    found = transcript_path(home, session_id)
+    try:
+        return os.lstat(found).st_size if found is not None else None
+    except OSError:
+        return None
+
+
 def claude_usage(home: Path, session_id: str) -> Usage | None:
     """Claude Code's usage for `session_id` under `home`, or None without a transcript."""
     found = transcript_path(home, session_id)
@@ -115,7 +128,16 @@ def claude_usage(home: Path, session_id: str) -> Usage | None:
         return None
 
 
-READERS: dict[str, Reader] = {"claude": claude_usage}
+@dataclass(frozen=True)
+class Reader:
+    """One harness's transcript: what it says was used, and its size (a transcript that has
+    not grown is not read again)."""
+
+    usage: Read
+    size: Size
+
+
+READERS: dict[str, Reader] = {"claude": Reader(claude_usage, claude_size)}
 
 
 def reader_for(name: str, executable: str) -> Reader | None:
@@ -139,18 +161,21 @@ class TranscriptUsage:
 
     def report(self, reader: Reader, work_item: str, home: Path, session_id: str) -> Usage | None:
         """Emit what `session_id` used since it was last reported; that growth, or None."""
-        used = reader(home, session_id)
-        if used is None:
-            return None
         with _LOCK:
             kept = self._load()
             before = kept.get(session_id)
             before = before if isinstance(before, dict) else {}
+            size = reader.size(home, session_id)
+            if size is not None and before.get(SIZE_KEY) == size:
+                return Usage()  # the transcript has not grown: nothing new to read
+            used = reader.usage(home, session_id)
+            if used is None:
+                return None
             now = used.to_json()
             grown = {k: max(0, v - int(before.get(k) or 0)) for k, v in now.items()}
             if any(grown.values()):
                 self.emit(USAGE_EVENT, work_item, **grown, source="transcript")
-            kept[session_id] = now
+            kept[session_id] = {**now, SIZE_KEY: size}
             write_json(self.kept, kept, 0o600)
         return Usage(**grown)
 
