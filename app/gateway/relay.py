@@ -11,10 +11,10 @@ connection), within a budget for all bodies held at once: past it, a 529 the har
 retries. An upstream that fails before answering is a 502 in that shape; one that
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
-`metering.py` reads its usage into the tally, charged to the pass's work item. An item
-whose budget the App found spent is refused 400 in that shape (as the API refuses a spent
-credit balance), with the App's words, until
-a new launch of it is asked for.
+`metering.py` reads its usage into the tally, charged to the pass's work item, and the
+tally keeps how long the item's harness was working. An item whose budget the App found
+spent is refused 400 in that shape (as the API refuses a spent credit balance), with the
+App's words, until a new launch of it is asked for.
 """
 
 from __future__ import annotations
