@@ -25,6 +25,7 @@ DEFAULT_EXECUTE_KEYWORD = "the-loop execute"
 DEFAULT_APPROVE_KEYWORD = "the-loop approve"
 DEFAULT_CHANGES_KEYWORD = "the-loop changes"
 DEFAULT_ANSWER_KEYWORD = "the-loop answer"
+DEFAULT_BUDGET_KEYWORD = "the-loop budget"
 
 
 class ConfigError(ValueError):
@@ -151,6 +152,7 @@ class Trigger(_Model):
     approve_keyword: str = DEFAULT_APPROVE_KEYWORD  # passes the review gate
     changes_keyword: str = DEFAULT_CHANGES_KEYWORD  # sends the work back to implementation
     answer_keyword: str = DEFAULT_ANSWER_KEYWORD  # picks an option of a stalled session's screen
+    budget_keyword: str = DEFAULT_BUDGET_KEYWORD  # raises a work item's budget
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -160,6 +162,7 @@ class Trigger(_Model):
             self.approve_keyword,
             self.changes_keyword,
             self.answer_keyword,
+            self.budget_keyword,
         )
 
 
@@ -205,6 +208,16 @@ class PullRequests(_Model):
     deliver_check_failures: bool = True  # failing checks on the PR's head reach the session
 
 
+class Budget(_Model):
+    """`routing.budget`: what one work item may spend, each limit optional — model tokens
+    (input, output and cache, summed), dollars at the item's model price, and minutes of its
+    sessions' wall-clock time. The App warns the session at 90 % and stops it at 100 %."""
+
+    tokens: int | None = Field(default=None, ge=1, strict=True)
+    usd: float | None = Field(default=None, gt=0)
+    minutes: float | None = Field(default=None, gt=0)
+
+
 class Routing(_Model):
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
@@ -222,6 +235,7 @@ class Routing(_Model):
     # How many work-item sessions this spawner runs at once (None: no limit). Executed items
     # beyond it wait in the App's queue, in execute order, until a session ends.
     max_sessions: int | None = Field(default=None, ge=1, strict=True)
+    budget: Budget = Budget()
 
 
 class StandingSession(_Model):

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 _COUNTER = itertools.count()
 
@@ -231,6 +231,30 @@ def read_within(root: Path, relative: str | PurePosixPath) -> str:
         return _read_at(directory, name)[0].decode("utf-8", "replace")
     finally:
         os.close(directory)
+
+
+def open_within(root: Path, relative: str | PurePosixPath) -> BinaryIO:
+    """The regular file `root/relative` open for reading in binary, reached without following
+    a link at any step (a link, a missing file or one that is not regular raise
+    FileNotFoundError); the caller reads as much as it trusts."""
+    *dirs, name = _names(relative)
+    directory = _open_dirs(root, dirs, create=False, dir_mode=0o700)
+    try:
+        try:
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
+            )
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ELOOP, errno.ENXIO):
+                raise FileNotFoundError(f"{name} is not a regular file") from None
+            raise
+    finally:
+        os.close(directory)
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise FileNotFoundError(f"{name} is not a regular file")
+    return fh
 
 
 def update_within(

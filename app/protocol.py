@@ -125,6 +125,8 @@ class StopJob(ItemJob):
 
     kind: Literal["stop"] = "stop"
     reason: str = ""
+    # For a budget stop: what the model gateway tells the session when it refuses it.
+    note: str = ""
 
 
 class AnswerJob(ItemJob):
@@ -180,4 +182,6 @@ USAGE_FIELDS = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
     "requests",
+    "tool_calls",
+    "active_ms",
 )

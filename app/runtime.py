@@ -52,7 +52,7 @@ class AppState:
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
         self.progress = ProgressPublisher(self.services, self.engine)
         self.sampled = SampledLog(self.services.events)
-        self.meters = Meters(self.engine, self.sampled)
+        self.meters = Meters(self.engine, self.sampled, lambda: self.services.config)
         self.pruner = PeriodicPrune(
             self.engine,
             retention_of(self.settings),

@@ -2,7 +2,8 @@
 
 The reply is posted on the issue by the App, attributed and marked (so it is never read back
 as input), then handed to the same delivery path a GitHub comment takes. A reply that starts
-with the execute keyword is an execute, through the gate's one parser. Each reply is handled
+with the execute keyword is an execute, through the gate's one parser; one with the budget
+keyword raises the item's budget, as on GitHub. Each reply is handled
 once (Slack retries events); it gets a reaction when the session has it (the sender adds
 it when the spawner's `session.delivered` report is mirrored).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from app.workitems.decisions import Status
 from app.workitems.followups import deliver_comment
 from app.workitems.review import review_reply, verdict_of
+from app.workitems.spending import raise_reply
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply
@@ -59,6 +61,17 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
         decided = deps.post_once(ref, item, login, reply.user, text, review_reply)
         if decided is not None and decided.status is Status.REFUSED:
             deps.tell(reply.channel, reply.user, f"Refused: {decided.why}.", reply.thread_ts)
+        return
+    if starts_with_keyword(text, trigger.budget_keyword):
+        ref = f"slack-budget:{reply.channel}:{reply.ts}"
+        raised = deps.post_once(ref, item, login, reply.user, text, raise_reply)
+        if raised is not None:
+            said = (
+                "Budget raised."
+                if raised.status is Status.RECORDED
+                else f"Budget not raised ({raised.why or raised.status.value})."
+            )
+            deps.tell(reply.channel, reply.user, said, reply.thread_ts)
         return
     ref = reply_ref(reply.channel, reply.ts)
     outcome = deps.post_once(ref, item, login, reply.user, text, deliver_comment)

@@ -118,6 +118,10 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
         f"*Artifacts:* {_artifacts(payload) or 'none reported yet'}",
     ]
     lines += [line for line in (_branch(payload), _pull(payload)) if line]
+    for label in ("usage", "budget"):
+        words = str(payload.get(label) or "")
+        if words:
+            lines.append(f"*{label.capitalize()}:* {escape(words)}")
     blocks = [_section(head), _section("\n".join(lines))]
     if done:
         blocks.insert(1, _section(":tada: *Done.* Every phase in force is complete."))

@@ -308,3 +308,33 @@ def sandboxed_devbox(
         ready_timeout=GENEROUS,
         models=open_model_access(config, env, events.emit),
     )
+
+
+def transcript_answer(message_id: str, usage: Any, *blocks: dict[str, Any]) -> dict[str, Any]:
+    """One assistant line of a Claude Code transcript, as the harness writes it."""
+    content = list(blocks) or [{"type": "text", "text": "ok"}]
+    return {"type": "assistant", "message": {"id": message_id, "usage": usage, "content": content}}
+
+
+# A Claude Code transcript with the lines a usage reader must count once, and the nonsense it
+# must skip.
+TRANSCRIPT = [
+    {"type": "user", "message": {"role": "user", "content": "Work on issue 1"}},
+    # One answer, written as two lines (a text block, then a tool call): counted once.
+    transcript_answer(
+        "msg_1", {"input_tokens": 100, "output_tokens": 3, "cache_read_input_tokens": 50}
+    ),
+    transcript_answer(
+        "msg_1",
+        {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50},
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}},
+    ),
+    transcript_answer(
+        "msg_2", {"input_tokens": 7, "output_tokens": 1, "cache_creation_input_tokens": 9}
+    ),
+    transcript_answer(
+        "msg_3", {"input_tokens": -5, "output_tokens": True, "requests": 10**6}
+    ),  # nonsense
+    transcript_answer("msg_4", {"input_tokens": 10**12}),  # beyond any one answer
+    {"type": "assistant", "message": {"usage": {"input_tokens": 999}}},  # no id
+]

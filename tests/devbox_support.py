@@ -79,6 +79,7 @@ def running_devbox(
     registered: Callable[[], Any],
     *,
     size: tuple[int, int] = (160, 50),
+    transcript_interval: float = 60.0,
 ) -> Iterator[SpawnerContext]:
     """The agent loop (claims, watchdog every second) against the App at `app_url`, with a
     spawner token for `repo`; yields once `registered()` says the App saw it register."""
@@ -100,7 +101,10 @@ def running_devbox(
         env=without_credentials(env),  # as `the-loop spawner` keeps it: the key read once
         models=open_model_access(config, env, events.emit),
     )
-    agent = Agent(ctx, client, AgentOptions(name="devbox", wait=2, watchdog_interval=1))
+    options = AgentOptions(
+        name="devbox", wait=2, watchdog_interval=1, transcript_interval=transcript_interval
+    )
+    agent = Agent(ctx, client, options)
     thread = threading.Thread(target=agent.run)
     thread.start()
     try:
@@ -116,13 +120,24 @@ def running_devbox(
 
 
 @contextmanager
-def serve_devbox(app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
+def serve_devbox(
+    app: Any, operator_yaml: str, home: Path, *, transcript_interval: float = 60.0
+) -> Iterator[SpawnerContext]:
     """`running_devbox` for the fixture repository of a running App, configured by
     `operator_yaml` (a stand-in harness, usually), with a plain environment."""
     config = parse_config(yaml.safe_load(operator_yaml))
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
     registered = lambda: app.events("spawner.registered")  # noqa: E731
-    with running_devbox(app.url, app.state.engine, REPO, config, home, env, registered) as ctx:
+    with running_devbox(
+        app.url,
+        app.state.engine,
+        REPO,
+        config,
+        home,
+        env,
+        registered,
+        transcript_interval=transcript_interval,
+    ) as ctx:
         yield ctx
 
 

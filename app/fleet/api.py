@@ -37,6 +37,7 @@ from app.store import jobqueue as jobs
 from app.store import jobwake
 from app.store.tables import Job, JobKind, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
+from app.workitems.spending import weigh_time
 
 bp = guard(Blueprint("spawner", __name__, url_prefix="/spawner/v1"))
 
@@ -164,7 +165,9 @@ def next_job() -> Response | tuple[str, int]:
         now = state.services.clock()
         if spawner.last_seen is None or now - aware(spawner.last_seen) > LAST_SEEN_EVERY:
             spawner.last_seen = now  # a write per minute, not per poll
-            renew_session_tokens(session, hosted_items(session, spawner), now)
+            hosted = hosted_items(session, spawner)
+            renew_session_tokens(session, hosted, now)
+            weigh_time(state.services, session, hosted)  # a minutes budget runs out idle too
     jobwake.listen_for_jobs(state.engine)
     _give_up_expired(state)
     deadline = time.monotonic() + wait

@@ -37,6 +37,7 @@ from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.progress import usage_changed
 from app.workitems.session_facts import apply_session_event
+from app.workitems.spending import check_spending
 from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
@@ -196,6 +197,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             add_usage(session, item.id, reported_counts(raw))
             usage_changed(item, services.clock())
         apply_session_event(services, session, item, name, fields)
+        if name.startswith("session."):
+            check_spending(services, session, item, name)
         if name == "session.exited" and item.state == WorkItemStatus.EXITED:
             # The session is over: its token dies (a job claimed now starts a new one).
             revoke_session_tokens(session, item.id, claimed_jobs(session, item.id))

@@ -23,7 +23,9 @@ from app.protocol import AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
+from app.workitems.spending import resume_after_stop
 from app.workitems.states import Happened, transition
+from app.workitems.usage import CLOCK_KEYS
 
 log = logging.getLogger(__name__)
 MAX_FAILURE = 300  # characters of a failed launch's reason kept on the item
@@ -91,6 +93,7 @@ def apply_result(
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
         revoke_session_tokens(session, job.work_item)
+        resume_after_stop(services, session, item)  # its budget was raised meanwhile
 
 
 def _spawned(out: _Outcome) -> None:
@@ -105,8 +108,8 @@ def _spawned(out: _Outcome) -> None:
     facts = _session_facts(out.result, out.spawner)
     before = out.item.session or {}
     # The launch event may have come first: how the session is confined is kept, and so is
-    # what the spawner saw of the checkout (`session.evidence`).
-    kept = {key: before[key] for key in ("sandbox", "evidence") if before.get(key)}
+    # what the spawner saw of the checkout (`session.evidence`), and its sessions' clock.
+    kept = {key: before[key] for key in ("sandbox", "evidence", *CLOCK_KEYS) if before.get(key)}
     out.item.session = {**facts, **kept}
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)

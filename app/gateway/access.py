@@ -78,6 +78,7 @@ class ModelAccess:
     def for_session(self, work_item: str) -> SessionModel:
         """A new pass for `work_item`'s next launch (the previous one stops working)."""
         token = self.gateway.passes.mint(work_item)
+        self.gateway.allow(work_item)  # the App launches only an item it lets spend
         self._save()
         return SessionModel({"ANTHROPIC_BASE_URL": self.gateway.url}, {"ANTHROPIC_API_KEY": token})
 
@@ -85,6 +86,7 @@ class ModelAccess:
         """The session ended: its pass dies and what it used is reported now."""
         if self.gateway.passes.revoke(work_item):
             self._save()
+        self.gateway.tally.close(work_item)
         self.report(work_item)
 
     def report(self, work_item: str | None = None) -> int:

@@ -2,7 +2,8 @@
 
 A streamed answer carries it twice: `message_start` holds the input side (and a placeholder
 output count), `message_delta` the final, cumulative counts; a field the delta carries
-replaces the start's. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
+replaces the start's. Each `content_block_start` of a `tool_use` block is one tool call the
+harness will make. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
 is fed the stream's bytes as they are relayed and only parses the two lines that matter, so
 counting costs a stream next to nothing. `Tally` sums what was read per work item until the
 reporter drains it. Pure but for `Tally`'s lock.
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -25,6 +28,8 @@ COUNTED = (
 # A line longer than this is a content delta, never one of the two events read here.
 _MAX_LINE = 256 * 1024
 _WANTED = (b"message_start", b"message_delta")
+_BLOCK_START = b"content_block_start"
+_TOOL_USE = b'"tool_use"'  # the block type; a server tool's is `"server_tool_use"`
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class Usage:
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     requests: int = 0
+    tool_calls: int = 0  # `tool_use` blocks the answers held: the harness's tool calls
+    active_ms: int = 0  # how long the harness was working (`Tally`): a turn, tools included
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -60,11 +67,13 @@ def counts_of(usage: Any) -> dict[str, int]:
     return {name: value for name, value in found.items() if value is not None}
 
 
-def one_request(counts: dict[str, int]) -> Usage | None:
+def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
     """One answered request's usage, or None when it reported none."""
     if not counts:
         return None
-    return Usage(**{name: counts.get(name, 0) for name in COUNTED}, requests=1)
+    return Usage(
+        **{name: counts.get(name, 0) for name in COUNTED}, requests=1, tool_calls=tool_calls
+    )
 
 
 def usage_of_body(body: bytes) -> Usage | None:
@@ -73,7 +82,12 @@ def usage_of_body(body: bytes) -> Usage | None:
         data = json.loads(body)
     except ValueError:
         return None
-    return one_request(counts_of(data.get("usage"))) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    content = data.get("content")
+    blocks = content if isinstance(content, list) else []
+    tools = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use")
+    return one_request(counts_of(data.get("usage")), tools)
 
 
 class StreamMeter:
@@ -84,6 +98,7 @@ class StreamMeter:
         self._skipping = False  # inside an over-long line: drop it up to its end
         self._event = b""  # the `event:` name of the event being read
         self._counts: dict[str, int] = {}
+        self._tools = 0
 
     def feed(self, chunk: bytes) -> None:
         lines = chunk.split(b"\n")
@@ -106,6 +121,9 @@ class StreamMeter:
             return
         if not line.startswith(b"data:"):
             return
+        if self._event == _BLOCK_START:  # counted without parsing: only a tool's start says so
+            self._tools += _TOOL_USE in line
+            return
         if self._event not in _WANTED and (self._event or not any(w in line for w in _WANTED)):
             return
         try:
@@ -126,25 +144,78 @@ class StreamMeter:
         if self._partial and not self._skipping:
             self._line(self._partial.rstrip(b"\r"))
             self._partial = b""
-        return one_request(self._counts)
+        return one_request(self._counts, self._tools)
 
 
 class Tally:
-    """Usage per work item since the last drain; shared by the relay and the reporter."""
+    """Usage per work item since the last drain; shared by the relay and the reporter.
 
-    def __init__(self) -> None:
+    It also keeps how long each item's harness was working: from a request, while answers
+    are awaited and while the tools an answer asked for run (until the next request), to an
+    answer that asks for no tool with nothing else in flight — a turn's end, where the
+    harness waits for a person (a side request ending meanwhile may close it early: the
+    figure is close, not exact)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._open: dict[str, Usage] = {}
+        self._clock = clock
+        self._working: dict[str, float] = {}  # item → since when its harness works
+        self._in_flight: dict[str, int] = {}
+        self._active: dict[str, float] = {}  # seconds not drained yet
 
     def add(self, work_item: str, usage: Usage) -> None:
         with self._lock:
             self._open[work_item] = self._open.get(work_item, Usage()) + usage
 
-    def drain(self, work_item: str | None = None) -> dict[str, Usage]:
-        """Take what was counted (for one item, or all) and start again from zero."""
+    def started(self, work_item: str) -> None:
+        """A request of `work_item` arrived: its harness works (if it was not already)."""
         with self._lock:
-            if work_item is None:
-                taken, self._open = self._open, {}
-                return taken
-            found = self._open.pop(work_item, None)
-            return {work_item: found} if found is not None else {}
+            self._in_flight[work_item] = self._in_flight.get(work_item, 0) + 1
+            self._working.setdefault(work_item, self._clock())
+
+    def finished(self, work_item: str, tools: bool) -> None:
+        """A request ended; without tool calls to run and nothing else in flight, so did
+        the harness's turn."""
+        with self._lock:
+            left = self._in_flight.get(work_item, 1) - 1
+            if left > 0:
+                self._in_flight[work_item] = left
+                return
+            self._in_flight.pop(work_item, None)
+            since = self._working.get(work_item)
+            if tools or since is None:
+                return
+            del self._working[work_item]
+            elapsed = max(0.0, self._clock() - since)
+            self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+
+    def close(self, work_item: str) -> None:
+        """`work_item`'s session ended: a turn it was in ends now."""
+        with self._lock:
+            self._in_flight.pop(work_item, None)
+            since = self._working.pop(work_item, None)
+            if since is not None:
+                elapsed = max(0.0, self._clock() - since)
+                self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+
+    def drain(self, work_item: str | None = None) -> dict[str, Usage]:
+        """Take what was counted (for one item, or all) and start again from zero; a turn
+        still going is counted up to now."""
+        with self._lock:
+            now = self._clock()
+            for item, since in self._working.items():
+                if work_item is None or item == work_item:
+                    self._active[item] = self._active.get(item, 0.0) + max(0.0, now - since)
+                    self._working[item] = now
+            items = set(self._open) | set(self._active)
+            chosen = items if work_item is None else items & {work_item}
+            taken: dict[str, Usage] = {}
+            for item in chosen:
+                usage = self._open.pop(item, Usage())
+                active = int(self._active.pop(item, 0.0) * 1000)
+                if active or not usage.empty:
+                    taken[item] = Usage(
+                        **{**usage.to_json(), "active_ms": usage.active_ms + active}
+                    )
+            return taken

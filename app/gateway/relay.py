@@ -11,7 +11,10 @@ connection), within a budget for all bodies held at once: past it, a 529 the har
 retries. An upstream that fails before answering is a 502 in that shape; one that
 breaks off mid-answer closes the session's connection. The answer is relayed as it
 arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
-`metering.py` reads its usage into the tally, charged to the pass's work item.
+`metering.py` reads its usage into the tally, charged to the pass's work item, and the
+tally keeps how long the item's harness was working. An item whose budget the App found
+spent is refused 400 in that shape (as the API refuses a spent credit balance), with the
+App's words, until a new launch of it is asked for.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ NO_CREDENTIAL = (
     "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
     "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
 )
+SPENT = "the-loop: budget spent: this work item may not use the model any more"
 NOT_FORWARDED = "the model gateway forwards only POST /v1/messages and /v1/messages/count_tokens"
 JSON = [(b"content-type", b"application/json")]
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
@@ -150,18 +154,24 @@ class _Exchange:
                 raise _Refused(401, "authentication_error", NO_CREDENTIAL)
             if not forwarded(request.method, request.target):
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
+            spent = self.gateway.spent.get(work_item)
+            if spent is not None:
+                self.gateway.spent_refused[work_item] = self.gateway.spent_refusals(work_item) + 1
+                raise _Refused(400, "invalid_request_error", spent)  # as a spent balance is
         except _Refused as refused:
             await self.refuse(refused)
             return
-        held = [0]
+        held, tools = [0], False
+        self.gateway.tally.started(work_item)
         try:
             if self.conn.they_are_waiting_for_100_continue:
                 await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
-            await self.gateway.forward(self, request, body, work_item)
+            tools = await self.gateway.forward(self, request, body, work_item)
         except _Refused as refused:
             await self.refuse(refused)
         finally:
+            self.gateway.tally.finished(work_item, tools)
             self.gateway.hold(-held[0])
 
     async def refuse(self, refused: _Refused) -> None:
@@ -193,6 +203,10 @@ class ModelGateway:
         self.tally = tally or Tally()
         self.host, self.port = host, port
         self.refusals = 0
+        # Items whose budget the App found spent, with what their session is told; read on
+        # every request (one dict lookup), written by the spawner's job threads.
+        self.spent: dict[str, str] = {}
+        self.spent_refused: dict[str, int] = {}
         self.held = 0  # bytes of request bodies in flight (the loop's thread only)
         self.body_budget = body_budget
         self.url = ""
@@ -265,6 +279,22 @@ class ModelGateway:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    # -- budgets (from any thread) ---------------------------------------------------------
+
+    def refuse_spent(self, work_item: str, message: str) -> None:
+        """Refuse `work_item`'s requests from now on, answering `message`."""
+        self.spent_refused[work_item] = 0
+        self.spent[work_item] = message or SPENT
+
+    def allow(self, work_item: str) -> None:
+        """Serve `work_item` again (a launch the App asked for after a raise or an execute)."""
+        self.spent.pop(work_item, None)
+        self.spent_refused.pop(work_item, None)
+
+    def spent_refusals(self, work_item: str) -> int:
+        """How many of `work_item`'s requests were refused since its budget was spent."""
+        return self.spent_refused.get(work_item, 0)
+
     # -- one request -----------------------------------------------------------------------
 
     def hold(self, size: int) -> bool:
@@ -277,8 +307,9 @@ class ModelGateway:
 
     async def forward(
         self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
-    ) -> None:
-        """Send the request upstream and relay the answer, counting its usage."""
+    ) -> bool:
+        """Send the request upstream and relay the answer, counting its usage; whether the
+        answer asked for tool calls (the harness goes on working)."""
         assert self._pool is not None
         url = self.upstream.base_url + request.target.decode("latin-1")
         try:
@@ -289,7 +320,7 @@ class ModelGateway:
                 content=body,
                 extensions={"timeout": TIMEOUTS},
             ) as answer:
-                await self._relay(exchange, answer, work_item)
+                return await self._relay(exchange, answer, work_item)
         except UPSTREAM_FAILURES as exc:
             log.warning("model gateway: upstream %s failed: %r", self.upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:
@@ -297,8 +328,9 @@ class ModelGateway:
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
             await exchange.refuse(_Refused(502, "api_error", message))
+            return False
 
-    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> None:
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = _meter_for(kind.decode("latin-1"))
@@ -314,6 +346,7 @@ class ModelGateway:
             usage = read(None)
             if usage is not None:
                 self.tally.add(work_item, usage)
+        return usage is not None and usage.tool_calls > 0
 
 
 def _meter_for(content_type: str) -> Callable[[bytes | None], Usage | None]:

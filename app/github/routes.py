@@ -27,6 +27,7 @@ ROUTES: RouteTable = {
         workitems.freeze_on_execute,
         workitems.decide_review,
         workitems.answer_question,
+        workitems.raise_budget,
         followups.on_issue_comment,
     ],
     ("issue_comment", "edited"): [workitems.log_execute_edit],

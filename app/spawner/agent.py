@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from app.spawner.appclient import (
 from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
+from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.leftovers import describe_session
 
@@ -51,6 +53,7 @@ class AgentOptions:
     wait: float = 25.0
     concurrency: int = 4
     watchdog_interval: float = 5.0
+    transcript_interval: float = 60.0  # without a gateway: how often transcripts are read
     max_backoff: float = 30.0
 
 
@@ -64,10 +67,18 @@ class Agent:
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
         describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
-        ended = ctx.models.end if ctx.models is not None else None
+        ended = ctx.models.end if ctx.models is not None else self._transcript_ended
         self.watchdog = Watchdog(
             ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe, ended=ended
         )
+
+    def _transcript_ended(self, work_item: str) -> None:
+        """A session that ran without the gateway ended: its usage is read back from its
+        transcript."""
+        record = self.ctx.registry.get(work_item)
+        if record is not None:
+            ctx = self.ctx
+            report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
 
     # -- the loops ------------------------------------------------------------------------
 
@@ -148,11 +159,27 @@ class Agent:
         )
 
     def _watch(self) -> None:
+        next_usage = time.monotonic() + self.options.transcript_interval
         while not self.stop.wait(self.options.watchdog_interval):
             try:
                 self.watchdog.tick()
             except Exception:  # the watchdog must outlive any one bad look
                 log.exception("watchdog tick failed")
+            if self.ctx.models is None and time.monotonic() >= next_usage:
+                next_usage = time.monotonic() + self.options.transcript_interval
+                self._transcripts_read()
+
+    def _transcripts_read(self) -> None:
+        """Without a gateway, live sessions' usage is read from their transcripts now and
+        then (only a transcript that grew is read again), so a budget weighs them as they
+        run."""
+        ctx = self.ctx
+        for record in ctx.registry.all():
+            if record.live and not record.standing:
+                try:
+                    report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
+                except Exception:  # one unreadable transcript must not end the look
+                    log.exception("transcript usage of %s failed", record.work_item)
 
     # -- one job ----------------------------------------------------------------------------
 

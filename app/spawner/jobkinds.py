@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +36,15 @@ from app.spawner.session.input_box import paste_first_message, submit, watch_uns
 from app.spawner.session.keypick import AnswerFailed, answer
 from app.spawner.session.screens import classify_screen
 from app.spawner.session.tmux import TmuxError
+from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
-from app.spawner.workspace.leftovers import describe_session
+from app.spawner.workspace.leftovers import describe_session, session_home, transcript_tail
 
+NOTICE_SOURCE = "notice"  # the App's own words, not a person's
+BUDGET_REASON = "budget"
+SPENT_WORDS = "budget spent"  # in the gateway's refusal, as the transcript records it
+SHOW_REFUSAL = 10.0  # seconds a refused session is given to show the refusal
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
 
@@ -47,7 +53,10 @@ class JobFailed(RuntimeError):
 
 
 def followup_text(payload: DeliverJob) -> str:
-    """A follow-up as the session reads it: who said it, where, then their words verbatim."""
+    """A follow-up as the session reads it: who said it, where, then their words verbatim.
+    A notice of the App's own (a budget's warning) is its words alone."""
+    if payload.source == NOTICE_SOURCE:
+        return payload.body
     author = payload.author or "someone"
     source = "Slack" if payload.source == "slack" else "GitHub"
     return f"Follow-up from @{author} on {source}:\n\n{payload.body}"
@@ -212,7 +221,35 @@ def _respawn(
     return {"delivered": True, "respawned": True, "session_id": session_id}
 
 
+def _refuse_then_wait(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> None:
+    """A budget stop: the gateway refuses the item's model requests from now on, and the
+    session is given until it meets that refusal (its turn then ends) or `budget_grace`
+    seconds pass, so a commit or push it is running finishes before it is stopped."""
+    if ctx.models is None:
+        return
+    gateway = ctx.models.gateway
+    gateway.refuse_spent(job.work_item, payload.note)
+    record = ctx.registry.get(job.work_item)
+    deadline = time.monotonic() + ctx.budget_grace
+    while time.monotonic() < deadline and _alive(ctx, record):
+        if gateway.spent_refusals(job.work_item):
+            break
+        time.sleep(0.2)
+    # Refused: the harness records the refusal as its turn's end (a few seconds at most)
+    # before it is stopped. What the session wrote only ends this wait early: it gains nothing.
+    if record is None:
+        return
+    home = session_home(ctx.config, ctx.home, ctx.state_dir, record.work_item)
+    shown = time.monotonic() + SHOW_REFUSAL
+    while time.monotonic() < min(deadline, shown) and _alive(ctx, record):
+        if SPENT_WORDS in transcript_tail(home, record.session_id):
+            return
+        time.sleep(0.2)
+
+
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
+    if payload.reason == BUDGET_REASON:
+        _refuse_then_wait(ctx, job, payload)
     record = ctx.registry.get(job.work_item)
     if ctx.models is not None:
         ctx.models.end(job.work_item)  # its pass dies first, whatever else is found
@@ -220,6 +257,8 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)
     ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
+    if ctx.models is None:  # no gateway counted it: its transcript says what it used
+        report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
     left = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)(record)
     ctx.events.emit(
         "session.stopped",

@@ -59,6 +59,8 @@ class SpawnerContext:
     ready_timeout: float = 30.0  # how long a launch waits for the input box
     # The model gateway sessions reach the model through (None: a shared login, directly).
     models: ModelAccess | None = None
+    # How long a budget stop waits for the session to meet the gateway's refusal.
+    budget_grace: float = 30.0
 
     @property
     def workspace_root(self) -> Path:

@@ -25,6 +25,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from zstandard import ZstdCompressor, ZstdDecompressor
 
+from app.protocol import USAGE_FIELDS
+
 # How a stored body starts: a Zstandard frame's magic number, or the first byte of a zlib
 # stream (rows stored before bodies were kept as Zstandard). No JSON text starts with either.
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -266,6 +268,9 @@ class WorkItem(Base):
     branch: Mapped[str | None] = mapped_column(String(256))
     pull_request: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     pull_number: Mapped[int | None] = mapped_column(Integer, index=True)
+    # The budget's run (workitems/spending.py): where its counts start, what was added on the
+    # issue and by whom, whether the session was warned and whether it ran out.
+    budget: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
@@ -329,7 +334,8 @@ class SessionToken(Base):
 
 class WorkItemUsage(Base):
     """What a work item's sessions used of the model, as the spawners' gateways counted it:
-    token counts by kind and the number of model requests, summed over every session."""
+    token counts by kind, the number of model requests and of the tool calls they asked for,
+    summed over every session."""
 
     __tablename__ = "work_item_usage"
     work_item: Mapped[str] = mapped_column(String(256), primary_key=True)
@@ -338,6 +344,13 @@ class WorkItemUsage(Base):
     cache_read_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_creation_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    tool_calls: Mapped[int] = mapped_column(BigInteger, default=0)  # tool_use blocks answered
+    active_ms: Mapped[int] = mapped_column(BigInteger, default=0)  # the harness at work
+
+    def counts(self) -> dict[str, int]:
+        """Every count of the row by its name."""
+        return {name: int(getattr(self, name) or 0) for name in USAGE_FIELDS}
+
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )

@@ -6,7 +6,8 @@ Two kinds of figures, kept apart on purpose:
   latency, requests refused by reason. Every replica (every serving process) exposes its
   own; a scraper adds them up across targets.
 - the store's present state (`StoreCollector`), read when scraped: deliveries waiting or
-  parked in the inbox, jobs by kind and state, work items by status. Every replica reports
+  parked in the inbox, jobs by kind and state, work items by status, model tokens and their
+  cost by harness and model, sessions stopped by their budget. Every replica reports
   the same shared figures, so a dashboard takes one replica's value (`max`), never the sum.
 
 The route is behind the operator credential, or a scrape token of its own
@@ -17,7 +18,7 @@ prometheus_client's global registry: each App builds its own (`Meters`) at start
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -28,9 +29,11 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from app.config import OperatorConfig
 from app.protocol import USAGE_FIELDS
 from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth
+from app.workitems.usage import TOKEN_KINDS, by_choice
 
 bp = Blueprint("metrics", __name__)
 
@@ -42,7 +45,9 @@ NOT_REFUSALS = frozenset({"webhook.received"})  # a ping is counted beside the r
 class Meters:
     """This process's counters and the registry `/metrics` renders (one per App)."""
 
-    def __init__(self, engine: Engine, refusals: Any) -> None:
+    def __init__(
+        self, engine: Engine, refusals: Any, config: Callable[[], OperatorConfig] | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.acknowledged = Counter(
             "the_loop_webhook_deliveries",
@@ -56,7 +61,7 @@ class Meters:
             buckets=ACK_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(StoreCollector(engine, refusals))
+        self.registry.register(StoreCollector(engine, refusals, config))
 
     def acknowledge(self, new: bool, since: float) -> None:
         self.acknowledged.labels("new" if new else "duplicate").inc()
@@ -69,9 +74,12 @@ class Meters:
 class StoreCollector(Collector):
     """Figures read from the store (and the refusal counts) each time `/metrics` is scraped."""
 
-    def __init__(self, engine: Engine, refusals: Any) -> None:
+    def __init__(
+        self, engine: Engine, refusals: Any, config: Callable[[], OperatorConfig] | None = None
+    ) -> None:
         self.engine = engine
         self.refusals = refusals  # the process's SampledLog: `totals` by reason
+        self.config = config or OperatorConfig  # prices for the cost by model
 
     def collect(self) -> Iterator[Metric]:
         refused = GaugeMetricFamily(
@@ -109,6 +117,7 @@ class StoreCollector(Collector):
                 ["kind", "state"],
             )
             yield _tokens(session)
+            yield from _by_choice(session, self.config())
             yield _by(
                 session,
                 "the_loop_work_items",
@@ -130,6 +139,41 @@ def _tokens(session: Session) -> GaugeMetricFamily:
     for name, total in zip(USAGE_FIELDS, sums.one(), strict=True):
         family.add_metric([name], int(total or 0))
     return family
+
+
+def _by_choice(session: Session, config: OperatorConfig) -> Iterator[Metric]:
+    """Tokens and cost by the harness and model items ran on, and the budget stops."""
+    tokens = GaugeMetricFamily(
+        "the_loop_model_tokens",
+        "Model tokens used, by the harness and model the items ran on and the kind of token",
+        labels=["harness", "model", "kind"],
+    )
+    cost = GaugeMetricFamily(
+        "the_loop_model_cost_usd",
+        "Dollars the model usage cost at the configured or shipped prices, by harness and "
+        "model (models without a price are left out)",
+        labels=["harness", "model"],
+    )
+    stops = GaugeMetricFamily(
+        "the_loop_budget_stops",
+        "Sessions stopped because their work item's budget was spent (a counter's value)",
+    )
+    rows = session.execute(
+        select(WorkItemUsage, WorkItem.frozen, WorkItem.session).join(
+            WorkItem, WorkItem.id == WorkItemUsage.work_item
+        )
+    )
+    spent = by_choice(((u.counts(), f, s) for u, f, s in rows), config)
+    for (harness, model), (counts, dollars) in sorted(spent.items()):
+        for kind in TOKEN_KINDS:
+            tokens.add_metric([harness, model, kind], counts.get(kind, 0))
+        if dollars is not None:
+            cost.add_metric([harness, model], dollars)
+    budgets = session.scalars(select(WorkItem.budget).where(WorkItem.budget.is_not(None)))
+    stops.add_metric([], sum(int((b or {}).get("stops") or 0) for b in budgets))
+    yield tokens
+    yield cost
+    yield stops
 
 
 def _by(

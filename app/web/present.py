@@ -1,4 +1,5 @@
-"""How the status page words what it shows (pure): ages, a session's health, code spans.
+"""How the status page words what it shows (pure): ages, a session's health, code spans,
+a work item's usage.
 
 A session's health comes from its work item's status, which the spawner's watchdog keeps
 honest (`session.stalled`, `session.exited`); it never says "running" for a session that
@@ -8,12 +9,14 @@ unconfirmed rather than running: nobody is watching it any more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
 from app.store.tables import WorkItemStatus, aware
+from app.workitems.costs import usage_line
 
 S = WorkItemStatus
 SPAWNER_SILENT_AFTER = timedelta(minutes=5)  # a polling spawner writes last_seen every minute
@@ -97,3 +100,14 @@ def code_spans(text: str) -> Markup:
     return Markup(
         "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
     )
+
+
+def usage_words(counts: Mapping[str, int], cost: float | None, minutes: float | None) -> str:
+    """A work item's usage on the status page (pure): tokens, cost, model requests, the
+    tool calls they asked for and its sessions' time; "" before it used the model."""
+    if not any(counts.values()):
+        return ""
+    words = usage_line(counts, cost, minutes).removeprefix("**Usage:** ")
+    head, _, tail = words.partition(" requests")
+    calls = counts.get("tool_calls", 0)
+    return f"{head} requests · {calls} tool call{'' if calls == 1 else 's'}{tail}"

@@ -29,8 +29,11 @@ from app.store.tables import (
     aware,
 )
 from app.web.present import Health, session_health
+from app.workitems.spending import stopped_by_budget
+from app.workitems.usage import wall_minutes
 
 WORK_ITEMS_SHOWN = 100
+STOPPED_BY_BUDGET = "stopped: budget"  # a stopped item's status when its budget stopped it
 EVENTS_SHOWN = 100
 # Optional work item facts other parts of the App may record; shown as "—" until they do.
 PHASE_FIELDS = ("phase", "current_node")
@@ -86,6 +89,7 @@ class WorkItemRow:
     pull_request: str | None  # its page
     spawner: str | None
     pull_number: int | None = None
+    minutes: float | None = None  # its sessions' wall-clock time, None before any launched
 
 
 def _first_text(item: WorkItem, facts: dict[str, Any], names: Sequence[str]) -> str | None:
@@ -148,8 +152,9 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
         frozen = item.frozen if isinstance(item.frozen, dict) else None
         stall = stalls.get(item.id, {})
         spawner_id = facts.get("spawner_id")
+        status = STOPPED_BY_BUDGET if stopped_by_budget(item) else item.state
         health = session_health(
-            item.state,
+            status,
             stall_screen=stall.get("screen"),
             stall_hint=stall.get("hint"),
             failure=str(facts["failure"]) if facts.get("failure") else None,
@@ -164,7 +169,7 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
                 id=item.id,
                 title=item.title,
                 url=web_page(item.html_url),
-                status=item.state,
+                status=status,
                 health=health,
                 phase=_first_text(item, facts, PHASE_FIELDS),
                 harness=_choice(frozen, "harness"),
@@ -175,6 +180,7 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
                 pull_request=pull_page,
                 pull_number=pull_number,
                 spawner=facts.get("spawner"),
+                minutes=wall_minutes(facts, now),
             )
         )
     return rows

@@ -26,8 +26,10 @@ from sqlalchemy.orm import Session
 
 from app.github.registration import first_run_steps
 from app.store.inbox import requeue
+from app.store.tables import WorkItem
 from app.web import auth, queries
-from app.web.present import MISSING, ago, code_spans
+from app.web.present import MISSING, ago, code_spans, usage_words
+from app.workitems.spending import budget_json
 from app.workitems.usage import priced, usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
@@ -130,6 +132,12 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
             "counts": queries.status_counts(session),
             "log_pass": queries.delivery_log(session),
         }
+        rows = context["work_items"]
+        used = usage_of(session, [w.id for w in rows])
+    config = state.services.config
+    context["usage"] = {
+        w.id: usage_words(used[w.id], priced(config, w.model, used[w.id]), w.minutes) for w in rows
+    }
     context["outbox"] = outbox_status(state.engine)
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)
@@ -187,6 +195,11 @@ def status() -> ResponseReturnValue:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(session, state.services.clock(), limit=50)
         usage = usage_of(session, [i.id for i in items])
+        budgets = {
+            i.id: budget_json(state.services, session, row)
+            for i in items
+            if (row := session.get(WorkItem, i.id)) is not None
+        }
         parked = queries.parked_deliveries(session, limit=20)
         log_pass = queries.delivery_log(session)
     body["recent"] = [
@@ -205,6 +218,7 @@ def status() -> ResponseReturnValue:
                 **usage[i.id],
                 "cost_usd": priced(state.services.config, i.model, usage[i.id]),
             },
+            "budget": budgets.get(i.id),
         }
         for i in items
     ]

@@ -56,8 +56,18 @@ def _short(count: int) -> str:
     return str(count)
 
 
-def usage_line(counts: Mapping[str, int], cost: float | None) -> str:
-    """`**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests`."""
+def minutes_text(minutes: float) -> str:
+    """`37 min`, `<1 min`, `2 h 05 min`."""
+    if minutes < 1:
+        return "<1 min"
+    whole = int(minutes)
+    return f"{whole // 60} h {whole % 60:02d} min" if whole >= 60 else f"{whole} min"
+
+
+def usage_line(counts: Mapping[str, int], cost: float | None, minutes: float | None = None) -> str:
+    """`**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests ·
+    37 min (12 min active)`: the last its sessions' wall-clock time, when known, and how
+    long their harness was working (`active_ms`, counted at the gateway)."""
     cache = counts.get("cache_read_input_tokens", 0) + counts.get("cache_creation_input_tokens", 0)
     total = counts.get("input_tokens", 0) + counts.get("output_tokens", 0) + cache
     parts = [
@@ -66,4 +76,10 @@ def usage_line(counts: Mapping[str, int], cost: float | None) -> str:
         f"${cost:.2f}" if cost is not None else "cost unknown (no price for its model)",
         f"{counts.get('requests', 0)} requests",
     ]
+    active = counts.get("active_ms", 0) / 60_000
+    if minutes is not None:
+        busy = f" ({minutes_text(active)} active)" if active else ""
+        parts.append(minutes_text(minutes) + busy)
+    elif active:
+        parts.append(f"{minutes_text(active)} active")
     return "**Usage:** " + " · ".join(parts)

@@ -26,11 +26,13 @@ from app.github.issues import IssueIO
 from app.graph import NODE_NAMES
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.budgets import SYNTAX
 
 log = logging.getLogger(__name__)
 
 ENDING_EVENTS = frozenset({"session.exited", "session.stopped"})
 REVIEW_NODE = "review"
+BUDGET_REASON = "budget"  # a stop job's reason when the item's budget ran out
 MAX_MESSAGE = 3000
 MAX_FILES_SHOWN = 50
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -61,6 +63,7 @@ class Ending:
     changed_files: Sequence[str] | None = None  # None: not known
     uncommitted_files: Sequence[str] = ()  # changed in the checkout, never committed
     usage: str = ""  # the usage line (workitems/costs.py) once the gateway counted any
+    budget: str = ""  # the budget line, for a session its budget stopped
     branch: str = ""
     branch_url: str = ""
     pull_request: Mapping[str, Any] = field(default_factory=dict)
@@ -110,11 +113,28 @@ def _usage(usage: str) -> str:
     return usage or "**Usage:** not counted for this session"
 
 
+def _budget_lines(ending: Ending) -> list[str]:
+    """Where a budget-stopped item's work is and how it goes on."""
+    where = [markdown_link(ending.branch, ending.branch_url)] if ending.branch else []
+    pr = ending.pull_request
+    if pr.get("number"):
+        where.append(f"pull request [#{pr['number']}]({pr.get('html_url', '')})")
+    return [
+        "",
+        ending.budget,
+        f"**Where the work is:** {' and '.join(where) if where else 'its checkout on the devbox'}",
+        f"**To go on:** an authorized person comments `the-loop budget +<amount>` here "
+        f"({SYNTAX}); the session is then relaunched where it left off.",
+    ]
+
+
 def ending_text(ending: Ending) -> str:
     """The comment for a session that ended short of review (pure)."""
     phase = f"`{ending.phase}`" if ending.phase else "its first phase"
+    budget = ending.how == "stopped" and ending.reason == BUDGET_REASON
     lines = [
-        "### the-loop: the session ended before review",
+        "### the-loop: the session ended before review"
+        + (": its budget is spent" if budget else ""),
         "",
         f"The session {_how(ending)} at phase {phase}.",
         "",
@@ -128,7 +148,9 @@ def ending_text(ending: Ending) -> str:
         lines += ["**Its last message:** none found in its transcript", ""]
     lines += [*_files(ending), "", _usage(ending.usage)]
     pr = ending.pull_request
-    if pr.get("number"):
+    if budget:
+        lines += _budget_lines(ending)
+    elif pr.get("number"):
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')})")
     if ending.how == "exited":
         lines += ["", "A comment here relaunches the session where it left off."]
@@ -168,17 +190,22 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
 
 
 def report_ending(
-    services: Services, item: WorkItem, name: str, fields: Mapping[str, Any], usage: str = ""
+    services: Services,
+    item: WorkItem,
+    name: str,
+    fields: Mapping[str, Any],
+    usage: str = "",
+    budget: str = "",
 ) -> None:
     """Post the ending comment once, when the session ended short of review; `usage` is the
-    item's usage line."""
+    item's usage line, `budget` its budget line."""
     if name not in ENDING_EVENTS or item.installation_id is None:
         return
     if not short_of_review(item.phase or "", item.state):
         return
     if name == "session.stopped" and fields.get("reason") == "complete":
         return
-    ending = replace(ending_of(item, name, fields), usage=usage)
+    ending = replace(ending_of(item, name, fields), usage=usage, budget=budget)
     io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
     try:
         io.post_once(ending_text(ending), MarkerKind.NOTICE, item=item.id, ended=ending.launch)

@@ -33,6 +33,7 @@ from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_i
 from app.workitems.issue_text import approved_record, ask_again, read_approved
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
+from app.workitems.spending import restart_run
 from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
 
@@ -141,6 +142,8 @@ def _freeze(
     transition(item, Happened.EXECUTED)
     item.phase = first_phase(selection.skips)  # the human passed the start gate by executing
     item.gates = None  # an execute after a closed pull request starts the walk afresh
+    if item.budget is not None:
+        restart_run(session, item, services.clock())  # …and its budget afresh
     prefix = services.config.routing.pull_requests.branch_prefix
     item.branch = item.branch or work_branch(prefix, item.issue_number)
     fields = _choice_fields(selection, frozen)

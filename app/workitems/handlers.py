@@ -28,6 +28,7 @@ from app.workitems.issue_text import record_pin
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
 from app.workitems.review import review_reply, verdict_of
+from app.workitems.spending import raise_reply
 from app.workitems.states import Happened, is_live, transition
 
 __all__ = ["spec_id", "work_item_id"]
@@ -263,6 +264,22 @@ def answer_question(ctx: HandlerContext) -> None:
     if answer_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.answer_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
+        )
+
+
+def raise_budget(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the budget keyword: add to the item's budget."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = str(comment.get("body") or "")
+    if not is_execute(body, ctx.config.routing.trigger.budget_keyword):
+        return
+    decision = Decision.from_comment(work_item_id(*ref), comment)
+    outcome = raise_reply(ctx.services, ctx.session, decision)
+    if outcome.status is Status.NOT_A_WORK_ITEM:
+        ctx.emit(
+            "gate.budget_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
         )
 
 

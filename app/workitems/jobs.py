@@ -67,8 +67,8 @@ def deliver_job(
     )
 
 
-def stop_job(item: WorkItem, *, reason: str) -> StopJob:
-    return StopJob(**_item_fields(item), reason=reason)
+def stop_job(item: WorkItem, *, reason: str, note: str = "") -> StopJob:
+    return StopJob(**_item_fields(item), reason=reason, note=note)
 
 
 def answer_job(

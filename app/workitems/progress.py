@@ -34,6 +34,7 @@ from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
+from app.workitems.spending import budget_line_of, stopped_by_budget
 from app.workitems.usage import usage_line_of
 from app.workitems.walk import Walk
 
@@ -91,7 +92,9 @@ def watch_changes(engine: Engine) -> None:
             event.listen(Session, "before_flush", _mark_changed)
 
 
-def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> ProgressView:
+def view_of(
+    item: WorkItem, config: OperatorConfig, usage: str = "", budget: str = ""
+) -> ProgressView:
     """What the progress comment of `item` shows (pure apart from reading the row)."""
     frozen = item.frozen or {}
     decisions = {**(frozen.get("decisions") or {}), **(item.gates or {})}
@@ -121,6 +124,8 @@ def view_of(item: WorkItem, config: OperatorConfig, usage: str = "") -> Progress
         approve_keyword=trigger.approve_keyword,
         changes_keyword=trigger.changes_keyword,
         usage=usage,
+        budget=budget,
+        budget_spent=stopped_by_budget(item),
     )
 
 
@@ -181,8 +186,9 @@ class ProgressPublisher(WakeLoop):
             if item is None or item.installation_id is None:
                 return
             revision = item.progress_rev
-            usage = usage_line_of(session, item, self.services.config)
-            view = view_of(item, self.services.config, usage)
+            usage = usage_line_of(session, item, self.services.config, self.clock())
+            budget = budget_line_of(self.services, session, item)
+            view = view_of(item, self.services.config, usage, budget)
             body = render_progress(view)
             comment_id = item.progress_comment_id
             mirrored = {
@@ -195,8 +201,9 @@ class ProgressPublisher(WakeLoop):
             self.services.github, item.installation_id, item.repo_full_name, item.issue_number
         )
         if comment_id is None or not io.edit(comment_id, body):
-            comment_id, _ = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
-            io.edit(comment_id, body)  # adopted an older one: bring it up to date
+            comment_id, adopted = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
+            if adopted:  # an older one: bring it up to date (a new one already says it)
+                io.edit(comment_id, body)
         now = self.clock()
         with Session(self.engine) as session, session.begin():
             session.execute(

@@ -57,6 +57,8 @@ class ProgressView:
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
     usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
+    budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
+    budget_spent: bool = False  # stopped because its budget ran out
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
@@ -82,6 +84,8 @@ def _session_line(view: ProgressView) -> str:
     elif view.status == S.FROZEN and view.queued is not None:
         position, length = view.queued
         words = f"queued ({position} of {length}) for a spawner"
+    elif view.status == S.STOPPED and view.budget_spent:
+        words = "**stopped: budget** (an authorized `the-loop budget +<amount>` goes on)"
     elif view.status == S.EXITED and view.failure:
         # The spawner's words may quote git or a path the session chose: defused, one line.
         reason = defuse(" ".join(view.failure.split()).replace("`", "'"))
@@ -130,6 +134,8 @@ def render_progress(view: ProgressView) -> str:
         lines.append(f"**Pull request:** [#{pr['number']}]({pr.get('html_url', '')}){state}")
     if view.usage:
         lines.append(view.usage)
+    if view.budget:
+        lines.append(view.budget)
     lines += [f"- {note}" for note in view.notes]
     # A stall's hint and the artifacts' names come from the session: defused, marker last.
     return (
@@ -140,7 +146,7 @@ def render_progress(view: ProgressView) -> str:
 def mirror_payload(view: ProgressView) -> dict[str, Any]:
     """The same facts, structured, for a chat surface to render its own way (pure)."""
     return {
-        "status": view.status,
+        "status": "stopped: budget" if view.budget_spent else view.status,
         "phase": view.walk.pointer,
         "phases": [[node, state.value] for node, state in phase_rows(view.walk)],
         "harness": view.harness,
@@ -154,4 +160,11 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "links": work_links(view.page, view.branch, view.spec_id, view.artifacts).to_json(),
         "approve_keyword": view.approve_keyword,
         "changes_keyword": view.changes_keyword,
+        "usage": _plain(view.usage),
+        "budget": _plain(view.budget),
     }
+
+
+def _plain(line: str) -> str:
+    """A `**Label:** words` line's words, for a surface that sets its own label."""
+    return line.split(":** ", 1)[1] if line.startswith("**") and ":** " in line else line

@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 from app import graph
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.endings import report_ending
+from app.workitems.endings import BUDGET_REASON, report_ending
 from app.workitems.notices import announce_moved, announce_stall
+from app.workitems.spending import budget_line_of
 from app.workitems.states import Happened, transition
-from app.workitems.usage import usage_line_of
+from app.workitems.usage import clocked, usage_line_of
 
 STATUS_EVENTS = frozenset(
     {
@@ -77,8 +78,15 @@ def apply_session_event(
         if seen is not None:
             item.session = {**(item.session or {}), "evidence": graph.evidence_fields(seen)}
         return
+    timed = clocked(item.session or {}, name, services.clock())
+    if timed != (item.session or {}):
+        item.session = timed
     if name not in STATUS_EVENTS:
-        report_ending(services, item, name, fields, usage_line_of(session, item, services.config))
+        budget = (
+            budget_line_of(services, session, item) if fields.get("reason") == BUDGET_REASON else ""
+        )
+        usage = usage_line_of(session, item, services.config, services.clock())
+        report_ending(services, item, name, fields, usage, budget)
         return
     before = dict(item.session or {})
     transition(item, name)
@@ -90,4 +98,5 @@ def apply_session_event(
         announce_stall(services, session, item, episode, fields)
     elif before.get("stall") and not facts.get("stall") and name == Happened.SESSION_UNSTALLED:
         announce_moved(services, item, episode, str(before["stall"]))
-    report_ending(services, item, name, fields, usage_line_of(session, item, services.config))
+    usage = usage_line_of(session, item, services.config, services.clock())
+    report_ending(services, item, name, fields, usage)

@@ -42,6 +42,7 @@ class Happened(StrEnum):
     PR_MERGED = "pr.merged"  # its pull request merged: done, even after the issue closed
     PR_CLOSED = "pr.closed"  # its pull request closed unmerged: a human decides what next
     PR_REOPENED = "pr.reopened"  # …and was reopened: a follow-up relaunches the session
+    BUDGET_RAISED = "budget.raised"  # an item stopped by its budget got more: it goes on
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ TABLE: Mapping[Happened, tuple[Rule, ...]] = {
     H.PR_MERGED: (_rule(S.DONE, LIVE, S.STOPPED, S.PR_CLOSED),),
     H.PR_CLOSED: (_rule(S.PR_CLOSED, LIVE),),
     H.PR_REOPENED: (_rule(S.EXITED, S.PR_CLOSED),),
+    H.BUDGET_RAISED: (_rule(S.EXITED, S.STOPPED),),
 }
 
 

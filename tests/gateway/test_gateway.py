@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway
 from app.protocol import USAGE_FIELDS
-from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, contains
+from tests.fakes.anthropic import FakeAnthropic, Reply, Step, ToolCall, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
 from tests.fakes.server import LiveServer
 from tests.support import wait_for
@@ -83,11 +84,55 @@ def test_text_that_mentions_an_event_name_is_not_read_as_one() -> None:
     assert meter.result() == Usage(1234, 56, 789, 10, requests=1)
 
 
+def test_each_tool_use_block_is_one_tool_call_however_the_stream_is_cut() -> None:
+    calls = (ToolCall("Bash", {"command": 'echo "tool_use"'}), ToolCall("Read", {"path": "a"}))
+    data = message_stream(content_blocks(Reply('say "tool_use"', calls)), "m", dict(SCRIPTED))
+    for size in (7, 64, len(data)):
+        meter = StreamMeter()
+        for start in range(0, len(data), size):
+            meter.feed(data[start : start + size])
+        assert meter.result() == Usage(1234, 56, 789, 10, requests=1, tool_calls=2)
+    body = json.dumps(
+        {"usage": {"input_tokens": 3}, "content": [{"type": "text"}, {"type": "tool_use"}]}
+    )
+    assert usage_of_body(body.encode()) == Usage(input_tokens=3, requests=1, tool_calls=1)
+
+
 def test_a_body_without_usage_counts_nothing_and_a_json_answer_counts_once() -> None:
     assert usage_of_body(b'{"input_tokens": 12}') is None  # count_tokens costs nothing
     assert usage_of_body(b"not json") is None
     body = json.dumps({"type": "message", "usage": {"input_tokens": 3, "output_tokens": True}})
     assert usage_of_body(body.encode()) == Usage(input_tokens=3, requests=1)
+
+
+def test_the_harness_works_from_a_request_until_an_answer_asks_for_no_tool() -> None:
+    now = [100.0]
+    tally = Tally(clock=lambda: now[0])
+    tally.started("a")
+    now[0] = 102.0
+    tally.finished("a", tools=True)  # its tools run now: still working
+    now[0] = 110.0
+    tally.started("a")
+    tally.started("a")  # a side request alongside
+    now[0] = 111.0
+    tally.finished("a", tools=False)  # the side one ends; the main one is in flight
+    now[0] = 115.0
+    tally.finished("a", tools=False)  # the turn ends
+    now[0] = 500.0  # waiting for a person is not work
+    assert tally.drain("a") == {"a": Usage(active_ms=15_000)}
+    tally.started("a")
+    now[0] = 510.0
+    assert tally.drain()["a"].active_ms == 10_000  # a turn still going: up to now
+    now[0] = 512.0
+    tally.finished("a", tools=False)
+    assert tally.drain() == {"a": Usage(active_ms=2_000)}
+    assert tally.drain() == {}
+    tally.started("a")  # a session that ends inside a turn: the turn ends with it
+    now[0] = 520.0
+    tally.close("a")
+    now[0] = 900.0
+    assert tally.drain() == {"a": Usage(active_ms=8_000)}
+    assert tally.drain() == {}
 
 
 def test_a_report_carries_exactly_the_fields_the_app_adds_up() -> None:
@@ -175,12 +220,13 @@ def test_a_session_s_credential_headers_never_go_upstream() -> None:
 
 def counted(gateway: ModelGateway, requests: int) -> dict[str, Usage]:
     """Everything the gateway counted, once it has counted `requests` requests: a client may
-    have its whole answer a moment before the relay has closed it and added its usage."""
+    have its whole answer a moment before the relay has closed it and added its usage. (The
+    harness's working time is left out: the clock says it, not the answer.)"""
     seen: dict[str, Usage] = {}
 
     def drained() -> dict[str, Usage] | None:
         for item, usage in gateway.tally.drain().items():
-            seen[item] = seen.get(item, Usage()) + usage
+            seen[item] = seen.get(item, Usage()) + replace(usage, active_ms=0)
         return seen if sum(u.requests for u in seen.values()) >= requests else None
 
     return wait_for(drained, timeout=30)
@@ -255,6 +301,38 @@ def test_a_wrong_or_revoked_pass_is_refused_before_anything_goes_upstream(
         assert answer.json()["type"] == "error"
         assert answer.json()["error"]["type"] == "authentication_error"
     assert model.snapshot() == [] and gateway.tally.drain() == {}
+
+
+def test_an_item_whose_budget_is_spent_is_refused_in_the_api_s_shape_until_allowed(
+    gateway: ModelGateway, model: FakeAnthropic
+) -> None:
+    token = gateway.passes.mint(ITEM)
+    other = gateway.passes.mint("github:o/r#2")
+    gateway.refuse_spent(ITEM, "the-loop: budget spent (tokens 10k of 10k).")
+    with httpx.Client(timeout=30) as client:
+        refused = [
+            client.post(gateway.url + "/v1/messages", headers={"x-api-key": token}, json=_body("x"))
+            for _ in range(2)
+        ]
+        served = client.post(
+            gateway.url + "/v1/messages", headers={"x-api-key": other}, json=_body("first")
+        )
+        gateway.allow(ITEM)  # a launch the App asked for after a raise
+        again = client.post(
+            gateway.url + "/v1/messages", headers={"x-api-key": token}, json=_body("second")
+        )
+    for answer in refused:
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "the-loop: budget spent (tokens 10k of 10k).",
+            },
+        }
+    assert served.status_code == 200 and again.status_code == 200  # other items: served
+    assert gateway.spent_refusals(ITEM) == 0  # allowed again: the count starts over
+    assert len(model.main_requests()) == 2  # the refused ones never went upstream
 
 
 def test_only_the_messages_api_is_forwarded_with_the_operator_s_key(

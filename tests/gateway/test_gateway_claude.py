@@ -192,15 +192,24 @@ def devbox(
 
 
 def served(model: FakeAnthropic) -> dict[str, int]:
-    """What the model's answers reported, summed, and how many answers there were."""
+    """What the model's answers reported, summed, how many answers there were and how many
+    tool calls they asked for."""
     answered = [r for r in model.snapshot() if r.kind in ("main", "side")]
     totals = {name: sum(r.served.get(name, 0) for r in answered) for name in COUNTED}
-    return {**totals, "requests": len(answered)}
+    tools = sum(1 for r in answered for block in r.reply if block.get("type") == "tool_use")
+    return {**totals, "requests": len(answered), "tool_calls": tools}
 
 
 def counted(app: RunningApp) -> dict[str, int]:
+    """The App's counts for the item (but the harness's working time: see `active`)."""
     with Session(app.state.engine) as session:
-        return usage_of(session, [ITEM])[ITEM]
+        found = usage_of(session, [ITEM])[ITEM]
+    return {name: value for name, value in found.items() if name != "active_ms"}
+
+
+def active(app: RunningApp) -> int:
+    with Session(app.state.engine) as session:
+        return usage_of(session, [ITEM])[ITEM]["active_ms"]
 
 
 def close_issue(app: RunningApp) -> None:
@@ -262,6 +271,8 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
             f"the App counted {counted(running_app)}, the model served {served(model)}"
         ) from None
     assert counted(running_app)["requests"] >= 2
+    assert counted(running_app)["tool_calls"] == 1  # the scan
+    assert active(running_app) > 0  # the harness worked: a turn, its scan included
     assert counted(running_app)["cache_read_input_tokens"] >= 6500
 
     # The progress comment shows what was counted (no model was frozen: no price for it).

@@ -64,7 +64,7 @@ def test_metrics_count_a_label_an_execute_and_a_forgery(running_app: Any, fake_g
     used = scrape(running_app.url, SCRAPE)
     assert used[("the_loop_model_usage", (("kind", "input_tokens"),))] == 1200
     assert used[("the_loop_model_usage", (("kind", "requests"),))] == 2
-    assert scrape(running_app.url, OPERATOR_TOKEN).keys() == seen.keys()  # the operator too
+    assert scrape(running_app.url, OPERATOR_TOKEN).keys() == used.keys()  # the operator too
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

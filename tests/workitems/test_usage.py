@@ -47,6 +47,8 @@ def test_reports_add_up_per_item_once_each_and_status_shows_them(api) -> None:
         "cache_read_input_tokens": 5000,
         "cache_creation_input_tokens": 700,
         "requests": 3,
+        "tool_calls": 0,
+        "active_ms": 0,
     }
     assert totals[other]["input_tokens"] == 1 and totals[other]["requests"] == 1
     assert set(totals["github:o/r#404"].values()) == {0}
@@ -82,4 +84,6 @@ def test_counts_that_are_not_counts_are_taken_as_zero() -> None:
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 4,
         "requests": 0,
+        "tool_calls": 0,
+        "active_ms": 0,
     }

@@ -69,15 +69,26 @@ def transcript_path(home: Path, session_id: str) -> Path | None:
     return None
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path, size: int = TAIL_BYTES) -> str:
     """The end of a regular file, opened without following a link."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             return ""
-        fh.seek(max(0, info.st_size - TAIL_BYTES))
-        return fh.read(TAIL_BYTES).decode("utf-8", "replace")
+        fh.seek(max(0, info.st_size - size))
+        return fh.read(size).decode("utf-8", "replace")
+
+
+def transcript_tail(home: Path, session_id: str, size: int = 64 * 1024) -> str:
+    """The end of `session_id`'s transcript under `home` ("" when there is none)."""
+    found = transcript_path(home, session_id)
+    if found is None:
+        return ""
+    try:
+        return _tail(found, size)
+    except OSError:
+        return ""
 
 
 def message_text(entry: Any) -> str:

@@ -1,0 +1,323 @@
+"""A work item's budget kept by the App, its one owner: the App has the usage the gateways
+report and the operator's limits, so it alone decides when a run is near or past its budget.
+
+After every report about an item (`fleet/reports.py`) `check_spending` weighs what the run
+spent (`budgets.py`). At 90 % it sends the session one notice, pasted like a follow-up,
+that starts `the-loop: budget` and asks it to commit, push and stop. At 100 % it sends a
+stop job with reason `budget`: the spawner's gateway refuses the item's model requests from
+then on, the spawner stops the session, and the ending comment says what was spent and how
+to go on. `the-loop budget +<amount>` by an authorized person adds to a limit, records who,
+and relaunches an item its budget stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.gate.markers import MarkerKind, marker
+from app.github.issues import IssueIO
+from app.services import Services
+from app.store.tables import WorkItem, WorkItemStatus
+from app.workitems.authz import refusal
+from app.workitems.budgets import (
+    WARN_AT,
+    Level,
+    Limits,
+    Raise,
+    Spent,
+    budget_text,
+    level_of,
+    limits_of,
+    parse_raise,
+    since_base,
+    tokens_in,
+)
+from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.endings import BUDGET_REASON
+from app.workitems.jobs import deliver_job, enqueue, stop_job
+from app.workitems.states import Happened, is_live, transition
+from app.workitems.usage import priced, usage_of, wall_minutes
+
+NOTICE_SOURCE = "notice"  # a deliver job whose body the session reads verbatim
+MAX_RAISES_KEPT = 50
+
+
+def _facts(item: WorkItem) -> dict[str, Any]:
+    facts = dict(item.budget) if isinstance(item.budget, dict) else {}
+    facts.setdefault("run", 1)
+    facts.setdefault("extra", {})
+    return facts
+
+
+def _model(item: WorkItem) -> str:
+    frozen = item.frozen if isinstance(item.frozen, dict) else {}
+    return str(frozen.get("model") or "")
+
+
+def standing(
+    services: Services, session: Session, item: WorkItem, facts: dict[str, Any]
+) -> tuple[Limits, Spent]:
+    """The run's limits and what it spent so far."""
+    limits = limits_of(services.config.routing.budget, facts.get("extra") or {})
+    counts = since_base(usage_of(session, [item.id])[item.id], facts.get("base") or {})
+    ran = wall_minutes(item.session or {}, services.clock()) or 0.0
+    before = facts.get("base_minutes")
+    minutes = ran - (before if isinstance(before, int | float) else 0.0)
+    cost = priced(services.config, _model(item), counts)
+    return limits, Spent(tokens=tokens_in(counts), usd=cost, minutes=max(0.0, minutes))
+
+
+def budget_line_of(services: Services, session: Session, item: WorkItem) -> str:
+    """`**Budget:** tokens 9.2k of 10k · …`, or "" when no budget is configured."""
+    limits, spent = standing(services, session, item, _facts(item))
+    return f"**Budget:** {budget_text(limits, spent)}" if not limits.empty else ""
+
+
+def budget_json(services: Services, session: Session, item: WorkItem) -> dict[str, Any] | None:
+    """The item's budget for `/status`: its limits, what its run spent, how far it is, and
+    who raised it; None when no budget is configured."""
+    facts = _facts(item)
+    limits, spent = standing(services, session, item, facts)
+    if limits.empty:
+        return None
+    level, kind = level_of(limits, spent)
+    raises = [r for r in facts.get("raises") or [] if isinstance(r, dict)]
+    return {
+        "limits": {"tokens": limits.tokens, "usd": limits.usd, "minutes": limits.minutes},
+        "spent": {"tokens": spent.tokens, "usd": spent.usd, "minutes": round(spent.minutes, 1)},
+        "state": "spent" if facts.get("spent") else level.name.lower(),
+        "limit": str(facts.get("spent") or kind),
+        "raised_by": [
+            {"by": r.get("by"), "kind": r.get("kind"), "amount": r.get("amount")} for r in raises
+        ],
+    }
+
+
+def warning_text(limits: Limits, spent: Spent) -> str:
+    """What the session is told once, at `WARN_AT` of its budget (pure)."""
+    return (
+        f"the-loop: budget — this work item has used {WARN_AT:.0%} or more of its budget "
+        f"({budget_text(limits, spent)}). Wrap up now: commit your work, push it "
+        "(`git push`), say on the issue where it stands (`the-loop comment`), then stop. "
+        "When the budget is spent the model refuses further requests and the session is "
+        "stopped."
+    )
+
+
+def refusal_note(limits: Limits, spent: Spent) -> str:
+    """What the model gateway answers the session once its budget is spent (pure)."""
+    return (
+        f"the-loop: budget spent ({budget_text(limits, spent)}). This work item may not use "
+        "the model any more; the session is being stopped and its work stays on its "
+        "branch. An authorized person can add to it with `the-loop budget +<amount>` on "
+        "the issue."
+    )
+
+
+def _notice(services: Services, session: Session, item: WorkItem, key: str, text: str) -> None:
+    payload = deliver_job(
+        item, author="the-loop", body=text, ref=key, source=NOTICE_SOURCE, comment_id=None
+    )
+    enqueue(services, session, f"deliver:{NOTICE_SOURCE}:{key}", payload)
+
+
+def check_spending(services: Services, session: Session, item: WorkItem, event: str) -> None:
+    """Weigh the item's run after a reported `event` (inside the caller's transaction)."""
+    configured = services.config.routing.budget
+    if configured.tokens is None and configured.usd is None and configured.minutes is None:
+        return
+    facts = _facts(item)
+    if not is_live(item.state) or item.frozen is None or facts.get("spent"):
+        if facts != item.budget:
+            item.budget = facts
+        return
+    limits, spent = standing(services, session, item, facts)
+    level, kind = level_of(limits, spent)
+    run = facts["run"]
+    if level is Level.SPENT:
+        facts["spent"] = kind
+        note = refusal_note(limits, spent)
+        stop = stop_job(item, reason=BUDGET_REASON, note=note)
+        enqueue(services, session, f"stop:budget:{item.id}:{run}", stop)
+        emit(
+            services, session, "budget.spent", item.id, limit=kind, spent=budget_text(limits, spent)
+        )
+        facts["stops"] = int(facts.get("stops") or 0) + 1
+    elif level is Level.WARN and not facts.get("warned"):
+        facts["warned"] = True
+        _notice(
+            services, session, item, f"budget-warn:{item.id}:{run}", warning_text(limits, spent)
+        )
+        emit(
+            services,
+            session,
+            "budget.warned",
+            item.id,
+            limit=kind,
+            spent=budget_text(limits, spent),
+        )
+    if facts != item.budget:
+        item.budget = facts
+
+
+def weigh_time(services: Services, session: Session, work_items: Sequence[str]) -> None:
+    """Weigh running items against a minutes budget (their spawner polls once a minute at
+    least), so a session that spends time without using the model is stopped too."""
+    if services.config.routing.budget.minutes is None:
+        return
+    for work_item in work_items:
+        item = session.get(WorkItem, work_item)
+        if item is not None:
+            check_spending(services, session, item, "spawner.poll")
+
+
+def restart_run(session: Session, item: WorkItem, now: datetime) -> None:
+    """A new execute starts a new run: its counts and minutes start from what the item used
+    so far."""
+    previous = _facts(item)
+    item.budget = {
+        "run": int(previous.get("run") or 0) + 1,
+        "base": usage_of(session, [item.id])[item.id],
+        "base_minutes": wall_minutes(item.session or {}, now) or 0.0,
+        "stops": int(previous.get("stops") or 0),
+        "extra": {},
+        "raises": list(previous.get("raises") or [])[-MAX_RAISES_KEPT:],
+    }
+
+
+def stopped_by_budget(item: WorkItem) -> bool:
+    """Whether the item's session was stopped because its budget ran out."""
+    return item.state == WorkItemStatus.STOPPED and bool((item.budget or {}).get("spent"))
+
+
+def raise_reply(services: Services, session: Session, decision: Decision) -> Outcome:
+    """Apply `the-loop budget +<amount>` from any surface: RECORDED when the budget grew,
+    else REPEAT, REFUSED (with why) or NOT_A_WORK_ITEM."""
+    reply = decision
+    item = lock_work_item(session, decision.work_item_id)
+    if item is None or item.frozen is None:
+        return Outcome(Status.NOT_A_WORK_ITEM)
+    keyword = services.config.routing.trigger.budget_keyword
+
+    def refused(why: str, reason: str) -> Outcome:
+        refuse(
+            services, session, item, reply, why, reason, keyword=keyword, action="raise the budget"
+        )
+        return Outcome(Status.REFUSED, why)
+
+    why = refusal(services, item.installation_id, item.repo_full_name, reply.author)
+    if why is not None:
+        return refused(why, "unauthorized")
+    asked = parse_raise(reply.body, keyword)
+    if not isinstance(asked, Raise):
+        return refused(asked, "bad-amount")
+    if getattr(services.config.routing.budget, asked.kind) is None:
+        return refused(f"no {asked.kind} budget is set (`routing.budget.{asked.kind}`)", "no-limit")
+    facts = _facts(item)
+    raises = list(facts.get("raises") or [])
+    if any(r.get("ref") == reply.ref for r in raises if isinstance(r, dict)):
+        return Outcome(Status.REPEAT)
+    extra = dict(facts.get("extra") or {})
+    extra[asked.kind] = float(extra.get(asked.kind) or 0) + asked.amount
+    facts["extra"] = extra
+    at = services.clock().isoformat()
+    raises.append(
+        {"by": reply.author, "kind": asked.kind, "amount": asked.amount, "ref": reply.ref, "at": at}
+    )
+    facts["raises"] = raises[-MAX_RAISES_KEPT:]
+    limits, spent = standing(services, session, item, facts)
+    level, _ = level_of(limits, spent)
+    stopping = is_live(item.state) and bool(facts.get("spent"))  # its budget stop is on its way
+    if stopping and level < Level.SPENT:
+        facts["resume"] = {"by": reply.author, "words": asked.words, "ref": reply.ref}
+    item.budget = facts
+    emit(
+        services,
+        session,
+        "budget.raised",
+        item.id,
+        by=reply.author,
+        kind=asked.kind,
+        amount=asked.amount,
+        source=reply.source,
+        ref=reply.ref,
+        budget=budget_text(limits, spent),
+    )
+    if stopping:
+        after = "relaunched once its stop lands" if level < Level.SPENT else "spent"
+    elif stopped_by_budget(item) and level < Level.SPENT:
+        after = "relaunched" if _go_on(services, session, item, reply.author, asked.words) else ""
+    else:
+        after = "spent" if level is Level.SPENT else ""
+        if level < Level.SPENT:
+            _reopen(item, level)
+    _acknowledge(services, item, reply, asked, limits, spent, after)
+    return Outcome(Status.RECORDED)
+
+
+def _reopen(item: WorkItem, level: Level) -> None:
+    """The run goes on under its new limits: a later warning or stop is a new one (a run
+    still past 90 % of them is not warned again)."""
+    facts = _facts(item)
+    facts["spent"] = ""
+    facts["run"] = int(facts["run"]) + 1
+    facts["warned"] = level >= Level.WARN
+    facts.pop("resume", None)
+    item.budget = facts
+
+
+def _go_on(services: Services, session: Session, item: WorkItem, by: str, words: str) -> bool:
+    """Relaunch an item its budget stopped, now that it has more; False if it cannot."""
+    limits, spent = standing(services, session, item, _facts(item))
+    level, _ = level_of(limits, spent)
+    if level is Level.SPENT or transition(item, Happened.BUDGET_RAISED) is None:
+        return False
+    _reopen(item, level)
+    text = (
+        f"the-loop: budget raised by @{by} (+{words}; now {budget_text(limits, spent)}). "
+        "Continue where you left off."
+    )
+    run = _facts(item)["run"]
+    _notice(services, session, item, f"budget-raised:{item.id}:{run}", text)
+    return True
+
+
+def resume_after_stop(services: Services, session: Session, item: WorkItem) -> None:
+    """A budget stop landed after someone raised the budget meanwhile: relaunch the item."""
+    facts = _facts(item)
+    resume = facts.get("resume")
+    if not isinstance(resume, dict) or not stopped_by_budget(item):
+        return
+    _go_on(services, session, item, str(resume.get("by") or ""), str(resume.get("words") or ""))
+
+
+def _acknowledge(
+    services: Services,
+    item: WorkItem,
+    reply: Decision,
+    asked: Raise,
+    limits: Limits,
+    spent: Spent,
+    after: str,
+) -> None:
+    if reply.source != "github" or item.installation_id is None:
+        return
+    then = {
+        "relaunched": "The session is relaunched where it left off.",
+        "relaunched once its stop lands": (
+            "The session was being stopped: it is relaunched where it left off once it is."
+        ),
+        "spent": "It is still spent: add more to let the session go on.",
+    }.get(after, "")
+    lines = [
+        f"@{reply.author} added {asked.words} to this item's budget: now "
+        f"{budget_text(limits, spent)}. {then}".rstrip(),
+        "",
+        marker(MarkerKind.NOTICE, item=item.id, ref=reply.ref),
+    ]
+    io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
+    io.post_once("\n".join(lines) + "\n", MarkerKind.NOTICE, item=item.id, ref=reply.ref)
