@@ -31,6 +31,7 @@ from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.leftovers import describe_session
+from app.spawner.netlaunch import restore_networks, session_over
 from app.spawner.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,13 @@ class Agent:
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
         describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
-        ended = ctx.models.end if ctx.models is not None else None
         self.watchdog = Watchdog(
-            ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe, ended=ended
+            ctx.runner,
+            ctx.registry,
+            ctx.events.emit,
+            ctx.locks,
+            describe,
+            ended=lambda item: session_over(ctx, item),
         )
 
     # -- the loops ------------------------------------------------------------------------
@@ -88,12 +93,15 @@ class Agent:
             helpers.append(
                 threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
             )
+        restore_networks(self.ctx)  # live sessions' sockets, served again
         for thread in helpers:
             thread.start()
         while claims.is_alive() and not self.stop.wait(0.5):
             pass
         self.stop.set()
         self._pool.shutdown(wait=True)
+        if self.ctx.networks is not None:
+            self.ctx.networks.stop()  # the sockets stay for a spawner started after this one
         if self.ctx.models is not None:
             self.ctx.models.report()
         try:

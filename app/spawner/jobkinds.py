@@ -33,6 +33,7 @@ from app.spawner.launch import (
     start_session,
 )
 from app.spawner.leftovers import describe_session
+from app.spawner.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
@@ -214,8 +215,7 @@ def _respawn(
 
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     record = ctx.registry.get(job.work_item)
-    if ctx.models is not None:
-        ctx.models.end(job.work_item)  # its pass dies first, whatever else is found
+    session_over(ctx, job.work_item)  # its pass and its sockets die first, whatever is found
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)
