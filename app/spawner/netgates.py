@@ -91,6 +91,13 @@ def _answer(writer: asyncio.StreamWriter, status: str, reason: str) -> None:
     writer.write(head.encode() + b"Connection: close\r\n\r\n" + body)
 
 
+async def _cancel_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class SessionNetworks:
     """Every session's sockets, served by one loop thread (started on first use)."""
 
@@ -99,13 +106,17 @@ class SessionNetworks:
         self.emit = emit
         self._sessions: dict[str, _Session] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def _run(self, coro: Any) -> Any:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="netgates", daemon=True).start()
+                self._thread = threading.Thread(
+                    target=loop.run_forever, name="netgates", daemon=True
+                )
+                self._thread.start()
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
 
@@ -120,12 +131,17 @@ class SessionNetworks:
 
     def stop(self) -> None:
         """Stop serving (the spawner ends); the directories stay for the next spawner."""
-        if self._loop is None:
+        loop = self._loop
+        if loop is None:
             return
         for item in list(self._sessions):
             self._run(self._close(item, remove=False))
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop = None
+        self._run(_cancel_the_rest())  # connections still open end here, not at collection
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        loop.close()
+        self._loop = self._thread = None
 
     async def _open(self, work_item: str, plan: NetPlan) -> Path:
         await self._close(work_item, remove=False)
