@@ -36,7 +36,7 @@ def echo() -> Iterator[int]:
     server.server_close()
 
 
-def _talk(path: Path, data: bytes) -> bytes:
+def talk_unix(path: Path, data: bytes) -> bytes:
     """Send `data` to the socket at `path` (reached through its directory's descriptor: the
     path is too long to name), then read until the far side is done."""
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
@@ -69,12 +69,12 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
     try:
         directory = nets.open(ITEM, plan)
         assert directory == session_dir(root, ITEM) and len(str(directory / "proxy.sock")) > 108
-        assert _talk(directory / "echo.sock", b"hello\n") == b"echo: hello\n"
+        assert talk_unix(directory / "echo.sock", b"hello\n") == b"echo: hello\n"
         tunnel = f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nthrough\n".encode()
-        assert _talk(directory / "proxy.sock", tunnel) == (
+        assert talk_unix(directory / "proxy.sock", tunnel) == (
             b"HTTP/1.1 200 Connection established\r\n\r\necho: through\n"
         )
-        refused = _talk(directory / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        refused = talk_unix(directory / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
         assert (
             refused.startswith(b"HTTP/1.1 403 Forbidden") and b"routing.sandbox.egress" in refused
         )
@@ -93,9 +93,9 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
             )
         ]
         for _ in range(REFUSALS_PER_MINUTE + 5):  # a flood: events stop, a count goes on
-            _talk(directory / "proxy.sock", b"GET http://x.test/ HTTP/1.1\r\n\r\n")
+            talk_unix(directory / "proxy.sock", b"GET http://x.test/ HTTP/1.1\r\n\r\n")
         assert len(emitted) == REFUSALS_PER_MINUTE
-        bad = _talk(directory / "proxy.sock", b"GET /no-host HTTP/1.1\r\n\r\n")
+        bad = talk_unix(directory / "proxy.sock", b"GET /no-host HTTP/1.1\r\n\r\n")
         assert bad.startswith(b"HTTP/1.1 400 Bad Request")
         nets.close(ITEM)
         assert not directory.exists()

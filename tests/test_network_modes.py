@@ -9,8 +9,10 @@ from pathlib import Path
 from app.spawner.checkout import checkout_dir
 from app.spawner.launch import SpawnerContext
 from app.spawner.netgates import session_dir
+from app.spawner.netlaunch import restore_networks
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn, git
+from tests.test_netgates import talk_unix
 
 
 def test_by_default_a_session_gets_a_closed_network_and_its_proxy(
@@ -43,3 +45,22 @@ def test_a_shared_network_warns_on_every_launch(
     assert "shares the devbox's network" in warned[0]["message"]
     assert [e["network"] for e in events(ctx, "session.spawned")] == ["host", "host"]
     assert not (ctx.state_dir / "net").exists()
+
+
+def test_a_restarted_spawner_serves_live_sessions_sockets_again(
+    ctx: SpawnerContext, standin: StandIn, origin: Path
+) -> None:
+    run_ok(ctx, spawn_job(origin))
+    standin.wait_start(WI)
+    sockets = session_dir(ctx.state_dir / "net", WI)
+    stale = session_dir(ctx.state_dir / "net", "github:o/r#99")  # a session that ended unseen
+    stale.mkdir()
+    assert ctx.networks is not None
+    ctx.networks.stop()  # the spawner ends; its session lives on
+    ctx.networks = None
+    assert (sockets / "proxy.sock").exists()
+    restore_networks(ctx)  # the next spawner starts
+    answer = talk_unix(sockets / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403 Forbidden")
+    assert not stale.exists()
+    assert [e["target"] for e in events(ctx, "session.egress_refused")] == ["example.com:443"]

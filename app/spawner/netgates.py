@@ -179,7 +179,7 @@ class SessionNetworks:
             try:
                 far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
                 await splice(reader, writer, *far)
-            except (OSError, TimeoutError):
+            except (OSError, TimeoutError, asyncio.CancelledError):  # cancelled: the spawner ends
                 writer.close()
             finally:
                 session.open -= 1
@@ -192,7 +192,13 @@ class SessionNetworks:
                 return
             try:
                 await self._one_request(session, reader, writer)
-            except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            except (
+                OSError,
+                TimeoutError,
+                asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError,
+                asyncio.CancelledError,  # the spawner ends: the connection ends with it
+            ):
                 writer.close()
             finally:
                 session.open -= 1

@@ -8,6 +8,7 @@ Only for sandboxed sessions with `routing.sandbox.network: gateways`; `network: 
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from app.config import NetworkMode, SandboxMode
 from app.spawner import netrelay
-from app.spawner.netgates import NETS, SessionNetworks
+from app.spawner.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.netplan import NetPlan, app_url_inside, plan_network, relay_argv
 
 if TYPE_CHECKING:
@@ -83,10 +84,16 @@ def session_over(ctx: SpawnerContext, work_item: str) -> None:
 
 def restore_networks(ctx: SpawnerContext) -> None:
     """Serve again the sockets of the sessions a previous spawner left running (their
-    sandboxes hold the same directory, and the same gateway and App addresses)."""
+    sandboxes hold the same directory, and the same gateway and App addresses); remove those
+    of sessions that ended meanwhile."""
+    live = [r.work_item for r in ctx.registry.all() if r.live and not r.standing]
+    kept = {session_dir(ctx.state_dir / NETS, item) for item in live}
+    root = ctx.state_dir / NETS
+    for left in root.iterdir() if root.is_dir() else ():
+        if left not in kept:
+            shutil.rmtree(left, ignore_errors=True)
     if not closed(ctx):
         return
     model_url = ctx.models.gateway.url if ctx.models is not None else None
-    for record in ctx.registry.all():
-        if record.live and not record.standing:
-            session_networks(ctx).open(record.work_item, _plan(ctx, model_url))
+    for item in live:
+        session_networks(ctx).open(item, _plan(ctx, model_url))
