@@ -124,6 +124,29 @@ class SandboxMode(StrEnum):
     NONE = "none"
 
 
+class NetworkMode(StrEnum):
+    GATEWAYS = "gateways"  # a network namespace of its own: the App, the model, `egress`
+    HOST = "host"  # the devbox's own network, shared
+
+
+# `host:port` (a name, an IPv4 address or a bracketed IPv6 one, and a port 1-65535).
+_HOSTPORT_RE = re.compile(
+    r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}))"
+    r":([0-9]{1,5})$"
+)
+
+
+def _hostport(value: str) -> str:
+    """One `routing.sandbox.egress` entry, lower-cased: `host:port`, nothing else."""
+    found = _HOSTPORT_RE.match(value.strip())
+    if found is None or not 0 < int(found.group(2)) < 65536:
+        raise ValueError(f"{value!r} is not host:port (e.g. pypi.org:443)")
+    return f"{found.group(1).lower()}:{int(found.group(2))}"
+
+
+HostPort = Annotated[str, AfterValidator(_hostport)]
+
+
 class Sandbox(_Model):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
@@ -133,13 +156,19 @@ class Sandbox(_Model):
     `shareLogin: true` copies the operator's Claude Code login (`~/.claude/.credentials.json`)
     into every session's home, where the session can read (and send away) its tokens; by
     default no login reaches a session. `apiKeyFile` names a file holding the API key the
-    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`)."""
+    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`).
+
+    `network: gateways` (the default) gives each session a network of its own that reaches
+    only the App, the model gateway and the `egress` hosts (`host:port`, through the
+    spawner's allow-listing proxy); `network: host` shares the devbox's network."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
     read_write: list[Path] = Field(default_factory=list)
     share_login: bool = False
     api_key_file: Path | None = None
+    network: NetworkMode = NetworkMode.GATEWAYS
+    egress: list[HostPort] = Field(default_factory=list)
 
     @property
     def resolved(self) -> SandboxMode:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -284,3 +285,21 @@ def on_branch(job: ClaimedJob) -> ClaimedJob:
     """`job` naming the work branch, as the App's jobs do."""
     payload = job.payload.model_copy(update={"branch": BRANCH})
     return dataclasses.replace(job, payload=payload)
+
+
+def talk_unix(path: Path, data: bytes) -> bytes:
+    """Send `data` to the socket at `path` (reached through its directory's descriptor: the
+    path is too long to name), then read until the far side is done."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(30)
+        try:
+            conn.connect(f"/proc/self/fd/{folder}/{path.name}")
+        finally:
+            os.close(folder)
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+        got = b""
+        while chunk := conn.recv(4096):
+            got += chunk
+        return got

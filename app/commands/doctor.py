@@ -50,10 +50,10 @@ def find_tool(name: str, executable: str, flag: str, env: Mapping[str, str]) -> 
     return Tool(name, path, first)
 
 
-def try_sandbox(bwrap: Tool, env: Mapping[str, str]) -> tuple[bool | None, str]:
+def try_sandbox(bwrap: Tool, env: Mapping[str, str], *extra: str) -> tuple[bool | None, str]:
     if bwrap.path is None:
         return None, ""
-    code, output = _run([bwrap.path, *SANDBOX_ARGV, "/bin/sh", "-c", "exit 0"], env)
+    code, output = _run([bwrap.path, *SANDBOX_ARGV, *extra, "/bin/sh", "-c", "exit 0"], env)
     return code == 0, output.splitlines()[-1] if output else f"exit {code}"
 
 
@@ -161,6 +161,8 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks += [dc.check_tool(find_tool(name, name, flag, env)) for name, flag in TOOLS]
     bwrap = find_tool("bwrap", "bwrap", "--version", env)
     checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
+    closed = try_sandbox(bwrap, env, "--unshare-net")
+    checks.append(dc.check_network(config.routing.sandbox, *closed))
     for harness in hostable_harnesses(config, env):
         executable = adapter_for(config, harness).executable
         checks.append(

@@ -31,6 +31,7 @@ from app.spawner.appclient import (
 from app.spawner.argv import adapter_for
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
+from app.spawner.network.netlaunch import restore_networks, session_over
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.leftovers import describe_session
@@ -67,10 +68,21 @@ class Agent:
         self._slots = threading.Semaphore(options.concurrency)
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="job")
         describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
-        ended = ctx.models.end if ctx.models is not None else self._transcript_ended
         self.watchdog = Watchdog(
-            ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe, ended=ended
+            ctx.runner,
+            ctx.registry,
+            ctx.events.emit,
+            ctx.locks,
+            describe,
+            ended=self._ended,
         )
+
+    def _ended(self, work_item: str) -> None:
+        """A session ended: its pass and network go; without the gateway, its usage is read
+        back from its transcript."""
+        session_over(self.ctx, work_item)
+        if self.ctx.models is None:
+            self._transcript_ended(work_item)
 
     def _transcript_ended(self, work_item: str) -> None:
         """A session that ran without the gateway ended: its usage is read back from its
@@ -99,12 +111,15 @@ class Agent:
             helpers.append(
                 threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
             )
+        restore_networks(self.ctx)  # live sessions' sockets, served again
         for thread in helpers:
             thread.start()
         while claims.is_alive() and not self.stop.wait(0.5):
             pass
         self.stop.set()
         self._pool.shutdown(wait=True)
+        if self.ctx.networks is not None:
+            self.ctx.networks.stop()  # the sockets stay for a spawner started after this one
         if self.ctx.models is not None:
             self.ctx.models.report()
         try:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.config import HarnessTrust
+from app.config import HarnessTrust, NetworkMode, Sandbox, SandboxMode
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.trust import BYPASS_SETTING, should_accept_bypass
@@ -107,6 +107,22 @@ def check_sandbox(tool: Tool, works: bool | None, error: str = "") -> Check:
         fix = "let bwrap create namespaces as this user (kernel.unprivileged_userns_clone=1)"
         return Check(name, Level.FAIL, f"{tool.version}, but a sandbox fails: {error}", fix)
     return Check(name, Level.OK, f"{tool.version}: a sandbox starts")
+
+
+def check_network(sandbox: Sandbox, works: bool | None, error: str = "") -> Check:
+    """The sessions' network (`routing.sandbox.network`): closed, and able to be, or shared."""
+    name = "network"
+    if sandbox.resolved is SandboxMode.NONE:
+        return Check(name, Level.WARN, "shared: sessions run unconfined (mode: none)")
+    if sandbox.network is NetworkMode.HOST:
+        fix = "set routing.sandbox.network: gateways (and list what sessions need in egress)"
+        detail = "host: sessions share the devbox's network and can reach any host"
+        return Check(name, Level.WARN, detail, fix)
+    listed = ", ".join(sandbox.egress) or "none"
+    if works is False:
+        fix = "let bwrap create a network namespace, or set routing.sandbox.network: host"
+        return Check(name, Level.FAIL, f"gateways, but --unshare-net fails: {error}", fix)
+    return Check(name, Level.OK, f"gateways: the App, the model gateway; egress: {listed}")
 
 
 def check_exposure(exposure: Exposure | None, harness: str) -> Check:

@@ -31,6 +31,7 @@ from app.spawner.launch import (
     session_result,
     start_session,
 )
+from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
@@ -251,8 +252,7 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
     if payload.reason == BUDGET_REASON:
         _refuse_then_wait(ctx, job, payload)
     record = ctx.registry.get(job.work_item)
-    if ctx.models is not None:
-        ctx.models.end(job.work_item)  # its pass dies first, whatever else is found
+    session_over(ctx, job.work_item)  # its pass and its sockets die first, whatever is found
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item)

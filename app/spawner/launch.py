@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import HarnessTrust, OperatorConfig, SandboxMode
+from app.config import HarnessTrust, NetworkMode, OperatorConfig, SandboxMode
 from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
-from app.spawner.confine.sessionhome import home_for, seed_home, with_approved_key
+from app.spawner.confine.sessionhome import home_for, seed_home, with_approved_key, write_managed
 from app.spawner.confine.trust import (
     TrustFileError,
     TrustOutcome,
@@ -30,6 +30,8 @@ from app.spawner.confine.trust import (
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
+from app.spawner.network.netgates import SessionNetworks
+from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
 from app.spawner.session.tmux import TmuxRunner
@@ -61,6 +63,8 @@ class SpawnerContext:
     models: ModelAccess | None = None
     # How long a budget stop waits for the session to meet the gateway's refusal.
     budget_grace: float = 30.0
+    # The host's side of sessions' closed networks (made on first use).
+    networks: SessionNetworks | None = None
 
     @property
     def workspace_root(self) -> Path:
@@ -102,7 +106,8 @@ def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, gi
     """`origin` at the App's git gateway with the push helper in the checkout's config, and
     the checkout on the job's branch. A reused checkout that cannot switch (local changes in
     the way) is left where it is."""
-    configure_push(checkout.path, git, gateway_remote(ctx.app_url, job.payload.repo))
+    remote = gateway_remote(session_app_url(ctx), job.payload.repo)  # as the session sees it
+    configure_push(checkout.path, git, remote)
     branch = job.payload.branch
     if not branch:
         return
@@ -159,6 +164,8 @@ class Prepared:
     argv: list[str]
     home: Path
     sandbox: str
+    network: str = "host"  # `gateways`: a network of its own, `host`: the devbox's
+    env: dict[str, str] = field(default_factory=dict)  # what the session's env adds (proxy)
 
 
 def prepare_launch(
@@ -168,9 +175,10 @@ def prepare_launch(
     launch: Launch,
     trust: HarnessTrust,
     model: SessionModel | None = None,
+    network: NetworkMode | None = None,
 ) -> Prepared:
     """Pre-trust `cwd` in the home the session will see (and approve its gateway pass
-    there), and confine the launch."""
+    there), and confine the launch; `network` overrides `routing.sandbox.network`."""
     mode = ctx.config.routing.sandbox.resolved
     api_key = model.key if model is not None else None
     if mode is SandboxMode.NONE:
@@ -196,8 +204,30 @@ def prepare_launch(
         env=ctx.env,
     )
     sandbox = ctx.config.routing.sandbox
-    plan = host_plan(sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden)
-    return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
+    try:
+        managed = write_managed(ctx.state_dir)
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
+    if not closed(ctx, network):
+        warning = {"level": "warning", "message": SHARED_NETWORK}
+        ctx.events.emit("session.network_shared", work_item, **warning)
+        plan = host_plan(
+            sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden, managed=managed
+        )
+        return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
+    model_url = model.env.get("ANTHROPIC_BASE_URL") if model is not None else None
+    net = open_network(ctx, work_item, model_url)
+    plan = host_plan(
+        sandbox=sandbox,
+        checkout=cwd,
+        home=home,
+        env=ctx.env,
+        hidden=hidden,
+        sockets=net.sockets,
+        managed=managed,
+    )
+    argv = confined_argv(plan, launch.argv, ctx.env, net.wrap)
+    return Prepared(argv, home, mode.value, NetworkMode.GATEWAYS.value, net.env)
 
 
 def _approve_in(ctx: SpawnerContext, work_item: str, home: Path, api_key: str) -> None:
@@ -278,7 +308,7 @@ def start_session(
     env = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
         "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
-        "THE_LOOP_URL": ctx.app_url,
+        "THE_LOOP_URL": session_app_url(ctx),  # relayed into a closed network
         # The stop gate reads its cap from here rather than parsing YAML on every turn.
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
         # git never prompts in a pane nobody watches: without a credential, it fails at once.
@@ -288,6 +318,7 @@ def start_session(
     if model is not None:
         env.update(model.env)  # the gateway's URL
         hidden.update(model.hidden)  # the session's pass, never on a command line
+    env.update(prepared.env)  # its egress proxy, in a network of its own
     target = ctx.runner.start(
         name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden or None
     )
@@ -320,6 +351,7 @@ def start_session(
         checkout=str(checkout),
         argv=launch.argv,
         sandbox=prepared.sandbox,
+        network=prepared.network,
         model_gateway=model is not None,
         job=job.id,
         **facts,

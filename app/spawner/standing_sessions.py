@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from app.config import StandingSession, TrustScope
+from app.config import NetworkMode, StandingSession, TrustScope
 from app.gateway.access import SessionModel
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
@@ -84,11 +84,13 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     )
     trust = ctx.config.routing.harness_trust.model_copy(update={"scope": TrustScope.DIRECTORY})
     item = standing_item(name)
-    # The operator's own session, started by the operator's command (no gateway runs in
-    # it): it is handed the operator's key, as the operator's own shell would be.
+    # The operator's own session, started by the operator's command, in which no model
+    # gateway runs (the spawner's serves the passes it minted itself): it is handed the
+    # operator's key, as the operator's own shell would be, and so reaches the model's API
+    # on the devbox's own network (`network: host`, warned about on every start).
     key = ctx.env.get("ANTHROPIC_API_KEY")
     model = SessionModel({}, {"ANTHROPIC_API_KEY": key}) if key else None
-    prepared = prepare_launch(ctx, item, cwd, launch, trust, model)
+    prepared = prepare_launch(ctx, item, cwd, launch, trust, model, NetworkMode.HOST)
     hidden = model.hidden if model is not None else None
     target = ctx.runner.start(session, cwd, prepared.argv, owner=item, hidden_env=hidden)
     record = ctx.registry.put(record_for(launch, item, session, target, cwd, standing=True))

@@ -115,6 +115,7 @@ def view_of(
         stall_hint=str(session.get("stall_hint") or ""),
         failure=str(session.get("failure") or "") if item.state == WorkItemStatus.EXITED else "",
         unsandboxed=session.get("sandbox") == "none",
+        shared_network=session.get("sandbox") != "none" and session.get("network") == "host",
         queued=place_in_line(session) if item.state == WorkItemStatus.FROZEN else None,
         branch=item.branch or "",
         page=item.html_url or "",

@@ -60,6 +60,7 @@ class ProgressView:
     budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
     budget_spent: bool = False  # stopped because its budget ran out
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
+    shared_network: bool = False  # the sandbox shares the devbox's network (`network: host`)
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
     page: str = ""  # the (or pull request's) page: where the repository's links start
@@ -68,6 +69,12 @@ class ProgressView:
 UNSANDBOXED_NOTE = (
     "> [!WARNING]\n> This session runs **without the sandbox** (`routing.sandbox.mode: none` on "
     "its devbox): it can read whatever the spawner's user can."
+)
+
+
+SHARED_NETWORK_NOTE = (
+    "> [!WARNING]\n> This session shares its devbox's **network** (`routing.sandbox.network: "
+    "host`): it can reach any host, and send there whatever it reads."
 )
 
 
@@ -122,6 +129,8 @@ def render_progress(view: ProgressView) -> str:
     lines += [_session_line(view), ""]
     if view.unsandboxed:
         lines += [UNSANDBOXED_NOTE, ""]
+    if view.shared_network:
+        lines += [SHARED_NETWORK_NOTE, ""]
     lines += ["| | phase | |", "|---|---|---|"]
     lines += [_phase_line(node, state, view) for node, state in phase_rows(view.walk)]
     links = work_links(view.page, view.branch, view.spec_id, view.artifacts)

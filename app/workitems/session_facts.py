@@ -63,6 +63,8 @@ def session_facts(
         facts["exit_status"] = fields.get("exit_status")
     if name in (Happened.SESSION_SPAWNED, Happened.SESSION_RESPAWNED) and fields.get("sandbox"):
         facts["sandbox"] = str(fields["sandbox"])[:32]  # "none": shown as a warning
+    if name in (Happened.SESSION_SPAWNED, Happened.SESSION_RESPAWNED) and fields.get("network"):
+        facts["network"] = str(fields["network"])[:32]  # "host": shown as a warning
     return facts
 
 

@@ -116,6 +116,7 @@ def test_a_healthy_devbox_passes_every_check(devbox, running_app):
         "tmux": "ok",
         "git": "ok",
         "sandbox (bwrap)": "ok",
+        "network": "ok",
         "sandbox shows claude": "ok",
         "App reachable": "ok",
         "spawner token": "ok",
@@ -127,6 +128,7 @@ def test_a_healthy_devbox_passes_every_check(devbox, running_app):
     assert "(Claude Code)" in checks["claude"]["detail"]
     assert checks["tmux"]["detail"].startswith("tmux ")
     assert "bubblewrap" in checks["sandbox (bwrap)"]["detail"]
+    assert checks["network"]["detail"] == "gateways: the App, the model gateway; egress: none"
     claude = os.path.realpath(shutil.which("claude") or "claude")
     assert f"-> {claude}" in checks["sandbox shows claude"]["detail"]
     assert "spawner devbox-1" in checks["spawner token"]["detail"]
@@ -274,3 +276,17 @@ def test_pure_verdicts_on_the_edges():
 
     whoami = dc.Reply(200, {"name": "d", "allowed": ["o/a"], "serves": []})
     assert dc.check_token(True, whoami).level is dc.Level.FAIL  # registered, serves nothing
+
+
+def test_the_network_check_says_the_mode():
+    from app.config import Sandbox
+    from app.spawner import devbox_checks as dc
+
+    listed = Sandbox(egress=["pypi.org:443"])
+    verdict = dc.check_network(listed, True)
+    assert verdict.level is dc.Level.OK and verdict.detail.endswith("egress: pypi.org:443")
+    verdict = dc.check_network(Sandbox(network="host"), True)
+    assert verdict.level is dc.Level.WARN and verdict.detail.startswith("host:")
+    verdict = dc.check_network(Sandbox(), False, "bwrap: loopback: Failed RTM_NEWADDR")
+    assert verdict.level is dc.Level.FAIL and "RTM_NEWADDR" in verdict.detail
+    assert dc.check_network(Sandbox(mode="none"), True).level is dc.Level.WARN

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from app.commands.hooks import direct_command
 from app.spawner.confine.sessionhome import (
+    managed_settings,
     seed_home,
     session_config,
     session_settings,
     with_approved_key,
+    write_managed,
 )
 
 PASS = "sk-ant-api03-" + "p" * 43 + "-tlgw"
@@ -66,9 +68,7 @@ def test_the_session_home_holds_only_what_claude_code_needs(tmp_path: Path) -> N
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert settings["theme"] == "dark" and settings["env"] == {"FOO": "1"}
     assert "apiKeyHelper" not in settings
-    assert settings["hooks"]["Stop"] == [
-        {"hooks": [{"type": "command", "command": direct_command(), "timeout": 30}]}
-    ]
+    assert "hooks" not in settings  # the stop gate is in the managed settings, not here
     assert (home / ".gitconfig").read_text() == (
         "[user]\n\tname = Dev One\n\temail = dev@example.com\n"
     )
@@ -150,10 +150,13 @@ def test_the_pure_edits() -> None:
     kept = many["customApiKeyResponses"]["approved"]
     assert kept[0] == "mine" and len(kept) == 65
     assert kept[-1] == f"{99:043d}-tlgw"[-20:] and PASS[-20:] not in kept
-    assert (
-        session_settings({"apiKeyHelper": "x", "env": {"ANTHROPIC_AUTH_TOKEN": "t"}}, "g")["env"]
-        == {}
-    )
+    assert session_settings({"apiKeyHelper": "x", "env": {"ANTHROPIC_AUTH_TOKEN": "t"}}) == {
+        "env": {}
+    }
+    gate = {"hooks": [{"type": "command", "command": direct_command(), "timeout": 30}]}
+    assert session_settings({"hooks": {"Stop": [gate]}}) == {}  # the managed settings run it
+    host = {"permissions": {"deny": ["WebFetch"]}}
+    assert managed_settings(host, direct_command()) == {**host, "hooks": {"Stop": [gate]}}
 
 
 def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
@@ -181,7 +184,7 @@ def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
     config = json.loads((home / ".claude.json").read_text())
     assert "projects" not in config  # the link was not read: no other checkout's entry
     assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
-    assert "hooks" in json.loads((home / ".claude" / "settings.json").read_text())
+    assert json.loads((home / ".claude" / "settings.json").read_text())["theme"] == "dark"
     assert not any(p.is_symlink() for p in [home / ".claude.json", *home.rglob("*")])
     (home / ".claude" / ".credentials.json").unlink()
     (home / ".claude" / ".credentials.json").symlink_to(victims / "credentials")
@@ -200,3 +203,18 @@ def test_a_linked_claude_directory_is_replaced_by_a_real_one(tmp_path: Path) -> 
     assert list(elsewhere.iterdir()) == []
     assert (home / ".claude").is_dir() and not (home / ".claude").is_symlink()
     assert (home / ".claude" / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
+
+
+def test_the_managed_settings_hold_the_gate_and_the_hosts_own_policy(tmp_path: Path) -> None:
+    host = tmp_path / "etc-claude-code" / "managed-settings.json"
+    state = tmp_path / "state"
+    managed = write_managed(state, host)  # no managed settings on the host: the gate alone
+    gate = {"type": "command", "command": direct_command(), "timeout": 30}
+    assert json.loads((managed / "managed-settings.json").read_text()) == {
+        "hooks": {"Stop": [{"hooks": [gate]}]}
+    }
+    host.parent.mkdir()
+    host.write_text('{"permissions": {"deny": ["WebFetch"]}}')
+    assert write_managed(state, host) == managed == state / "managed"
+    written = json.loads((managed / "managed-settings.json").read_text())
+    assert written["permissions"] == {"deny": ["WebFetch"]} and written["hooks"]["Stop"]

@@ -91,7 +91,9 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     }
     settings = json.loads((own / ".claude" / "settings.json").read_text())
     assert settings["skipDangerousModePermissionPrompt"] is True
-    assert [g["hooks"][0]["command"] for g in settings["hooks"]["Stop"]] == [direct_command()]
+    assert "hooks" not in settings  # the gate is in the managed settings, read-only inside
+    managed = json.loads((ctx.state_dir / "managed" / "managed-settings.json").read_text())
+    assert [g["hooks"][0]["command"] for g in managed["hooks"]["Stop"]] == [direct_command()]
     assert not (home / ".claude.json").exists()  # the operator's own home is not touched
     assert (
         json.loads((checkout / "docs/specs/issue-7/work-item-state.json").read_text())["model"]

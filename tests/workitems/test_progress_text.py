@@ -6,7 +6,12 @@ from dataclasses import replace
 from typing import Any
 
 from app.store.tables import WorkItemStatus
-from app.workitems.progress_text import UNSANDBOXED_NOTE, ProgressView, render_progress
+from app.workitems.progress_text import (
+    SHARED_NETWORK_NOTE,
+    UNSANDBOXED_NOTE,
+    ProgressView,
+    render_progress,
+)
 from app.workitems.session_facts import session_facts
 from app.workitems.walk import Walk
 
@@ -32,6 +37,14 @@ def test_how_a_session_is_confined_comes_from_its_launch_event() -> None:
     assert spawned["sandbox"] == "none"
     again = session_facts("session.respawned", {"sandbox": "bubblewrap"}, spawned)
     assert again["sandbox"] == "bubblewrap"
+    shared = session_facts("session.spawned", {"sandbox": "bubblewrap", "network": "host"}, {})
+    assert shared["network"] == "host"
+
+
+def test_a_session_on_the_devboxs_network_is_a_warning_on_the_comment() -> None:
+    text = render_progress(view(shared_network=True))
+    assert SHARED_NETWORK_NOTE in text and "routing.sandbox.network: host" in text
+    assert "**network**" not in render_progress(view())
 
 
 def test_a_stalled_session_says_at_which_screen() -> None:

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,11 +21,13 @@ import hooks
 from app.config import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
+from app.spawner.network.netplan import INSIDE_DIR
 
 SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 HOST_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 HOST_SECRET_DIRS = ("/etc/ssh",)
+MANAGED_DIR = Path("/etc/claude-code")  # Claude Code's managed settings on Linux
 UNSET = (
     "CLAUDE_CONFIG_DIR",
     "TMUX",
@@ -154,16 +156,54 @@ def host_plan(
     home: Path,
     env: Mapping[str, str],
     hidden: Sequence[Secret],
+    sockets: Path | None = None,
+    managed: Path | None = None,
 ) -> SandboxPlan:
-    """The plan for one session on this machine."""
+    """The plan for one session on this machine. With `sockets` (its closed network's
+    directory, see `netgates`) the session gets a network namespace of its own and sees
+    that directory read-only at `netplan.INSIDE_DIR`; `managed` is shown read-only as
+    Claude Code's managed-settings directory."""
     shared = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
-    own = (Bind(_real(checkout), writable=True), Bind(_real(home), writable=True))
+    own = [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
+    if sockets is not None:
+        own.append(Bind(_real(sockets), inside=Path(INSIDE_DIR)))
     setenv = (
         ("HOME", str(_real(home))),
         *shared.setenv,
         ("THE_LOOP_STATE_DIR", str(_real(home) / ".local" / "state" / "the-loop")),
     )
-    return replace(shared, binds=(*shared.binds, *own), setenv=setenv, chdir=_real(checkout))
+    plan = replace(
+        shared,
+        binds=(*shared.binds, *own),
+        setenv=setenv,
+        chdir=_real(checkout),
+        network=sockets is None,
+    )
+    return with_managed(plan, _real(managed)) if managed is not None else plan
+
+
+def with_managed(plan: SandboxPlan, managed: Path) -> SandboxPlan:
+    """`plan` showing the directory `managed` read-only as `/etc/claude-code`, the managed
+    settings Claude Code reads and no user or project setting overrides.
+
+    A mount needs its mount point, and the sandbox's `/etc` is the host's, read-only. When
+    the host has no `/etc/claude-code`, `/etc` is shown entry by entry instead (each one
+    bound read-only, each link re-made, the secrets among them left out), beside it."""
+    inside = Bind(managed, inside=MANAGED_DIR)
+    etc = MANAGED_DIR.parent
+    if MANAGED_DIR.is_dir() or not any(b.path == etc and b.inside is None for b in plan.binds):
+        return replace(plan, binds=(*plan.binds, inside))
+    covered = {s.path for s in plan.secrets}
+    binds = [b for b in plan.binds if b.path != etc]
+    links = list(plan.symlinks)
+    for entry in sorted(etc.iterdir()):
+        if entry in covered or entry == MANAGED_DIR:
+            continue
+        if entry.is_symlink():
+            links.append((os.readlink(entry), entry))
+        elif entry.exists():
+            binds.append(Bind(entry))
+    return replace(plan, binds=(*binds, inside), symlinks=tuple(links))
 
 
 def _head(path: Path) -> bytes:
@@ -197,9 +237,15 @@ def harness_exposure(plan: SandboxPlan, name: str, env: Mapping[str, str]) -> Ex
     return expose(plan, locate(name, search), home)
 
 
-def confined_argv(plan: SandboxPlan, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+def confined_argv(
+    plan: SandboxPlan,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    wrap: Callable[[list[str]], list[str]] | None = None,
+) -> list[str]:
     """`argv` inside the sandbox, its harness's installation shown read-only; refuses a
-    harness the sandbox cannot show."""
+    harness the sandbox cannot show. `wrap` turns the harness's argv into what the sandbox
+    runs (the closed network's relay in front of it)."""
     exposure = harness_exposure(plan, argv[0], env)
     if exposure.located.found is None:
         raise SandboxError(f"{argv[0]} is not on PATH")
@@ -209,4 +255,5 @@ def confined_argv(plan: SandboxPlan, argv: Sequence[str], env: Mapping[str, str]
             "cannot show (it lies among the spawner's or the App's private files): install "
             "it elsewhere"
         )
-    return sandbox_argv(exposure.plan, harness_argv(exposure, argv))
+    inner = harness_argv(exposure, argv)
+    return sandbox_argv(exposure.plan, wrap(inner) if wrap is not None else inner)

@@ -8,8 +8,9 @@ checkout and its own home read-write, its harness's own installation read-only (
 exists inside — not the spawner's state directory (registry, token, events), not the App's
 working directory or `.env`, not another item's checkout, not the real home or `~/.ssh`. It
 gets its own PID namespace (no other process, and no other process's environment, is
-visible), no capabilities, and dies with the tmux server; the network is shared (it talks to
-the App on loopback and to the model's API).
+visible), no capabilities, and dies with the tmux server. Its network is its own
+(`--unshare-net`: only a loopback inside, see `netplan`) unless the operator shares the
+devbox's (`routing.sandbox.network: host`).
 
 `sandbox_argv` is pure: a `SandboxPlan` of paths in, the bwrap argv out. Where a secret lies
 inside a directory that is bound (the App's `.env` inside a directory the operator exposed,
@@ -48,6 +49,11 @@ class Bind:
     path: Path
     writable: bool = False
     own: bool = True
+    inside: Path | None = None  # shown at another path inside (the session's sockets)
+
+    @property
+    def target(self) -> Path:
+        return self.inside or self.path
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ def shown(plan: SandboxPlan, path: Path) -> bool:
     mounted after a bind at the same depth, so it wins a tie)."""
     deepest: tuple[int, int] | None = None
     for bind in kept_binds(plan):
-        if _within(path, bind.path):
+        if bind.inside is None and _within(path, bind.path):
             deepest = max(deepest or (0, 0), (len(bind.path.parts), 0))
     for secret in plan.secrets:
         if _within(path, secret.path):
@@ -106,9 +112,9 @@ def mount_args(plan: SandboxPlan) -> list[str]:
     ops: list[tuple[int, int, list[str]]] = []
     for bind in binds:
         flag = "--bind" if bind.writable else "--ro-bind"
-        ops.append((len(bind.path.parts), 0, [flag, str(bind.path), str(bind.path)]))
+        ops.append((len(bind.target.parts), 0, [flag, str(bind.path), str(bind.target)]))
     for secret in plan.secrets:
-        if not any(b.path in secret.path.parents for b in binds):
+        if not any(b.target in secret.path.parents for b in binds):
             continue  # not inside anything bound: it does not exist in the sandbox
         cover = ["--tmpfs", str(secret.path)]
         if not secret.directory:

@@ -9,9 +9,11 @@ the session sees. It holds no credential of the operator's. Before each launch i
   the operator's: no `primaryApiKey`, no other approved key, no account; the trust entries
   for the checkout are added by `trust.pretrust`;
 - `~/.claude/settings.json` from the operator's, minus what would hand over a credential or
-  lead around the gateway (`apiKeyHelper`, credential variables or a base URL in `env`), with
-  the stop gate's hook in it (its command runs this Python on the project's `hooks/`, both
-  visible inside the sandbox);
+  lead around the gateway (`apiKeyHelper`, credential variables or a base URL in `env`), and
+  minus the stop gate's hook: that one lives in the managed settings (`managed_settings`),
+  shown read-only at `/etc/claude-code`, which Claude Code reads above every user or
+  project setting and which the session cannot change (a `disableAllHooks` it writes does
+  not switch managed hooks off);
 - the operator's login (`~/.claude/.credentials.json`) only with `routing.sandbox.shareLogin:
   true`; otherwise a copy left from an earlier launch is removed;
 - git's `user.name` / `user.email`.
@@ -30,8 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.commands.hooks import direct_command, install_stop_hook
-from app.files import FileLock, remove_within, write_within
+from app.commands.hooks import direct_command, install_stop_hook, uninstall_stop_hook
+from app.files import FileLock, remove_within, write_json, write_within
 from app.gateway.access import CREDENTIAL_VARIABLES
 from app.gateway.passes import is_pass_tail
 from app.spawner.confine.trust import (
@@ -44,6 +46,9 @@ from app.spawner.confine.trust import (
 from app.spawner.workspace.hostgit import run_git
 
 HOMES = "homes"
+MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside
+MANAGED_FILE = "managed-settings.json"
+HOST_MANAGED = Path("/etc/claude-code") / MANAGED_FILE
 CREDENTIALS = ".credentials.json"
 GIT_IDENTITY = ("user.name", "user.email")
 APPROVALS = "customApiKeyResponses"
@@ -100,14 +105,35 @@ def with_approved_key(data: dict[str, Any], api_key: str) -> dict[str, Any] | No
     return {**data, "hasCompletedOnboarding": True, APPROVALS: kept}
 
 
-def session_settings(real: dict[str, Any], gate_command: str) -> dict[str, Any]:
-    """The operator's settings with exactly one stop-gate hook, running `gate_command`, and
-    nothing that hands a session a credential (a key helper, a key in `env`)."""
+def session_settings(real: dict[str, Any]) -> dict[str, Any]:
+    """The operator's settings without the stop gate (the managed settings run it) and
+    without anything that hands a session a credential (a key helper, a key in `env`)."""
     kept = {key: value for key, value in real.items() if key not in CREDENTIAL_SETTINGS}
     if isinstance(real.get("env"), dict):
         kept["env"] = {k: v for k, v in real["env"].items() if k not in LAUNCH_VARIABLES}
-    settings, _ = install_stop_hook(kept, gate_command)
+    settings, _ = uninstall_stop_hook(kept)
     return settings
+
+
+def managed_settings(host: dict[str, Any], gate_command: str) -> dict[str, Any]:
+    """The host's own managed settings (if any) with exactly one stop-gate hook (pure)."""
+    settings, _ = install_stop_hook(host, gate_command)
+    return settings
+
+
+def write_managed(state_dir: Path, host_file: Path = HOST_MANAGED) -> Path:
+    """The managed-settings directory every sandboxed session sees as `/etc/claude-code`
+    (the spawner's, in its state directory: no session can write it); raises ValueError
+    or OSError when the host's own managed settings cannot be read."""
+    directory = state_dir / MANAGED
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    try:
+        host = parse_object(host_file.read_text(), str(host_file))
+    except FileNotFoundError:
+        host = {}
+    wanted = managed_settings(host, direct_command())
+    write_json(directory / MANAGED_FILE, wanted, 0o644)
+    return directory
 
 
 def _config_sources(real_home: Path, env: Mapping[str, str]) -> tuple[Path, Path]:
@@ -169,7 +195,7 @@ def seed_home(
         failures.append(f"{config}: {exc}")
     settings = config_dir / "settings.json"
     try:
-        wanted = session_settings(_read_object(settings), direct_command())
+        wanted = session_settings(_read_object(settings))
         update_json_file(
             claude_settings_path(home), lambda data: None if data == wanted else wanted, home
         )

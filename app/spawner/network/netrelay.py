@@ -1,0 +1,127 @@
+"""The relay inside a session's network namespace: the first process the sandbox runs.
+
+`python -S netrelay.py --dir D --route HOST:PORT=SOCKET … -- argv…` listens on every
+`HOST:PORT` of the namespace's own loopback (`localhost` means 127.0.0.1 and ::1), then runs
+`argv` (the harness) as its child on the same terminal, and hands each connection to the
+unix socket `D/SOCKET`, which the spawner serves on the host. Listening comes first, so the
+harness never starts before its way out exists. The relay ends with the harness's exit
+status; it ignores the terminal's interrupt (the harness answers Ctrl-C itself) and passes
+a hang-up or a termination on to it.
+
+Standard library only and started with `-S`: it runs on every launch, inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+
+CHUNK = 64 * 1024
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (ConnectionError, OSError):
+        pass
+
+
+async def splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    other_reader: asyncio.StreamReader,
+    other_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways until both sides are done, then close both."""
+    try:
+        await asyncio.gather(_pipe(reader, other_writer), _pipe(other_reader, writer))
+    finally:
+        for w in (writer, other_writer):
+            w.close()
+
+
+def _handler(path: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            far_reader, far_writer = await asyncio.open_unix_connection(path)
+        except OSError:
+            writer.close()
+            return
+        await splice(reader, writer, far_reader, far_writer)
+
+    return handle
+
+
+def parse_routes(words: Sequence[str]) -> tuple[str, list[tuple[str, int, str]], list[str]]:
+    """(socket directory, [(host, port, socket name)], the child's argv) from the argv."""
+    words = list(words)
+    if "--" not in words:
+        raise SystemExit("netrelay: the harness's argv follows `--`")
+    cut = words.index("--")
+    head, child = words[:cut], words[cut + 1 :]
+    directory, routes = "", []
+    for flag, value in zip(head[::2], head[1::2], strict=True):
+        if flag == "--dir":
+            directory = value
+        elif flag == "--route":
+            address, _, name = value.partition("=")
+            host, _, port = address.rpartition(":")
+            routes.append((host, int(port), name))
+    if not directory or not child:
+        raise SystemExit("netrelay: --dir and an argv are required")
+    return directory, routes, child
+
+
+async def _listen(directory: str, routes: list[tuple[str, int, str]]) -> list[asyncio.Server]:
+    servers = []
+    for host, port, name in routes:
+        path = os.path.join(directory, name)
+        hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
+        for one in hosts:
+            try:
+                servers.append(await asyncio.start_server(_handler(path), one, port))
+            except OSError:
+                if one != "::1":  # a namespace without IPv6 still has 127.0.0.1
+                    raise
+    return servers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    directory, routes, child = parse_routes(sys.argv[1:] if argv is None else argv)
+    loop = asyncio.new_event_loop()
+    servers = loop.run_until_complete(_listen(directory, routes))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(child)
+    except OSError as exc:
+        print(f"netrelay: cannot start {child[0]}: {exc}", file=sys.stderr)
+        return 127
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    done = asyncio.Event()
+    threading.Thread(
+        target=lambda: (proc.wait(), loop.call_soon_threadsafe(done.set)), daemon=True
+    ).start()
+    loop.run_until_complete(done.wait())
+    for server in servers:
+        server.close()
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The host's side of a closed network without a sandbox: real unix sockets served by
+`SessionNetworks`, real TCP servers behind them. A route relays bytes both ways; the proxy
+lets a listed host through and refuses the rest with a 403 and an event, folding a flood of
+refusals into a count; a directory deeper than a socket address allows still works; ending
+the session removes its sockets."""
+
+from __future__ import annotations
+
+import socketserver
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.spawner.network.netgates import REFUSALS_PER_MINUTE, SessionNetworks, session_dir
+from app.spawner.network.netplan import NetPlan, Route
+from tests.spawner_support import talk_unix
+
+ITEM = "github:o/r#1"
+
+
+class _Echo(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        self.wfile.write(b"echo: " + self.rfile.readline())
+
+
+@pytest.fixture
+def echo() -> Iterator[int]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
+    tmp_path: Path, echo: int
+) -> None:
+    emitted: list[tuple[str, str, dict[str, Any]]] = []
+    root = tmp_path / ("deep-" * 12) / "net"  # past a socket address's length
+    nets = SessionNetworks(root, lambda event, item, **f: emitted.append((event, item, f)))
+    plan = NetPlan(
+        (Route("echo.sock", 9999, "127.0.0.1", echo),),
+        3128,
+        frozenset({("127.0.0.1", echo)}),
+        "http://127.0.0.1:9",
+    )
+    try:
+        directory = nets.open(ITEM, plan)
+        assert directory == session_dir(root, ITEM) and len(str(directory / "proxy.sock")) > 108
+        assert talk_unix(directory / "echo.sock", b"hello\n") == b"echo: hello\n"
+        tunnel = f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nthrough\n".encode()
+        assert talk_unix(directory / "proxy.sock", tunnel) == (
+            b"HTTP/1.1 200 Connection established\r\n\r\necho: through\n"
+        )
+        refused = talk_unix(directory / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        assert (
+            refused.startswith(b"HTTP/1.1 403 Forbidden") and b"routing.sandbox.egress" in refused
+        )
+        assert emitted == [
+            (
+                "session.egress_refused",
+                ITEM,
+                {
+                    "level": "warning",
+                    "host": "example.com",
+                    "port": 443,
+                    "method": "CONNECT",
+                    "target": "example.com:443",
+                    "folded": 0,
+                },
+            )
+        ]
+        for _ in range(REFUSALS_PER_MINUTE + 5):  # a flood: events stop, a count goes on
+            talk_unix(directory / "proxy.sock", b"GET http://x.test/ HTTP/1.1\r\n\r\n")
+        assert len(emitted) == REFUSALS_PER_MINUTE
+        bad = talk_unix(directory / "proxy.sock", b"GET /no-host HTTP/1.1\r\n\r\n")
+        assert bad.startswith(b"HTTP/1.1 400 Bad Request")
+        nets.close(ITEM)
+        assert not directory.exists()
+    finally:
+        nets.stop()

@@ -1,0 +1,143 @@
+"""The closed network's pure pieces: the routes a session gets, the App's URL inside, the
+proxy's allow-list and its reading of a request, the relay's argv, and the bwrap argv of
+each network mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import ConfigError, parse_config
+from app.spawner.confine.isolation import MANAGED_DIR, host_plan
+from app.spawner.confine.sandbox import Secret, sandbox_argv
+from app.spawner.network.netplan import (
+    INSIDE_DIR,
+    BadRequest,
+    Route,
+    app_url_inside,
+    parse_proxy_head,
+    permitted,
+    plan_network,
+    relay_argv,
+)
+from app.spawner.network.netrelay import parse_routes
+
+GATEWAY = "http://127.0.0.1:41000"
+
+
+def test_a_loopback_app_and_the_model_gateway_are_relayed_on_their_own_ports() -> None:
+    plan = plan_network("http://127.0.0.1:8080", GATEWAY, ["PyPI.org:443"])
+    assert plan.routes == (
+        Route("model.sock", 41000),
+        Route("app.sock", 8080, "127.0.0.1", 8080),
+    )
+    assert plan.proxy_port == 3128 and plan.app_url == "http://127.0.0.1:8080"
+    assert plan.allowed == {("pypi.org", 443)}
+    assert plan.env["HTTPS_PROXY"] == plan.env["http_proxy"] == "http://127.0.0.1:3128"
+    assert plan.env["NO_PROXY"] == "127.0.0.1,localhost,::1"
+
+
+def test_a_privileged_app_port_is_relayed_from_a_high_one_and_the_proxy_steps_aside() -> None:
+    plan = plan_network("http://localhost:80/", "http://127.0.0.1:3128", [])
+    assert plan.app_url == app_url_inside("http://localhost:80/") == "http://localhost:10080/"
+    assert Route("app.sock", 10080, "localhost", 80) in plan.routes
+    assert plan.proxy_port == 3129  # 3128 is the gateway's inside
+
+
+def test_a_remote_app_goes_through_the_proxy_unchanged() -> None:
+    plan = plan_network("https://loop.example.com", GATEWAY, [])
+    assert [r.socket for r in plan.routes] == ["model.sock"]
+    assert plan.app_url == "https://loop.example.com"
+    assert plan.allowed == {("loop.example.com", 443)}
+
+
+def test_the_allow_list_matches_whole_names_and_exact_ports() -> None:
+    allowed = plan_network(GATEWAY, None, ["pypi.org:443", "[::1]:8000"]).allowed
+    assert permitted(allowed, "PyPI.org", 443) and permitted(allowed, "pypi.org.", 443)
+    assert permitted(allowed, "[::1]", 8000) and permitted(allowed, "::1", 8000)
+    assert not permitted(allowed, "pypi.org", 80)
+    assert not permitted(allowed, "evil.pypi.org", 443)
+    assert not permitted(allowed, "pypi.org.evil.com", 443)
+
+
+def test_the_proxy_reads_a_connect_and_rewrites_a_plain_request() -> None:
+    tunnel = parse_proxy_head(b"CONNECT PyPI.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n")
+    assert (tunnel.host, tunnel.port, tunnel.tunnel) == ("pypi.org", 443, True)
+    plain = parse_proxy_head(
+        b"GET http://example.com:8080/a?b=1 HTTP/1.1\r\nHost: example.com:8080\r\n"
+        b"Proxy-Authorization: Basic eA==\r\nProxy-Connection: keep-alive\r\n\r\n"
+    )
+    assert (plain.host, plain.port, plain.tunnel) == ("example.com", 8080, False)
+    assert plain.head == (
+        b"GET /a?b=1 HTTP/1.1\r\nHost: example.com:8080\r\nConnection: close\r\n\r\n"
+    )
+    assert parse_proxy_head(b"GET http://example.com/ HTTP/1.0\r\n\r\n").port == 80
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET https://example.com/ HTTP/1.1\r\n\r\n",  # TLS goes by CONNECT
+        b"GET /relative HTTP/1.1\r\n\r\n",
+        b"CONNECT example.com HTTP/1.1\r\n\r\n",
+        b"CONNECT example.com:0 HTTP/1.1\r\n\r\n",
+        b"CONNECT example.com:443 HTTP/2\r\n\r\n",
+        b"\xff\xfe\r\n\r\n",
+    ],
+)
+def test_the_proxy_refuses_what_it_cannot_act_on(head: bytes) -> None:
+    with pytest.raises(BadRequest):
+        parse_proxy_head(head)
+
+
+def test_the_relay_argv_round_trips() -> None:
+    plan = plan_network("http://localhost:8080", GATEWAY, [])
+    argv = relay_argv("/py/bin/python", "/code/netrelay.py", plan, ["claude", "--resume", "x"])
+    assert argv[:5] == ["/py/bin/python", "-S", "/code/netrelay.py", "--dir", str(INSIDE_DIR)]
+    directory, routes, child = parse_routes(argv[3:])
+    assert directory == str(INSIDE_DIR) and child == ["claude", "--resume", "x"]
+    assert routes == [
+        ("127.0.0.1", 41000, "model.sock"),
+        ("localhost", 8080, "app.sock"),
+        ("127.0.0.1", 3128, "proxy.sock"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "key"),
+    [
+        ({"network": "open"}, "routing.sandbox.network"),
+        ({"egress": ["pypi.org"]}, "routing.sandbox.egress[0]"),
+        ({"egress": ["pypi.org:70000"]}, "routing.sandbox.egress[0]"),
+        ({"egress": ["http://pypi.org:443"]}, "routing.sandbox.egress[0]"),
+    ],
+)
+def test_a_bad_network_setting_names_its_key_and_file(sandbox: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"routing": {"sandbox": sandbox}}, "/etc/the-loop/cli-config.yaml")
+    assert str(caught.value).startswith(f"/etc/the-loop/cli-config.yaml: {key}: ")
+
+
+def test_each_network_mode_has_its_argv(tmp_path: Path) -> None:
+    sandbox = parse_config({}).routing.sandbox
+    checkout, home, sockets, managed = (tmp_path / n for n in ("c", "h", "s", "m"))
+    for path in (checkout, home, sockets, managed):
+        path.mkdir()
+    secrets = [Secret(Path("/etc/shadow"), directory=False)]
+    common = {"sandbox": sandbox, "checkout": checkout, "home": home, "env": {}}
+    shared = sandbox_argv(host_plan(**common, hidden=secrets), ["claude"])
+    assert "--unshare-net" not in shared
+    closed = sandbox_argv(
+        host_plan(**common, hidden=secrets, sockets=sockets, managed=managed), ["claude"]
+    )
+    assert "--unshare-net" in closed
+    at = closed.index(str(INSIDE_DIR))
+    assert closed[at - 2 : at + 1] == ["--ro-bind", str(sockets), str(INSIDE_DIR)]
+    at = closed.index(str(MANAGED_DIR))
+    assert closed[at - 2 : at + 1] == ["--ro-bind", str(managed), str(MANAGED_DIR)]
+    if not MANAGED_DIR.exists():  # /etc shown entry by entry, its secrets left out
+        pairs = list(zip(closed, closed[1:], closed[2:], strict=False))
+        assert ("--ro-bind", "/etc", "/etc") not in pairs
+        assert ("--ro-bind", "/etc/passwd", "/etc/passwd") in pairs
+        assert "/etc/shadow" not in closed  # neither bound nor needing a cover
