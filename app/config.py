@@ -132,13 +132,15 @@ class Sandbox(_Model):
     `shareLogin: true` copies the operator's Claude Code login (`~/.claude/.credentials.json`)
     into every session's home, where the session can read (and send away) its tokens; by
     default no login reaches a session. `apiKeyFile` names a file holding the API key the
-    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`)."""
+    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`);
+    `openaiKeyFile` the OpenAI key it answers Codex sessions with (else `OPENAI_API_KEY`)."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
     read_write: list[Path] = Field(default_factory=list)
     share_login: bool = False
     api_key_file: Path | None = None
+    openai_key_file: Path | None = None
 
     @property
     def resolved(self) -> SandboxMode:

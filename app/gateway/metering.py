@@ -1,11 +1,13 @@
-"""What a model response cost, read from the answer as it passes: the Messages API's `usage`.
+"""What a model response cost, read from the answer as it passes: its API's `usage`.
 
-A streamed answer carries it twice: `message_start` holds the input side (and a placeholder
-output count), `message_delta` the final, cumulative counts; a field the delta carries
-replaces the start's. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
-is fed the stream's bytes as they are relayed and only parses the two lines that matter, so
-counting costs a stream next to nothing. `Tally` sums what was read per work item until the
-reporter drains it. Pure but for `Tally`'s lock.
+A streamed Messages answer carries it twice: `message_start` holds the input side (and a
+placeholder output count), `message_delta` the final, cumulative counts; a field the delta
+carries replaces the start's. A streamed Responses answer carries it once, in
+`response.completed` (`wires.py` says which events of which API hold counts and how they
+read). A non-streamed answer holds it once, in its JSON body. `StreamMeter` is fed the
+stream's bytes as they are relayed and only parses the lines that matter, so counting costs
+a stream next to nothing. `Tally` sums what was read per work item until the reporter drains
+it. Pure but for `Tally`'s lock.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import threading
 from dataclasses import dataclass, fields
 from typing import Any
 
+from app.gateway.wires import MESSAGES, Wire, messages_counts
+
 # The Messages API's names for its token counts.
 COUNTED = (
     "input_tokens",
@@ -22,9 +26,10 @@ COUNTED = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
 )
-# A line longer than this is a content delta, never one of the two events read here.
-_MAX_LINE = 256 * 1024
-_WANTED = (b"message_start", b"message_delta")
+# A line longer than this is a content delta, never one of the events read here. (A
+# Responses stream's last event repeats the whole output, so its line may be long: it is
+# still read when it fits this bound.)
+_MAX_LINE = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -48,16 +53,9 @@ class Usage:
         return self == Usage()
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def counts_of(usage: Any) -> dict[str, int]:
-    """The counted fields a `usage` object holds (others, and nonsense, are left out)."""
-    if not isinstance(usage, dict):
-        return {}
-    found = {name: _count(usage.get(name)) for name in COUNTED}
-    return {name: value for name, value in found.items() if value is not None}
+    """The counted fields a Messages API `usage` object holds (others, and nonsense, left out)."""
+    return messages_counts(usage)
 
 
 def one_request(counts: dict[str, int]) -> Usage | None:
@@ -67,19 +65,20 @@ def one_request(counts: dict[str, int]) -> Usage | None:
     return Usage(**{name: counts.get(name, 0) for name in COUNTED}, requests=1)
 
 
-def usage_of_body(body: bytes) -> Usage | None:
-    """The usage of a whole (non-streamed) Messages response body."""
+def usage_of_body(body: bytes, wire: Wire = MESSAGES) -> Usage | None:
+    """The usage of a whole (non-streamed) response body of `wire`'s API."""
     try:
         data = json.loads(body)
     except ValueError:
         return None
-    return one_request(counts_of(data.get("usage"))) if isinstance(data, dict) else None
+    return one_request(wire.body_counts(data.get("usage"))) if isinstance(data, dict) else None
 
 
 class StreamMeter:
     """Reads the usage of an SSE stream fed in arbitrary chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, wire: Wire = MESSAGES) -> None:
+        self._wire = wire
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop it up to its end
         self._event = b""  # the `event:` name of the event being read
@@ -106,7 +105,8 @@ class StreamMeter:
             return
         if not line.startswith(b"data:"):
             return
-        if self._event not in _WANTED and (self._event or not any(w in line for w in _WANTED)):
+        wanted = self._wire.events
+        if self._event not in wanted and (self._event or not any(w in line for w in wanted)):
             return
         try:
             data = json.loads(line[5:])
@@ -114,12 +114,9 @@ class StreamMeter:
             return
         if not isinstance(data, dict):
             return
-        if data.get("type") == "message_start":
-            message = data.get("message")
-            if isinstance(message, dict):
-                self._counts.update(counts_of(message.get("usage")))
-        elif data.get("type") == "message_delta":
-            self._counts.update(counts_of(data.get("usage")))
+        counts = self._wire.event_counts(data)
+        if counts:
+            self._counts.update(counts)
 
     def result(self) -> Usage | None:
         """The stream's usage so far (its last line need not have ended)."""

@@ -87,7 +87,7 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     # The operator's own session, started by the operator's command (no gateway runs in
     # it): it is handed the operator's key, as the operator's own shell would be.
     key = ctx.env.get("ANTHROPIC_API_KEY")
-    model = SessionModel({}, {"ANTHROPIC_API_KEY": key}) if key else None
+    model = SessionModel("", key) if key else None
     prepared = prepare_launch(ctx, item, cwd, launch, trust, model)
     hidden = model.hidden if model is not None else None
     target = ctx.runner.start(session, cwd, prepared.argv, owner=item, hidden_env=hidden)
