@@ -24,6 +24,7 @@ from app.spawner.answering import AnswerFailed, answer
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.checkout import CheckoutError, read_checkout_state, write_frozen_state
+from app.spawner.harness import screens_of
 from app.spawner.isolation import SandboxError
 from app.spawner.launch import (
     SpawnerContext,
@@ -34,7 +35,6 @@ from app.spawner.launch import (
 )
 from app.spawner.leftovers import describe_session
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
-from app.spawner.screens import classify_screen
 from app.spawner.sending import paste_first_message, submit, watch_unsent
 from app.spawner.tmux import TmuxError
 from app.spawner.watchdog import Readiness, await_input, report_stall
@@ -110,13 +110,13 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
             Path(record.checkout), record.spec_id, payload.frozen, payload.phase, payload.gates
         )
     shown = ctx.runner.capture(record.tmux_session)
-    screen = classify_screen(shown)
+    screen = screens_of(record.harness).classify(shown)
     if screen is not None:
         report_stall(ctx.registry, ctx.events.emit, record, screen, shown)
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    sent = submit(ctx.runner, record.tmux_session, record.work_item, text)
+    sent = submit(ctx.runner, record.tmux_session, record.work_item, text, record.harness)
     watch_unsent(ctx.registry, ctx.events.emit, record, text, sent, first=False)
     _delivered(ctx, job, record.session_id, respawned=False, removed=sent.removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}

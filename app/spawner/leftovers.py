@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import OperatorConfig, SandboxMode
+from app.spawner.harness import adapter_of
 from app.spawner.hostgit import HostGit
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord
@@ -81,10 +82,20 @@ def _tail(path: Path) -> str:
 
 
 def message_text(entry: Any) -> str:
-    """The text an assistant transcript entry says, or "" (pure)."""
-    if not isinstance(entry, dict) or entry.get("type") != "assistant":
+    """The text an assistant transcript entry says, or "" (pure). Claude Code's entries are
+    `{"type": "assistant", "message": {"content": …}}`; Codex's rollout entries
+    `{"type": "response_item", "payload": {"type": "message", "role": "assistant", …}}`."""
+    if not isinstance(entry, dict):
         return ""
-    message = entry.get("message")
+    payload = entry.get("payload")
+    if entry.get("type") == "response_item" and isinstance(payload, dict):
+        if payload.get("type") != "message" or payload.get("role") != "assistant":
+            return ""
+        message: Any = payload
+    elif entry.get("type") == "assistant":
+        message = entry.get("message")
+    else:
+        return ""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return content.strip()
@@ -93,7 +104,7 @@ def message_text(entry: Any) -> str:
     parts = [
         str(part.get("text") or "")
         for part in content
-        if isinstance(part, dict) and part.get("type") == "text"
+        if isinstance(part, dict) and part.get("type") in ("text", "output_text")
     ]
     return "\n".join(p for p in parts if p.strip()).strip()
 
@@ -110,9 +121,12 @@ def last_message(transcript: str) -> str:
     return ""
 
 
-def session_home(config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str) -> Path:
-    """The home a work item's session runs with: its own under the sandbox, else the real one."""
-    if config.routing.sandbox.resolved is SandboxMode.NONE:
+def session_home(
+    config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str, harness: str = ""
+) -> Path:
+    """The home a work item's session runs with: its own under the sandbox, else the real one
+    (a Codex session has its own either way: its `CODEX_HOME` is in it)."""
+    if config.routing.sandbox.resolved is SandboxMode.NONE and harness != "codex":
         return real_home
     return home_for(state_dir, item_slug(work_item))
 
@@ -178,8 +192,8 @@ def describe_session(
 
     def describe(record: SessionRecord) -> dict[str, Any]:
         facts: dict[str, Any] = {"started_at": record.started_at}
-        home = session_home(config, real_home, state_dir, record.work_item)
-        found = transcript_path(home, record.session_id)
+        home = session_home(config, real_home, state_dir, record.work_item, record.harness)
+        found = adapter_of(record.harness).transcript(home, record.session_id)
         if found is not None:
             with contextlib.suppress(OSError):  # gone or swapped since it was found
                 facts["last_message"] = last_message(_tail(found))
