@@ -78,6 +78,7 @@ def running_devbox(
     registered: Callable[[], Any],
     *,
     size: tuple[int, int] = (160, 50),
+    hosts: frozenset[str] = frozenset({"claude"}),
 ) -> Iterator[SpawnerContext]:
     """The agent loop (claims, watchdog every second) against the App at `app_url`, with a
     spawner token for `repo`; yields once `registered()` says the App saw it register."""
@@ -95,7 +96,7 @@ def running_devbox(
         home=home,
         state_dir=state,
         app_url=app_url,
-        hosts=frozenset({"claude"}),
+        hosts=hosts,
         env=without_credentials(env),  # as `the-loop spawner` keeps it: the key read once
         models=open_model_access(config, env, events.emit),
     )

@@ -10,7 +10,7 @@ calls) and the `Reply` it gives (text, then function calls)::
         Step(tool_result_for("exec_command"), Reply("Done.")),
     ]
 
-A request with `tools` is a main request: the EARLIEST pending step whose matcher accepts it
+A request offering tools is a main request: the EARLIEST pending step whose matcher accepts it
 answers, and is spent; a request repeating the input of one already answered (a retry)
 gets the same reply again. One nothing matches gets `UNMATCHED_TEXT` and stays in
 `unmatched`. A request without tools is a side request and gets `SIDE_TEXT`.
@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.fakes.messages_wire import schema_example
 from tests.fakes.model_script import (
     Reply,
     Step,
@@ -103,8 +104,26 @@ class Recorded:
 
     @property
     def tool_names(self) -> list[str]:
-        tools = self.body.get("tools") if isinstance(self.body, dict) else None
-        return [str(t.get("name")) for t in tools or [] if isinstance(t, dict)]
+        """The tools the model was offered: the request's `tools`, and those of any
+        `additional_tools` input item (how Codex offers tools to the models it knows)."""
+        if not isinstance(self.body, dict):
+            return []
+        offered = list(self.body.get("tools") or [])
+        for item in input_items(self.body):
+            if item.get("type") == "additional_tools":
+                for group in item.get("tools") or []:
+                    offered += group.get("tools") or [] if isinstance(group, dict) else []
+        return [str(t.get("name")) for t in offered if isinstance(t, dict)]
+
+
+def side_reply(body: dict[str, Any]) -> Reply:
+    """A request without tools: JSON of the asked schema when it asks for structured output
+    (`text.format` of type `json_schema`), else `SIDE_TEXT`."""
+    text = body.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    if isinstance(form, dict) and form.get("type") == "json_schema":
+        return Reply(json.dumps(schema_example(form.get("schema"))))
+    return Reply(SIDE_TEXT)
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -155,9 +174,9 @@ class FakeResponses:
     def answer(self, record: Recorded) -> list[dict[str, Any]]:
         body = record.body if isinstance(record.body, dict) else {}
         record.turn = user_turn_of(body)
-        if not body.get("tools"):
+        if not record.tool_names:
             record.kind = "side"
-            record.reply = output_items(Reply(SIDE_TEXT))
+            record.reply = output_items(side_reply(body))
         else:
             record.kind = "main"
             record.step, record.reply = self._main_reply(body, record.turn)
@@ -223,7 +242,8 @@ class FakeResponses:
                 label = "main, UNMATCHED" if r.step is None else f"main, step {r.step}"
                 lines.append(f"  [{label}] last turn: {r.turn.text[-300:]!r}")
             else:
-                lines.append(f"  [{r.kind}] {r.method} {r.path}")
+                shape = sorted(r.body) if isinstance(r.body, dict) else type(r.body).__name__
+                lines.append(f"  [{r.kind}] {r.method} {r.path} {shape}")
         return "\n".join(lines)
 
     def assert_script_done(self) -> None:
