@@ -207,12 +207,12 @@ def standing_launch(
 
 
 def probe_argv(adapter: Adapter, fragment: Sequence[str], prompt: str = PROBE_PROMPT) -> list[str]:
-    """A one-shot `-p` probe with the base arguments a session gets; no deny token.
-
-    The prompt comes right after `-p`, before the operator's arguments, so an argument list
-    that ends in a variadic flag cannot consume it.
-    """
-    return [adapter.executable, PRINT_FLAG, prompt, *adapter.args, *fragment]
+    """A one-shot, non-interactive probe with the base arguments a session gets; no deny
+    token. Claude Code: `-p <prompt>` right after the executable, before the operator's
+    arguments, so an argument list that ends in a variadic flag cannot consume it. Other
+    harnesses say their own way (`HarnessAdapter.probe`)."""
+    head, tail = adapter_of(adapter.harness).probe(prompt)
+    return [adapter.executable, *head, *adapter.args, *fragment, *tail]
 
 
 def has_bypass_flag(args: Sequence[str]) -> bool:

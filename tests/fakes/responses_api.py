@@ -134,7 +134,8 @@ class FakeResponses:
     """The scripted Responses API served on 127.0.0.1 with an ephemeral port; its base URL
     (what a provider's `base_url` names) is `url + "/v1"`."""
 
-    def __init__(self, script: Iterable[Step] = ()) -> None:
+    def __init__(self, script: Iterable[Step] = (), unknown_models: Iterable[str] = ()) -> None:
+        self.unknown_models = frozenset(unknown_models)  # answered 404 model_not_found
         self.steps: list[Step] = list(script)
         self.spent: list[bool] = [False] * len(self.steps)
         self.requests: list[Recorded] = []
@@ -284,7 +285,18 @@ def _handler_for(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             record = self._record()
             body = record.body if isinstance(record.body, dict) else {}
-            if record.path.rstrip("/").endswith("/responses"):
+            if body.get("model") in fake.unknown_models:
+                fake.record_other(record)
+                message = (
+                    f"The model `{body['model']}` does not exist or you do not have access to it."
+                )
+                error = {
+                    "type": "invalid_request_error",
+                    "code": "model_not_found",
+                    "message": message,
+                }
+                self._send(404, json.dumps({"error": error}).encode(), "application/json")
+            elif record.path.rstrip("/").endswith("/responses"):
                 items = fake.answer(record)
                 model = str(body.get("model") or "scripted")
                 usage = record.usage or None

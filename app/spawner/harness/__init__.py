@@ -61,6 +61,11 @@ class HarnessAdapter(Protocol):
 
     def effort_fragment(self, level: str) -> tuple[str, ...]: ...
 
+    def probe(self, prompt: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(before, after) the operator's arguments and the fragment, for a one-shot run
+        that answers `prompt` and exits (`the-loop models check`)."""
+        ...
+
     def prepare_home(self, setup: HomeSetup) -> HomeReady: ...
 
     def session_env(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.gateway.access import SessionModel
-from app.spawner.argv import DENY_TOKEN, RESUME_FLAG, SESSION_FLAG
+from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
 from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.leftovers import transcript_path
 from app.spawner.screens import CLAUDE_SCREENS
@@ -36,6 +36,9 @@ class ClaudeAdapter:
 
     def effort_fragment(self, level: str) -> tuple[str, ...]:
         return ("--effort", level)
+
+    def probe(self, prompt: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (PRINT_FLAG, prompt), ()
 
     def prepare_home(self, setup: HomeSetup) -> HomeReady:
         key = setup.model.key if setup.model is not None else None

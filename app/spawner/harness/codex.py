@@ -13,7 +13,8 @@
   line; the gateway's URL is in the config;
 - screens: `codex_screens.CODEX_SCREENS`; a paste is a bracketed paste and its Enter comes at
   least `enter_after` later (an Enter right behind the text is swallowed);
-- transcript: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`, the newest.
+- transcript: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`, the newest;
+- `models check`: `codex exec --skip-git-repo-check --ephemeral <args> <fragment> -- <prompt>`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class CodexAdapter:
 
     def effort_fragment(self, level: str) -> tuple[str, ...]:
         return ("-c", f"model_reasoning_effort={json.dumps(level)}")
+
+    def probe(self, prompt: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """`codex exec` with the operator's own Codex config (their provider: the Responses
+        API), leaving no session behind; the prompt after `--`, so no flag takes it."""
+        return ("exec", "--skip-git-repo-check", "--ephemeral"), ("--", prompt)
 
     def prepare_home(self, setup: HomeSetup) -> HomeReady:
         home = setup.own_home
