@@ -187,3 +187,16 @@ def test_the_transcript_is_the_newest_rollout_and_a_link_is_never_followed(
     assert adapter_of("codex").transcript(tmp_path, "any") == newest_rollout(sessions)
     os.symlink(tmp_path, sessions / "2027")
     assert newest_rollout(sessions) == sessions / "2026/12/03" / "rollout-b.jsonl"
+
+
+def test_doctor_names_the_codex_binary_and_the_openai_credential(tmp_path: Path) -> None:
+    from app.commands.doctor import find_tool, openai_credential
+    from app.spawner.devbox_checks import Level, check_tool
+
+    missing = check_tool(find_tool("codex", "codex", "--version", {"PATH": str(tmp_path)}))
+    assert missing.level is Level.FAIL and "npm install -g @openai/codex" in missing.fix
+    assert openai_credential(CONFIG, {}).level is Level.FAIL
+    keyed = openai_credential(CONFIG, {"OPENAI_API_KEY": "sk-x"})
+    assert (
+        keyed.level is Level.OK and "OPENAI_API_KEY" in keyed.detail and "sk-x" not in keyed.detail
+    )
