@@ -96,7 +96,8 @@ def submit(
             break
         held, box = unsent(screen, text), input_line(screen)
         if not entered:
-            if held or box is None or time.monotonic() - start >= SHOW_WINDOW:
+            waited = time.monotonic() - start >= SHOW_WINDOW
+            if held or box is None or not adapter.enter_when_shown or waited:
                 runner.press(name, ["Enter"], owner=owner)
                 entered, seen_held = True, held
             if box is None:

@@ -56,6 +56,7 @@ class HarnessAdapter(Protocol):
     deny: tuple[str, ...]  # arguments that take interactive question tools away
     screens: ScreenReader
     enter_after: float  # seconds a paste must settle before its Enter
+    enter_when_shown: bool  # whether the Enter waits until the box shows the paste
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]: ...
 

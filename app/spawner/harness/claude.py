@@ -30,6 +30,7 @@ class ClaudeAdapter:
     deny = (DENY_TOKEN,)
     screens = CLAUDE_SCREENS
     enter_after = 0.0
+    enter_when_shown = True  # its box shows a paste before it is taken in
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]:
         return (RESUME_FLAG if resume else SESSION_FLAG, session_id)

@@ -72,6 +72,9 @@ class CodexAdapter:
     deny: tuple[str, ...] = ()
     screens = CODEX_SCREENS
     enter_after = 0.1
+    # Codex just started takes a paste in without showing it (for seconds): the Enter goes
+    # `enter_after` behind the paste, not once the box shows it.
+    enter_when_shown = False
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]:
         flags = (NO_DAEMON, HOOK_TRUST)
