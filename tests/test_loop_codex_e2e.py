@@ -6,7 +6,8 @@ comment ticks `harness-codex`. The spawner launches codex in tmux with its own C
 (the adapter's config.toml), pastes the first message; the model runs `the-loop phase next`
 through `exec_command`; it tries to end its turn at design without design.md and the stop
 gate blocks with Codex's own hook; it writes design.md and walks to review; a follow-up is
-pasted; an approve completes the item. The assertions read what the model was shown, the
+pasted; the session dies and the next comment resumes it (`codex resume --last`) with its
+history; an approve completes the item. The assertions read what the model was shown, the
 fake GitHub, the events and the App's record.
 """
 
@@ -109,6 +110,11 @@ def the_script() -> list[Step]:
             contains("please also mention the README"),
             Reply("Noted: I will mention the README."),
             name="follow-up",
+        ),
+        Step(
+            contains("asked again after the crash"),
+            Reply("Back, with the history."),
+            name="resumed",
         ),
         Step(
             contains("approved the review", "the-loop phase next"),
@@ -230,6 +236,19 @@ def test_a_codex_session_walks_from_execute_to_complete(
     deliver(running_app, "issue_comment", comment("please also mention the README", cid=7002), "f")
     followed = step("follow-up")
     assert "Follow-up from @Codertocat on GitHub" in followed.turn.text
+
+    # The session dies; the next comment relaunches it with `codex resume --last` in its own
+    # CODEX_HOME, and the model is shown the conversation so far.
+    record = devbox.registry.get(ITEM)
+    devbox.runner.kill(record.tmux_session, owner=ITEM)
+    wait_for(lambda: running_app.events("session.exited"), timeout=GENEROUS)
+    again = comment("asked again after the crash", cid=7004)
+    deliver(running_app, "issue_comment", again, "again")
+    resumed = step("resumed")
+    (respawned,) = running_app.events("session.respawned")
+    assert respawned["harness"] == "codex" and respawned["resumed"] is True
+    assert "resume" in respawned["argv"] and "--last" in respawned["argv"]
+    assert any("please also mention the README" in u for u in resumed.users)
 
     deliver(running_app, "issue_comment", comment("the-loop approve", cid=7003), "approve")
     approved = step("complete")

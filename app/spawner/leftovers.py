@@ -125,8 +125,9 @@ def session_home(
     config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str, harness: str = ""
 ) -> Path:
     """The home a work item's session runs with: its own under the sandbox, else the real one
-    (a Codex session has its own either way: its `CODEX_HOME` is in it)."""
-    if config.routing.sandbox.resolved is SandboxMode.NONE and harness != "codex":
+    (unless its harness keeps a home of its own either way, as Codex keeps its `CODEX_HOME`)."""
+    unconfined = config.routing.sandbox.resolved is SandboxMode.NONE
+    if unconfined and not (harness and adapter_of(harness).own_home_unconfined):
         return real_home
     return home_for(state_dir, item_slug(work_item))
 

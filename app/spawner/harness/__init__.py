@@ -55,6 +55,7 @@ class HarnessAdapter(Protocol):
     name: str
     deny: tuple[str, ...]  # arguments that take interactive question tools away
     screens: ScreenReader
+    own_home_unconfined: bool  # its home is its own even when sessions run unconfined
     enter_after: float  # seconds a paste must settle before its Enter
     enter_when_shown: bool  # whether the Enter waits until the box shows the paste
 

@@ -28,6 +28,7 @@ from app.spawner.trust import TrustFileError, claude_config_path, pretrust, upda
 class ClaudeAdapter:
     name = "claude"
     deny = (DENY_TOKEN,)
+    own_home_unconfined = False  # a home of its own even when the sandbox is off
     screens = CLAUDE_SCREENS
     enter_after = 0.0
     enter_when_shown = True  # its box shows a paste before it is taken in

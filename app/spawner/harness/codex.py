@@ -70,6 +70,7 @@ def _read(path: Path) -> tuple[str, list[str]]:
 class CodexAdapter:
     name = "codex"
     deny: tuple[str, ...] = ()
+    own_home_unconfined = True  # a home of its own even when the sandbox is off
     screens = CODEX_SCREENS
     enter_after = 0.1
     # Codex just started takes a paste in without showing it (for seconds): the Enter goes
