@@ -81,6 +81,8 @@ def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_gate
         'model = "gpt-5.1-codex"\nmodel_reasoning_effort = "medium"\n'
         'model_provider = "azure"\nexperimental_bearer_token = "sk-operator-secret"\n'
         '[model_providers.azure]\nbase_url = "https://x"\nenv_key = "AZURE_KEY"\n'
+        'request_max_retries = 2\nhttp_headers = { "api-key" = "sk-header-secret" }\n'
+        'query_params = { api-version = "2025-04-01-preview" }\n'
     )
     setup = _setup(tmp_path, real)
     adapter = adapter_of("codex")
@@ -88,10 +90,13 @@ def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_gate
     assert ready.failures == [] and ready.home == setup.own_home
     text = (setup.own_home / ".codex" / "config.toml").read_text()
     assert "sk-operator-secret" not in text and "azure" not in text and PASS not in text
+    assert "sk-header-secret" not in text and "AZURE_KEY" not in text
     data = tomllib.loads(text)
     assert data["model"] == "gpt-5.1-codex" and data["model_reasoning_effort"] == "medium"
     provider = data["model_providers"][data["model_provider"]]
     assert provider == {
+        "request_max_retries": 2,
+        "query_params": {"api-version": "2025-04-01-preview"},
         "name": "the-loop model gateway",
         "base_url": "http://127.0.0.1:4567/v1",
         "wire_api": "responses",
@@ -200,3 +205,16 @@ def test_doctor_names_the_codex_binary_and_the_openai_credential(tmp_path: Path)
     assert (
         keyed.level is Level.OK and "OPENAI_API_KEY" in keyed.detail and "sk-x" not in keyed.detail
     )
+
+
+@pytest.mark.parametrize(
+    "checkout",
+    ['/work/a "quoted" dir', "/work/back\\slash", "/work/naïve-ünïcode", "/work/tab\there"],
+)
+def test_any_checkout_path_reads_back_exactly_from_the_written_toml(checkout: str) -> None:
+    from app.spawner.harness.codex_config import CodexSetup, session_config
+
+    text = session_config(CodexSetup("http://127.0.0.1:1", checkout, 'py -S "/x y"/g.py', {}))
+    data = tomllib.loads(text)
+    assert data["projects"] == {checkout: {"trust_level": "trusted"}}
+    assert data["hooks"]["Stop"][0]["hooks"][0]["command"] == 'py -S "/x y"/g.py'

@@ -95,7 +95,7 @@ class CodexAdapter:
         ready = HomeReady(home)
         source = _operator_config(setup.real_home, dict(setup.env))
         text, ready.failures = _read(source)
-        carried, problems = carried_settings(text, str(source))
+        carried, provider, problems = carried_settings(text, str(source))
         ready.failures += problems
         if setup.model is None:
             ready.failures.append(NO_GATEWAY)
@@ -105,6 +105,7 @@ class CodexAdapter:
             checkout=checkout,
             stop_command=direct_command(),
             carried=carried,
+            provider=provider,
         )
         relative = f"{HOME_DIR}/{CONFIG}"
         try:

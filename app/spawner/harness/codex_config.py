@@ -13,8 +13,10 @@ It says everything an unattended session needs and nothing of the operator's cre
 - the stop gate as a `Stop` hook (the launch passes `--dangerously-bypass-hook-trust` so the
   "Hooks need review" screen never shows: the hook runs inside the same sandbox as the agent
   itself, so trusting it grants nothing the session lacks);
-- from the operator's own `~/.codex/config.toml`, only the model settings (`CARRIED`); its
-  providers, credentials, MCP servers, profiles and hooks stay out.
+- from the operator's own `~/.codex/config.toml`, only the model settings (`CARRIED`) and,
+  of the provider it selects, the settings that shape requests but hold no credential
+  (`CARRIED_PROVIDER`: retries, timeouts, `query_params` such as Azure's `api-version`); its
+  keys, headers, base URL, other providers, MCP servers, profiles and hooks stay out.
 
 TOML is written by a tiny emitter for exactly these shapes (strings, numbers, booleans and
 tables of them); strings are TOML basic strings, escaped as JSON escapes them (a subset
@@ -27,7 +29,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PROVIDER = "the-loop-gateway"
@@ -44,8 +46,16 @@ CARRIED = (
     "personality",
     "service_tier",
 )
+# Of the operator's selected provider: what shapes a request without naming a credential.
+CARRIED_PROVIDER = (
+    "request_max_retries",
+    "stream_max_retries",
+    "stream_idle_timeout_ms",
+    "query_params",
+)
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 Scalar = str | int | float | bool
+Value = Scalar | dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -56,30 +66,54 @@ class CodexSetup:
     checkout: str
     stop_command: str
     carried: Mapping[str, Scalar]
+    provider: Mapping[str, Value] = field(default_factory=dict)  # carried provider settings
 
 
-def carried_settings(text: str, source: str) -> tuple[dict[str, Scalar], list[str]]:
-    """The operator's model settings from their `config.toml` text, and what went wrong
-    (a file that is not TOML gives nothing and one message naming it)."""
+def _provider_settings(data: dict[str, object]) -> dict[str, Value]:
+    """`CARRIED_PROVIDER` of the provider the operator's config selects."""
+    providers = data.get("model_providers")
+    chosen = providers.get(str(data.get("model_provider"))) if isinstance(providers, dict) else None
+    if not isinstance(chosen, dict):
+        return {}
+    kept: dict[str, Value] = {}
+    for key in CARRIED_PROVIDER:
+        value = chosen.get(key)
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            kept[key] = dict(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            kept[key] = value
+    return kept
+
+
+def carried_settings(
+    text: str, source: str
+) -> tuple[dict[str, Scalar], dict[str, Value], list[str]]:
+    """The operator's model settings and selected provider's request settings from their
+    `config.toml` text, and what went wrong (a file that is not TOML gives nothing and one
+    message naming it)."""
     if not text.strip():
-        return {}, []
+        return {}, {}, []
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        return {}, [f"{source}: not valid TOML ({exc}); none of its settings were carried"]
-    kept = {
-        key: value
-        for key in CARRIED
-        if isinstance(value := data.get(key), str | int | float) and not isinstance(value, bool)
-    }
-    return kept, []
+        return {}, {}, [f"{source}: not valid TOML ({exc}); none of its settings were carried"]
+    kept: dict[str, Scalar] = {}
+    for key in CARRIED:
+        value = data.get(key)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            kept[key] = value
+    return kept, _provider_settings(data), []
 
 
 def _key(name: str) -> str:
     return name if _BARE.match(name) else json.dumps(name)
 
 
-def _value(value: Scalar) -> str:
+def _value(value: Value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {json.dumps(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -103,7 +137,8 @@ def session_config(setup: CodexSetup) -> str:
         "check_for_update_on_startup": False,
         "allow_login_shell": False,
     }
-    provider = {
+    provider: dict[str, Value] = {
+        **setup.provider,
         "name": "the-loop model gateway",
         "base_url": setup.gateway_url.rstrip("/") + "/v1",
         "wire_api": "responses",
