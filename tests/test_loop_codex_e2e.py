@@ -46,7 +46,7 @@ from tests.support import wait_for
 
 pytestmark = [
     pytest.mark.claude,
-    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
+    pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True),
 ]
 SPEC = "issue-1"
 FOLDER = f"docs/specs/{SPEC}"
