@@ -156,7 +156,8 @@ class Sandbox(_Model):
     `shareLogin: true` copies the operator's Claude Code login (`~/.claude/.credentials.json`)
     into every session's home, where the session can read (and send away) its tokens; by
     default no login reaches a session. `apiKeyFile` names a file holding the API key the
-    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`).
+    model gateway answers sessions with (else the spawner's `ANTHROPIC_API_KEY`);
+    `openaiKeyFile` the OpenAI key it answers Codex sessions with (else `OPENAI_API_KEY`).
 
     `network: gateways` (the default) gives each session a network of its own that reaches
     only the App, the model gateway and the `egress` hosts (`host:port`, through the
@@ -169,6 +170,7 @@ class Sandbox(_Model):
     api_key_file: Path | None = None
     network: NetworkMode = NetworkMode.GATEWAYS
     egress: list[HostPort] = Field(default_factory=list)
+    openai_key_file: Path | None = None
 
     @property
     def resolved(self) -> SandboxMode:

@@ -10,9 +10,14 @@ from collections.abc import Collection
 
 from app.config import DEFAULT_HARNESS, ModelChoice, OperatorConfig
 
-# Adapter types the spawner ships that can host a session in tmux. A spawner reports the
-# subset it can actually run (its executables present) when it registers.
-HOSTING_ADAPTERS: frozenset[str] = frozenset({"claude"})
+# The harness table: each harness the spawner can host in tmux → its adapter module (the
+# spawner imports it, `app.spawner.harness.adapter_of`; the App reads the names only). A
+# spawner reports the subset it can actually run (its executables present) when it registers.
+ADAPTER_MODULES: dict[str, str] = {
+    "claude": "app.spawner.harness.claude",
+    "codex": "app.spawner.harness.codex",
+}
+HOSTING_ADAPTERS: frozenset[str] = frozenset(ADAPTER_MODULES)
 
 
 def offered_harnesses(

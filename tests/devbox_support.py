@@ -80,6 +80,7 @@ def running_devbox(
     *,
     size: tuple[int, int] = (160, 50),
     transcript_interval: float = 60.0,
+    hosts: frozenset[str] = frozenset({"claude"}),
 ) -> Iterator[SpawnerContext]:
     """The agent loop (claims, watchdog every second) against the App at `app_url`, with a
     spawner token for `repo`; yields once `registered()` says the App saw it register."""
@@ -97,7 +98,7 @@ def running_devbox(
         home=home,
         state_dir=state,
         app_url=app_url,
-        hosts=frozenset({"claude"}),
+        hosts=hosts,
         env=without_credentials(env),  # as `the-loop spawner` keeps it: the key read once
         models=open_model_access(config, env, events.emit),
     )

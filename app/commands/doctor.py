@@ -144,9 +144,24 @@ def model_credential(config: Any, env: Mapping[str, str], login: Any) -> Check:
     return dc.check_credential(source if upstream.has_credential else None, None, login, share)
 
 
+def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
+    """The credential the model gateway would answer Codex sessions with."""
+    from app.config import ConfigError
+    from app.gateway.access import openai_upstream_for
+    from app.spawner import devbox_checks as dc
+
+    try:
+        upstream = openai_upstream_for(config, env)
+    except ConfigError as exc:
+        return dc.check_openai_credential(None, str(exc))
+    source = {"env-openai": "OPENAI_API_KEY"}.get(upstream.source, upstream.source)
+    return dc.check_openai_credential(source if upstream.has_credential else None, None)
+
+
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS
+    from app.harnesses import HOSTING_ADAPTERS
     from app.spawner import devbox_checks as dc
     from app.spawner.agent import hostable_harnesses
     from app.spawner.argv import adapter_for
@@ -158,6 +173,12 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks = [config_check]
     claude = adapter_for(config, DEFAULT_HARNESS)
     checks.append(dc.check_tool(find_tool("claude", claude.executable, "--version", env)))
+    # Every other declared harness the spawner has an adapter for (codex): its binary.
+    others = [h.name for h in config.harnesses if h.name != DEFAULT_HARNESS]
+    hosted = [name for name in others if name in HOSTING_ADAPTERS]
+    for name in hosted:
+        executable = adapter_for(config, name).executable
+        checks.append(dc.check_tool(find_tool(name, executable, "--version", env)))
     checks += [dc.check_tool(find_tool(name, name, flag, env)) for name, flag in TOOLS]
     bwrap = find_tool("bwrap", "bwrap", "--version", env)
     checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
@@ -181,6 +202,8 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks.append(dc.check_claude_json(claude_json))
     login = read_text(home / ".claude" / ".credentials.json")
     checks.append(model_credential(config, env, login))
+    if "codex" in hosted:
+        checks.append(openai_credential(config, env))
     checks.append(
         dc.check_bypass(
             claude.args,

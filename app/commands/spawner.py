@@ -95,7 +95,9 @@ def run_agent(args: argparse.Namespace) -> int:
 
 def report_model_access(ctx: SpawnerContext) -> None:
     """Say how sessions reach the model, warning when they cannot."""
-    from app.gateway.relay import NO_CREDENTIAL
+    from app.config import DEFAULT_HARNESS
+    from app.gateway.relay import NO_CREDENTIAL, NO_OPENAI_CREDENTIAL
+    from app.gateway.wires import RESPONSES
 
     log = logging.getLogger(__name__)
     source = ctx.config.source
@@ -103,13 +105,24 @@ def report_model_access(ctx: SpawnerContext) -> None:
         log.warning("sessions use the shared login directly (routing.sandbox.shareLogin)")
         return
     log.info("model gateway on %s (upstream %s)", ctx.models.gateway.url, ctx.models.upstream)
-    if not ctx.models.upstream.has_credential:
+    claude = DEFAULT_HARNESS in ctx.hosts or not ctx.hosts
+    if not ctx.models.upstream.has_credential and claude:
         ctx.events.emit(
             "config.conflict",
             None,
             level="warning",
             key="routing.sandbox.apiKeyFile",
             message=NO_CREDENTIAL,
+            file=source,
+        )
+    responses = ctx.models.gateway.upstreams[RESPONSES.name]
+    if "codex" in ctx.hosts and not responses.has_credential:
+        ctx.events.emit(
+            "config.conflict",
+            None,
+            level="warning",
+            key="routing.sandbox.openaiKeyFile",
+            message=NO_OPENAI_CREDENTIAL,
             file=source,
         )
 

@@ -5,10 +5,14 @@ to the App.
 The credential is the operator's: `routing.sandbox.apiKeyFile` in `cli-config.yaml` when it
 names one, else the spawner's `ANTHROPIC_API_KEY` (sent as `x-api-key`), else its
 `ANTHROPIC_AUTH_TOKEN` (sent as a bearer token, for a proxy that wants one). The upstream is
-the spawner's own `ANTHROPIC_BASE_URL` when set, else the public API.
+the spawner's own `ANTHROPIC_BASE_URL` when set, else the public API. The Responses API
+(Codex sessions) has its own: `routing.sandbox.openaiKeyFile`, else the spawner's
+`OPENAI_API_KEY` (a bearer token), sent to the spawner's `OPENAI_BASE_URL` (ending in the
+API version, as OpenAI's clients name it), else `https://api.openai.com/v1`.
 
-A launch gets the gateway's URL as `ANTHROPIC_BASE_URL` and a fresh pass as its
-`ANTHROPIC_API_KEY` (the item's previous pass dies then); when the session ends the pass is
+A launch gets the gateway's URL and a fresh pass (the item's previous pass dies then); how
+the harness is handed them is its adapter's business (Claude Code: `ANTHROPIC_BASE_URL` and
+`ANTHROPIC_API_KEY`); when the session ends the pass is
 revoked and what the item used so far is reported at once. Between those moments the counts
 go out every few seconds, as one event per item that used the model (the App adds them up),
 so a stream never waits on a report.
@@ -21,7 +25,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +34,41 @@ from app.files import write_json
 from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
 from app.gateway.relay import ModelGateway
+from app.gateway.wires import RESPONSES
 from app.protocol import USAGE_EVENT
 
 log = logging.getLogger(__name__)
 
 KEY_FILE_KEY = "routing.sandbox.apiKeyFile"
+OPENAI_KEY_FILE_KEY = "routing.sandbox.openaiKeyFile"
 GATEWAY_FILE = "gateway.json"  # in the spawner's state directory, which no session sees
 # The operator's model credentials: read once by the spawner, inherited by no child.
-CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+)
 Emit = Callable[..., Any]
 
 
 @dataclass(frozen=True)
 class SessionModel:
-    """What one launch is given: the URL (on its command line) and its pass (never there)."""
+    """What one launch is given: the gateway's URL and its pass (never on a command line).
+    `env` / `hidden` are how Claude Code takes them; another harness's adapter hands them
+    over its own way."""
 
-    env: dict[str, str]
-    hidden: dict[str, str]
+    url: str
+    key: str = field(repr=False)
 
     @property
-    def key(self) -> str:
-        return self.hidden["ANTHROPIC_API_KEY"]
+    def env(self) -> dict[str, str]:
+        return {"ANTHROPIC_BASE_URL": self.url} if self.url else {}
+
+    @property
+    def hidden(self) -> dict[str, str]:
+        return {"ANTHROPIC_API_KEY": self.key}
 
 
 class ModelAccess:
@@ -80,7 +98,7 @@ class ModelAccess:
         token = self.gateway.passes.mint(work_item)
         self.gateway.allow(work_item)  # the App launches only an item it lets spend
         self._save()
-        return SessionModel({"ANTHROPIC_BASE_URL": self.gateway.url}, {"ANTHROPIC_API_KEY": token})
+        return SessionModel(self.gateway.url, token)
 
     def end(self, work_item: str) -> None:
         """The session ended: its pass dies and what it used is reported now."""
@@ -114,18 +132,17 @@ class ModelAccess:
         self.gateway.stop()
 
 
-def _key_from_file(config: OperatorConfig) -> str:
-    path = config.routing.sandbox.api_key_file
+def _key_from_file(config: OperatorConfig, path: Path | None, name: str = KEY_FILE_KEY) -> str:
     assert path is not None
     where = path.expanduser()
     try:
         key = where.read_text().strip()
     except OSError as exc:
         raise ConfigError(
-            f"{config.source}: {KEY_FILE_KEY}: {where} cannot be read ({exc.strerror})"
+            f"{config.source}: {name}: {where} cannot be read ({exc.strerror})"
         ) from exc
     if not key or any(c.isspace() for c in key):
-        raise ConfigError(f"{config.source}: {KEY_FILE_KEY}: {where} must hold one API key")
+        raise ConfigError(f"{config.source}: {name}: {where} must hold one API key")
     return key
 
 
@@ -134,7 +151,7 @@ def upstream_for(config: OperatorConfig, env: Mapping[str, str]) -> Upstream:
     key and the file when the configured key file cannot be used."""
     base = (env.get("ANTHROPIC_BASE_URL") or "").strip().rstrip("/") or PUBLIC_API
     if config.routing.sandbox.api_key_file is not None:
-        key = _key_from_file(config)
+        key = _key_from_file(config, config.routing.sandbox.api_key_file)
         return Upstream(base, ((b"x-api-key", key.encode()),), KEY_FILE_KEY)
     if env.get("ANTHROPIC_API_KEY"):
         return Upstream(base, ((b"x-api-key", env["ANTHROPIC_API_KEY"].encode()),), "env")
@@ -144,10 +161,27 @@ def upstream_for(config: OperatorConfig, env: Mapping[str, str]) -> Upstream:
     return Upstream(base)
 
 
-def needs_gateway(config: OperatorConfig, upstream: Upstream) -> bool:
+def openai_upstream_for(config: OperatorConfig, env: Mapping[str, str]) -> Upstream:
+    """The Responses API's upstream and credential (Codex sessions); raises `ConfigError`
+    naming the key and the file when the configured key file cannot be used."""
+    base = (env.get("OPENAI_BASE_URL") or "").strip().rstrip("/") or RESPONSES.public_base
+    path = config.routing.sandbox.openai_key_file
+    if path is not None:
+        key = _key_from_file(config, path, OPENAI_KEY_FILE_KEY)
+        return Upstream(base, ((b"authorization", b"Bearer " + key.encode()),), OPENAI_KEY_FILE_KEY)
+    if env.get("OPENAI_API_KEY"):
+        bearer = b"Bearer " + env["OPENAI_API_KEY"].encode()
+        return Upstream(base, ((b"authorization", bearer),), "env-openai")
+    return Upstream(base)
+
+
+def needs_gateway(
+    config: OperatorConfig, upstream: Upstream, responses: Upstream | None = None
+) -> bool:
     """Sessions go through the gateway unless the operator shares a login and the spawner has
     no key: then they use that login directly (and their usage is not counted here)."""
-    return upstream.has_credential or not config.routing.sandbox.share_login
+    keyed = upstream.has_credential or (responses is not None and responses.has_credential)
+    return keyed or not config.routing.sandbox.share_login
 
 
 def _kept(saved: Path | None) -> dict[str, Any]:
@@ -173,18 +207,19 @@ def open_model_access(
     back the passes of the `live` work items' sessions, which hold its URL and their pass.
     """
     upstream = upstream_for(config, env)
-    if not needs_gateway(config, upstream):
+    responses = openai_upstream_for(config, env)
+    if not needs_gateway(config, upstream, responses):
         return None
     saved = state_dir / GATEWAY_FILE if state_dir is not None else None
     kept = _kept(saved)
-    gateway = ModelGateway(upstream)
+    gateway = ModelGateway(upstream, responses=responses)
     port = kept.get("port")
     if isinstance(port, int) and 0 < port < 65536:
         gateway.port = port
     try:
         gateway.start()
     except (RuntimeError, OSError):  # the old port is taken: a new one
-        gateway = ModelGateway(upstream).start()
+        gateway = ModelGateway(upstream, responses=responses).start()
     found = kept.get("passes")
     passes: dict[str, Any] = found if isinstance(found, dict) else {}
     for item in set(live) & set(passes):

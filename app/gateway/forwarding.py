@@ -5,9 +5,10 @@ credential headers never cross: the pass it holds is worth nothing beyond the ga
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from app.gateway.wires import MESSAGES, wire_for
 
 PUBLIC_API = "https://api.anthropic.com"
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones the gateway sets itself.
@@ -42,15 +43,11 @@ class Upstream:
         return bool(self.credential)
 
 
-# What a session may ask of the model with the operator's key: the Messages API and its
-# token counter. Nothing else of the account (files, batches, models, admin) is reachable.
-FORWARDED = frozenset({(b"POST", b"/v1/messages"), (b"POST", b"/v1/messages/count_tokens")})
-
-
 def forwarded(method: bytes, target: bytes) -> bool:
-    """Whether a request for `target` (origin form, query allowed) goes upstream."""
-    path = target.split(b"?", 1)[0].rstrip(b"/")
-    return (method.upper(), path) in FORWARDED
+    """Whether a request for `target` (origin form, query allowed) goes upstream: what a
+    session may ask of the model with the operator's key is a model API's own requests
+    (`wires.py`); nothing else of the account (files, batches, models, admin) is reachable."""
+    return wire_for(method, target) is not None
 
 
 def presented_token(headers: Iterable[tuple[bytes, bytes]]) -> str:
@@ -84,4 +81,4 @@ def downstream_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
 
 def error_body(kind: str, message: str) -> bytes:
     """An error in the Messages API's own shape, so the harness shows it as the API's."""
-    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    return MESSAGES.error_body(kind, message)

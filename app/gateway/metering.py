@@ -1,12 +1,13 @@
-"""What a model response cost, read from the answer as it passes: the Messages API's `usage`.
+"""What a model response cost, read from the answer as it passes: its API's `usage`.
 
-A streamed answer carries it twice: `message_start` holds the input side (and a placeholder
-output count), `message_delta` the final, cumulative counts; a field the delta carries
-replaces the start's. Each `content_block_start` of a `tool_use` block is one tool call the
-harness will make. A non-streamed answer holds it once, in its JSON body. `StreamMeter`
-is fed the stream's bytes as they are relayed and only parses the two lines that matter, so
-counting costs a stream next to nothing. `Tally` sums what was read per work item until the
-reporter drains it. Pure but for `Tally`'s lock.
+A streamed Messages answer carries it twice: `message_start` holds the input side (and a
+placeholder output count), `message_delta` the final, cumulative counts; a field the delta
+carries replaces the start's. A streamed Responses answer carries it once, in
+`response.completed` (`wires.py` says which events of which API hold counts, how they read,
+and which event starts one tool call the harness will make). A non-streamed answer holds it
+once, in its JSON body. `StreamMeter` is fed the stream's bytes as they are relayed and only
+parses the lines that matter, so counting costs a stream next to nothing. `Tally` sums what
+was read per work item until the reporter drains it. Pure but for `Tally`'s lock.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from app.gateway.wires import MESSAGES, Wire, messages_counts
+
 # The Messages API's names for its token counts.
 COUNTED = (
     "input_tokens",
@@ -25,11 +28,10 @@ COUNTED = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
 )
-# A line longer than this is a content delta, never one of the two events read here.
-_MAX_LINE = 256 * 1024
-_WANTED = (b"message_start", b"message_delta")
-_BLOCK_START = b"content_block_start"
-_TOOL_USE = b'"tool_use"'  # the block type; a server tool's is `"server_tool_use"`
+# A line longer than this is a content delta, never one of the events read here. (A
+# Responses stream's last event repeats the whole output, so its line may be long: it is
+# still read when it fits this bound.)
+_MAX_LINE = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,9 @@ class Usage:
         return self == Usage()
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def counts_of(usage: Any) -> dict[str, int]:
-    """The counted fields a `usage` object holds (others, and nonsense, are left out)."""
-    if not isinstance(usage, dict):
-        return {}
-    found = {name: _count(usage.get(name)) for name in COUNTED}
-    return {name: value for name, value in found.items() if value is not None}
+    """The counted fields a Messages API `usage` object holds (others, and nonsense, left out)."""
+    return messages_counts(usage)
 
 
 def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
@@ -76,24 +71,22 @@ def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
     )
 
 
-def usage_of_body(body: bytes) -> Usage | None:
-    """The usage of a whole (non-streamed) Messages response body."""
+def usage_of_body(body: bytes, wire: Wire = MESSAGES) -> Usage | None:
+    """The usage of a whole (non-streamed) response body of `wire`'s API."""
     try:
         data = json.loads(body)
     except ValueError:
         return None
     if not isinstance(data, dict):
         return None
-    content = data.get("content")
-    blocks = content if isinstance(content, list) else []
-    tools = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use")
-    return one_request(counts_of(data.get("usage")), tools)
+    return one_request(wire.body_counts(data.get("usage")), wire.body_tools(data))
 
 
 class StreamMeter:
     """Reads the usage of an SSE stream fed in arbitrary chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, wire: Wire = MESSAGES) -> None:
+        self._wire = wire
         self._partial = b""
         self._skipping = False  # inside an over-long line: drop it up to its end
         self._event = b""  # the `event:` name of the event being read
@@ -121,10 +114,12 @@ class StreamMeter:
             return
         if not line.startswith(b"data:"):
             return
-        if self._event == _BLOCK_START:  # counted without parsing: only a tool's start says so
-            self._tools += _TOOL_USE in line
+        wire = self._wire
+        if self._event == wire.tool_event:  # counted without parsing: only a tool's start says so
+            self._tools += wire.tool_marker in line
             return
-        if self._event not in _WANTED and (self._event or not any(w in line for w in _WANTED)):
+        wanted = wire.events
+        if self._event not in wanted and (self._event or not any(w in line for w in wanted)):
             return
         try:
             data = json.loads(line[5:])
@@ -132,12 +127,9 @@ class StreamMeter:
             return
         if not isinstance(data, dict):
             return
-        if data.get("type") == "message_start":
-            message = data.get("message")
-            if isinstance(message, dict):
-                self._counts.update(counts_of(message.get("usage")))
-        elif data.get("type") == "message_delta":
-            self._counts.update(counts_of(data.get("usage")))
+        counts = wire.event_counts(data)
+        if counts:
+            self._counts.update(counts)
 
     def result(self) -> Usage | None:
         """The stream's usage so far (its last line need not have ended)."""

@@ -1,20 +1,21 @@
-"""The model gateway's server: sessions' Messages API requests in, the operator's upstream out.
+"""The model gateway's server: sessions' model API requests in, the operator's upstream out.
 
-One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the
-wire; it is already here as httpx's own parser) and forwards each request through one
+One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the wire;
+it is already here as httpx's own parser) and forwards each request through one
 `httpcore.AsyncConnectionPool` (httpx's own transport, without httpx's client layer: less
-memory and work per request; a failed connect is tried once more). A request must present
-a live pass (`passes.py`) or it is refused 401 in the API's error shape, and only the
-Messages API is forwarded (403 for anything else of the account), before anything goes
-upstream. A request's body is read whole before it goes on (a slow sender holds no upstream
-connection), within a budget for all bodies held at once: past it, a 529 the harness
-retries. An upstream that fails before answering is a 502 in that shape; one that
-breaks off mid-answer closes the session's connection. The answer is relayed as it
-arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
-`metering.py` reads its usage into the tally, charged to the pass's work item, and the
-tally keeps how long the item's harness was working. An item whose budget the App found
-spent is refused 400 in that shape (as the API refuses a spent credit balance), with the
-App's words, until a new launch of it is asked for.
+memory and work per request; a failed connect is tried once more). A request must present a
+live pass (`passes.py`) or it is refused 401 in the API's error shape, and only a model API's
+own requests are forwarded (403 for anything else of the account), before anything goes
+upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API —
+picks its upstream, its error shape and how its usage reads (`wires.py`); the rest is one. A
+request's body is read whole before it goes on (a slow sender holds no upstream connection),
+within a budget for all bodies held at once: past it, a 529 the harness retries. An upstream
+that fails before answering is a 502 in that shape; one that breaks off mid-answer closes the
+session's connection. The answer is relayed as it arrives, chunk by chunk and byte for byte (an
+SSE stream is never buffered), while `metering.py` reads its usage into the tally, charged to
+the pass's work item, and the tally keeps how long the item's harness was working. An item
+whose budget the App found spent is refused 400 in its API's shape (as the API refuses a
+spent credit balance), with the App's words, until a new launch of it is asked for.
 """
 
 from __future__ import annotations
@@ -31,13 +32,12 @@ import httpcore
 from app.gateway.forwarding import (
     Upstream,
     downstream_headers,
-    error_body,
-    forwarded,
     presented_token,
     upstream_headers,
 )
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
+from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,13 @@ NO_CREDENTIAL = (
     "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
     "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
 )
+NO_OPENAI_CREDENTIAL = (
+    "the devbox has no OpenAI credential to answer with: set OPENAI_API_KEY for the spawner, "
+    "or routing.sandbox.openaiKeyFile in cli-config.yaml"
+)
+NO_CREDENTIAL_FOR = {MESSAGES.name: NO_CREDENTIAL, RESPONSES.name: NO_OPENAI_CREDENTIAL}
 SPENT = "the-loop: budget spent: this work item may not use the model any more"
-NOT_FORWARDED = "the model gateway forwards only POST /v1/messages and /v1/messages/count_tokens"
+NOT_FORWARDED = not_forwarded()
 JSON = [(b"content-type", b"application/json")]
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
 UPSTREAM_FAILURES = (
@@ -73,6 +78,7 @@ class _Refused(Exception):
     def __init__(self, status: int, kind: str, message: str) -> None:
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+        self.shape: Wire = MESSAGES  # whose error shape the refusal takes
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -146,19 +152,21 @@ class _Exchange:
                 raise h11.RemoteProtocolError("the connection ended inside a request body")
 
     async def _one(self, request: h11.Request) -> None:
+        wire = wire_for(request.method, request.target)
         try:
             work_item = self.gateway.passes.holder(presented_token(request.headers))
             if work_item is None:
                 raise _Refused(401, "authentication_error", UNKNOWN_PASS)
-            if not self.gateway.upstream.has_credential:
-                raise _Refused(401, "authentication_error", NO_CREDENTIAL)
-            if not forwarded(request.method, request.target):
+            if wire is None:
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
+            if not self.gateway.upstreams[wire.name].has_credential:
+                raise _Refused(401, "authentication_error", NO_CREDENTIAL_FOR[wire.name])
             spent = self.gateway.spent.get(work_item)
             if spent is not None:
                 self.gateway.spent_refused[work_item] = self.gateway.spent_refusals(work_item) + 1
                 raise _Refused(400, "invalid_request_error", spent)  # as a spent balance is
         except _Refused as refused:
+            refused.shape = wire or shape_for(request.target)
             await self.refuse(refused)
             return
         held, tools = [0], False
@@ -167,17 +175,18 @@ class _Exchange:
             if self.conn.they_are_waiting_for_100_continue:
                 await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
-            tools = await self.gateway.forward(self, request, body, work_item)
+            tools = await self.gateway.forward(self, request, body, work_item, wire)
         except _Refused as refused:
+            refused.shape = wire
             await self.refuse(refused)
         finally:
-            self.gateway.tally.finished(work_item, tools)
             self.gateway.hold(-held[0])
+            self.gateway.tally.finished(work_item, tools)
 
     async def refuse(self, refused: _Refused) -> None:
         self.gateway.refusals += 1
         log.info("model gateway refused a request: %s", refused.message)
-        payload = error_body(refused.kind, refused.message)
+        payload = refused.shape.error_body(refused.kind, refused.message)
         length = str(len(payload)).encode()
         headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
         await self.send(h11.Response(status_code=refused.status, headers=headers))
@@ -194,19 +203,20 @@ class ModelGateway:
         passes: Passes | None = None,
         tally: Tally | None = None,
         *,
+        responses: Upstream | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         body_budget: int = BODIES_IN_FLIGHT,
     ) -> None:
-        self.upstream = upstream
+        self.upstream = upstream  # the Messages API's
+        self.upstreams: dict[str, Upstream] = {
+            MESSAGES.name: upstream,
+            RESPONSES.name: responses or Upstream(RESPONSES.public_base),
+        }
         self.passes = passes or Passes()
         self.tally = tally or Tally()
         self.host, self.port = host, port
         self.refusals = 0
-        # Items whose budget the App found spent, with what their session is told; read on
-        # every request (one dict lookup), written by the spawner's job threads.
-        self.spent: dict[str, str] = {}
-        self.spent_refused: dict[str, int] = {}
         self.held = 0  # bytes of request bodies in flight (the loop's thread only)
         self.body_budget = body_budget
         self.url = ""
@@ -215,6 +225,10 @@ class ModelGateway:
         self._stopping: asyncio.Event | None = None
         self._pool: httpcore.AsyncConnectionPool | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Items whose budget the App found spent, with what their session is told; read on
+        # every request (one dict lookup), written by the spawner's job threads.
+        self.spent: dict[str, str] = {}
+        self.spent_refused: dict[str, int] = {}
 
     # -- lifecycle (from any thread) -------------------------------------------------------
 
@@ -306,34 +320,37 @@ class ModelGateway:
         return True
 
     async def forward(
-        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str
+        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str, wire: Wire
     ) -> bool:
-        """Send the request upstream and relay the answer, counting its usage; whether the
-        answer asked for tool calls (the harness goes on working)."""
+        """Send the request to `wire`'s upstream and relay the answer, counting its usage;
+        whether the answer asked for tool calls (the harness goes on working)."""
         assert self._pool is not None
-        url = self.upstream.base_url + request.target.decode("latin-1")
+        upstream = self.upstreams[wire.name]
+        url = upstream.base_url + wire.upstream_path(request.target)
         try:
             async with self._pool.stream(
                 request.method,
                 url,
-                headers=upstream_headers(request.headers, self.upstream),
+                headers=upstream_headers(request.headers, upstream),
                 content=body,
                 extensions={"timeout": TIMEOUTS},
             ) as answer:
-                return await self._relay(exchange, answer, work_item)
+                return await self._relay(exchange, answer, work_item, wire)
         except UPSTREAM_FAILURES as exc:
-            log.warning("model gateway: upstream %s failed: %r", self.upstream.base_url, exc)
+            log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:
                 # Part of the answer went out already: only closing the connection says so.
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
-            await exchange.refuse(_Refused(502, "api_error", message))
+            refused = _Refused(502, "api_error", message)
+            refused.shape = wire
+            await exchange.refuse(refused)
             return False
 
-    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str) -> bool:
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str, wire: Wire) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
-        read = _meter_for(kind.decode("latin-1"))
+        read = _meter_for(kind.decode("latin-1"), wire)
         # The head waits for the first chunk: one write, one wake-up of the session.
         head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
         try:
@@ -349,10 +366,10 @@ class ModelGateway:
         return usage is not None and usage.tool_calls > 0
 
 
-def _meter_for(content_type: str) -> Callable[[bytes | None], Usage | None]:
+def _meter_for(content_type: str, wire: Wire) -> Callable[[bytes | None], Usage | None]:
     """A reader fed each chunk, then None for the usage it read."""
     if content_type.startswith("text/event-stream"):
-        meter = StreamMeter()
+        meter = StreamMeter(wire)
 
         def stream(chunk: bytes | None) -> Usage | None:
             if chunk is None:
@@ -367,7 +384,9 @@ def _meter_for(content_type: str) -> Callable[[bytes | None], Usage | None]:
 
         def whole(chunk: bytes | None) -> Usage | None:
             if chunk is None:
-                return usage_of_body(b"".join(parts)) if size[0] <= MAX_METERED_JSON else None
+                if size[0] > MAX_METERED_JSON:
+                    return None
+                return usage_of_body(b"".join(parts), wire)
             size[0] += len(chunk)
             if size[0] <= MAX_METERED_JSON:
                 parts.append(chunk)

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.config import OperatorConfig
-from app.harnesses import HOSTING_ADAPTERS, offered_harnesses
+from app.config import DEFAULT_HARNESS, OperatorConfig
+from app.harnesses import offered_harnesses
 from app.retry import Backoff
 from app.spawner.appclient import (
     AppClient,
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 def hostable_harnesses(config: OperatorConfig, env: Mapping[str, str]) -> list[str]:
     """Harnesses this spawner can run: declared (or the built-in default when none is), with
     an adapter that hosts sessions, and an executable found on PATH."""
-    names = offered_harnesses(config) if config.harnesses else sorted(HOSTING_ADAPTERS)
+    names = offered_harnesses(config) if config.harnesses else [DEFAULT_HARNESS]
     path = env.get("PATH")
     return [n for n in names if shutil.which(adapter_for(config, n).executable, path=path)]
 

@@ -1,6 +1,8 @@
 """The one place a session's argv is composed. Pure: values in, values out.
 
-    argv = [executable, --session-id <uuid>]        (resume: --resume <uuid>)
+    argv = [executable] + head                       the harness adapter's: Claude Code's
+                                                     `--session-id <uuid>` (resume:
+                                                     `--resume <uuid>`), Codex's flags
            + harness_args(config, H)                 the operator's launch arguments
            + model fragment + effort fragment        the frozen choice
            + deny                                    work-item mode only
@@ -22,9 +24,17 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from app.config import EffortChoice, InteractionMode, ModelChoice, OperatorConfig, harness_args
+from app.config import (
+    DEFAULT_HARNESS,
+    EffortChoice,
+    InteractionMode,
+    ModelChoice,
+    OperatorConfig,
+    harness_args,
+)
 from app.gate.freeze import revalidate
 from app.harnesses import HOSTING_ADAPTERS
+from app.spawner.harness import adapter_of
 
 DENY_TOKEN = "--disallowedTools=AskUserQuestion"
 BYPASS_FLAG = "--dangerously-skip-permissions"
@@ -32,10 +42,6 @@ SESSION_FLAG = "--session-id"
 RESUME_FLAG = "--resume"
 PRINT_FLAG = "-p"
 PROBE_PROMPT = "Reply with the single word OK."
-
-# Per adapter type: the tokens that take interactive question tools away from a session
-# nobody watches. Adapters without such a tool have none.
-ADAPTER_DENY: dict[str, tuple[str, ...]] = {"claude": (DENY_TOKEN,)}
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def adapter_for(config: OperatorConfig, harness: str) -> Adapter:
         harness=harness,
         executable=entry.executable if entry is not None else harness,
         args=tuple(harness_args(config, harness)),
-        deny=ADAPTER_DENY.get(harness, ()),
+        deny=adapter_of(harness).deny,
     )
 
 
@@ -77,16 +83,20 @@ def model_fragment(model: ModelChoice) -> tuple[str, ...]:
     return tuple(model.args) if model.args is not None else ("--model", model.model_id)
 
 
-def effort_fragment(effort: EffortChoice) -> tuple[str, ...]:
-    """The entry's own `args` when declared, else `--effort <level>`."""
-    return tuple(effort.args) if effort.args is not None else ("--effort", effort.name)
+def effort_fragment(effort: EffortChoice, harness: str = DEFAULT_HARNESS) -> tuple[str, ...]:
+    """The entry's own `args` when declared, else the harness's way of naming the level
+    (Claude Code: `--effort <level>`)."""
+    if effort.args is not None:
+        return tuple(effort.args)
+    return adapter_of(harness).effort_fragment(effort.name)
 
 
 def choice_fragment(config: OperatorConfig, choice: Choice) -> tuple[str, ...]:
     """Model fragment then effort fragment; an undeclared name contributes nothing."""
     model = config.model(choice.model) if choice.model else None
     effort = config.effort_level(choice.effort) if choice.effort else None
-    return (model_fragment(model) if model else ()) + (effort_fragment(effort) if effort else ())
+    tail = effort_fragment(effort, choice.harness) if effort else ()
+    return (model_fragment(model) if model else ()) + tail
 
 
 @dataclass(frozen=True)
@@ -130,11 +140,12 @@ class Launch:
     deny: tuple[str, ...] = ()
     prompt: str | None = None
     interaction: str = InteractionMode.WORK_ITEM.value
+    head: tuple[str, ...] = ()  # the adapter's; empty: the session flag and id
 
     @property
     def argv(self) -> list[str]:
-        head = [self.executable, self.session_flag, self.session_id]
-        return [*head, *self.harness_args, *self.deny]
+        head = self.head or (self.session_flag, self.session_id)
+        return [self.executable, *head, *self.harness_args, *self.deny]
 
     @property
     def resumed(self) -> bool:
@@ -165,6 +176,7 @@ def build_launch(
         deny=chosen.deny if mode is InteractionMode.WORK_ITEM else (),
         prompt=prompt,
         interaction=mode.value,
+        head=adapter_of(choice.harness).launch_head(session_id, resume),
     )
 
 
@@ -190,16 +202,17 @@ def standing_launch(
         harness_args=args,
         prompt=prompt,
         interaction="standing",
+        head=adapter_of(harness).launch_head(session_id, False),
     )
 
 
 def probe_argv(adapter: Adapter, fragment: Sequence[str], prompt: str = PROBE_PROMPT) -> list[str]:
-    """A one-shot `-p` probe with the base arguments a session gets; no deny token.
-
-    The prompt comes right after `-p`, before the operator's arguments, so an argument list
-    that ends in a variadic flag cannot consume it.
-    """
-    return [adapter.executable, PRINT_FLAG, prompt, *adapter.args, *fragment]
+    """A one-shot, non-interactive probe with the base arguments a session gets; no deny
+    token. Claude Code: `-p <prompt>` right after the executable, before the operator's
+    arguments, so an argument list that ends in a variadic flag cannot consume it. Other
+    harnesses say their own way (`HarnessAdapter.probe`)."""
+    head, tail = adapter_of(adapter.harness).probe(prompt)
+    return [adapter.executable, *head, *adapter.args, *fragment, *tail]
 
 
 def has_bypass_flag(args: Sequence[str]) -> bool:

@@ -81,6 +81,7 @@ def _load(file: JsonFile) -> tuple[dict[str, Any] | None, str | None]:
 
 INSTALL_HINTS = {
     "claude": "npm install -g @anthropic-ai/claude-code",
+    "codex": "npm install -g @openai/codex",
     "tmux": "apt-get install tmux",
     "git": "apt-get install git",
     "bwrap": "apt-get install bubblewrap",
@@ -244,6 +245,17 @@ def check_credential(
     detail = f"{login.path}: {why}" if why else "no ANTHROPIC_API_KEY, no key file and no login"
     fix = "set ANTHROPIC_API_KEY (or routing.sandbox.apiKeyFile), or run `claude /login`"
     return Check(name, Level.FAIL, detail, fix + " and set routing.sandbox.shareLogin: true")
+
+
+def check_openai_credential(source: str | None, problem: str | None) -> Check:
+    """What the model gateway answers Codex sessions with (`source`), or why it cannot."""
+    name = "OpenAI credential (codex)"
+    if problem is not None:
+        return Check(name, Level.FAIL, problem, "fix routing.sandbox.openaiKeyFile")
+    if source is not None:
+        return Check(name, Level.OK, f"the model gateway answers Codex sessions with {source}")
+    fix = "set OPENAI_API_KEY (or routing.sandbox.openaiKeyFile) for the spawner"
+    return Check(name, Level.FAIL, "no OPENAI_API_KEY and no key file", fix)
 
 
 def check_bypass(

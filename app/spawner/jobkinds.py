@@ -24,6 +24,7 @@ from app.protocol import AnswerJob, DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
+from app.spawner.harness import screens_of
 from app.spawner.launch import (
     SpawnerContext,
     checkout_for,
@@ -35,7 +36,6 @@ from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
-from app.spawner.session.screens import classify_screen
 from app.spawner.session.tmux import TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
@@ -120,13 +120,13 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
             Path(record.checkout), record.spec_id, payload.frozen, payload.phase, payload.gates
         )
     shown = ctx.runner.capture(record.tmux_session)
-    screen = classify_screen(shown)
+    screen = screens_of(record.harness).classify(shown)
     if screen is not None:
         report_stall(ctx.registry, ctx.events.emit, record, screen, shown)
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    sent = submit(ctx.runner, record.tmux_session, record.work_item, text)
+    sent = submit(ctx.runner, record.tmux_session, record.work_item, text, record.harness)
     watch_unsent(ctx.registry, ctx.events.emit, record, text, sent, first=False)
     _delivered(ctx, job, record.session_id, respawned=False, removed=sent.removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}

@@ -19,15 +19,12 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
-from app.spawner.confine.sessionhome import home_for, seed_home, with_approved_key, write_managed
+from app.spawner.confine.sessionhome import home_for, write_managed
 from app.spawner.confine.trust import (
-    TrustFileError,
     TrustOutcome,
-    claude_config_path,
-    pretrust,
-    update_json_file,
 )
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.harness import HomeSetup, adapter_of
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
 from app.spawner.network.netgates import SessionNetworks
@@ -177,25 +174,34 @@ def prepare_launch(
     model: SessionModel | None = None,
     network: NetworkMode | None = None,
 ) -> Prepared:
-    """Pre-trust `cwd` in the home the session will see (and approve its gateway pass
-    there), and confine the launch; `network` overrides `routing.sandbox.network`."""
+    """Prepare the home the session will see — its harness adapter's business: trust for
+    `cwd`, the gateway's pass — and confine the launch (the stop gate's hook in read-only
+    managed settings); `network` overrides `routing.sandbox.network`."""
     mode = ctx.config.routing.sandbox.resolved
-    api_key = model.key if model is not None else None
-    if mode is SandboxMode.NONE:
+    sandboxed = mode is not SandboxMode.NONE
+    if not sandboxed:
         ctx.events.emit("session.unsandboxed", work_item, level="warning", message=UNSANDBOXED)
-        if api_key:
-            _approve_in(ctx, work_item, ctx.home, api_key)
-        outcome = pretrust(ctx.home, cwd, ctx.workspace_root, trust, launch.harness_args)
-        report_trust(ctx, work_item, outcome)
-        return Prepared(launch.argv, ctx.home, mode.value)
-    if shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
+    elif shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
         raise SandboxError(MISSING.format(config=ctx.config.source))
-    home = home_for(ctx.state_dir, item_slug(work_item))
-    share = ctx.config.routing.sandbox.share_login
-    for failure in seed_home(ctx.home, home, ctx.env, api_key=api_key, share_login=share):
+    setup = HomeSetup(
+        real_home=ctx.home,
+        own_home=home_for(ctx.state_dir, item_slug(work_item)),
+        sandboxed=sandboxed,
+        checkout=cwd,
+        workspace_root=ctx.workspace_root,
+        env=ctx.env,
+        trust=trust,
+        launch_args=launch.harness_args,
+        model=model,
+        share_login=ctx.config.routing.sandbox.share_login,
+    )
+    ready = adapter_of(launch.harness).prepare_home(setup)
+    for failure in ready.failures:
         ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
-    trusted = pretrust(home, cwd, ctx.workspace_root, trust, launch.harness_args, session_home=True)
-    report_trust(ctx, work_item, trusted)
+    if ready.trust is not None:
+        report_trust(ctx, work_item, ready.trust)
+    if not sandboxed:
+        return Prepared(launch.argv, ready.home, mode.value)
     hidden = secrets(
         state_dir=ctx.state_dir,
         real_home=ctx.home,
@@ -212,32 +218,27 @@ def prepare_launch(
         warning = {"level": "warning", "message": SHARED_NETWORK}
         ctx.events.emit("session.network_shared", work_item, **warning)
         plan = host_plan(
-            sandbox=sandbox, checkout=cwd, home=home, env=ctx.env, hidden=hidden, managed=managed
+            sandbox=sandbox,
+            checkout=cwd,
+            home=ready.home,
+            env=ctx.env,
+            hidden=hidden,
+            managed=managed,
         )
-        return Prepared(confined_argv(plan, launch.argv, ctx.env), home, mode.value)
-    model_url = model.env.get("ANTHROPIC_BASE_URL") if model is not None else None
+        return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
+    model_url = model.url if model is not None else None
     net = open_network(ctx, work_item, model_url)
     plan = host_plan(
         sandbox=sandbox,
         checkout=cwd,
-        home=home,
+        home=ready.home,
         env=ctx.env,
         hidden=hidden,
         sockets=net.sockets,
         managed=managed,
     )
     argv = confined_argv(plan, launch.argv, ctx.env, net.wrap)
-    return Prepared(argv, home, mode.value, NetworkMode.GATEWAYS.value, net.env)
-
-
-def _approve_in(ctx: SpawnerContext, work_item: str, home: Path, api_key: str) -> None:
-    """An unconfined session uses the operator's own home: its pass is approved there."""
-    config = claude_config_path(home)
-    try:
-        update_json_file(config, lambda data: with_approved_key(data, api_key))
-    except (TrustFileError, OSError) as exc:
-        reason = f"{config}: {exc}"
-        ctx.events.emit("session.home_failed", work_item, level="warning", reason=reason)
+    return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
 
 
 def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
@@ -315,9 +316,11 @@ def start_session(
         "GIT_TERMINAL_PROMPT": "0",
     }
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else {}
-    if model is not None:
-        env.update(model.env)  # the gateway's URL
-        hidden.update(model.hidden)  # the session's pass, never on a command line
+    # The gateway's URL and the session's pass (never on a command line), as the harness
+    # takes them.
+    shown, secret = adapter_of(launch.harness).session_env(model, prepared.home)
+    env.update(shown)
+    hidden.update(secret)
     env.update(prepared.env)  # its egress proxy, in a network of its own
     target = ctx.runner.start(
         name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden or None

@@ -1,7 +1,8 @@
 """`the-loop models list|check`: does each declared model and effort level run on its harness?
 
-A probe is a one-shot `-p` run with the same base arguments a session on that harness gets
-(`claude -p <fixed prompt> <base args> <fragment>`, no deny token). Its verdict is `ok`
+A probe is a one-shot run with the same base arguments a session on that harness gets
+(`claude -p <fixed prompt> <base args> <fragment>`, `codex exec … <base args> <fragment> --
+<fixed prompt>`, no deny token). Its verdict is `ok`
 (exit 0, nothing refused), `refused` (the harness rejected the fragment or the argv) or
 `unknown` (it could not tell: not logged in, no network, timeout). Verdicts are cached for
 a bounded time, keyed by the full argv probed, so a changed config is probed afresh.
@@ -27,7 +28,7 @@ from app.spawner.session.tmux import without_secrets
 
 DEFAULT_TTL = 6 * 3600.0
 PROBE_TIMEOUT = 90.0
-# What Claude Code prints when it will not run a fragment or an argv as given.
+# What a harness prints when it will not run a fragment or an argv as given.
 REFUSALS = (
     "Unknown --effort value",
     "was read as a value of",
@@ -38,6 +39,11 @@ REFUSALS = (
     "may not exist or you may not have access",
     "model_not_found",
     "not_found_error",
+    # …and Codex CLI
+    "unexpected argument",
+    "invalid value",
+    "Error loading configuration",
+    "does not exist or you do not have access",
 )
 
 
@@ -82,7 +88,7 @@ def plan_probes(config: OperatorConfig, harnesses: Iterable[str]) -> list[Probe]
             argv = probe_argv(adapter, model_fragment(model))
             probes.append(Probe(harness, ProbeKind.MODEL, model.name, tuple(argv)))
         for effort in config.effort:
-            argv = probe_argv(adapter, effort_fragment(effort))
+            argv = probe_argv(adapter, effort_fragment(effort, harness))
             probes.append(Probe(harness, ProbeKind.EFFORT, effort.name, tuple(argv)))
     return probes
 

@@ -89,7 +89,7 @@ def start(ctx: SpawnerContext, name: str, *, restart: bool = False) -> SessionRe
     # operator's key, as the operator's own shell would be, and so reaches the model's API
     # on the devbox's own network (`network: host`, warned about on every start).
     key = ctx.env.get("ANTHROPIC_API_KEY")
-    model = SessionModel({}, {"ANTHROPIC_API_KEY": key}) if key else None
+    model = SessionModel("", key) if key else None
     prepared = prepare_launch(ctx, item, cwd, launch, trust, model, NetworkMode.HOST)
     hidden = model.hidden if model is not None else None
     target = ctx.runner.start(session, cwd, prepared.argv, owner=item, hidden_env=hidden)

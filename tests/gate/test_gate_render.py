@@ -55,8 +55,8 @@ def test_one_hostable_harness_and_no_models_or_effort_is_still_phases_only():
         "harnesses": [{"name": "claude", "default": True, "args": ["--x"]}, {"name": "codex"}],
         "routing": {"authorizedUsers": ["octocat"]},
     }
-    # codex is declared but no spawner can host it: one offerable harness, no section.
-    assert render(declared) == PHASES_ONLY
+    # codex is declared but no spawner here can host it: one offerable harness, no section.
+    assert render(declared, hosts={"claude"}) == PHASES_ONLY
 
 
 def test_harness_rows_appear_with_two_offerable_harnesses_default_preticked():
@@ -74,7 +74,8 @@ def test_model_rows_follow_the_default_harness_without_a_harness_section():
             "harnesses": [{"name": "claude", "default": True}, {"name": "codex"}],
             "models": [{"name": "gpt", "harnesses": ["codex"]}, {"name": "opus"}],
             "effort": ["low", "max"],
-        }
+        },
+        hosts={"claude"},
     )
     assert "`model-gpt`" not in text and "- [ ] `model-opus`" in text
     assert "**Model** · default: the harness's own; tick at most one" in text

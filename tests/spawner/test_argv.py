@@ -216,7 +216,7 @@ def test_a_valid_frozen_choice_is_kept() -> None:
 def test_a_forged_or_unhostable_frozen_value_falls_back_with_a_warning(
     frozen: Choice, expected: Choice, why: str
 ) -> None:
-    result = validate_choice(CHOICES, frozen)
+    result = validate_choice(CHOICES, frozen, hosts={"claude"})  # a spawner without codex
     assert result.choice == expected
     assert len(result.warnings) == 1 and why in result.warnings[0]
 

@@ -202,13 +202,20 @@ def seed_home(
     except (TrustFileError, OSError, ValueError) as exc:
         failures.append(f"{settings}: {exc}")
     failures += _login(config_dir / CREDENTIALS, home, share_login)
+    return failures + write_git_identity(real_home, home)
+
+
+def write_git_identity(real_home: Path, home: Path) -> list[str]:
+    """The operator's git `user.name` / `user.email` as the session home's `.gitconfig`
+    (written without following a link); returns what went wrong."""
     identity = _git_identity(real_home)
-    if identity:
-        try:
-            write_within(home, ".gitconfig", identity, 0o600)
-        except OSError as exc:
-            failures.append(f"{home / '.gitconfig'}: {exc}")
-    return failures
+    if not identity:
+        return []
+    try:
+        write_within(home, ".gitconfig", identity, 0o600)
+    except OSError as exc:
+        return [f"{home / '.gitconfig'}: {exc}"]
+    return []
 
 
 def _login(credentials: Path, home: Path, share_login: bool) -> list[str]:

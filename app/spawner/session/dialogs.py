@@ -1,7 +1,8 @@
 """Reading a question Claude Code shows in its pane, and the keystrokes that pick an option
 (pure: text in, values out).
 
-The screens this reads were captured from the real binary (tests/data/claude-screens/): a
+The screens this reads were captured from the real binaries (tests/data/claude-screens/,
+tests/data/codex-screens/: Codex marks its cursor `\u203a` and names Enter in lower case): a
 permission prompt ("Do you want to create hello.txt?" with numbered options), a question
 menu (numbered options with descriptions under them, "Enter to select"), and the workspace
 trust dialog (unnumbered options). In all of them the option under the cursor is marked
@@ -16,8 +17,16 @@ import re
 from dataclasses import dataclass
 
 CURSOR = "\u276f"  # the prompt mark Claude Code puts before the option under the cursor
-_NUMBERED = re.compile(r"^\s*(?:\u276f\s*)?(\d{1,2})\.\s+(\S.*?)\s*$")
-_FOOTER = ("Esc to cancel", "Enter to select", "Enter to confirm")
+CURSORS = (CURSOR, "\u203a")  # …and Codex's
+_NUMBERED = re.compile(r"^\s*(?:[\u276f\u203a]\s*)?(\d{1,2})\.\s+(\S.*?)\s*$")
+_FOOTER = (
+    "Esc to cancel",
+    "Enter to select",
+    "Enter to confirm",
+    "enter to confirm",  # Codex: "Press enter to confirm or esc to cancel"
+    "enter confirm",  # Codex's hooks review
+    "enter continue",  # Codex's trust dialog
+)
 # Options that wait for typed text: choosing one leaves the session waiting anyway.
 NEEDS_TEXT = frozenset({"Type something."})
 MAX_OPTIONS = 9
@@ -55,7 +64,7 @@ def _numbered(lines: list[str]) -> tuple[list[str], int, int] | None:
         if match and int(match.group(1)) == len(options) + 1:
             if not options:
                 first = index
-            if CURSOR in line.split(match.group(1) + ".", 1)[0]:
+            if any(c in line.split(match.group(1) + ".", 1)[0] for c in CURSORS):
                 cursor = len(options)
             options.append(match.group(2))
     return (options, cursor, first) if len(options) >= 2 else None

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from app.config import DEFAULT_HARNESS
+from app.spawner.harness import adapter_of
 from app.spawner.registry import Registry, SessionRecord
-from app.spawner.session.screens import echoes, input_line, transcript_messages, unsent
 from app.spawner.session.tmux import TmuxError, TmuxRunner
 
 Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
@@ -61,14 +62,20 @@ class Sent:
         return self.outcome in CONFIRMED
 
 
-def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
-    """Paste `text` into tmux session `name` (work item `owner`'s) and watch it go.
+def submit(
+    runner: TmuxRunner, name: str, owner: str, text: str, harness: str = DEFAULT_HARNESS
+) -> Sent:
+    """Paste `text` into tmux session `name` (work item `owner`'s, running `harness`, whose
+    adapter says how its pane reads and how long a paste settles) and watch it go.
 
     The Enter waits until the box shows the text (at most SHOW_WINDOW): a pasted message long
     enough to scroll its own first line off the pane is then still known as sent, because the
     box was seen holding it and then empty. Text seen held on HELD_LOOKS looks in a row after
     the Enter (and not yet in the transcript) gets another; an Enter on an empty box does
     nothing. A pane with no input box gets its Enter at once."""
+    adapter = adapter_of(harness)
+    reader = adapter.screens
+    echoes, unsent, input_line = reader.echoes, reader.unsent, reader.input_line
     try:
         before = echoes(runner.capture(name), text)
     except TmuxError:
@@ -78,18 +85,24 @@ def submit(runner: TmuxRunner, name: str, owner: str, text: str) -> Sent:
     entered, seen_held, held_looks, pressed = False, False, 0, 0
     outcome = Outcome.UNSEEN
     while time.monotonic() - start < SUBMIT_WINDOW:
-        time.sleep(SUBMIT_POLL)
+        time.sleep(max(SUBMIT_POLL, adapter.enter_after))
         try:
             screen = runner.capture(name)
         except TmuxError:
             outcome = Outcome.NO_BOX
             break
-        if echoes(screen, text) > before:
+        # A harness whose Enter does not wait for the box counts from the screen just before
+        # its Enter: a resumed Codex draws its history after its box, and a message of that
+        # history like this one must not read as this one sent.
+        if (entered or adapter.enter_when_shown) and echoes(screen, text) > before:
             outcome = Outcome.ECHOED
             break
         held, box = unsent(screen, text), input_line(screen)
         if not entered:
-            if held or box is None or time.monotonic() - start >= SHOW_WINDOW:
+            waited = time.monotonic() - start >= SHOW_WINDOW
+            if held or box is None or not adapter.enter_when_shown or waited:
+                if not adapter.enter_when_shown:
+                    before = echoes(screen, text)
                 runner.press(name, ["Enter"], owner=owner)
                 entered, seen_held = True, held
             if box is None:
@@ -147,7 +160,7 @@ def paste_first_message(
 ) -> None:
     """Paste a session's first message and forget it as pending; `session.prompted` says
     so (`late` when it waited for the watchdog)."""
-    sent = submit(runner, record.tmux_session, record.work_item, text)
+    sent = submit(runner, record.tmux_session, record.work_item, text, record.harness)
     registry.update(record.work_item, pending="")
     note = {"removed_controls": sent.removed} if sent.removed else {}
     emit(
@@ -178,7 +191,7 @@ def _never_sent(runner: TmuxRunner, record: SessionRecord) -> bool:
         whole = runner.capture(record.tmux_session, history=HISTORY_LINES)
     except TmuxError:
         return False
-    return transcript_messages(whole) == 0
+    return adapter_of(record.harness).screens.transcript_messages(whole) == 0
 
 
 def follow_through(
@@ -187,14 +200,15 @@ def follow_through(
     """One look at a session holding an unconfirmed paste (`record.unsent`), `screen` being
     what its pane shows now."""
     text = record.unsent
-    if echoes(screen, text) > record.unsent_before:
+    reader = adapter_of(record.harness).screens
+    if reader.echoes(screen, text) > record.unsent_before:
         _confirmed(registry, emit, record)
         return
-    if unsent(screen, text) and record.unsent_tries < FOLLOW_PRESSES:
+    if reader.unsent(screen, text) and record.unsent_tries < FOLLOW_PRESSES:
         runner.press(record.tmux_session, ["Enter"], owner=record.work_item)
         registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
         return
-    box = input_line(screen)
+    box = reader.input_line(screen)
     if (
         record.unsent_first
         and box == ""
@@ -203,7 +217,7 @@ def follow_through(
     ):
         # Nothing was ever sent to this session and its box is empty: the paste was lost.
         registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
-        sent = submit(runner, record.tmux_session, record.work_item, text)
+        sent = submit(runner, record.tmux_session, record.work_item, text, record.harness)
         if sent.confirmed:
             _confirmed(registry, emit, record, pasted_again=True)
         return

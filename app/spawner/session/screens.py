@@ -4,11 +4,16 @@
 the workspace trust dialog, the custom API key prompt, the bypass-permissions disclaimer, a
 question menu, a permission prompt, and the first-run screen that cannot reach Anthropic.
 `input_ready` recognises its input box, the moment a pasted message lands in the input.
+`ScreenReader` bundles these readings; each harness adapter names its own (`CLAUDE_SCREENS`
+here, Codex's in `harness/codex_screens.py`), and `Screen` is the one vocabulary of blocking
+screens they report in.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
 
@@ -20,6 +25,7 @@ class Screen(StrEnum):
     QUESTION_MENU = "question-menu"
     PERMISSION_PROMPT = "permission-prompt"
     UNABLE_TO_CONNECT = "unable-to-connect"
+    HOOKS_REVIEW = "hooks-review"
 
 
 # Every phrase of a signature must be on screen (whitespace-insensitive).
@@ -141,3 +147,28 @@ def last_lines(text: str, count: int = 6, limit: int = 600) -> list[str]:
     while sum(len(ln) for ln in tail) > limit and len(tail) > 1:
         tail = tail[1:]
     return [ln[:limit] for ln in tail]
+
+
+@dataclass(frozen=True)
+class ScreenReader:
+    """How one harness's pane reads: its blocking screens (and a hint for each), whether its
+    input box shows, what the box holds, and how many sent messages its transcript shows."""
+
+    classify: Callable[[str], Screen | None]
+    input_ready: Callable[[str], bool]
+    input_line: Callable[[str], str | None]
+    unsent: Callable[[str, str], bool]
+    echoes: Callable[[str, str], int]
+    transcript_messages: Callable[[str], int]
+    hints: Mapping[Screen, str]
+
+
+CLAUDE_SCREENS = ScreenReader(
+    classify=classify_screen,
+    input_ready=input_ready,
+    input_line=input_line,
+    unsent=unsent,
+    echoes=echoes,
+    transcript_messages=transcript_messages,
+    hints=HINTS,
+)

@@ -63,7 +63,7 @@ SECRET_VARIABLES = frozenset(
     }
 )
 # Passed per session through `update-environment`, never on a command line.
-HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN", "ANTHROPIC_API_KEY")
+HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN", "ANTHROPIC_API_KEY", "THE_LOOP_MODEL_PASS")
 
 
 class TmuxError(RuntimeError):

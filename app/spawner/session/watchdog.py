@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from app import graph
+from app.spawner.harness import screens_of
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.session.dialogs import parse_dialog
 from app.spawner.session.input_box import Emit, follow_through, paste_first_message
-from app.spawner.session.screens import HINTS, Screen, classify_screen, input_ready, last_lines
+from app.spawner.session.screens import Screen, last_lines
 from app.spawner.session.tmux import TmuxError, TmuxRunner
 from app.spawner.workspace.evidence import host_evidence
 from app.spawner.workspace.leftovers import Describe
@@ -62,7 +63,7 @@ def report_stall(
         "session.stalled",
         record.work_item,
         screen=screen.value,
-        hint=HINTS[screen],
+        hint=screens_of(record.harness).hints.get(screen, ""),
         session_id=record.session_id,
         tmux_target=record.tmux_target,
         **question,
@@ -90,6 +91,7 @@ def await_input(
     """Look at a session just launched until its input box shows, a blocking screen or its
     end does, or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
+    reader = screens_of(record.harness)
     while True:
         pane = runner.pane(record.tmux_session)
         try:
@@ -101,10 +103,10 @@ def await_input(
             text = runner.capture(record.tmux_session)
         except TmuxError:  # gone between the two looks
             return Waited(Readiness.EXITED)
-        screen = classify_screen(text)
+        screen = reader.classify(text)
         if screen is not None:
             return Waited(Readiness.BLOCKED, screen, text=text)
-        if input_ready(text):
+        if reader.input_ready(text):
             return Waited(Readiness.READY)
         if time.monotonic() >= deadline:
             return Waited(Readiness.TIMEOUT)
@@ -192,11 +194,12 @@ class Watchdog:
         )
 
     def _look(self, record: SessionRecord, text: str) -> None:
-        screen = classify_screen(text)
+        reader = screens_of(record.harness)
+        screen = reader.classify(text)
         if screen is not None:
             report_stall(self.registry, self.emit, record, screen, text)
             return
-        if record.pending and input_ready(text):
+        if record.pending and reader.input_ready(text):
             paste_first_message(
                 self.runner, self.registry, self.emit, record, record.pending, late=True
             )

@@ -24,6 +24,7 @@ from typing import Any
 
 from app.config import OperatorConfig, SandboxMode
 from app.spawner.confine.sessionhome import home_for
+from app.spawner.harness import adapter_of
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord
 from app.spawner.workspace.hostgit import HostGit
@@ -92,10 +93,20 @@ def transcript_tail(home: Path, session_id: str, size: int = 64 * 1024) -> str:
 
 
 def message_text(entry: Any) -> str:
-    """The text an assistant transcript entry says, or "" (pure)."""
-    if not isinstance(entry, dict) or entry.get("type") != "assistant":
+    """The text an assistant transcript entry says, or "" (pure). Claude Code's entries are
+    `{"type": "assistant", "message": {"content": …}}`; Codex's rollout entries
+    `{"type": "response_item", "payload": {"type": "message", "role": "assistant", …}}`."""
+    if not isinstance(entry, dict):
         return ""
-    message = entry.get("message")
+    payload = entry.get("payload")
+    if entry.get("type") == "response_item" and isinstance(payload, dict):
+        if payload.get("type") != "message" or payload.get("role") != "assistant":
+            return ""
+        message: Any = payload
+    elif entry.get("type") == "assistant":
+        message = entry.get("message")
+    else:
+        return ""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return content.strip()
@@ -104,7 +115,7 @@ def message_text(entry: Any) -> str:
     parts = [
         str(part.get("text") or "")
         for part in content
-        if isinstance(part, dict) and part.get("type") == "text"
+        if isinstance(part, dict) and part.get("type") in ("text", "output_text")
     ]
     return "\n".join(p for p in parts if p.strip()).strip()
 
@@ -121,9 +132,13 @@ def last_message(transcript: str) -> str:
     return ""
 
 
-def session_home(config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str) -> Path:
-    """The home a work item's session runs with: its own under the sandbox, else the real one."""
-    if config.routing.sandbox.resolved is SandboxMode.NONE:
+def session_home(
+    config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str, harness: str = ""
+) -> Path:
+    """The home a work item's session runs with: its own under the sandbox, else the real one
+    (unless its harness keeps a home of its own either way, as Codex keeps its `CODEX_HOME`)."""
+    unconfined = config.routing.sandbox.resolved is SandboxMode.NONE
+    if unconfined and not (harness and adapter_of(harness).own_home_unconfined):
         return real_home
     return home_for(state_dir, item_slug(work_item))
 
@@ -189,8 +204,8 @@ def describe_session(
 
     def describe(record: SessionRecord) -> dict[str, Any]:
         facts: dict[str, Any] = {"started_at": record.started_at}
-        home = session_home(config, real_home, state_dir, record.work_item)
-        found = transcript_path(home, record.session_id)
+        home = session_home(config, real_home, state_dir, record.work_item, record.harness)
+        found = adapter_of(record.harness).transcript(home, record.session_id)
         if found is not None:
             with contextlib.suppress(OSError):  # gone or swapped since it was found
                 facts["last_message"] = last_message(_tail(found))
