@@ -34,7 +34,7 @@ COUNT_TIMEOUT = 10.0  # seconds to wait for the App's count
 _ESCAPE = str.maketrans({"%": "%25", "/": "%2F"})
 
 
-class Outcome(NamedTuple):
+class GateAnswer(NamedTuple):
     """What the gate answers, and the attempt counts to keep (empty: forget them).
 
     A NamedTuple rather than a dataclass: importing dataclasses would slow every turn.
@@ -48,10 +48,10 @@ class Outcome(NamedTuple):
 
 def decide(
     blocking: Mapping[str, Any] | None, counts: Mapping[str, int], max_attempts: int
-) -> Outcome:
+) -> GateAnswer:
     """Block on `blocking` unless its nudges are used up; no blocking node ends the turn."""
     if blocking is None:
-        return Outcome(0)
+        return GateAnswer(0)
     name = str(blocking.get("node"))
     attempt = counts.get(name, 0) + 1
     kept = {**counts, name: min(attempt, max_attempts + 1)}
@@ -60,7 +60,7 @@ def decide(
 
 def verdict(
     blocking: Mapping[str, Any], attempt: int, max_attempts: int, kept: Mapping[str, int]
-) -> Outcome:
+) -> GateAnswer:
     """Block on `blocking` at `attempt` unless that is past the cap."""
     name = str(blocking.get("node"))
     if attempt > max_attempts:
@@ -68,11 +68,11 @@ def verdict(
             f"the-loop: the stop gate let the turn end: {name} is still not complete after "
             f"{max_attempts} attempts."
         )
-        return Outcome(0, stdout=json.dumps({"systemMessage": note}), counts=kept)
+        return GateAnswer(0, stdout=json.dumps({"systemMessage": note}), counts=kept)
     lines = [f"the-loop: the {name} step is not complete."]
     lines += [f"  · {m}" for m in blocking.get("messages") or [] if isinstance(m, str)]
     lines += ["", f"Fix the above, then finish. (attempt {attempt}/{max_attempts})"]
-    return Outcome(2, stderr="\n".join(lines) + "\n", counts=kept)
+    return GateAnswer(2, stderr="\n".join(lines) + "\n", counts=kept)
 
 
 def max_attempts(env: Mapping[str, str]) -> int:
@@ -174,13 +174,13 @@ def count_on_app(counter: tuple[str, str, str], node: str) -> int | str:
     return attempt if isinstance(attempt, int) and attempt >= 1 else f"no attempt in {attempt!r}"
 
 
-def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
+def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> GateAnswer:
     """Evaluate the gate for the work item named in `env`; see the module docstring."""
     item = env.get("THE_LOOP_WORK_ITEM", "")
     if not item:
-        return Outcome(0)
+        return GateAnswer(0)
     if not graph.ITEM_RE.match(item):
-        return Outcome(0, stderr=f"the-loop: THE_LOOP_WORK_ITEM={item!r} is not a work item\n")
+        return GateAnswer(0, stderr=f"the-loop: THE_LOOP_WORK_ITEM={item!r} is not a work item\n")
     starts = _starts(hook_input, env)
     checkout = graph.find_checkout(starts, item) or graph.repository_root(starts[-1])
     report = graph.check_checkout(checkout, item, recompute=True)
@@ -196,18 +196,18 @@ def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> Outcome:
         save_counts(counts_path, checkout, item, outcome.counts)
     except OSError as exc:
         note = f"the-loop: could not record the stop gate's attempt count: {exc}\n"
-        return Outcome(outcome.code, outcome.stderr + note, outcome.stdout, outcome.counts)
+        return GateAnswer(outcome.code, outcome.stderr + note, outcome.stdout, outcome.counts)
     return outcome
 
 
 def _counted_by_app(
     blocking: Mapping[str, Any] | None, counter: tuple[str, str, str], cap: int
-) -> Outcome:
+) -> GateAnswer:
     if blocking is None:
-        return Outcome(0)
+        return GateAnswer(0)
     attempt = count_on_app(counter, str(blocking.get("node")))
     if isinstance(attempt, str):  # no count: block, the turn is not free for it
         blocked = verdict(blocking, 1, cap, {})
         note = f"the-loop: the App could not count this attempt ({attempt}).\n"
-        return Outcome(blocked.code, blocked.stderr + note)
+        return GateAnswer(blocked.code, blocked.stderr + note)
     return verdict(blocking, attempt, cap, {})

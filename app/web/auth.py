@@ -44,7 +44,7 @@ class Access(StrEnum):
 
 
 @dataclass(frozen=True)
-class Decision:
+class AccessVerdict:
     access: Access
     nonce: str = ""  # the session's nonce, for its CSRF token (cookie access only)
 
@@ -106,18 +106,20 @@ def decide(
     query_token: str | None,
     cookie: str | None,
     now: float,
-) -> Decision:
+) -> AccessVerdict:
     """Whether a request is the operator's, and how it proved it (pure).
 
     A credential that is present but wrong denies, even when another one would pass: a
     caller gets one answer for what it sent, not a search over its headers.
     """
     if not admin_token:
-        return Decision(Access.NOT_CONFIGURED)
+        return AccessVerdict(Access.NOT_CONFIGURED)
     sent = bearer(authorization)
     if sent is not None:
-        return Decision(Access.BEARER if same_secret(sent, admin_token) else Access.DENIED)
+        return AccessVerdict(Access.BEARER if same_secret(sent, admin_token) else Access.DENIED)
     if query_token is not None:
-        return Decision(Access.LOGIN if same_secret(query_token, admin_token) else Access.DENIED)
+        return AccessVerdict(
+            Access.LOGIN if same_secret(query_token, admin_token) else Access.DENIED
+        )
     nonce = session_nonce(cookie, admin_token, now)
-    return Decision(Access.COOKIE, nonce) if nonce else Decision(Access.DENIED)
+    return AccessVerdict(Access.COOKIE, nonce) if nonce else AccessVerdict(Access.DENIED)

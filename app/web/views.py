@@ -109,7 +109,7 @@ def _headers(response: Response) -> Response:
 
 
 def _csrf() -> str:
-    decision: auth.Decision = g.operator
+    decision: auth.AccessVerdict = g.operator
     if decision.access is not auth.Access.COOKIE:
         return ""  # a bearer caller is not a browser: no form to protect
     return auth.csrf_token(_admin_token() or "", decision.nonce)
@@ -171,7 +171,7 @@ def page() -> ResponseReturnValue:
 @bp.post("/deliveries/retry")
 def retry_delivery() -> ResponseReturnValue:
     """Put a parked delivery back in the inbox (the Retry button)."""
-    decision: auth.Decision = g.operator
+    decision: auth.AccessVerdict = g.operator
     request.max_content_length = MAX_FORM_BYTES
     if decision.access is auth.Access.COOKIE and not auth.csrf_ok(
         _admin_token() or "", decision.nonce, request.form.get("csrf")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from app.spawner.registry import SessionRecord
-from app.spawner.session.input_box import FOLLOW_SECONDS, Outcome, paste_first_message, submit
+from app.spawner.session.input_box import FOLLOW_SECONDS, PasteOutcome, paste_first_message, submit
 from tests.spawner_support import Fleet
 from tests.support import wait_for
 
@@ -100,7 +100,7 @@ def typed(fleet: Fleet, name: str, text: str) -> None:
 def test_a_paste_held_past_its_enter_gets_another_enter(fleet: Fleet) -> None:
     slow_tui(fleet, "1", "hold:1")
     sent = submit(fleet.runner, "1", "github:o/r#1", "Work on item 1 now.")
-    assert sent.outcome is Outcome.ECHOED and sent.confirmed
+    assert sent.outcome is PasteOutcome.ECHOED and sent.confirmed
     assert messages(fleet, "1") == ["Work on item 1 now."]
 
 

@@ -40,7 +40,7 @@ HISTORY_LINES = 2000  # scrollback read before a first message is pasted again (
 FOLLOW_SECONDS = 120.0  # after this, a paste never seen sent is reported, not watched
 
 
-class Outcome(StrEnum):
+class PasteOutcome(StrEnum):
     ECHOED = "echoed"  # one more transcript line like it than before: sent (or queued)
     TAKEN = "taken"  # the box was seen holding it, then empty
     NO_BOX = "no_box"  # no input box shows (a dialog, or not Claude Code): nothing to watch
@@ -48,13 +48,13 @@ class Outcome(StrEnum):
     UNSEEN = "unseen"  # neither in the box nor in the transcript: maybe lost
 
 
-CONFIRMED = frozenset({Outcome.ECHOED, Outcome.TAKEN, Outcome.NO_BOX})
+CONFIRMED = frozenset({PasteOutcome.ECHOED, PasteOutcome.TAKEN, PasteOutcome.NO_BOX})
 
 
 @dataclass(frozen=True)
 class Sent:
     removed: int  # control characters the paste removed
-    outcome: Outcome
+    outcome: PasteOutcome
     before: int  # transcript lines like the text before the paste
 
     @property
@@ -83,19 +83,19 @@ def submit(
     removed = runner.paste(name, text, owner=owner)
     start = time.monotonic()
     entered, seen_held, held_looks, pressed = False, False, 0, 0
-    outcome = Outcome.UNSEEN
+    outcome = PasteOutcome.UNSEEN
     while time.monotonic() - start < SUBMIT_WINDOW:
         time.sleep(max(SUBMIT_POLL, adapter.enter_after))
         try:
             screen = runner.capture(name)
         except TmuxError:
-            outcome = Outcome.NO_BOX
+            outcome = PasteOutcome.NO_BOX
             break
         # A harness whose Enter does not wait for the box counts from the screen just before
         # its Enter: a resumed Codex draws its history after its box, and a message of that
         # history like this one must not read as this one sent.
         if (entered or adapter.enter_when_shown) and echoes(screen, text) > before:
-            outcome = Outcome.ECHOED
+            outcome = PasteOutcome.ECHOED
             break
         held, box = unsent(screen, text), input_line(screen)
         if not entered:
@@ -106,21 +106,21 @@ def submit(
                 runner.press(name, ["Enter"], owner=owner)
                 entered, seen_held = True, held
             if box is None:
-                outcome = Outcome.NO_BOX
+                outcome = PasteOutcome.NO_BOX
                 break
             continue
         if held:
-            seen_held, held_looks, outcome = True, held_looks + 1, Outcome.HELD
+            seen_held, held_looks, outcome = True, held_looks + 1, PasteOutcome.HELD
             if held_looks >= HELD_LOOKS and pressed < SUBMIT_RETRIES:
                 runner.press(name, ["Enter"], owner=owner)
                 pressed, held_looks = pressed + 1, 0
             continue
         held_looks = 0
         if box is None:
-            outcome = Outcome.NO_BOX
+            outcome = PasteOutcome.NO_BOX
             break
         if seen_held:
-            outcome = Outcome.TAKEN
+            outcome = PasteOutcome.TAKEN
             break
     return Sent(removed, outcome, before)
 
