@@ -120,14 +120,25 @@ def running_devbox(
         runner.kill_server()
 
 
+STANDIN_MODEL_KEY = "sk-ant-api03-a-stand-in-devbox-model-key-0000"
+
+
 @contextmanager
 def serve_devbox(
-    app: Any, operator_yaml: str, home: Path, *, transcript_interval: float = 60.0
+    app: Any,
+    operator_yaml: str,
+    home: Path,
+    *,
+    transcript_interval: float = 60.0,
+    model_key: str | None = STANDIN_MODEL_KEY,
 ) -> Iterator[SpawnerContext]:
     """`running_devbox` for the fixture repository of a running App, configured by
-    `operator_yaml` (a stand-in harness, usually), with a plain environment."""
+    `operator_yaml` (a stand-in harness, usually), with a plain environment holding the
+    operator's model key (`model_key`; None: a devbox given no credential)."""
     config = parse_config(yaml.safe_load(operator_yaml))
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    if model_key is not None:
+        env["ANTHROPIC_API_KEY"] = model_key
     registered = lambda: app.events("spawner.registered")  # noqa: E731
     with running_devbox(
         app.url,

@@ -94,37 +94,29 @@ def run_agent(args: argparse.Namespace) -> int:
 
 
 def report_model_access(ctx: SpawnerContext) -> None:
-    """Say how sessions reach the model, warning when they cannot."""
+    """Say how sessions reach the model, warning for each API a hosted harness speaks that
+    the gateway has no credential for (such a launch is refused, saying the same)."""
     from app.config import DEFAULT_HARNESS
-    from app.gateway.relay import NO_CREDENTIAL, NO_OPENAI_CREDENTIAL
-    from app.gateway.wires import RESPONSES
+    from app.spawner.harness import adapter_of
 
     log = logging.getLogger(__name__)
-    source = ctx.config.source
     if ctx.models is None:
         log.warning("sessions use the shared login directly (routing.sandbox.shareLogin)")
         return
     log.info("model gateway on %s (upstream %s)", ctx.models.gateway.url, ctx.models.upstream)
-    claude = DEFAULT_HARNESS in ctx.hosts or not ctx.hosts
-    if not ctx.models.upstream.has_credential and claude:
-        ctx.events.emit(
-            "config.conflict",
-            None,
-            level="warning",
-            key="routing.sandbox.apiKeyFile",
-            message=NO_CREDENTIAL,
-            file=source,
-        )
-    responses = ctx.models.gateway.upstreams[RESPONSES.name]
-    if "codex" in ctx.hosts and not responses.has_credential:
-        ctx.events.emit(
-            "config.conflict",
-            None,
-            level="warning",
-            key="routing.sandbox.openaiKeyFile",
-            message=NO_OPENAI_CREDENTIAL,
-            file=source,
-        )
+    keys = {"messages": "routing.sandbox.apiKeyFile", "responses": "routing.sandbox.openaiKeyFile"}
+    wires = sorted({adapter_of(name).wire for name in (ctx.hosts or {DEFAULT_HARNESS})})
+    for wire in wires:
+        missing = ctx.models.missing_credential(wire)
+        if missing is not None:
+            ctx.events.emit(
+                "config.conflict",
+                None,
+                level="warning",
+                key=keys.get(wire, "routing.sandbox"),
+                message=missing,
+                file=ctx.config.source,
+            )
 
 
 def spawner_token(args: argparse.Namespace, from_env: str | None) -> str:

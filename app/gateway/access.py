@@ -33,7 +33,7 @@ from app.config import ConfigError, OperatorConfig
 from app.files import write_json
 from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
-from app.gateway.relay import ModelGateway
+from app.gateway.relay import NO_CREDENTIAL_FOR, ModelGateway
 from app.gateway.wires import RESPONSES
 from app.protocol import USAGE_EVENT
 
@@ -92,6 +92,13 @@ class ModelAccess:
     @property
     def upstream(self) -> Upstream:
         return self.gateway.upstream
+
+    def missing_credential(self, wire: str) -> str | None:
+        """Why no session speaking `wire`'s API could be answered (the operator gave the
+        gateway no credential for it), or None when it can be."""
+        if self.gateway.upstreams[wire].has_credential:
+            return None
+        return NO_CREDENTIAL_FOR[wire]
 
     def for_session(self, work_item: str) -> SessionModel:
         """A new pass for `work_item`'s next launch (the previous one stops working)."""

@@ -26,6 +26,7 @@ from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
 from app.spawner.harness import screens_of
 from app.spawner.launch import (
+    LaunchRefused,
     SpawnerContext,
     checkout_for,
     frozen_choice,
@@ -289,6 +290,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
             return True, _dispatch(ctx, job), None
         except (
             JobFailed,
+            LaunchRefused,
             AnswerFailed,
             CheckoutError,
             SandboxError,

@@ -40,6 +40,10 @@ from app.spawner.workspace.workbranch import configure_push, gateway_remote, swi
 RUNNER = "tmux"
 
 
+class LaunchRefused(RuntimeError):
+    """A launch that cannot work on this devbox as it is (its reason is for the operator)."""
+
+
 @dataclass
 class SpawnerContext:
     """Everything a job needs, built once by the agent (or a test)."""
@@ -303,6 +307,11 @@ def start_session(
     payload = job.payload
     spec_id = payload.spec_id
     trust = ctx.config.routing.harness_trust
+    if ctx.models is not None:
+        # A session its gateway cannot answer would only retry, then sit at its prompt.
+        missing = ctx.models.missing_credential(adapter_of(launch.harness).wire)
+        if missing is not None:
+            raise LaunchRefused(missing)
     model = ctx.models.for_session(job.work_item) if ctx.models is not None else None
     prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust, model)
     name = item_slug(job.work_item)

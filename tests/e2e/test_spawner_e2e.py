@@ -20,7 +20,7 @@ from app.spawner.argv import DENY_TOKEN
 from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from app.store.tables import WorkItemStatus
-from tests.devbox_support import release
+from tests.devbox_support import release, serve_devbox
 from tests.gate_support import (
     ITEM,
     comment,
@@ -146,3 +146,22 @@ def test_a_launch_that_fails_says_why_on_the_issue_and_the_status_page(
     recent = httpx.get(f"{running_app.url}/status", headers=bearer).json()["recent"]
     shown = next(r for r in recent if r["work_item"] == ITEM)
     assert shown["health"] == "exited" and reason in shown["note"]
+
+
+@SQLITE
+def test_a_devbox_given_no_model_credential_refuses_the_launch_and_says_so(
+    running_app: Any, fake_github: Any, operator_yaml: str, standin: StandIn, tmp_path: Path
+) -> None:
+    """A session the gateway could not answer would retry for minutes, then sit at its
+    prompt: the launch is refused instead, and the issue says what to set."""
+    fake, _ = fake_github
+    home = tmp_path / "no-key-home"
+    home.mkdir()
+    with serve_devbox(running_app, operator_yaml, home, model_key=None) as ctx:
+        released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+        wait_for(lambda: item_row(running_app).state == WorkItemStatus.EXITED, timeout=30)
+        wait_for(lambda: "could not start" in progress_of(fake), timeout=30)
+        assert "no model credential" in progress_of(fake)
+        assert "ANTHROPIC_API_KEY" in progress_of(fake)
+        assert ctx.registry.get(ITEM) is None  # no session was started
+    assert standin.starts(ITEM) == []  # the harness never ran

@@ -114,7 +114,7 @@ def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
 
 @pytest.fixture
 def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
-    with serve_devbox(running_app, operator_yaml, home) as ctx:
+    with serve_devbox(running_app, operator_yaml, home, model_key=None) as ctx:
         yield ctx
 
 

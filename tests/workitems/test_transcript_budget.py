@@ -36,7 +36,9 @@ def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
 
 @pytest.fixture
 def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
-    with serve_devbox(running_app, operator_yaml, home, transcript_interval=1) as ctx:
+    with serve_devbox(
+        running_app, operator_yaml, home, transcript_interval=1, model_key=None
+    ) as ctx:
         yield ctx
 
 

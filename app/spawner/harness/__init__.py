@@ -53,6 +53,7 @@ class HomeReady:
 
 class HarnessAdapter(Protocol):
     name: str
+    wire: str  # the model gateway's API it speaks: "messages" or "responses"
     deny: tuple[str, ...]  # arguments that take interactive question tools away
     screens: ScreenReader
     own_home_unconfined: bool  # its home is its own even when sessions run unconfined

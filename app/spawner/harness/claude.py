@@ -28,6 +28,7 @@ from app.spawner.workspace.leftovers import transcript_path
 
 class ClaudeAdapter:
     name = "claude"
+    wire = "messages"  # the model gateway's API it speaks (app.gateway.wires)
     deny = (DENY_TOKEN,)
     own_home_unconfined = False  # a home of its own even when the sandbox is off
     screens = CLAUDE_SCREENS

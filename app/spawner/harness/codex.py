@@ -69,6 +69,7 @@ def _read(path: Path) -> tuple[str, list[str]]:
 
 class CodexAdapter:
     name = "codex"
+    wire = "responses"  # the model gateway's API it speaks (app.gateway.wires)
     deny: tuple[str, ...] = ()
     own_home_unconfined = True  # a home of its own even when the sandbox is off
     screens = CODEX_SCREENS
