@@ -248,7 +248,9 @@ def test_links_planted_in_the_session_home_are_not_written_through_on_a_relaunch
     # link in its place is removed, never followed.
     assert not (home / ".claude" / ".credentials.json").exists()
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings["theme"] == "dark" and settings["hooks"]["Stop"]
+    # Written afresh from the operator's: their theme, no hooks (the stop gate's is in the
+    # read-only managed settings the sandbox binds, where a session cannot reach it).
+    assert settings["theme"] == "dark" and "hooks" not in settings
     config = json.loads((home / ".claude.json").read_text())
     checkout = str(checkout_dir(ctx.workspace_root, WI).resolve())
     assert config["hasCompletedOnboarding"] and checkout in config["projects"]
