@@ -20,11 +20,13 @@ from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy.orm import Session
 
 from app.config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.launch import SpawnerContext
 from app.store.tables import WorkItemStatus
+from app.workitems.usage import usage_of
 from app.workstate import read_state, state_path
 from tests.claude_support import GENEROUS, claude_binary
 from tests.codex_support import DUMMY_OPENAI_KEY, codex_binary, codex_upstream_env
@@ -257,6 +259,22 @@ def test_a_codex_session_walks_from_execute_to_complete(
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.DONE, timeout=GENEROUS)
     assert state_node(checkout) == "complete"
     assert not running_app.events("session.stalled")  # no blocking dialog ever showed
-    usage = running_app.events("session.usage")
-    assert usage and sum(u.get("output_tokens", 0) for u in usage) > 0
+    # What the App counted for the item is exactly what the scripted model reported, read
+    # the Messages API's way: cached input apart from the rest.
+    served = [r.served for r in model.snapshot() if r.served]
+    cached = [s["input_tokens_details"]["cached_tokens"] for s in served]
+    want = {
+        "input_tokens": sum(s["input_tokens"] for s in served) - sum(cached),
+        "cache_read_input_tokens": sum(cached),
+        "output_tokens": sum(s["output_tokens"] for s in served),
+        "requests": len(served),
+    }
+
+    def counted() -> dict[str, int]:
+        with Session(running_app.state.engine) as db:
+            got = usage_of(db, [ITEM]).get(ITEM, {})
+        return {name: got.get(name, 0) for name in want}
+
+    assert want["requests"] and want["output_tokens"]
+    wait_for(lambda: counted() == want, timeout=GENEROUS)
     model.assert_script_done()
