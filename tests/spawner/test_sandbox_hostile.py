@@ -140,6 +140,8 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
             "LANG": "C.UTF-8",
             "PYTHONPATH": str(ROOT),
             "TMUX_TMPDIR": str(tmp_path / "tmux"),  # its own tmux server, gone with the test
+            # The operator's model key: without one a devbox refuses to launch sessions.
+            "ANTHROPIC_API_KEY": "sk-ant-api03-the-hostile-devbox-operator-key-0000",
         }
         log = tmp_path / "up.log"
         proc = start_the_loop(["up"], app_dir, env, log)
