@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -59,7 +57,7 @@ from tests.fakes.responses_wire import (
     user_messages,
     user_turn_of,
 )
-from tests.support import wait_for
+from tests.fakes.scripted_model import ScriptedHandler, ScriptedModel
 
 __all__ = [
     "SIDE_TEXT",
@@ -130,160 +128,58 @@ def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(input_items(body), sort_keys=True).encode()).hexdigest()
 
 
-class FakeResponses:
+class FakeResponses(ScriptedModel):
     """The scripted Responses API served on 127.0.0.1 with an ephemeral port; its base URL
     (what a provider's `base_url` names) is `url + "/v1"`."""
 
     def __init__(self, script: Iterable[Step] = (), unknown_models: Iterable[str] = ()) -> None:
         self.unknown_models = frozenset(unknown_models)  # answered 404 model_not_found
-        self.steps: list[Step] = list(script)
-        self.spent: list[bool] = [False] * len(self.steps)
-        self.requests: list[Recorded] = []
-        self._answered: dict[str, tuple[int, list[dict[str, Any]]]] = {}
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__(script)
 
     @property
     def base_url(self) -> str:
         return self.url + "/v1"
 
-    def start(self) -> FakeResponses:
-        self._thread.start()
-        return self
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def turn_of(self, body: dict[str, Any]) -> UserTurn:
+        return user_turn_of(body)
 
-    def __enter__(self) -> FakeResponses:
-        return self.start()
+    def is_main(self, record: Recorded) -> bool:
+        return bool(record.tool_names)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def side_reply(self, body: dict[str, Any]) -> Reply:
+        return side_reply(body)
 
-    def add(self, *steps: Step) -> None:
-        with self._lock:
-            self.steps.extend(steps)
-            self.spent.extend([False] * len(steps))
+    def render(self, reply: Reply) -> list[dict[str, Any]]:
+        return output_items(reply)
 
-    def answer(self, record: Recorded) -> list[dict[str, Any]]:
-        body = record.body if isinstance(record.body, dict) else {}
-        record.turn = user_turn_of(body)
-        if not record.tool_names:
-            record.kind = "side"
-            record.reply = output_items(side_reply(body))
-        else:
-            record.kind = "main"
-            record.step, record.reply = self._main_reply(body, record.turn)
-            if record.step is not None:
-                record.usage = dict(self.steps[record.step].reply.usage)
-        with self._lock:
-            self.requests.append(record)
-        return record.reply
+    def digest(self, body: dict[str, Any]) -> str:
+        return _digest(body)
 
-    def _main_reply(self, body: dict[str, Any], turn: UserTurn) -> tuple[int | None, list[Any]]:
-        key = _digest(body)
-        with self._lock:
-            if key in self._answered:
-                return self._answered[key]
-            for index, step in enumerate(self.steps):
-                if not self.spent[index] and step.match(turn):
-                    self.spent[index] = True
-                    self._answered[key] = (index, output_items(step.reply))
-                    return self._answered[key]
-        return None, output_items(Reply(UNMATCHED_TEXT))
+    def unmatched_reply(self) -> Reply:
+        return Reply(UNMATCHED_TEXT)
 
-    def record_other(self, record: Recorded) -> None:
-        with self._lock:
-            self.requests.append(record)
-
-    def snapshot(self) -> list[Recorded]:
-        with self._lock:
-            return list(self.requests)
-
-    def main_requests(self) -> list[Recorded]:
-        return [r for r in self.snapshot() if r.kind == "main"]
-
-    @property
-    def unmatched(self) -> list[Recorded]:
-        return [r for r in self.main_requests() if r.step is None]
-
-    def other_paths(self) -> list[str]:
-        return sorted({f"{r.method} {r.path}" for r in self.snapshot() if r.kind == "other"})
-
-    def pending(self) -> list[str]:
-        with self._lock:
-            return [s.name or f"step {i}" for i, s in enumerate(self.steps) if not self.spent[i]]
-
-    def wait_for_request(
-        self, predicate: Callable[[Recorded], bool], timeout: float = 90.0
-    ) -> Recorded:
-        try:
-            return wait_for(
-                lambda: next((r for r in self.snapshot() if predicate(r)), None), timeout=timeout
-            )
-        except AssertionError:
-            raise AssertionError(
-                f"no matching request within {timeout}s\n{self.describe()}"
-            ) from None
-
-    def wait_for_step(self, index: int, timeout: float = 90.0) -> Recorded:
-        return self.wait_for_request(lambda r: r.kind == "main" and r.step == index, timeout)
-
-    def describe(self) -> str:
-        lines = [f"pending steps: {self.pending()}"]
-        for r in self.snapshot():
-            if r.kind == "main":
-                label = "main, UNMATCHED" if r.step is None else f"main, step {r.step}"
-                lines.append(f"  [{label}] last turn: {r.turn.text[-300:]!r}")
-            else:
-                shape = sorted(r.body) if isinstance(r.body, dict) else type(r.body).__name__
-                lines.append(f"  [{r.kind}] {r.method} {r.path} {shape}")
-        return "\n".join(lines)
-
-    def assert_script_done(self) -> None:
-        if self.pending() or self.unmatched:
-            raise AssertionError(f"script not followed\n{self.describe()}")
+    def describe_main(self, record: Recorded) -> str:
+        return f"last turn: {record.turn.text[-300:]!r}"
 
 
 def _handler_for(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(ScriptedHandler):
+        credential_headers = ("authorization", "x-api-key")
+        hidden_headers = _HIDDEN_HEADERS
+        request_id_header = "x-request-id"
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _record(self) -> Recorded:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode(errors="replace")
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            credential = headers.get("authorization") or headers.get("x-api-key") or ""
-            headers = {k: v for k, v in headers.items() if k not in _HIDDEN_HEADERS}
+        def record(self) -> Recorded:
+            body, headers, credential = self.read_request()
             path = urlsplit(self.path).path
             record = Recorded(self.command, path, headers, body, time.monotonic())
             record.credential = credential
             return record
 
-        def _send(self, status: int, payload: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("x-request-id", "req_" + uuid.uuid4().hex[:20])
-            self.end_headers()
-            self.wfile.write(payload)
-
         def do_POST(self) -> None:
-            record = self._record()
+            record = self.record()
             body = record.body if isinstance(record.body, dict) else {}
             if body.get("model") in fake.unknown_models:
                 fake.record_other(record)
@@ -295,25 +191,20 @@ def _handler_for(fake: FakeResponses) -> type[BaseHTTPRequestHandler]:
                     "code": "model_not_found",
                     "message": message,
                 }
-                self._send(404, json.dumps({"error": error}).encode(), "application/json")
+                self.send_json({"error": error}, 404)
             elif record.path.rstrip("/").endswith("/responses"):
                 items = fake.answer(record)
                 model = str(body.get("model") or "scripted")
                 usage = record.usage or None
                 record.served = served_usage(usage)
                 if body.get("stream"):
-                    self._send(200, response_stream(items, model, usage), "text/event-stream")
+                    stream = response_stream(items, model, usage)
+                    self.send_payload(200, stream, "text/event-stream")
                 else:
-                    payload = json.dumps(response_json(items, model, usage)).encode()
-                    self._send(200, payload, "application/json")
+                    self.send_json(response_json(items, model, usage))
             else:
                 fake.record_other(record)
-                self._send(200, b"{}", "application/json")
+                self.send_json({})
 
-        def do_GET(self) -> None:
-            fake.record_other(self._record())
-            self._send(200, b"{}", "application/json")
-
-        do_PUT = do_PATCH = do_DELETE = do_GET
-
+    Handler.fake = fake
     return Handler
