@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import re
 
-from app.spawner.session.screens import Screen, ScreenReader
+from app.spawner.session.screens import Screen, ScreenReader, first_signature
 
 MARK = "\u203a"  # ›, Codex's prompt and menu-cursor mark
 PLACEHOLDERS = ("Ask Codex to do anything", "Ask a follow-up question")
 PASTED_MARK = "[Pasted Content"
 _OPTION = re.compile(r"^\s*\u203a?\s*\d{1,2}\.\s")
-_SPACE = re.compile(r"\s+")
 
 SIGNATURES: tuple[tuple[Screen, tuple[str, ...]], ...] = (
     (Screen.TRUST_DIALOG, ("Trust this folder?", "Trust and continue")),
@@ -38,17 +37,9 @@ HINTS: dict[Screen, str] = {
 }
 
 
-def _flat(text: str) -> str:
-    return _SPACE.sub(" ", text)
-
-
 def classify(text: str) -> Screen | None:
     """The blocking screen `text` shows, or None for a session that is working or idle."""
-    flat = _flat(text)
-    for screen, phrases in SIGNATURES:
-        if all(_flat(p) in flat for p in phrases):
-            return screen
-    return None
+    return first_signature(text, SIGNATURES)
 
 
 def _marked(lines: list[str]) -> list[int]:

@@ -61,13 +61,21 @@ def _flat(text: str) -> str:
     return _SPACE.sub(" ", text)
 
 
-def classify_screen(text: str) -> Screen | None:
-    """The blocking screen `text` shows, or None for a session that is working or idle."""
+def first_signature(
+    text: str, signatures: tuple[tuple[Screen, tuple[str, ...]], ...]
+) -> Screen | None:
+    """The first screen of `signatures` whose every phrase `text` shows (whitespace-blind):
+    how any harness's pane is read."""
     flat = _flat(text)
-    for screen, phrases in SIGNATURES:
+    for screen, phrases in signatures:
         if all(_flat(p) in flat for p in phrases):
             return screen
     return None
+
+
+def classify_screen(text: str) -> Screen | None:
+    """The blocking screen `text` shows, or None for a session that is working or idle."""
+    return first_signature(text, SIGNATURES)
 
 
 def input_ready(text: str) -> bool:
