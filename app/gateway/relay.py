@@ -37,6 +37,7 @@ from app.gateway.forwarding import (
 )
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
+from app.gateway.transport import AsyncioBackend
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,10 @@ class ModelGateway:
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
         async with httpcore.AsyncConnectionPool(
-            max_connections=200, max_keepalive_connections=40, retries=1
+            max_connections=200,
+            max_keepalive_connections=40,
+            retries=1,
+            network_backend=AsyncioBackend(),
         ) as pool:
             self._pool = pool
             server = await asyncio.start_server(self._accept, self.host, self.port)

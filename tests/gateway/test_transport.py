@@ -1,0 +1,154 @@
+"""The gateway's upstream sockets (`app.gateway.transport`) under httpcore's own connection
+pool, against real servers on 127.0.0.1: plain HTTP kept alive, TLS with a certificate made
+here, a server that closes its idle connection, and the errors the relay maps to a 502."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpcore
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from app.gateway.transport import AsyncioBackend
+from tests.support import free_port
+
+
+class _Hello(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        body = f"hello {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        if self.path == "/close":
+            self.close_connection = True  # after the answer, without saying so
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def plain() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> Iterator[tuple[str, ssl.SSLContext]]:
+    cert, key = _certificate(tmp_path)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving.load_cert_chain(cert, key)
+    server.socket = serving.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    trusting = ssl.create_default_context(cafile=str(cert))
+    yield f"https://localhost:{server.server_port}", trusting
+    server.shutdown()
+    server.server_close()
+
+
+async def _get(pool: httpcore.AsyncConnectionPool, url: str) -> tuple[int, bytes]:
+    response = await pool.request("GET", url, extensions={"timeout": {"read": 10}})
+    return response.status, response.content
+
+
+def _pool(**options: Any) -> httpcore.AsyncConnectionPool:
+    return httpcore.AsyncConnectionPool(network_backend=AsyncioBackend(), retries=1, **options)
+
+
+def test_plain_requests_share_one_kept_alive_connection(plain: str) -> None:
+    async def run() -> list[tuple[int, bytes]]:
+        async with _pool() as pool:
+            got = [await _get(pool, f"{plain}/{n}") for n in range(3)]
+            assert len(pool.connections) == 1  # kept alive and reused
+            return got
+
+    got = asyncio.run(run())
+    assert [status for status, _ in got] == [200, 200, 200]
+    assert got[2][1] == b"hello /2"
+
+
+def test_tls_is_negotiated_and_the_certificate_checked(tls: tuple[str, ssl.SSLContext]) -> None:
+    url, trusting = tls
+
+    async def run() -> tuple[int, bytes]:
+        async with _pool(ssl_context=trusting) as pool:
+            return await _get(pool, f"{url}/secure")
+
+    status, body = asyncio.run(run())
+    assert status == 200 and body.startswith(b"hello /secure")
+
+    async def untrusted() -> None:
+        async with _pool() as pool:  # the system's roots do not know this certificate
+            await _get(pool, f"{url}/secure")
+
+    with pytest.raises(httpcore.ConnectError):
+        asyncio.run(untrusted())
+
+
+def test_a_connection_its_server_closed_is_not_reused(plain: str) -> None:
+    async def run() -> list[int]:
+        async with _pool() as pool:
+            first = await _get(pool, f"{plain}/close")
+            await asyncio.sleep(0.2)  # the server's FIN arrives
+            second = await _get(pool, f"{plain}/after")
+            return [first[0], second[0]]
+
+    assert asyncio.run(run()) == [200, 200]
+
+
+def test_nothing_listening_is_a_connect_error() -> None:
+    async def run() -> None:
+        async with _pool() as pool:
+            await _get(pool, f"http://127.0.0.1:{free_port()}/")
+
+    with pytest.raises(httpcore.ConnectError):
+        asyncio.run(run())
