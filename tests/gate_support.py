@@ -4,6 +4,7 @@ published fixture payloads, and reads of what the App stored and posted."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import Delivery, InboxState, Job, JobKind, Spawner, WorkItem
+from app.workstate import read_state, state_path
 from tests.support import fixture_json, post_webhook, wait_for, with_installation
 
 REPO = "Codertocat/Hello-World"
@@ -75,9 +77,21 @@ def marked(fake: Any, kind: MarkerKind) -> list[dict[str, Any]]:
 
 
 def progress_of(fake: Any, number: int = 1) -> str:
-    """The body of the App's progress comment on issue `number` ("" before it is posted)."""
-    bodies = [c["body"] for c in fake.issue_comments(REPO, number)]
-    return next((b for b in bodies if "the-loop: progress" in b), "")
+    """The body of the App's one progress comment on issue `number`, found by its marker
+    ("" before it is posted: the publisher coalesces)."""
+    found = [
+        c
+        for c in fake.issue_comments(REPO, number)
+        if (m := find_marker(c["body"])) and m.kind == MarkerKind.PROGRESS
+    ]
+    assert len(found) <= 1
+    return str(found[0]["body"]) if found else ""
+
+
+def state_node(checkout: Path, spec: str = "issue-1") -> str:
+    """The node a checkout's work-item state file points at ("" when it has none)."""
+    state = read_state(state_path(checkout, spec))
+    return state.currentNode if state else ""
 
 
 def engine_of(app: Any) -> Any:

@@ -36,6 +36,7 @@ slack:
   users: {{{SLACK_MEMBER}: octocat, UQEUMSA0K: daan}}
 """
 MIRROR_CHANNEL = "C0LOOP0001"  # the mirror's own channel
+ISSUE_REPO = "Codertocat/Hello-World"
 ISSUE_URL = "https://github.com/Codertocat/Hello-World/issues/1"
 
 
@@ -181,3 +182,23 @@ def mirror_item(engine: Engine, number: int) -> str:
 
 def started_payload(number: int) -> dict[str, Any]:
     return {"title": f"Issue {number}", "repo": "Codertocat/Hello-World", "issue_number": number}
+
+
+def threaded_item(app: RunningApp, state: WorkItemStatus, **fields: Any) -> None:
+    """The fixture issue as an executed work item whose Slack thread is `SLACK_THREAD`, in
+    `state`, with `fields` (phase, artifacts, budget…) set."""
+    decided = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {}}
+    with Session(app.state.engine) as session, session.begin():
+        session.add(
+            WorkItem(
+                id=f"github:{ISSUE_REPO}#1",
+                repo_full_name=ISSUE_REPO,
+                issue_number=1,
+                installation_id=1,
+                state=state,
+                html_url=ISSUE_URL,
+                frozen={**decided, "harness": "", "model": "", "effort": ""},
+                slack_ts=SLACK_THREAD,
+                **fields,
+            )
+        )

@@ -17,9 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
 
-from app.gateway.wires import MESSAGES, Wire, messages_counts
+from app.gateway.wires import MESSAGES, Wire
 
 # The Messages API's names for its token counts.
 COUNTED = (
@@ -55,11 +54,6 @@ class Usage:
     @property
     def empty(self) -> bool:
         return self == Usage()
-
-
-def counts_of(usage: Any) -> dict[str, int]:
-    """The counted fields a Messages API `usage` object holds (others, and nonsense, left out)."""
-    return messages_counts(usage)
 
 
 def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:

@@ -15,7 +15,13 @@ from app.workitems.usage import add_usage
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.gate_support import ITEM, REPO
-from tests.slack_support import SLACK_CHANNEL, SLACK_MEMBER, SLACK_THREAD, deliver_jobs, post_slack
+from tests.slack_support import (
+    SLACK_CHANNEL,
+    SLACK_MEMBER,
+    deliver_jobs,
+    post_slack,
+    threaded_item,
+)
 from tests.support import RunningApp, fixture_json, wait_for
 
 CONFIG = f"""
@@ -34,22 +40,9 @@ def operator_yaml() -> str:
 
 
 def stopped_by_its_budget(app: RunningApp) -> None:
-    frozen = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {}}
+    spent = {"run": 1, "spent": "tokens", "warned": True, "stops": 1}
+    threaded_item(app, WorkItemStatus.STOPPED, phase="implementation", budget=spent)
     with Session(app.state.engine) as session, session.begin():
-        session.add(
-            WorkItem(
-                id=ITEM,
-                repo_full_name=REPO,
-                issue_number=1,
-                installation_id=1,
-                state=WorkItemStatus.STOPPED,
-                html_url=f"https://github.com/{REPO}/issues/1",
-                frozen={**frozen, "harness": "", "model": "", "effort": ""},
-                phase="implementation",
-                slack_ts=SLACK_THREAD,
-                budget={"run": 1, "spent": "tokens", "warned": True, "stops": 1},
-            )
-        )
         add_usage(session, ITEM, {"input_tokens": 1200, "requests": 3})
 
 

@@ -31,6 +31,7 @@ from tests.slack_support import (
     deliver_jobs,
     interaction_body,
     post_slack,
+    threaded_item,
 )
 from tests.support import RunningApp, fixture_json, wait_for
 
@@ -46,22 +47,7 @@ def operator_yaml() -> str:
 
 
 def at_review(app: RunningApp) -> None:
-    frozen = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {}}
-    with Session(app.state.engine) as session, session.begin():
-        session.add(
-            WorkItem(
-                id=ITEM,
-                repo_full_name=REPO,
-                issue_number=1,
-                installation_id=1,
-                state=WorkItemStatus.RUNNING,
-                html_url=f"https://github.com/{REPO}/issues/1",
-                frozen={**frozen, "harness": "", "model": "", "effort": ""},
-                phase="review",
-                artifacts=["design.md"],
-                slack_ts=SLACK_THREAD,
-            )
-        )
+    threaded_item(app, WorkItemStatus.RUNNING, phase="review", artifacts=["design.md"])
 
 
 def row(app: RunningApp) -> WorkItem:

@@ -27,7 +27,6 @@ from app.gate.markers import MarkerKind
 from app.spawner.launch import SpawnerContext
 from app.store.tables import WorkItemStatus
 from app.workitems.usage import usage_of
-from app.workstate import read_state, state_path
 from tests.claude_support import GENEROUS, claude_binary
 from tests.codex_support import DUMMY_OPENAI_KEY, codex_binary, codex_upstream_env
 from tests.devbox_support import running_devbox, scripted_env
@@ -41,6 +40,8 @@ from tests.gate_support import (
     item_row,
     labeled,
     marked,
+    progress_of,
+    state_node,
 )
 from tests.spawner_support import bare_repository
 from tests.support import wait_for
@@ -171,16 +172,6 @@ def devbox(
         yield ctx
 
 
-def progress(fake: Any) -> str:
-    found = marked(fake, MarkerKind.PROGRESS)
-    return str(found[0]["body"]) if found else ""
-
-
-def state_node(checkout: Path) -> str:
-    state = read_state(state_path(checkout, SPEC))
-    return state.currentNode if state else ""
-
-
 def test_a_codex_session_walks_from_execute_to_complete(
     running_app: Any,
     fake_github: Any,
@@ -231,9 +222,9 @@ def test_a_codex_session_walks_from_execute_to_complete(
 
     step("waits at review")
     wait_for(lambda: item_row(running_app).phase == "review", timeout=GENEROUS)
-    assert state_node(checkout) == "review"
-    wait_for(lambda: "waiting on a human" in progress(fake), timeout=GENEROUS)
-    assert "harness `codex`" in progress(fake)
+    assert state_node(checkout, SPEC) == "review"
+    wait_for(lambda: "waiting on a human" in progress_of(fake), timeout=GENEROUS)
+    assert "harness `codex`" in progress_of(fake)
 
     deliver(running_app, "issue_comment", comment("please also mention the README", cid=7002), "f")
     followed = step("follow-up")
@@ -257,7 +248,7 @@ def test_a_codex_session_walks_from_execute_to_complete(
     assert "@Codertocat approved the review" in approved.turn.text
     step("done")
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.DONE, timeout=GENEROUS)
-    assert state_node(checkout) == "complete"
+    assert state_node(checkout, SPEC) == "complete"
     assert not running_app.events("session.stalled")  # no blocking dialog ever showed
     # What the App counted for the item is exactly what the scripted model reported, read
     # the Messages API's way: cached input apart from the rest.

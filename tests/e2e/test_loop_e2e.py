@@ -25,7 +25,6 @@ from app.config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.launch import SpawnerContext
 from app.store.tables import WorkItemStatus
-from app.workstate import read_state, state_path
 from tests.claude_support import (
     GENEROUS,
     claude_binary,
@@ -40,6 +39,8 @@ from tests.gate_support import (
     item_row,
     labeled,
     marked,
+    progress_of,
+    state_node,
 )
 from tests.spawner_support import bare_repository
 from tests.support import wait_for
@@ -158,16 +159,6 @@ def devbox(
         yield ctx
 
 
-def progress(fake: Any) -> str:
-    found = marked(fake, MarkerKind.PROGRESS)
-    return str(found[0]["body"]) if found else ""
-
-
-def state_node(checkout: Path) -> str:
-    state = read_state(state_path(checkout, SPEC))
-    return state.currentNode if state else ""
-
-
 def test_a_real_session_walks_from_execute_to_complete(
     running_app: Any,
     fake_github: Any,
@@ -214,11 +205,11 @@ def test_a_real_session_walks_from_execute_to_complete(
 
     step("waits at review")
     wait_for(lambda: item_row(running_app).phase == "review", timeout=GENEROUS)
-    assert state_node(checkout) == "review"
+    assert state_node(checkout, SPEC) == "review"
     (review,) = wait_for(lambda: marked(fake, MarkerKind.REVIEW), timeout=GENEROUS)
     assert f"`{FOLDER}/design.md`" in review["body"]
-    wait_for(lambda: "waiting on a human" in progress(fake), timeout=GENEROUS)
-    assert "**Session:** running" in progress(fake)
+    wait_for(lambda: "waiting on a human" in progress_of(fake), timeout=GENEROUS)
+    assert "**Session:** running" in progress_of(fake)
     assert [(m["from"], m["to"]) for m in running_app.events("workitem.phase")] == [
         ("requirements-definition", "design"),
         ("design", "implementation"),
@@ -235,7 +226,7 @@ def test_a_real_session_walks_from_execute_to_complete(
     assert "@Codertocat approved the review" in approved.turn.text
     step("done")
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.DONE, timeout=GENEROUS)
-    assert state_node(checkout) == "complete"
-    wait_for(lambda: "**Done.**" in progress(fake), timeout=GENEROUS)
+    assert state_node(checkout, SPEC) == "complete"
+    wait_for(lambda: "**Done.**" in progress_of(fake), timeout=GENEROUS)
     assert len(marked(fake, MarkerKind.PROGRESS)) == 1
     model.assert_script_done()

@@ -55,11 +55,6 @@ routing:
 """
 
 
-def released(app: Any, fake: Any, origin: Path, reply: str) -> None:
-    """Label the fixture issue (its repository cloned from `origin`), then answer the gate."""
-    release(app, fake, origin, reply)
-
-
 def spawned_with_missing_args(events_path: Path, configured: list[str]) -> list[dict[str, Any]]:
     """The R4 check, on events.jsonl alone: released spawns lacking a configured argument."""
     return [
@@ -81,7 +76,7 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
 ) -> None:
     fake, _ = fake_github
     origin = bare_repository(tmp_path)
-    released(running_app, fake, origin, "the-loop execute\n\n- [x] model-opus\n- [x] effort-high")
+    release(running_app, fake, origin, "the-loop execute\n\n- [x] model-opus\n- [x] effort-high")
     start = standin.wait_start(ITEM, timeout=30)
     argv = start["argv"]
     assert argv[0] == str(standin.path) and argv[1] == "--session-id"
@@ -108,7 +103,7 @@ def test_later_comments_reach_the_session_and_unauthorized_ones_do_not(
     tmp_path: Path,
 ) -> None:
     fake, _ = fake_github
-    released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+    release(running_app, fake, bare_repository(tmp_path), "the-loop execute")
     standin.wait_start(ITEM, timeout=30)
     wait_for(lambda: (standin.folder(ITEM) / "stdin.bin").exists())
     deliver(
@@ -132,7 +127,7 @@ def test_a_launch_that_fails_says_why_on_the_issue_and_the_status_page(
 ) -> None:
     fake, _ = fake_github
     standin.path.unlink()  # the declared harness is gone from the devbox
-    released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+    release(running_app, fake, bare_repository(tmp_path), "the-loop execute")
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.EXITED, timeout=30)
     reason = f"{standin.path} is not on PATH"
     assert reason in str((item_row(running_app).session or {}).get("failure"))
@@ -158,7 +153,7 @@ def test_a_devbox_given_no_model_credential_refuses_the_launch_and_says_so(
     home = tmp_path / "no-key-home"
     home.mkdir()
     with serve_devbox(running_app, operator_yaml, home, model_key=None) as ctx:
-        released(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+        release(running_app, fake, bare_repository(tmp_path), "the-loop execute")
         wait_for(lambda: item_row(running_app).state == WorkItemStatus.EXITED, timeout=30)
         wait_for(lambda: "could not start" in progress_of(fake), timeout=30)
         assert "no model credential" in progress_of(fake)

@@ -34,6 +34,7 @@ from tests.gate_support import (
     jobs,
     labeled,
     marked,
+    progress_of,
 )
 from tests.support import wait_for
 
@@ -110,13 +111,6 @@ def spawner_sees(env: dict[str, str]) -> None:
     assert reported.status_code == 200 and reported.json()["accepted"] == 1, reported.text
 
 
-def progress(fake: Any) -> str:
-    """The progress comment's body; "" until the publisher has posted it (it coalesces)."""
-    found = marked(fake, MarkerKind.PROGRESS)
-    assert len(found) <= 1
-    return str(found[0]["body"]) if found else ""
-
-
 def test_execute_puts_the_pointer_on_the_first_phase_in_force(executed, fake_github):
     row = item_row(executed)
     assert row.phase == "design" and row.state == WorkItemStatus.FROZEN
@@ -125,7 +119,7 @@ def test_execute_puts_the_pointer_on_the_first_phase_in_force(executed, fake_git
     prompt = spawn.payload["prompt"]
     assert "the-loop phase next" in prompt and "docs/specs/issue-1/design.md" in prompt
     wait_for(lambda: marked(fake_github[0], MarkerKind.PROGRESS))
-    text = progress(fake_github[0])
+    text = progress_of(fake_github[0])
     assert "| ▶️ | `design` | current |" in text
     assert "| ⏭️ | `requirements-definition` | skipped |" in text
     assert "**Session:** queued (1 of 1) for a spawner" in text
@@ -167,7 +161,7 @@ def test_the_walk_to_review_then_approval_then_complete(executed, session_env, f
     assert "the-loop approve" in review["body"]
     waiting = phase(session_env, "next")
     assert waiting.returncode == 1 and "review waits for a human decision" in waiting.stderr
-    wait_for(lambda: "waiting on a human" in progress(fake))
+    wait_for(lambda: "waiting on a human" in progress_of(fake))
 
     fake.grant(REPO, "mallory", "read")
     deliver(executed, "issue_comment", comment("the-loop approve", login="mallory", cid=5002), "m")
@@ -186,7 +180,7 @@ def test_the_walk_to_review_then_approval_then_complete(executed, session_env, f
     assert done.returncode == 0 and "The work item is complete." in done.stdout
     assert item_row(executed).state == WorkItemStatus.DONE
     assert executed.events("workitem.done")
-    wait_for(lambda: "**Done.**" in progress(fake))
+    wait_for(lambda: "**Done.**" in progress_of(fake))
     assert len(marked(fake, MarkerKind.PROGRESS)) == 1  # edited in place, never a second
 
 
@@ -241,7 +235,7 @@ def test_the_progress_comment_is_edited_not_reposted(executed, session_env, fake
     first = marked(fake, MarkerKind.PROGRESS)[0]["id"]
     write(session_env, "design.md")
     assert phase(session_env, "next").returncode == 0
-    wait_for(lambda: "| ▶️ | `implementation` | current |" in progress(fake), timeout=15)
+    wait_for(lambda: "| ▶️ | `implementation` | current |" in progress_of(fake), timeout=15)
     assert [c["id"] for c in marked(fake, MarkerKind.PROGRESS)] == [first]
     assert fake.calls("PATCH", rf"/issues/comments/{first}$")
     with Session(executed.state.engine) as db:

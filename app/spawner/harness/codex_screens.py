@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from app.spawner.session.screens import Screen, ScreenReader, first_signature
+from app.spawner.session.screens import Screen, ScreenReader, first_signature, shows_paste
 
 MARK = "\u203a"  # ›, Codex's prompt and menu-cursor mark
 PLACEHOLDERS = ("Ask Codex to do anything", "Ask a follow-up question")
@@ -78,17 +78,10 @@ def input_ready(text: str) -> bool:
     return input_line(text) is not None
 
 
-def _shows(line: str, pasted: str) -> bool:
-    if line.startswith(PASTED_MARK):
-        return True
-    first = next((ln.strip() for ln in pasted.splitlines() if ln.strip()), "")
-    return bool(first) and bool(line) and (first.startswith(line) or line.startswith(first[:40]))
-
-
 def unsent(text: str, pasted: str) -> bool:
     """True when the box still holds `pasted` (collapsed or as its first line)."""
     held = input_line(text)
-    return bool(held) and _shows((held or "").splitlines()[0], pasted)
+    return bool(held) and shows_paste((held or "").splitlines()[0], pasted, PASTED_MARK)
 
 
 def _messages(text: str) -> list[str]:
@@ -101,7 +94,7 @@ def _messages(text: str) -> list[str]:
 
 def echoes(text: str, pasted: str) -> int:
     """How many sent messages in the visible transcript look like `pasted`."""
-    return sum(1 for shown in _messages(text) if _shows(shown, pasted))
+    return sum(1 for shown in _messages(text) if shows_paste(shown, pasted, PASTED_MARK))
 
 
 def transcript_messages(text: str) -> int:

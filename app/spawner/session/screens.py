@@ -110,9 +110,10 @@ def input_line(text: str) -> str | None:
     return None
 
 
-def _shows(line: str, pasted: str) -> bool:
-    """Whether an input or transcript line shows `pasted`: collapsed, or its first line."""
-    if line.startswith(PASTED_MARK):
+def shows_paste(line: str, pasted: str, collapsed: str = PASTED_MARK) -> bool:
+    """Whether an input or transcript line shows `pasted`: collapsed (the harness's own
+    `collapsed` mark), or its first line."""
+    if line.startswith(collapsed):
         return True
     first = next((ln.strip() for ln in pasted.splitlines() if ln.strip()), "")
     return bool(first) and bool(line) and (first.startswith(line) or line.startswith(first[:40]))
@@ -122,7 +123,7 @@ def unsent(text: str, pasted: str) -> bool:
     """True when the input box still holds `pasted` (collapsed or as its first line): the Enter
     after it did not submit it."""
     held = input_line(text)
-    return bool(held) and _shows(held or "", pasted)
+    return bool(held) and shows_paste(held or "", pasted)
 
 
 def _messages(text: str) -> list[str]:
@@ -139,7 +140,7 @@ def _messages(text: str) -> list[str]:
 def echoes(text: str, pasted: str) -> int:
     """How many messages in the visible transcript look like `pasted`: one more after a
     paste than before means it was sent."""
-    return sum(1 for shown in _messages(text) if _shows(shown, pasted))
+    return sum(1 for shown in _messages(text) if shows_paste(shown, pasted))
 
 
 def transcript_messages(text: str) -> int:

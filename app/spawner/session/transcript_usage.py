@@ -28,7 +28,8 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.files import open_within, write_json
-from app.gateway.metering import COUNTED, Usage, counts_of
+from app.gateway.metering import COUNTED, Usage
+from app.gateway.wires import messages_counts
 from app.protocol import USAGE_EVENT
 from app.spawner.registry import SessionRecord
 from app.spawner.workspace.leftovers import session_home, transcript_path
@@ -52,7 +53,7 @@ def _answer(entry: Any) -> tuple[str, dict[str, int], set[str]] | None:
     message = entry.get("message")
     if not isinstance(message, dict) or not isinstance(message.get("id"), str):
         return None
-    counts = {k: v for k, v in counts_of(message.get("usage")).items() if v <= MAX_COUNT}
+    counts = {k: v for k, v in messages_counts(message.get("usage")).items() if v <= MAX_COUNT}
     content = message.get("content")
     blocks = content if isinstance(content, list) else []
     tools = {
