@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -303,3 +304,43 @@ def talk_unix(path: Path, data: bytes) -> bytes:
         while chunk := conn.recv(4096):
             got += chunk
         return got
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def spawner_process(env: Mapping[str, str], state_dir: Path, *args: str) -> Iterator[Path]:
+    """`the-loop spawner …` as the operator runs it, in a process of its own with `env` (its
+    App, its token, the operator's model key), until its control socket in `state_dir`
+    answers; yields that socket, and stops the spawner as a signal does on leaving. Its log
+    is shown when it ends before serving."""
+    state_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = state_dir.parent / f"spawner-{uuid.uuid4().hex[:6]}.log"
+    control = state_dir / "control.sock"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "spawner", *args],
+            cwd=ROOT,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: control.exists() or proc.poll() is not None, timeout=60)
+        if proc.poll() is not None:
+            raise AssertionError(f"the spawner exited {proc.returncode}:\n{log.read_text()}")
+        yield control
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def gateway_url(state_dir: Path) -> str:
+    """The model gateway's URL, as the spawner running on `state_dir` keeps its port there."""
+    port = json.loads((state_dir / "gateway.json").read_text())["port"]
+    return f"http://127.0.0.1:{port}"

@@ -1,12 +1,19 @@
-"""`the-loop standing list|start <name>|stop <name>`: the operator's standing sessions."""
+"""`the-loop standing list|start <name>|stop <name>`: the operator's standing sessions.
+
+`start` and `stop` are the running spawner's to do (its control socket): a standing session
+is launched where the model gateway mints its pass. With no spawner running they fail and say
+how to start one; `list` reads the registry and tmux itself."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.spawner.session.tmux import DEFAULT_SOCKET
+
+if TYPE_CHECKING:
+    from app.spawner.standing_control import Request
 
 
 def _context(args: argparse.Namespace) -> Any:
@@ -42,34 +49,55 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_start(args: argparse.Namespace) -> int:
-    from app.spawner import standing_sessions as standing
+def _ask(command: str, request: Request) -> dict[str, Any] | None:
+    """Hand `request` to the running spawner; None (the reason printed) when it refused or
+    none runs."""
+    from app.settings import load_settings
+    from app.spawner.assembly import spawner_state_dir
+    from app.spawner.standing_control import ControlError, ask
 
     try:
-        record = standing.start(_context(args), args.name, restart=args.restart)
-    except standing.StandingError as exc:
-        print(f"the-loop standing start: {exc}", file=sys.stderr)
+        answer = ask(spawner_state_dir(load_settings()), request)
+    except ControlError as exc:
+        print(f"the-loop standing {command}: {exc}", file=sys.stderr)
+        return None
+    if not answer.get("ok"):
+        print(f"the-loop standing {command}: {answer.get('error', 'refused')}", file=sys.stderr)
+        return None
+    return answer
+
+
+def run_start(args: argparse.Namespace) -> int:
+    from app.spawner.standing_control import Request
+
+    answer = _ask("start", Request("start", args.name, args.restart))
+    if answer is None:
         return 2
-    print(f"started {args.name}: {' '.join(record.harness_args) or '(no extra arguments)'}")
-    print(f"attach with: tmux -L {args.tmux_socket} attach -t {record.tmux_session}")
+    harness_args = " ".join(str(a) for a in answer.get("harness_args", []))
+    print(f"started {args.name}: {harness_args or '(no extra arguments)'}")
+    print(f"network: {answer.get('network')}")
+    where = f"-L {answer.get('tmux_socket')} attach -t {answer.get('tmux_session')}"
+    print(f"attach with: tmux {where}")
     return 0
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    from app.spawner import standing_sessions as standing
+    from app.spawner.standing_control import Request
 
-    try:
-        killed = standing.stop(_context(args), args.name)
-    except standing.StandingError as exc:
-        print(f"the-loop standing stop: {exc}", file=sys.stderr)
+    answer = _ask("stop", Request("stop", args.name))
+    if answer is None:
         return 2
-    print(f"stopped {args.name}" if killed else f"{args.name} was not running")
+    print(f"stopped {args.name}" if answer.get("killed") else f"{args.name} was not running")
     return 0
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("standing", help="start and stop standing sessions")
-    parser.add_argument("--tmux-socket", default=DEFAULT_SOCKET, help="tmux -L socket name")
+    parser.add_argument(
+        "--tmux-socket",
+        default=DEFAULT_SOCKET,
+        help="tmux -L socket name (for list: start and stop use the spawner's)",
+    )
     commands = parser.add_subparsers(dest="standing_command", metavar="COMMAND", required=True)
     listing = commands.add_parser("list", help="declared standing sessions and their state")
     listing.set_defaults(func=run_list)

@@ -34,6 +34,7 @@ from app.spawner.launch import SpawnerContext
 from app.spawner.network.netlaunch import restore_networks, session_over
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Watchdog
+from app.spawner.standing_control import ControlError, ControlServer, standing_answer
 from app.spawner.workspace.leftovers import describe_session
 
 log = logging.getLogger(__name__)
@@ -112,11 +113,14 @@ class Agent:
                 threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
             )
         restore_networks(self.ctx)  # live sessions' sockets, served again
+        control = self._control()
         for thread in helpers:
             thread.start()
         while claims.is_alive() and not self.stop.wait(0.5):
             pass
         self.stop.set()
+        if control is not None:
+            control.stop()
         self._pool.shutdown(wait=True)
         if self.ctx.networks is not None:
             self.ctx.networks.stop()  # the sockets stay for a spawner started after this one
@@ -127,6 +131,15 @@ class Agent:
         except (AppUnavailable, Unauthorized) as exc:
             log.warning("events left to send at shutdown: %s", exc)
         return code[0] if code else 0
+
+    def _control(self) -> ControlServer | None:
+        """Serve `the-loop standing start|stop` (standing sessions are launched here, where
+        the gateway mints their passes); without it those commands say no spawner runs."""
+        try:
+            return ControlServer(self.ctx.state_dir, standing_answer(self.ctx)).start()
+        except ControlError as exc:
+            log.error("standing sessions cannot be started through this spawner: %s", exc)
+            return None
 
     def _claim_loop(self) -> int:
         backoff = Backoff(cap=self.options.max_backoff)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import uuid
@@ -13,10 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from app.audit import read_jsonl
 from app.cli import main
 from app.fleet.tokens import hash_token, mint_session_token
 from app.gate.markers import MarkerKind, find_marker
@@ -25,7 +28,8 @@ from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Spawner
 from app.workitems.offers import refused_choices
-from tests.spawner_support import StandIn
+from tests.fakes.anthropic import FakeAnthropic
+from tests.spawner_support import StandIn, gateway_url, spawner_process
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for
 
@@ -188,8 +192,16 @@ def socket_name() -> Iterator[str]:
     TmuxRunner(name).kill_server()
 
 
-def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_own(
-    env: dict[str, str], tmp_path: Path, standin: StandIn, socket_name: str, cli: Any
+CANARY_KEY = "sk-ant-api03-CANARY-operator-key-in-the-spawner-env-000"
+
+
+def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_its_gateway(
+    env: dict[str, str],
+    tmp_path: Path,
+    standin: StandIn,
+    socket_name: str,
+    cli: Any,
+    comments_api: Api,
 ) -> None:
     ops = tmp_path / "ops"
     ops.mkdir()
@@ -197,7 +209,7 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
         env,
         {
             "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
-            "routing": {"sandbox": standin.sandbox},
+            "routing": {"sandbox": {**standin.sandbox, "network": "host"}},
             "standingSessions": {
                 "sessions": [
                     {"name": "supervisor", "cwd": str(ops), "prompt": "watch the fleet"},
@@ -206,25 +218,77 @@ def test_standing_sessions_inherit_the_resolved_args_unless_they_declare_their_o
             },
         },
     )
-    for name in ("supervisor", "bare"):
-        out = cli("standing", "--tmux-socket", socket_name, "start", name)
-        assert out.returncode == 0, out.stderr
     key = f"standing-{ops}"
-    wait_for(lambda: len(standin.starts(key)) == 2)
-    argvs = sorted((s["argv"] for s in standin.starts(key)), key=len)
-    assert argvs[0][1] == "--session-id" and argvs[0][3:] == []
-    assert argvs[1][3:] == [FLAG]
-    wait_for(lambda: b"watch the fleet" in standin.stdin(key))  # its prompt, pasted
-    assert all(DENY_TOKEN not in a for a in argvs)
-    assert all("THE_LOOP_WORK_ITEM" not in s["env"] for s in standin.starts(key))
-    again = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")
-    assert again.returncode == 2 and "already running" in again.stderr
-    listing = cli("standing", "--tmux-socket", socket_name, "list")
-    assert "supervisor" in listing.stdout and "running" in listing.stdout
-    stop = cli("standing", "--tmux-socket", socket_name, "stop", "supervisor")
-    assert stop.returncode == 0 and "stopped supervisor" in stop.stdout
-    unknown = cli("standing", "--tmux-socket", socket_name, "start", "nope")
-    assert unknown.returncode == 2 and "declared: supervisor, bare" in unknown.stderr
+    # No spawner: nothing is started, and the operator is told how to start one.
+    alone = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")
+    assert alone.returncode == 2 and "no spawner is running" in alone.stderr
+    assert "the-loop spawner" in alone.stderr and standin.starts(key) == []
+
+    state = Path(env["THE_LOOP_STATE_DIR"]) / "spawner"
+    with FakeAnthropic([]) as model:
+        daemon = {
+            **env,
+            "THE_LOOP_URL": comments_api.url,
+            "THE_LOOP_SPAWNER_TOKEN": comments_api.token("standing-box"),
+            "ANTHROPIC_API_KEY": CANARY_KEY,  # the operator's: the gateway's alone
+            "ANTHROPIC_BASE_URL": model.url,
+        }
+        spawner = ("--name", "standing-box", "--tmux-socket", socket_name, "--wait", "2")
+        with spawner_process(daemon, state, *spawner) as control:
+            assert stat.S_IMODE(control.stat().st_mode) == 0o600
+            assert stat.S_IMODE(state.stat().st_mode) == 0o700
+            for name in ("supervisor", "bare"):
+                out = cli("standing", "--tmux-socket", socket_name, "start", name)
+                assert out.returncode == 0, out.stderr
+                assert "network: host" in out.stdout and f"tmux -L {socket_name}" in out.stdout
+            wait_for(lambda: len(standin.starts(key)) == 2)
+            starts = sorted(standin.starts(key), key=lambda s: len(s["argv"]))
+            assert starts[0]["argv"][1] == "--session-id" and starts[0]["argv"][3:] == []
+            assert starts[1]["argv"][3:] == [FLAG]
+            wait_for(lambda: b"watch the fleet" in standin.stdin(key))  # its prompt, pasted
+            gateway = gateway_url(state)
+            passes = {s["env"]["ANTHROPIC_API_KEY"] for s in starts}
+            assert len(passes) == 2  # one per session
+            for start in starts:
+                assert DENY_TOKEN not in start["argv"] and "THE_LOOP_WORK_ITEM" not in start["env"]
+                assert CANARY_KEY not in json.dumps(start)  # not in its env, nor its argv
+                assert start["env"]["ANTHROPIC_BASE_URL"] == gateway
+                assert start["env"]["ANTHROPIC_API_KEY"].endswith("-tlgw")
+            supervisor = next(s for s in starts if s["argv"][3:])["env"]["ANTHROPIC_API_KEY"]
+            assert ask_model(gateway, supervisor) == 200  # the gateway takes the pass…
+            assert {r.credential for r in model.snapshot()} == {CANARY_KEY}  # …and sends its key
+            logged = list(read_jsonl(state / "events.jsonl"))
+            started = [e for e in logged if e["event"] == "standing.started"]
+            assert {e["network"] for e in started} == {"host"}
+            assert all(e["model_gateway"] for e in started)
+            shared = {e["work_item"] for e in logged if e["event"] == "session.network_shared"}
+            assert shared == {"standing:supervisor", "standing:bare"}  # warned, as a work item is
+
+            again = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")
+            assert again.returncode == 2 and "already running" in again.stderr
+            listing = cli("standing", "--tmux-socket", socket_name, "list")
+            assert "supervisor" in listing.stdout and "running" in listing.stdout
+            stop = cli("standing", "--tmux-socket", socket_name, "stop", "supervisor")
+            assert stop.returncode == 0 and "stopped supervisor" in stop.stdout
+            assert ask_model(gateway, supervisor) == 401  # its pass died with it
+            unknown = cli("standing", "--tmux-socket", socket_name, "start", "nope")
+            assert unknown.returncode == 2 and "declared: supervisor, bare" in unknown.stderr
+        assert not control.exists()  # gone with the spawner
+    gone = cli("standing", "--tmux-socket", socket_name, "stop", "bare")
+    assert gone.returncode == 2 and "no spawner is running" in gone.stderr
+
+
+def ask_model(gateway: str, key: str) -> int:
+    """One side request to the model gateway with `key`: its status."""
+    body = {
+        "model": "claude-haiku-4",
+        "max_tokens": 8,
+        "tools": [],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    return httpx.post(
+        gateway + "/v1/messages", headers={"x-api-key": key}, json=body, timeout=60
+    ).status_code
 
 
 @pytest.fixture(scope="module")

@@ -84,9 +84,9 @@ def session_over(ctx: SpawnerContext, work_item: str) -> None:
 
 def restore_networks(ctx: SpawnerContext) -> None:
     """Serve again the sockets of the sessions a previous spawner left running (their
-    sandboxes hold the same directory, and the same gateway and App addresses); remove those
-    of sessions that ended meanwhile."""
-    live = [r.work_item for r in ctx.registry.all() if r.live and not r.standing]
+    sandboxes hold the same directory, and the same gateway and App addresses), standing
+    sessions' too; remove those of sessions that ended meanwhile."""
+    live = [r.work_item for r in ctx.registry.all() if r.live]
     kept = {session_dir(ctx.state_dir / NETS, item) for item in live}
     root = ctx.state_dir / NETS
     for left in root.iterdir() if root.is_dir() else ():
