@@ -36,7 +36,10 @@ with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
     except OSError as exc:
         print(json.dumps({"connect": type(exc).__name__}))
         sys.exit(0)
-    s.sendall(b'{"command": "stop", "name": "ops"}\n')
+    try:  # the spawner may answer, and hang up, before it is asked anything
+        s.sendall(b'{"command": "stop", "name": "ops"}\n')
+    except OSError:
+        pass
     print(s.makefile().readline().strip())
 """
 
