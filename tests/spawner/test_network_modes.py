@@ -9,6 +9,8 @@ from pathlib import Path
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.spawner.network.netlaunch import restore_networks
+from app.spawner.standing_sessions import standing_item
+from app.spawner.standing_sessions import start as start_standing
 from app.spawner.workspace.checkout import checkout_dir
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn, git, talk_unix
@@ -47,11 +49,20 @@ def test_a_shared_network_warns_on_every_launch(
 
 
 def test_a_restarted_spawner_serves_live_sessions_sockets_again(
-    ctx: SpawnerContext, standin: StandIn, origin: Path
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
 ) -> None:
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    standing = {"sessions": [{"name": "ops", "cwd": str(ops), "harnessArgs": []}]}
+    ctx.config = ctx.config.model_copy(
+        update={"standing_sessions": type(ctx.config.standing_sessions).model_validate(standing)}
+    )
     run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)
+    assert start_standing(ctx, "ops").network == "gateways"  # a standing session's too
+    standin.wait_start(f"standing-{ops}")
     sockets = session_dir(ctx.state_dir / "net", WI)
+    its_own = session_dir(ctx.state_dir / "net", standing_item("ops"))
     stale = session_dir(ctx.state_dir / "net", "github:o/r#99")  # a session that ended unseen
     stale.mkdir()
     assert ctx.networks is not None
@@ -59,7 +70,9 @@ def test_a_restarted_spawner_serves_live_sessions_sockets_again(
     ctx.networks = None
     assert (sockets / "proxy.sock").exists()
     restore_networks(ctx)  # the next spawner starts
-    answer = talk_unix(sockets / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
-    assert answer.startswith(b"HTTP/1.1 403 Forbidden")
+    for served in (sockets, its_own):
+        answer = talk_unix(served / "proxy.sock", b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403 Forbidden")
     assert not stale.exists()
-    assert [e["target"] for e in events(ctx, "session.egress_refused")] == ["example.com:443"]
+    refused = [e["target"] for e in events(ctx, "session.egress_refused")]
+    assert refused == ["example.com:443", "example.com:443"]
