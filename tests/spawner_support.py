@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 
 from app.audit import read_jsonl
@@ -344,3 +345,15 @@ def gateway_url(state_dir: Path) -> str:
     """The model gateway's URL, as the spawner running on `state_dir` keeps its port there."""
     port = json.loads((state_dir / "gateway.json").read_text())["port"]
     return f"http://127.0.0.1:{port}"
+
+
+def ask_model(gateway: str, key: str) -> httpx.Response:
+    """One side request (no tools: it spends no step of a scripted model) to the model
+    gateway at `gateway`, with `key` as the session's credential."""
+    body = {
+        "model": "claude-haiku-4",
+        "max_tokens": 8,
+        "tools": [],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    return httpx.post(gateway + "/v1/messages", headers={"x-api-key": key}, json=body, timeout=60)

@@ -189,12 +189,11 @@ class ControlServer:
 
     def start(self) -> ControlServer:
         """Bind and serve; raises `ControlError` when another spawner serves this socket."""
-        if self.path.exists() or self.path.is_symlink():
-            if _answering(self.path):
-                raise ControlError(f"another spawner already serves {self.path}")
-            self.path.unlink()  # left by a spawner that did not stop cleanly
+        if _answering(self.path):
+            raise ControlError(f"another spawner already serves {self.path}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            self.path.unlink(missing_ok=True)  # left by a spawner that did not stop cleanly
             with _short(self.path) as where:
                 sock.bind(where)
             os.chmod(self.path, 0o600)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.config import StandingSessions
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.spawner.network.netlaunch import restore_networks
@@ -55,7 +56,7 @@ def test_a_restarted_spawner_serves_live_sessions_sockets_again(
     ops.mkdir()
     standing = {"sessions": [{"name": "ops", "cwd": str(ops), "harnessArgs": []}]}
     ctx.config = ctx.config.model_copy(
-        update={"standing_sessions": type(ctx.config.standing_sessions).model_validate(standing)}
+        update={"standing_sessions": StandingSessions.model_validate(standing)}
     )
     run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
@@ -29,7 +28,7 @@ from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Spawner
 from app.workitems.offers import refused_choices
 from tests.fakes.anthropic import FakeAnthropic
-from tests.spawner_support import StandIn, gateway_url, spawner_process
+from tests.spawner_support import StandIn, ask_model, gateway_url, spawner_process
 from tests.spawnerapi_support import Api, serve_api
 from tests.support import wait_for
 
@@ -255,7 +254,7 @@ def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_it
                 assert start["env"]["ANTHROPIC_BASE_URL"] == gateway
                 assert start["env"]["ANTHROPIC_API_KEY"].endswith("-tlgw")
             supervisor = next(s for s in starts if s["argv"][3:])["env"]["ANTHROPIC_API_KEY"]
-            assert ask_model(gateway, supervisor) == 200  # the gateway takes the pass…
+            assert ask_model(gateway, supervisor).status_code == 200  # the gateway takes the pass…
             assert {r.credential for r in model.snapshot()} == {CANARY_KEY}  # …and sends its key
             logged = list(read_jsonl(state / "events.jsonl"))
             started = [e for e in logged if e["event"] == "standing.started"]
@@ -270,25 +269,12 @@ def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_it
             assert "supervisor" in listing.stdout and "running" in listing.stdout
             stop = cli("standing", "--tmux-socket", socket_name, "stop", "supervisor")
             assert stop.returncode == 0 and "stopped supervisor" in stop.stdout
-            assert ask_model(gateway, supervisor) == 401  # its pass died with it
+            assert ask_model(gateway, supervisor).status_code == 401  # its pass died with it
             unknown = cli("standing", "--tmux-socket", socket_name, "start", "nope")
             assert unknown.returncode == 2 and "declared: supervisor, bare" in unknown.stderr
         assert not control.exists()  # gone with the spawner
     gone = cli("standing", "--tmux-socket", socket_name, "stop", "bare")
     assert gone.returncode == 2 and "no spawner is running" in gone.stderr
-
-
-def ask_model(gateway: str, key: str) -> int:
-    """One side request to the model gateway with `key`: its status."""
-    body = {
-        "model": "claude-haiku-4",
-        "max_tokens": 8,
-        "tools": [],
-        "messages": [{"role": "user", "content": "hi"}],
-    }
-    return httpx.post(
-        gateway + "/v1/messages", headers={"x-api-key": key}, json=body, timeout=60
-    ).status_code
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.audit import read_jsonl
@@ -33,7 +32,7 @@ from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, contains
 from tests.fakes.model_script import tool_result_for
-from tests.spawner_support import gateway_url, spawner_process
+from tests.spawner_support import ask_model, gateway_url, spawner_process
 from tests.spawnerapi_support import Api, serve_api
 
 pytestmark = pytest.mark.claude
@@ -175,12 +174,7 @@ def test_a_standing_session_gets_a_pass_and_a_closed_network_from_the_running_sp
             session_pass = report["env"]["ANTHROPIC_API_KEY"]
             stopped = standing(shell, "stop", "ops")
             assert stopped.returncode == 0 and "stopped ops" in stopped.stdout, stopped.stderr
-            after = httpx.post(
-                gateway_url(state) + "/v1/messages",
-                headers={"x-api-key": session_pass},
-                json={"model": "claude-haiku-4", "max_tokens": 8, "tools": [], "messages": []},
-                timeout=60,
-            )
+            after = ask_model(gateway_url(state), session_pass)
             assert not sockets.exists()  # its network's sockets went with it
         logged = list(read_jsonl(state / "events.jsonl"))
 
