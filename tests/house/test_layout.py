@@ -144,6 +144,19 @@ def test_module_names_do_not_repeat_across_the_product() -> None:
     assert [name for name, count in names.items() if count > 1] == []
 
 
+def test_class_names_do_not_repeat_across_the_product() -> None:
+    """One name per concept: two classes a reader could mistake for each other get names
+    that say which is which."""
+    names = Counter(
+        node.name
+        for top in ("app", "channels", "hooks")
+        for path in (ROOT / top).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef)
+    )
+    assert [name for name, count in names.items() if count > 1] == []
+
+
 def test_app_keeps_few_flat_modules() -> None:
     flat = {path.stem for path in (ROOT / "app").glob("*.py")}
     assert flat <= FLAT, flat - FLAT

@@ -255,12 +255,12 @@ def test_pure_verdicts_on_the_edges():
     from app.config import HarnessTrust
     from app.spawner import devbox_checks as dc
 
-    ok = dc.Reply(200, {"ok": True, "version": "0.1.0"})
+    ok = dc.HttpOutcome(200, {"ok": True, "version": "0.1.0"})
     assert dc.check_app("http://127.0.0.1:3000", ok).level is dc.Level.OK
     assert dc.check_app("http://localhost:3000", ok).level is dc.Level.OK
     assert dc.check_app("http://the-loop.example.com", ok).level is dc.Level.WARN
     assert dc.check_app("https://the-loop.example.com", ok).level is dc.Level.OK
-    assert dc.check_app("https://x", dc.Reply(502)).level is dc.Level.FAIL
+    assert dc.check_app("https://x", dc.HttpOutcome(502)).level is dc.Level.FAIL
 
     nothing = dc.JsonFile("c", None)
     verdict = dc.check_credential("ANTHROPIC_API_KEY", None, nothing, False)
@@ -274,7 +274,7 @@ def test_pure_verdicts_on_the_edges():
     verdict = dc.check_bypass(args, auto, broken, root=False, sandboxed=False)
     assert verdict.level is dc.Level.FAIL and "repair" in verdict.fix
 
-    whoami = dc.Reply(200, {"name": "d", "allowed": ["o/a"], "serves": []})
+    whoami = dc.HttpOutcome(200, {"name": "d", "allowed": ["o/a"], "serves": []})
     assert dc.check_token(True, whoami).level is dc.Level.FAIL  # registered, serves nothing
 
 
