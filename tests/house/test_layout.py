@@ -18,6 +18,7 @@ FORBIDDEN = {
         "app.store",
         "app.github",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.spawner",
         "sqlalchemy",
@@ -30,6 +31,7 @@ FORBIDDEN = {
     "app/spawner": (
         "app.store",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.github",
         "app.services",
@@ -42,6 +44,7 @@ FORBIDDEN = {
     "app/gateway": (
         "app.store",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.github",
         "app.spawner",
@@ -64,10 +67,18 @@ FORBIDDEN = {
         "dataclasses",
         "typing_extensions",
     ),
-    "app/store": ("app.workitems", "app.fleet", "app.github", "app.spawner", "channels"),
-    "app/workitems": ("app.spawner", "app.fleet", "channels"),
-    "app/fleet": ("app.spawner", "channels"),
-    "channels": ("app.spawner", "app.fleet"),
+    "app/store": (
+        "app.workitems",
+        "app.fleet",
+        "app.gitgate",
+        "app.github",
+        "app.spawner",
+        "channels",
+    ),
+    "app/workitems": ("app.spawner", "app.fleet", "app.gitgate", "channels"),
+    "app/fleet": ("app.spawner", "app.gitgate", "channels"),
+    "app/gitgate": ("app.spawner", "app.workitems", "app.gateway", "channels"),
+    "channels": ("app.spawner", "app.fleet", "app.gitgate"),
 }
 # Allowed flat modules under app/: everything else lives in a room (a package).
 FLAT = {
