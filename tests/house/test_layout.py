@@ -216,3 +216,32 @@ def test_the_app_under_test_has_one_environment_fixture() -> None:
         if re.search(r"^def settings_env\(", path.read_text(), re.M)
     ]
     assert defined == ["tests/conftest.py"]
+
+
+def fixture_names(path: Path) -> list[str]:
+    """The names of the fixtures `path` defines (`@pytest.fixture`, with or without arguments,
+    and its `name=` if given)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            if ast.unparse(call.func if call else decorator) not in ("pytest.fixture", "fixture"):
+                continue
+            named = [k.value for k in (call.keywords if call else ()) if k.arg == "name"]
+            found.append(
+                named[0].value if named and isinstance(named[0], ast.Constant) else node.name
+            )
+    return found
+
+
+def test_no_fixture_is_defined_twice() -> None:
+    """One definition per fixture name: a module says what it needs of a shared fixture
+    (markers, module settings such as `OPERATOR_YAML`), and a fixture of its own that is
+    something else gets a name of its own, never one that shadows another."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        for name in fixture_names(path):
+            where.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
