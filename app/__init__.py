@@ -34,9 +34,9 @@ def create_app(
 
     from app.fleet.api import LEASE_CONFIG
     from app.fleet.api import bp as spawner_bp
-    from app.fleet.git_gateway import bp as git_bp
     from app.fleet.phase_api import bp as phase_bp
     from app.fleet.pull_api import bp as pulls_bp
+    from app.gitgate.git_gateway import bp as git_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings

@@ -48,7 +48,7 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Reading:
+class CompatReading:
     """The document in the App's shape, and what was adapted, ignored or in conflict."""
 
     data: dict[str, Any]
@@ -142,7 +142,7 @@ def _keyword(routing: dict[str, Any], notes: _Notes) -> None:
     notes.adapted.append(Finding(key, f"the execute keyword is {alias!r}"))
 
 
-def read_older_shapes(document: Mapping[str, Any]) -> Reading:
+def read_older_shapes(document: Mapping[str, Any]) -> CompatReading:
     """`document` rewritten into the App's shapes, with notes on what changed (pure)."""
     data = dict(document)
     notes = _Notes([], [], [])
@@ -166,7 +166,7 @@ def read_older_shapes(document: Mapping[str, Any]) -> Reading:
         if slack:
             data["slack"] = slack
         _keyword(routing, notes)
-    return Reading(data, tuple(notes.adapted), tuple(notes.ignored), tuple(notes.conflicts))
+    return CompatReading(data, tuple(notes.adapted), tuple(notes.ignored), tuple(notes.conflicts))
 
 
 def _model_of(annotation: Any) -> tuple[bool, type[BaseModel]] | None:

@@ -32,7 +32,7 @@ LABEL_LIMIT = 2000
 
 
 @dataclass(frozen=True)
-class Section:
+class MirrorSection:
     """A section as the mirror payload carries it: the gate's `Section` less its `hint`,
     which `Checklist.to_mirror()` leaves out, with `kind` as sent."""
 
@@ -44,17 +44,17 @@ class Section:
 
 
 @dataclass(frozen=True)
-class Control:
+class ChecklistElement:
     """One Slack element of the checklist: the block that holds it and the rows it offers."""
 
     block_id: str
-    section: Section
+    section: MirrorSection
     rows: tuple[Row, ...]
 
 
-def sections_of(checklist: Mapping[str, Any]) -> list[Section]:
+def sections_of(checklist: Mapping[str, Any]) -> list[MirrorSection]:
     """The checklist's sections as values; malformed rows are skipped, never guessed."""
-    sections: list[Section] = []
+    sections: list[MirrorSection] = []
     for raw in checklist.get("sections") or []:
         if not isinstance(raw, Mapping):
             continue
@@ -65,7 +65,7 @@ def sections_of(checklist: Mapping[str, Any]) -> list[Section]:
         )
         if rows:
             sections.append(
-                Section(
+                MirrorSection(
                     kind=str(raw.get("kind") or ""),
                     title=str(raw.get("title") or raw.get("kind") or "Choose"),
                     single=bool(raw.get("single")),
@@ -76,13 +76,13 @@ def sections_of(checklist: Mapping[str, Any]) -> list[Section]:
     return sections
 
 
-def controls(checklist: Mapping[str, Any]) -> Iterator[Control]:
+def controls(checklist: Mapping[str, Any]) -> Iterator[ChecklistElement]:
     """Every element of the control in order, with a block id that names its position."""
     for s_index, section in enumerate(sections_of(checklist)):
         size = len(section.rows) if section.single else MAX_CHECKBOXES
         for c_index, start in enumerate(range(0, len(section.rows), size)):
             block_id = f"{BLOCK_PREFIX}:{s_index}:{c_index}"
-            yield Control(block_id, section, section.rows[start : start + size])
+            yield ChecklistElement(block_id, section, section.rows[start : start + size])
 
 
 def _option(row: Row) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def _option(row: Row) -> dict[str, Any]:
     }
 
 
-def default_row(section: Section) -> Row | None:
+def default_row(section: MirrorSection) -> Row | None:
     """The pre-selected row of a choice section: the one ticked on GitHub, else the default."""
     ticked = [row for row in section.rows if row.checked]
     if ticked:
@@ -106,7 +106,7 @@ def default_row(section: Section) -> Row | None:
     return None
 
 
-def _element(control: Control) -> dict[str, Any]:
+def _element(control: ChecklistElement) -> dict[str, Any]:
     options = [_option(row) for row in control.rows]
     if not control.section.single:
         element: dict[str, Any] = {"type": "checkboxes", "action_id": ROWS_ACTION}
@@ -130,7 +130,7 @@ def _element(control: Control) -> dict[str, Any]:
     return element
 
 
-def _label(control: Control) -> str:
+def _label(control: ChecklistElement) -> str:
     section = control.section
     label = section.title
     if section.single and section.default and "default" not in label.lower():

@@ -10,8 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import Engine
 
+from app.store import make_engine, migrate
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
+from tests.fakes.scripted_model import ScriptedModel
 from tests.fakes.server import LiveServer
 from tests.support import (
     APP_ID,
@@ -19,7 +23,9 @@ from tests.support import (
     POSTGRES_URL,
     RunningApp,
     app_env,
+    module_setting,
     scratch_database,
+    served_app,
     wsgi_app,
 )
 
@@ -108,10 +114,29 @@ def fake_github(app_private_key: str) -> Iterator[tuple[FakeGitHub, str]]:
 
 
 @pytest.fixture
-def operator_yaml() -> str:
-    """The operator config (`cli-config.yaml`) the App under test reads; a module whose tests
-    need another overrides this one fixture."""
-    return "{}\n"
+def operator_yaml(request: pytest.FixtureRequest) -> str:
+    """The operator config (`cli-config.yaml`) the App under test reads: `{}`, or the module's
+    `OPERATOR_YAML` (the text, or a function of fixtures that returns it)."""
+    return str(module_setting(request, "OPERATOR_YAML", "{}\n"))
+
+
+@pytest.fixture
+def model(request: pytest.FixtureRequest) -> Iterator[ScriptedModel]:
+    """The scripted model a test's sessions talk to: the module's `MODEL_SCRIPT` (the steps,
+    or a function of fixtures that returns them), served on the wire its `MODEL_WIRE` names —
+    `FakeAnthropic` (Claude's Messages API) unless it says `FakeResponses` (Codex's)."""
+    wire = getattr(request.module, "MODEL_WIRE", FakeAnthropic)
+    with wire(module_setting(request, "MODEL_SCRIPT", ())) as api:
+        yield api
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """The store's engine on a fresh, migrated `database_url`, for tests without an App."""
+    built = make_engine(database_url)
+    migrate(built)
+    yield built
+    built.dispose()
 
 
 @pytest.fixture
@@ -141,7 +166,11 @@ def settings_env(
 
 
 @pytest.fixture
-def running_app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
-    """The App (with its inbox worker) served by a real HTTP server on 127.0.0.1."""
-    with wsgi_app(settings_env) as app:
+def running_app(
+    request: pytest.FixtureRequest, settings_env: dict[str, str]
+) -> Iterator[RunningApp]:
+    """The App (with its inbox worker) served by a real HTTP server on 127.0.0.1; with the
+    `served` marker, as `the-loop serve` deploys it (gunicorn's asgi worker)."""
+    serve = served_app if request.node.get_closest_marker("served") else wsgi_app
+    with serve(settings_env) as app:
         yield app

@@ -178,8 +178,12 @@ def release(app: Any, fake: Any, origin: Path, reply: str, number: int = 1) -> N
 
 
 @pytest.fixture
-def standin_devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
+def standin_devbox(
+    request: pytest.FixtureRequest, running_app: Any, operator_yaml: str, home: Path
+) -> Iterator[SpawnerContext]:
     """The spawner's agent loop serving `running_app` with this module's operator config
-    (a stand-in harness, usually)."""
-    with serve_devbox(running_app, operator_yaml, home) as ctx:
+    (a stand-in harness, usually); the module's `STANDIN_DEVBOX` holds `serve_devbox`'s
+    keyword arguments, if any."""
+    options = getattr(request.module, "STANDIN_DEVBOX", {})
+    with serve_devbox(running_app, operator_yaml, home, **options) as ctx:
         yield ctx

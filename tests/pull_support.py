@@ -155,13 +155,19 @@ def pull_config(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def pull_app(
-    settings_env: dict[str, str], fake_slack: tuple[FakeSlack, str], pull_config: str
+    settings_env: dict[str, str],
+    fake_slack: tuple[FakeSlack, str],
+    pull_config: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[RunningApp]:
-    """The App with the Slack mirror on and this bed's operator config."""
+    """The App with the Slack mirror on and this bed's operator config, as plain WSGI, or
+    (`indirect` "asgi") as `the-loop serve` deploys it: gunicorn's asgi worker, whose front
+    checks the git door and streams the bodies."""
     from tests.slack_support import slack_env
-    from tests.support import wsgi_app
+    from tests.support import served_app, wsgi_app
 
-    with wsgi_app(slack_env(settings_env, fake_slack[1], pull_config)) as app:
+    env = slack_env(settings_env, fake_slack[1], pull_config)
+    with served_app(env) if getattr(request, "param", "") == "asgi" else wsgi_app(env) as app:
         yield app
 
 

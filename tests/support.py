@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -292,3 +293,15 @@ def wsgi_app(env: dict[str, str]) -> Iterator[RunningApp]:
             yield RunningApp(url=server.url, state=state)
     finally:
         state.close()
+
+
+def module_setting(request: pytest.FixtureRequest, name: str, default: Any) -> Any:
+    """What the requesting test's module sets, as the module-level `name`, for one of the
+    shared fixtures (`default` where it sets nothing). A function there is called with the
+    fixtures its parameters name: for a setting built from a test's own (`tmp_path`, a
+    stand-in harness)."""
+    given = getattr(request.module, name, default)
+    if not inspect.isfunction(given):
+        return given
+    wanted = inspect.signature(given).parameters
+    return given(**{fixture: request.getfixturevalue(fixture) for fixture in wanted})

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
     from app.spawner.confine.installs import Exposure
-    from app.spawner.devbox_checks import Check, JsonFile, Reply, Tool
+    from app.spawner.devbox_checks import Check, HttpOutcome, JsonFile, Tool
 
 TIMEOUT = 10.0
 SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
@@ -57,21 +57,21 @@ def try_sandbox(bwrap: Tool, env: Mapping[str, str], *extra: str) -> tuple[bool 
     return code == 0, output.splitlines()[-1] if output else f"exit {code}"
 
 
-def http_get(url: str, token: str | None = None) -> Reply:
+def http_get(url: str, token: str | None = None) -> HttpOutcome:
     import httpx
 
-    from app.spawner.devbox_checks import Reply
+    from app.spawner.devbox_checks import HttpOutcome
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.get(url, headers=headers, timeout=TIMEOUT)
     except httpx.HTTPError as exc:
-        return Reply(error=f"{exc.__class__.__name__}: {exc}")
+        return HttpOutcome(error=f"{exc.__class__.__name__}: {exc}")
     try:
         data = response.json()
     except ValueError:
         data = {}
-    return Reply(response.status_code, data if isinstance(data, dict) else {})
+    return HttpOutcome(response.status_code, data if isinstance(data, dict) else {})
 
 
 def read_text(path: Path) -> JsonFile:

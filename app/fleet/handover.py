@@ -38,7 +38,7 @@ class OfferError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Offer:
+class JobOffer:
     """A claimed job as the spawner receives it."""
 
     job: Job
@@ -96,7 +96,7 @@ def revoke(services: Services, token: str | None) -> None:
 
 def prepare_offer(
     services: Services, engine: Engine, job: Job, spawner: Spawner, lease: timedelta
-) -> Offer:
+) -> JobOffer:
     """Credentials and bookkeeping for a job just claimed by `spawner`.
 
     Raises OfferError when a spawn job cannot get its repository token: a spawn without it
@@ -140,4 +140,4 @@ def prepare_offer(
     github_token = None
     if minted is not None:
         github_token = {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
-    return Offer(job=job, lease=lease, github_token=github_token, session_token=session_token)
+    return JobOffer(job=job, lease=lease, github_token=github_token, session_token=session_token)

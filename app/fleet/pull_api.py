@@ -1,6 +1,6 @@
 """`/spawner/v1/pull-request`: a session's pull request. Called from inside a session with
 its session token: `the-loop pr create` and `the-loop pr`. (A session's git goes through
-the App's git gateway, `app.fleet.git_gateway`, with that same token.)
+the App's git gateway, `app.gitgate.git_gateway`, with that same token.)
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def frozen_record(selection: Selection, author: str, at: datetime) -> dict[str, 
 
 
 @dataclass(frozen=True)
-class Choice:
+class FrozenChoice:
     """A re-validated harness/model/effort; `harness` is always the one that will run."""
 
     harness: str
@@ -54,7 +54,7 @@ def revalidate(
     config: OperatorConfig,
     hosts: Collection[str],
     refused: Collection[str] = (),
-) -> Choice:
+) -> FrozenChoice:
     """Re-check a frozen choice read back from a store or an agent-writable file.
 
     The harness must be declared and able to host; the model declared and offered on that
@@ -74,4 +74,4 @@ def revalidate(
     if effort and (config.effort_level(effort) is None or EFFORT_PREFIX + effort in refused):
         warnings.append(f"frozen effort {effort!r} is not declared; using the default")
         effort = ""
-    return Choice(harness=harness, model=model, effort=effort, warnings=tuple(warnings))
+    return FrozenChoice(harness=harness, model=model, effort=effort, warnings=tuple(warnings))

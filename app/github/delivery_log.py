@@ -7,7 +7,7 @@ its action and the attempt's status. `GET /app/hook/deliveries/{id}` adds what w
 `request.headers` and `request.payload` (the body as a JSON object, not its bytes).
 
 This module is the edge only: one page, one payload, and what each answer said about the
-App's request budget (`Limits`). A rate-limit answer (429, or 403 with `Retry-After` or no
+App's request budget (`RateLimits`). A rate-limit answer (429, or 403 with `Retry-After` or no
 requests remaining) raises `RateLimited` with when GitHub allows the next request; the
 caller decides what to do (`app.github.reconcile`). githubkit's own retrying is off here:
 a pass stops and waits rather than sleeping inside a request.
@@ -48,7 +48,7 @@ class LogEntry:
 
 
 @dataclass(frozen=True)
-class Limits:
+class RateLimits:
     """What an answer's rate-limit headers said (None where a header was absent)."""
 
     limit: int | None = None
@@ -60,7 +60,7 @@ class Limits:
 class RateLimited(Exception):
     """GitHub refused a request for the rate limit; no request before `until`."""
 
-    def __init__(self, status: int, limits: Limits, until: datetime) -> None:
+    def __init__(self, status: int, limits: RateLimits, until: datetime) -> None:
         super().__init__(f"GitHub answered {status}: rate limited until {until.isoformat()}")
         self.status = status
         self.limits = limits
@@ -71,7 +71,7 @@ class LogGone(Exception):
     """The entry is no longer in the log (GitHub keeps deliveries for a few days)."""
 
 
-def limits_of(headers: Mapping[str, str]) -> Limits:
+def limits_of(headers: Mapping[str, str]) -> RateLimits:
     """The budget an answer's headers state (names compared case-insensitively)."""
     lower = {k.lower(): v for k, v in headers.items()}
 
@@ -83,7 +83,7 @@ def limits_of(headers: Mapping[str, str]) -> Limits:
 
     reset = number("x-ratelimit-reset")
     retry = number("retry-after")
-    return Limits(
+    return RateLimits(
         limit=number("x-ratelimit-limit"),
         remaining=number("x-ratelimit-remaining"),
         reset_at=datetime.fromtimestamp(reset, UTC) if reset is not None else None,
@@ -91,14 +91,14 @@ def limits_of(headers: Mapping[str, str]) -> Limits:
     )
 
 
-def refused_for_rate(status: int, limits: Limits) -> bool:
+def refused_for_rate(status: int, limits: RateLimits) -> bool:
     """Whether an error answer is a rate limit (primary or secondary) rather than a fault."""
     if status == 429:
         return True
     return status == 403 and (limits.retry_after is not None or limits.remaining == 0)
 
 
-def wait_until(limits: Limits, now: datetime, refusals: int) -> datetime:
+def wait_until(limits: RateLimits, now: datetime, refusals: int) -> datetime:
     """When to ask again after the `refusals`-th rate-limit answer in a row: `Retry-After`
     when GitHub gave one, else the budget's reset when none is left, else a minute; and the
     one backoff formula (`queue_delay`) doubling that wait for each refusal in a row."""
@@ -151,7 +151,7 @@ class LogReader:
         self._github = github
         self._clock = clock
         self.requests = 0
-        self.limits = Limits()  # what the last answer said
+        self.limits = RateLimits()  # what the last answer said
 
     def _answered(self, headers: Mapping[str, str]) -> None:
         self.requests += 1

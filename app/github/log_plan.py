@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from app.github.delivery_log import Limits, LogEntry
+from app.github.delivery_log import LogEntry, RateLimits
 
 HOUR = timedelta(hours=1)
 # GitHub's smallest hourly budget for an App; the answers' X-RateLimit-Limit replaces it.
@@ -65,7 +65,7 @@ def settled_cursor(
 
 
 @dataclass
-class Budget:
+class RequestBudget:
     """The requests the log may still take this hour: `share` of the App's hourly limit,
     counted from `window_start`, and never below what GitHub's answers say must stay
     for the App's other calls (`X-RateLimit-Remaining` over the reserve)."""
@@ -80,7 +80,7 @@ class Budget:
     @classmethod
     def resume(
         cls, share: float, window_start: datetime | None, used: int, now: datetime
-    ) -> Budget:
+    ) -> RequestBudget:
         """The budget of the hour that began at `window_start`, or a new hour from `now`."""
         if window_start is None or now - window_start >= HOUR or window_start > now:
             return cls(share, now)
@@ -90,7 +90,7 @@ class Budget:
     def allowance(self) -> int:
         return int(self.share * self.limit)
 
-    def spend(self, limits: Limits) -> None:
+    def spend(self, limits: RateLimits) -> None:
         self.used += 1
         if limits.limit:
             self.limit = limits.limit

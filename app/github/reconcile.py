@@ -16,7 +16,7 @@ pushed and pulled count once.
 `push` mode runs a pass on start and every THE_LOOP_RECONCILE_SECONDS; `pull` mode every
 THE_LOOP_PULL_SECONDS, so the App needs no URL GitHub can reach. Every replica runs the
 loop; a lease in the store (`app.store.log_lease`) lets one pass run at a time. A pass
-spends at most its share of the App's hourly request budget (`log_plan.Budget`) and stops
+spends at most its share of the App's hourly request budget (`log_plan.RequestBudget`) and stops
 at a rate-limit answer, waiting as GitHub said (`delivery_log.wait_until`) before the next.
 """
 
@@ -39,8 +39,8 @@ from app.github.delivery_log import LogEntry, LogGone, LogReader, RateLimited, r
 from app.github.ingest import IngestWriter
 from app.github.log_plan import (
     FIRST_LOOKBACK,
-    Budget,
     PassCounts,
+    RequestBudget,
     keep_newer,
     settled_cursor,
     to_fetch,
@@ -121,7 +121,7 @@ class Reconciler:
             log_lease.finish(self.engine, self.holder, state, self._keep_until(now))
             return None
         counts = PassCounts(self.mode)
-        budget = Budget.resume(self.share, state.window_start, state.window_requests, now)
+        budget = RequestBudget.resume(self.share, state.window_start, state.window_requests, now)
         spent_before = budget.used
         seen_id: int | None = state.seen_id
         limited: RateLimited | None = None
@@ -146,7 +146,7 @@ class Reconciler:
         self,
         state: LogState,
         counts: PassCounts,
-        budget: Budget,
+        budget: RequestBudget,
         seen_id: int | None,
         limited: RateLimited | None,
     ) -> None:
@@ -182,7 +182,12 @@ class Reconciler:
         return now + LEASE if self.pull else now
 
     def _walk(
-        self, reader: LogReader, state: LogState, budget: Budget, counts: PassCounts, now: datetime
+        self,
+        reader: LogReader,
+        state: LogState,
+        budget: RequestBudget,
+        counts: PassCounts,
+        now: datetime,
     ) -> tuple[int | None, RateLimited | None]:
         """List back to the cursor, fetch and store what is missing, oldest first. Returns
         the new cursor, and the refusal that cut the fetching short (if one did): once the
@@ -223,12 +228,12 @@ class Reconciler:
             counts.requests = reader.requests
         return settled_cursor(entries, settled, state.seen_id, reached), limited
 
-    def _spent(self, budget: Budget, counts: PassCounts) -> bool:
+    def _spent(self, budget: RequestBudget, counts: PassCounts) -> bool:
         if budget.exhausted():
             counts.budget_spent = True
         return counts.budget_spent
 
-    def _count(self, reader: LogReader, budget: Budget, counts: PassCounts) -> None:
+    def _count(self, reader: LogReader, budget: RequestBudget, counts: PassCounts) -> None:
         budget.spend(reader.limits)
         if reader.requests % RENEW_EVERY == 0:
             log_lease.renew(self.engine, self.holder, self.clock(), LEASE)

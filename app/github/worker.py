@@ -75,7 +75,7 @@ class InboxWorker:
             self._handle(conn, row)
         return True
 
-    def _handle(self, conn: Connection, row: inbox.Claimed) -> None:
+    def _handle(self, conn: Connection, row: inbox.ClaimedDelivery) -> None:
         """Run the handlers of claimed `row` on `conn`; done commits with their effects."""
         try:
             with Session(conn, expire_on_commit=False) as session, session.begin():
@@ -105,7 +105,7 @@ class InboxWorker:
                 error=detail,
             )
 
-    def _record_failure(self, row: inbox.Claimed, detail: str) -> InboxState:
+    def _record_failure(self, row: inbox.ClaimedDelivery, detail: str) -> InboxState:
         """Record the failed try; while the database itself is away (often why the handler
         failed), keep trying, so the delivery is due again after its backoff rather than
         after its lease."""

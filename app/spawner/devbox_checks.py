@@ -50,7 +50,7 @@ class Tool:
 
 
 @dataclass(frozen=True)
-class Reply:
+class HttpOutcome:
     """One HTTP call's outcome: a status and JSON body, or the error that prevented it."""
 
     status: int | None = None
@@ -161,7 +161,7 @@ def _remote_http(url: str) -> bool:
         return True
 
 
-def check_app(url: str, health: Reply) -> Check:
+def check_app(url: str, health: HttpOutcome) -> Check:
     name = "App reachable"
     if health.status != 200 or health.data.get("ok") is not True:
         why = health.error or f"GET /healthz answered {health.status}"
@@ -181,7 +181,7 @@ def _scope(repositories: Any) -> str:
     return ", ".join(names) if names else "no repository"
 
 
-def check_token(token_set: bool, whoami: Reply | None) -> Check:
+def check_token(token_set: bool, whoami: HttpOutcome | None) -> Check:
     name = "spawner token"
     create = "create one on the App host: the-loop spawner token create --name NAME --repo O/R"
     if not token_set:

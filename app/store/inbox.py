@@ -43,7 +43,7 @@ def backoff(attempts: int, base_seconds: float = 1.0) -> timedelta:
 
 
 @dataclass(frozen=True)
-class Claimed:
+class ClaimedDelivery:
     """A delivery a worker holds: what its handlers read, and the claim (`claimed_by`,
     `attempts`) that marking it done or failed must still match."""
 
@@ -125,7 +125,7 @@ def claim(
     lease: timedelta = LEASE,
     *,
     look_first: bool = True,
-) -> Claimed | None:
+) -> ClaimedDelivery | None:
     """Take the due delivery of the earliest turn, oldest first, for `worker` until the lease
     runs out, on `conn` (the connection its handler then runs on: one checkout per delivery).
 
@@ -154,7 +154,7 @@ def claim(
     if row is None:
         return None
     row_id, delivery_id, event, action, body, attempts, claimed_by = row
-    return Claimed(
+    return ClaimedDelivery(
         row_id, delivery_id, event, action, decompress_body(bytes(body)), attempts, claimed_by
     )
 
@@ -164,12 +164,12 @@ class LeaseLost(RuntimeError):
     transaction must roll back, the other claim's run is the one that counts."""
 
 
-def _claim_of(claimed: Claimed) -> tuple[int, str, int]:
+def _claim_of(claimed: ClaimedDelivery) -> tuple[int, str, int]:
     """The parameters of `_InboxSQL`'s same-claim condition."""
     return claimed.id, claimed.claimed_by, claimed.attempts
 
 
-def mark_done(session: Session, claimed: Claimed, now: datetime) -> None:
+def mark_done(session: Session, claimed: ClaimedDelivery, now: datetime) -> None:
     """Called inside the handler's transaction, so "done" commits with its effects — and only
     while the claim is still this one's (same claimer, same attempt), else `LeaseLost`."""
     conn = session.connection()
@@ -180,7 +180,7 @@ def mark_done(session: Session, claimed: Claimed, now: datetime) -> None:
 
 def mark_failed(
     engine: Engine,
-    claimed: Claimed,
+    claimed: ClaimedDelivery,
     error: str,
     now: datetime,
     policy: RetryPolicy | None = None,

@@ -39,7 +39,7 @@ _MINUTE_UNITS = frozenset({"min", "mins", "minute", "minutes"})
 SYNTAX = "`+200k` (tokens; `k` thousands, `M` millions), `+$5` (dollars) or `+30min` (minutes)"
 
 
-class Level(IntEnum):
+class BudgetLevel(IntEnum):
     """How far a run is into its budget."""
 
     UNDER = 0
@@ -123,17 +123,17 @@ def shares(limits: Limits, spent: Spent) -> dict[str, float]:
     return found
 
 
-def level_of(limits: Limits, spent: Spent) -> tuple[Level, str]:
+def level_of(limits: Limits, spent: Spent) -> tuple[BudgetLevel, str]:
     """How far the run is, and which limit says so ("" while under every one)."""
     found = shares(limits, spent)
     if not found:
-        return Level.UNDER, ""
+        return BudgetLevel.UNDER, ""
     kind, share = max(found.items(), key=lambda pair: pair[1])
     if share >= 1:
-        return Level.SPENT, kind
+        return BudgetLevel.SPENT, kind
     if share >= WARN_AT:
-        return Level.WARN, kind
-    return Level.UNDER, ""
+        return BudgetLevel.WARN, kind
+    return BudgetLevel.UNDER, ""
 
 
 def _tokens(count: float) -> str:

@@ -24,17 +24,17 @@ from app.workitems.states import is_live
 from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
 
 
-class Verdict(StrEnum):
+class ReviewVerdict(StrEnum):
     APPROVED = "approved"
     CHANGES = "changes"
 
 
-def verdict_of(body: str, approve: str, changes: str) -> Verdict | None:
+def verdict_of(body: str, approve: str, changes: str) -> ReviewVerdict | None:
     """Which decision a comment makes, by its opening keyword (pure)."""
     if is_execute(body, approve):
-        return Verdict.APPROVED
+        return ReviewVerdict.APPROVED
     if is_execute(body, changes):
-        return Verdict.CHANGES
+        return ReviewVerdict.CHANGES
     return None
 
 
@@ -44,8 +44,8 @@ def _changes_text(body: str, keyword: str) -> str:
     return rest or body.strip()
 
 
-def _session_note(verdict: Verdict, author: str) -> str:
-    if verdict is Verdict.APPROVED:
+def _session_note(verdict: ReviewVerdict, author: str) -> str:
+    if verdict is ReviewVerdict.APPROVED:
         return (
             f"\n\n(the-loop: @{author} approved the review. Run `the-loop phase next` to "
             "complete the work item.)"
@@ -64,8 +64,10 @@ def review_reply(services: Services, session: Session, decision: Decision) -> Ou
         return Outcome(Status.NOT_A_WORK_ITEM)
     trigger = services.config.routing.trigger
     verdict = verdict_of(decision.body, trigger.approve_keyword, trigger.changes_keyword)
-    keyword = trigger.approve_keyword if verdict is Verdict.APPROVED else trigger.changes_keyword
-    action = "approve the review" if verdict is Verdict.APPROVED else "request changes"
+    keyword = (
+        trigger.approve_keyword if verdict is ReviewVerdict.APPROVED else trigger.changes_keyword
+    )
+    action = "approve the review" if verdict is ReviewVerdict.APPROVED else "request changes"
 
     def refused(why: str, reason: str) -> Outcome:
         refuse(services, session, item, decision, why, reason, keyword=keyword, action=action)
@@ -87,13 +89,13 @@ def review_reply(services: Services, session: Session, decision: Decision) -> Ou
 
 
 def _record(
-    services: Services, session: Session, item: WorkItem, decision: Decision, verdict: Verdict
+    services: Services, session: Session, item: WorkItem, decision: Decision, verdict: ReviewVerdict
 ) -> Outcome:
     trigger = services.config.routing.trigger
     at = services.clock().isoformat()
     gates = dict(item.gates or {})
     text = decision.body
-    if verdict is Verdict.APPROVED:
+    if verdict is ReviewVerdict.APPROVED:
         gates[REVIEW_NODE] = {"at": at, "by": decision.author, "verdict": verdict.value}
         item.gates = gates
     else:
@@ -106,7 +108,7 @@ def _record(
     emit(
         services,
         session,
-        "gate.approved" if verdict is Verdict.APPROVED else "gate.changes_requested",
+        "gate.approved" if verdict is ReviewVerdict.APPROVED else "gate.changes_requested",
         item.id,
         by=decision.author,
         source=decision.source,

@@ -25,7 +25,7 @@ from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
 from app.workitems.budgets import (
     WARN_AT,
-    Level,
+    BudgetLevel,
     Limits,
     Raise,
     Spent,
@@ -138,7 +138,7 @@ def check_spending(services: Services, session: Session, item: WorkItem, event: 
     limits, spent = standing(services, session, item, facts)
     level, kind = level_of(limits, spent)
     run = facts["run"]
-    if level is Level.SPENT:
+    if level is BudgetLevel.SPENT:
         facts["spent"] = kind
         note = refusal_note(limits, spent)
         stop = stop_job(item, reason=BUDGET_REASON, note=note)
@@ -147,7 +147,7 @@ def check_spending(services: Services, session: Session, item: WorkItem, event: 
             services, session, "budget.spent", item.id, limit=kind, spent=budget_text(limits, spent)
         )
         facts["stops"] = int(facts.get("stops") or 0) + 1
-    elif level is Level.WARN and not facts.get("warned"):
+    elif level is BudgetLevel.WARN and not facts.get("warned"):
         facts["warned"] = True
         _notice(
             services, session, item, f"budget-warn:{item.id}:{run}", warning_text(limits, spent)
@@ -232,7 +232,7 @@ def raise_reply(services: Services, session: Session, decision: Decision) -> Out
     limits, spent = standing(services, session, item, facts)
     level, _ = level_of(limits, spent)
     stopping = is_live(item.state) and bool(facts.get("spent"))  # its budget stop is on its way
-    if stopping and level < Level.SPENT:
+    if stopping and level < BudgetLevel.SPENT:
         facts["resume"] = {"by": reply.author, "words": asked.words, "ref": reply.ref}
     item.budget = facts
     emit(
@@ -248,24 +248,24 @@ def raise_reply(services: Services, session: Session, decision: Decision) -> Out
         budget=budget_text(limits, spent),
     )
     if stopping:
-        after = "relaunched once its stop lands" if level < Level.SPENT else "spent"
-    elif stopped_by_budget(item) and level < Level.SPENT:
+        after = "relaunched once its stop lands" if level < BudgetLevel.SPENT else "spent"
+    elif stopped_by_budget(item) and level < BudgetLevel.SPENT:
         after = "relaunched" if _go_on(services, session, item, reply.author, asked.words) else ""
     else:
-        after = "spent" if level is Level.SPENT else ""
-        if level < Level.SPENT:
+        after = "spent" if level is BudgetLevel.SPENT else ""
+        if level < BudgetLevel.SPENT:
             _reopen(item, level)
     _acknowledge(services, item, reply, asked, limits, spent, after)
     return Outcome(Status.RECORDED)
 
 
-def _reopen(item: WorkItem, level: Level) -> None:
+def _reopen(item: WorkItem, level: BudgetLevel) -> None:
     """The run goes on under its new limits: a later warning or stop is a new one (a run
     still past 90 % of them is not warned again)."""
     facts = _facts(item)
     facts["spent"] = ""
     facts["run"] = int(facts["run"]) + 1
-    facts["warned"] = level >= Level.WARN
+    facts["warned"] = level >= BudgetLevel.WARN
     facts.pop("resume", None)
     item.budget = facts
 
@@ -274,7 +274,7 @@ def _go_on(services: Services, session: Session, item: WorkItem, by: str, words:
     """Relaunch an item its budget stopped, now that it has more; False if it cannot."""
     limits, spent = standing(services, session, item, _facts(item))
     level, _ = level_of(limits, spent)
-    if level is Level.SPENT or transition(item, Happened.BUDGET_RAISED) is None:
+    if level is BudgetLevel.SPENT or transition(item, Happened.BUDGET_RAISED) is None:
         return False
     _reopen(item, level)
     text = (

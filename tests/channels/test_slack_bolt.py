@@ -34,9 +34,7 @@ from tests.support import RunningApp, fixture_bytes, fixture_json, wait_for
 pytestmark = [pytest.mark.slack, pytest.mark.sqlite_only]
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    return SLACK_CONFIG
+OPERATOR_YAML = SLACK_CONFIG
 
 
 def add_item(app: RunningApp, state: WorkItemStatus, frozen: bool) -> None:

@@ -34,9 +34,7 @@ routing:
 pytestmark = [pytest.mark.slack, pytest.mark.sqlite_only]
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    return CONFIG
+OPERATOR_YAML = CONFIG
 
 
 def stopped_by_its_budget(app: RunningApp) -> None:

@@ -30,7 +30,7 @@ THREAD = "1775407823.782829"
 
 
 @pytest.fixture
-def env(
+def slack_cli_env(
     settings_env: dict[str, str], fake_slack: tuple[FakeSlack, str], tmp_path: Path
 ) -> dict[str, str]:
     Path(settings_env["THE_LOOP_CONFIG"]).write_text(
@@ -77,15 +77,15 @@ def add_running_item(database_url: str) -> Any:
 
 
 def test_socket_mode_refuses_to_start_without_an_app_token(
-    env: dict[str, str], tmp_path: Path
+    slack_cli_env: dict[str, str], tmp_path: Path
 ) -> None:
-    result = the_loop(env, tmp_path, "slack", "socket")
+    result = the_loop(slack_cli_env, tmp_path, "slack", "socket")
     assert result.returncode == 2
     assert "SLACK_APP_TOKEN" in result.stderr
 
 
 def test_socket_mode_runs_the_same_listeners_over_a_websocket(
-    env: dict[str, str],
+    slack_cli_env: dict[str, str],
     tmp_path: Path,
     database_url: str,
     fake_github: tuple[FakeGitHub, str],
@@ -98,7 +98,7 @@ def test_socket_mode_runs_the_same_listeners_over_a_websocket(
         slack.socket_url = socket_mode.url
         process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "slack", "socket"],
-            env={**env, "SLACK_APP_TOKEN": slack.app_token},
+            env={**slack_cli_env, "SLACK_APP_TOKEN": slack.app_token},
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -127,11 +127,11 @@ def test_socket_mode_runs_the_same_listeners_over_a_websocket(
 
 
 def test_status_reports_messages_slack_has_not_taken(
-    env: dict[str, str], tmp_path: Path, database_url: str
+    slack_cli_env: dict[str, str], tmp_path: Path, database_url: str
 ) -> None:
     engine = make_engine(database_url)
     migrate(engine)
-    healthy = the_loop(env, tmp_path, "slack", "status", "--json")
+    healthy = the_loop(slack_cli_env, tmp_path, "slack", "status", "--json")
     assert healthy.returncode == 0 and json.loads(healthy.stdout)["queued"] == 0
     with Session(engine) as session, session.begin():
         session.add(
@@ -143,7 +143,7 @@ def test_status_reports_messages_slack_has_not_taken(
                 last_error="token_revoked",
             )
         )
-    failing = the_loop(env, tmp_path, "slack", "status", "--json")
+    failing = the_loop(slack_cli_env, tmp_path, "slack", "status", "--json")
     facts = json.loads(failing.stdout)
     assert failing.returncode == 1
     assert (facts["queued"], facts["retrying"], facts["last_error"]) == (1, 1, "token_revoked")

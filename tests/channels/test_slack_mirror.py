@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.settings import load_settings
-from app.store import make_engine, migrate
 from app.store.tables import Event, SlackOutbox, WorkItem
 from channels import outbox
 from channels.sender import SlackMirror, SlackSender
@@ -29,14 +27,6 @@ from tests.slack_support import (
     started_payload,
 )
 from tests.support import wait_for
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

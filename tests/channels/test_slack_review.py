@@ -41,9 +41,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    return SLACK_CONFIG
+OPERATOR_YAML = SLACK_CONFIG
 
 
 def at_review(app: RunningApp) -> None:

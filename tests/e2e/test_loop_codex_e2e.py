@@ -128,14 +128,11 @@ def the_script() -> list[Step]:
     ]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeResponses]:
-    with FakeResponses(the_script()) as api:
-        yield api
+MODEL_WIRE = FakeResponses
+MODEL_SCRIPT = the_script
 
 
-@pytest.fixture
-def operator_yaml(tmp_path: Path) -> str:
+def operator_yaml_of(tmp_path: Path) -> str:
     return yaml.safe_dump(
         {
             "harnesses": [
@@ -152,8 +149,11 @@ def operator_yaml(tmp_path: Path) -> str:
     )
 
 
+OPERATOR_YAML = operator_yaml_of
+
+
 @pytest.fixture
-def devbox(
+def codex_devbox(
     running_app: Any, operator_yaml: str, model: FakeResponses, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     """A spawner whose Codex sessions reach the scripted model through its model gateway."""
@@ -175,7 +175,7 @@ def devbox(
 def test_a_codex_session_walks_from_execute_to_complete(
     running_app: Any,
     fake_github: Any,
-    devbox: SpawnerContext,
+    codex_devbox: SpawnerContext,
     model: FakeResponses,
     tmp_path: Path,
 ) -> None:
@@ -194,14 +194,14 @@ def test_a_codex_session_walks_from_execute_to_complete(
         try:
             return model.wait_for_step(index, timeout=GENEROUS)
         except AssertionError:
-            record = devbox.registry.get(ITEM)
-            screen = devbox.runner.capture(record.tmux_session) if record else "(no session)"
+            record = codex_devbox.registry.get(ITEM)
+            screen = codex_devbox.runner.capture(record.tmux_session) if record else "(no session)"
             raise AssertionError(
                 f"step {name!r} not reached\n{model.describe()}\n{screen}"
             ) from None
 
     first = step("requirements")
-    record = wait_for(lambda: devbox.registry.get(ITEM), timeout=GENEROUS)
+    record = wait_for(lambda: codex_devbox.registry.get(ITEM), timeout=GENEROUS)
     assert record.harness == "codex"
     # The issue is the model's first user message (after Codex's own environment context).
     users = [u for u in first.users if not u.lstrip().startswith("<environment_context>")]
@@ -232,8 +232,8 @@ def test_a_codex_session_walks_from_execute_to_complete(
 
     # The session dies; the next comment relaunches it with `codex resume --last` in its own
     # CODEX_HOME, and the model is shown the conversation so far.
-    record = devbox.registry.get(ITEM)
-    devbox.runner.kill(record.tmux_session, owner=ITEM)
+    record = codex_devbox.registry.get(ITEM)
+    codex_devbox.runner.kill(record.tmux_session, owner=ITEM)
     wait_for(lambda: running_app.events("session.exited"), timeout=GENEROUS)
     again = comment("asked again after the crash", cid=7004)
     deliver(running_app, "issue_comment", again, "again")

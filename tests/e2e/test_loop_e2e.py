@@ -121,14 +121,10 @@ def the_script() -> list[Step]:
     ]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(the_script()) as api:
-        yield api
+MODEL_SCRIPT = the_script
 
 
-@pytest.fixture
-def operator_yaml(tmp_path: Path) -> str:
+def operator_yaml_of(tmp_path: Path) -> str:
     return yaml.safe_dump(
         {
             "harnesses": [
@@ -142,6 +138,9 @@ def operator_yaml(tmp_path: Path) -> str:
             "routing": {"workspace": {"root": str(tmp_path / "work")}},
         }
     )
+
+
+OPERATOR_YAML = operator_yaml_of
 
 
 @pytest.fixture

@@ -39,9 +39,7 @@ slack:
 """
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    return CONFIG
+OPERATOR_YAML = CONFIG
 
 
 def label(app: RunningApp) -> None:

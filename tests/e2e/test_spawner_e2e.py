@@ -37,8 +37,7 @@ FLAGS = ["--dangerously-skip-permissions", "--add-dir", "/srv/shared docs"]
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
-@pytest.fixture
-def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
     return f"""
 harnesses:
   - name: claude
@@ -53,6 +52,9 @@ routing:
   workspace: {{root: {tmp_path / "work"}}}
   sandbox: {standin.sandbox!r}
 """
+
+
+OPERATOR_YAML = operator_yaml_of
 
 
 def spawned_with_missing_args(events_path: Path, configured: list[str]) -> list[dict[str, Any]]:

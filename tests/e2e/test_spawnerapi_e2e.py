@@ -3,8 +3,6 @@ the spawner API over HTTP, follow-ups, the agent's own comments, and the close."
 
 from __future__ import annotations
 
-import pytest
-
 from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind
 from app.store.tables import JobState, WorkItemStatus
@@ -32,9 +30,7 @@ effort: [low, high]
 """
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    return CONFIG
+OPERATOR_YAML = CONFIG
 
 
 def test_a_work_item_from_execute_to_close(running_app, fake_github):

@@ -23,18 +23,9 @@ from app.fleet.tokens import (
     revoke_spawner,
     serves,
 )
-from app.store import make_engine, migrate
 from app.store.tables import Spawner
 
 NOW = datetime.now(UTC)
-
-
-@pytest.fixture
-def engine(database_url):
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 def _every_stored_value(engine) -> str:

@@ -232,15 +232,15 @@ def counted(gateway: ModelGateway, requests: int) -> dict[str, Usage]:
     return wait_for(drained, timeout=30)
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    script = [
+def model_script() -> list[Step]:
+    return [
         Step(contains("first"), Reply("one", usage=SCRIPTED)),
         Step(contains("second"), Reply("two")),
         Step(anything, Reply("more")),
     ]
-    with FakeAnthropic(script) as fake:
-        yield fake
+
+
+MODEL_SCRIPT = model_script
 
 
 @pytest.fixture

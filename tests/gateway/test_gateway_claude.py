@@ -128,14 +128,15 @@ def tools(tmp_path: Path) -> tuple[Path, Path]:
     return tools, reports
 
 
-@pytest.fixture
-def model(tools: tuple[Path, Path]) -> Iterator[FakeAnthropic]:
+def model_script(tools: tuple[Path, Path]) -> list[Step]:
     tool_dir, reports = tools
     command = (
         f"python3 {tool_dir}/scan.py {tool_dir}/canaries.json {reports}/scan.json {WRONG_PASS}"
     )
-    with FakeAnthropic(the_script(command)) as api:
-        yield api
+    return the_script(command)
+
+
+MODEL_SCRIPT = model_script
 
 
 def operator_home(tmp_path: Path) -> Path:
@@ -157,7 +158,7 @@ def operator_home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def devbox(
+def canary_devbox(
     running_app: RunningApp, model: FakeAnthropic, tools: tuple[Path, Path], tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     tool_dir, reports = tools
@@ -222,7 +223,7 @@ def close_issue(app: RunningApp) -> None:
 def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_counted(
     running_app: RunningApp,
     fake_github: Any,
-    devbox: SpawnerContext,
+    canary_devbox: SpawnerContext,
     model: FakeAnthropic,
     tools: tuple[Path, Path],
     tmp_path: Path,
@@ -239,11 +240,11 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
     assert report["found"] == []
     assert report["pid1"].endswith("bwrap") and 1 in report["environs"]  # bwrap's own, read
     assert report["refused"] == 401
-    assert devbox.models is not None
-    assert report["base_url"] == devbox.models.gateway.url
+    assert canary_devbox.models is not None
+    assert report["base_url"] == canary_devbox.models.gateway.url
     session_pass = report["key"]
     assert session_pass.startswith("sk-ant-api03-") and session_pass.endswith("-tlgw")
-    socket = devbox.runner.socket
+    socket = canary_devbox.runner.socket
     tmux_env = subprocess.run(
         ["tmux", "-L", socket, "show-environment", "-g"], capture_output=True, text=True
     ).stdout
@@ -253,7 +254,7 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.STOPPED, timeout=GENEROUS)
     wait_for(lambda: running_app.events("session.stopped"), timeout=GENEROUS)
     after = httpx.post(
-        devbox.models.gateway.url + "/v1/messages",
+        canary_devbox.models.gateway.url + "/v1/messages",
         headers={"x-api-key": session_pass},
         json={"model": "claude-opus-4", "messages": []},
         timeout=30,

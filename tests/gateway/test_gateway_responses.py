@@ -98,32 +98,35 @@ def test_the_openai_upstream_is_the_spawner_s_base_and_key_else_the_public_api(
         openai_upstream_for(missing, env)
 
 
-@pytest.fixture
-def model() -> Iterator[FakeResponses]:
-    script = [
+MODEL_WIRE = FakeResponses
+
+
+def model_script() -> list[Step]:
+    return [
         Step(
             contains("first"), Reply("one", (exec_command("the-loop phase next"),), usage=SCRIPTED)
         ),
         Step(anything, Reply("more")),
     ]
-    with FakeResponses(script) as fake:
-        yield fake
+
+
+MODEL_SCRIPT = model_script
 
 
 @pytest.fixture
-def gateway(model: FakeResponses) -> Iterator[ModelGateway]:
+def responses_gateway(model: FakeResponses) -> Iterator[ModelGateway]:
     openai = Upstream(model.base_url, ((b"authorization", f"Bearer {OPENAI_CANARY}".encode()),))
     with ModelGateway(Upstream("http://127.0.0.1:9"), responses=openai) as gw:
         yield gw
 
 
 def test_a_responses_stream_arrives_as_sent_with_the_operator_s_key_upstream(
-    gateway: ModelGateway, model: FakeResponses
+    responses_gateway: ModelGateway, model: FakeResponses
 ) -> None:
-    token = gateway.passes.mint(ITEM)
+    token = responses_gateway.passes.mint(ITEM)
     with httpx.Client(timeout=30) as client:
         answer = client.post(
-            gateway.url + "/v1/responses",
+            responses_gateway.url + "/v1/responses",
             headers={"authorization": f"Bearer {token}"},
             json=_body("first"),
         )
@@ -135,7 +138,7 @@ def test_a_responses_stream_arrives_as_sent_with_the_operator_s_key_upstream(
     (seen,) = model.main_requests()
     assert seen.path == "/v1/responses" and seen.credential == f"Bearer {OPENAI_CANARY}"
     assert seen.turn.texts == ("first",)
-    drained = wait_for(lambda: gateway.tally.drain())
+    drained = wait_for(lambda: responses_gateway.tally.drain())
     assert drained.keys() == {ITEM}
     used = drained[ITEM]  # its one function call leaves the harness working: time goes on
     counted = (used.input_tokens, used.output_tokens, used.cache_read_input_tokens)
@@ -143,16 +146,18 @@ def test_a_responses_stream_arrives_as_sent_with_the_operator_s_key_upstream(
 
 
 def test_a_refused_responses_request_reads_as_openai_s_error(
-    gateway: ModelGateway, model: FakeResponses
+    responses_gateway: ModelGateway, model: FakeResponses
 ) -> None:
-    token = gateway.passes.mint(ITEM)
+    token = responses_gateway.passes.mint(ITEM)
     with httpx.Client(timeout=30) as client:
         stranger = client.post(
-            gateway.url + "/v1/responses",
+            responses_gateway.url + "/v1/responses",
             headers={"authorization": f"Bearer {OPENAI_CANARY}"},
             json=_body("x"),
         )
-        other = client.get(gateway.url + "/v1/models", headers={"authorization": f"Bearer {token}"})
+        other = client.get(
+            responses_gateway.url + "/v1/models", headers={"authorization": f"Bearer {token}"}
+        )
     assert stranger.status_code == 401
     assert stranger.json()["error"]["type"] == "authentication_error"
     assert "type" not in stranger.json()  # OpenAI's shape, not Anthropic's

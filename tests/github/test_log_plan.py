@@ -6,15 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from app.github.delivery_log import (
-    Limits,
     LogEntry,
+    RateLimits,
     entry_of,
     limits_of,
     next_cursor,
     refused_for_rate,
     wait_until,
 )
-from app.github.log_plan import Budget, keep_newer, settled_cursor, to_fetch
+from app.github.log_plan import RequestBudget, keep_newer, settled_cursor, to_fetch
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -46,40 +46,40 @@ def test_the_cursor_moves_only_past_settled_entries_of_a_complete_listing() -> N
 
 
 def test_the_budget_is_a_share_of_the_hourly_limit_and_keeps_github_s_reserve() -> None:
-    budget = Budget.resume(0.5, None, 0, NOW)
-    budget.spend(Limits(limit=10, remaining=9))
+    budget = RequestBudget.resume(0.5, None, 0, NOW)
+    budget.spend(RateLimits(limit=10, remaining=9))
     assert budget.allowance == 5 and not budget.exhausted()
     for remaining in (8, 7, 6):
-        budget.spend(Limits(limit=10, remaining=remaining))
+        budget.spend(RateLimits(limit=10, remaining=remaining))
     assert not budget.exhausted()
-    budget.spend(Limits(limit=10, remaining=5))  # the other half stays for the App's calls
+    budget.spend(RateLimits(limit=10, remaining=5))  # the other half stays for the App's calls
     assert budget.exhausted() and budget.resumes_at() == NOW + timedelta(hours=1)
-    other = Budget.resume(0.5, NOW, 0, NOW)
+    other = RequestBudget.resume(0.5, NOW, 0, NOW)
     reset = NOW + timedelta(minutes=20)
-    other.spend(Limits(limit=10, remaining=3, reset_at=reset))  # spent by others
+    other.spend(RateLimits(limit=10, remaining=3, reset_at=reset))  # spent by others
     assert other.exhausted() and other.resumes_at() == reset
 
 
 def test_an_hour_old_budget_starts_again() -> None:
-    assert Budget.resume(0.5, NOW - timedelta(minutes=59), 40, NOW).used == 40
-    fresh = Budget.resume(0.5, NOW - timedelta(hours=1), 40, NOW)
+    assert RequestBudget.resume(0.5, NOW - timedelta(minutes=59), 40, NOW).used == 40
+    fresh = RequestBudget.resume(0.5, NOW - timedelta(hours=1), 40, NOW)
     assert fresh.used == 0 and fresh.window_start == NOW
 
 
 def test_rate_limit_answers_are_told_from_other_refusals() -> None:
-    assert refused_for_rate(429, Limits())
-    assert refused_for_rate(403, Limits(retry_after=30))
-    assert refused_for_rate(403, Limits(remaining=0))
-    assert not refused_for_rate(403, Limits(remaining=12))  # a permission refused
-    assert not refused_for_rate(500, Limits(retry_after=3))
+    assert refused_for_rate(429, RateLimits())
+    assert refused_for_rate(403, RateLimits(retry_after=30))
+    assert refused_for_rate(403, RateLimits(remaining=0))
+    assert not refused_for_rate(403, RateLimits(remaining=12))  # a permission refused
+    assert not refused_for_rate(500, RateLimits(retry_after=3))
 
 
 def test_the_wait_honours_retry_after_then_the_reset_and_grows_with_each_refusal() -> None:
-    assert wait_until(Limits(retry_after=7), NOW, 1) == NOW + timedelta(seconds=7)
-    assert wait_until(Limits(retry_after=7), NOW, 3) == NOW + timedelta(seconds=28)
+    assert wait_until(RateLimits(retry_after=7), NOW, 1) == NOW + timedelta(seconds=7)
+    assert wait_until(RateLimits(retry_after=7), NOW, 3) == NOW + timedelta(seconds=28)
     reset = NOW + timedelta(minutes=10)
-    assert wait_until(Limits(remaining=0, reset_at=reset), NOW, 1) == reset
-    assert wait_until(Limits(), NOW, 1) == NOW + timedelta(minutes=1)
+    assert wait_until(RateLimits(remaining=0, reset_at=reset), NOW, 1) == reset
+    assert wait_until(RateLimits(), NOW, 1) == NOW + timedelta(minutes=1)
 
 
 def test_headers_and_link_are_read_as_github_sends_them() -> None:

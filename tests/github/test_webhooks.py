@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -48,16 +47,16 @@ def front(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
-@pytest.fixture
-def database_url(front: tuple[str, str], tmp_path: Path) -> Iterator[str]:
-    with scratch_database(front[1], tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def running_app(front: tuple[str, str], settings_env: dict[str, str]) -> Iterator[RunningApp]:
-    with (served_app if front[0] == "serve" else wsgi_app)(settings_env) as app:
-        yield app
+# A test that needs an App of its own gets one per front too (`served`: `the-loop serve`).
+FRONTS = pytest.mark.parametrize(
+    "database_url",
+    [
+        pytest.param("sqlite", marks=pytest.mark.served, id="serve-sqlite"),
+        pytest.param("sqlite", id="wsgi-sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres, id="wsgi-postgres"),
+    ],
+    indirect=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +120,7 @@ def test_oversized_body_is_a_413(shared_app):
     assert resp.status_code == 413
 
 
+@FRONTS
 def test_installation_is_stored_then_handled_once(running_app):
     body = fixture_bytes("github/installation.created.json")
     first = post_webhook(running_app.url, "installation", body, delivery="inst-1")
@@ -143,6 +143,7 @@ def test_installation_is_stored_then_handled_once(running_app):
     assert len(running_app.events("installation.recorded")) == 1
 
 
+@FRONTS
 def test_repositories_added_and_removed(running_app):
     post_webhook(running_app.url, "installation", fixture_bytes("github/installation.created.json"))
     added = json.loads(fixture_bytes("github/installation_repositories.added.json"))
@@ -170,6 +171,7 @@ def test_only_post_is_allowed(shared_app):
     assert resp.headers["allow"] == "POST"
 
 
+@FRONTS
 def test_a_delivery_no_handler_routes_is_stored_done_and_recorded(running_app):
     body = fixture_bytes("github/issues.opened.json")
     resp = post_webhook(running_app.url, "issues", body, delivery="opened-1")
@@ -189,6 +191,7 @@ def test_a_delivery_no_handler_routes_is_stored_done_and_recorded(running_app):
     assert len(running_app.events("webhook.received")) == 1
 
 
+@FRONTS
 def test_a_routed_delivery_is_recorded_when_received(running_app):
     body = fixture_bytes("github/installation.created.json")
     post_webhook(running_app.url, "installation", body, delivery="inst-9")
@@ -196,6 +199,7 @@ def test_a_routed_delivery_is_recorded_when_received(running_app):
     assert [(e["delivery"], e["routed"]) for e in received] == [("inst-9", True)]
 
 
+@FRONTS
 def test_a_signed_body_replayed_is_stored_once_whatever_its_headers_say(running_app):
     body = fixture_bytes("github/installation.created.json")
     assert post_webhook(running_app.url, "installation", body, delivery="orig-1").status_code == 202
@@ -247,6 +251,7 @@ def documented_body(n: int, event: str, action: str | None) -> dict[str, object]
     )
 
 
+@FRONTS
 def test_every_documented_event_name_is_accepted_and_stored_done(running_app):
     from app.github.shapes import SHAPES
 

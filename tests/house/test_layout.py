@@ -18,6 +18,7 @@ FORBIDDEN = {
         "app.store",
         "app.github",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.spawner",
         "sqlalchemy",
@@ -30,6 +31,7 @@ FORBIDDEN = {
     "app/spawner": (
         "app.store",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.github",
         "app.services",
@@ -42,6 +44,7 @@ FORBIDDEN = {
     "app/gateway": (
         "app.store",
         "app.fleet",
+        "app.gitgate",
         "app.workitems",
         "app.github",
         "app.spawner",
@@ -64,10 +67,18 @@ FORBIDDEN = {
         "dataclasses",
         "typing_extensions",
     ),
-    "app/store": ("app.workitems", "app.fleet", "app.github", "app.spawner", "channels"),
-    "app/workitems": ("app.spawner", "app.fleet", "channels"),
-    "app/fleet": ("app.spawner", "channels"),
-    "channels": ("app.spawner", "app.fleet"),
+    "app/store": (
+        "app.workitems",
+        "app.fleet",
+        "app.gitgate",
+        "app.github",
+        "app.spawner",
+        "channels",
+    ),
+    "app/workitems": ("app.spawner", "app.fleet", "app.gitgate", "channels"),
+    "app/fleet": ("app.spawner", "app.gitgate", "channels"),
+    "app/gitgate": ("app.spawner", "app.workitems", "app.gateway", "channels"),
+    "channels": ("app.spawner", "app.fleet", "app.gitgate"),
 }
 # Allowed flat modules under app/: everything else lives in a room (a package).
 FLAT = {
@@ -144,6 +155,19 @@ def test_module_names_do_not_repeat_across_the_product() -> None:
     assert [name for name, count in names.items() if count > 1] == []
 
 
+def test_class_names_do_not_repeat_across_the_product() -> None:
+    """One name per concept: two classes a reader could mistake for each other get names
+    that say which is which."""
+    names = Counter(
+        node.name
+        for top in ("app", "channels", "hooks")
+        for path in (ROOT / top).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef)
+    )
+    assert [name for name, count in names.items() if count > 1] == []
+
+
 def test_app_keeps_few_flat_modules() -> None:
     flat = {path.stem for path in (ROOT / "app").glob("*.py")}
     assert flat <= FLAT, flat - FLAT
@@ -192,3 +216,32 @@ def test_the_app_under_test_has_one_environment_fixture() -> None:
         if re.search(r"^def settings_env\(", path.read_text(), re.M)
     ]
     assert defined == ["tests/conftest.py"]
+
+
+def fixture_names(path: Path) -> list[str]:
+    """The names of the fixtures `path` defines (`@pytest.fixture`, with or without arguments,
+    and its `name=` if given)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            if ast.unparse(call.func if call else decorator) not in ("pytest.fixture", "fixture"):
+                continue
+            named = [k.value for k in (call.keywords if call else ()) if k.arg == "name"]
+            found.append(
+                named[0].value if named and isinstance(named[0], ast.Constant) else node.name
+            )
+    return found
+
+
+def test_no_fixture_is_defined_twice() -> None:
+    """One definition per fixture name: a module says what it needs of a shared fixture
+    (markers, module settings such as `OPERATOR_YAML`), and a fixture of its own that is
+    something else gets a name of its own, never one that shadows another."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        for name in fixture_names(path):
+            where.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -69,10 +69,7 @@ def the_script() -> list[Step]:
     ]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(the_script()) as api:
-        yield api
+MODEL_SCRIPT = the_script
 
 
 def operator_config(tmp_path: Path) -> dict[str, Any]:
@@ -90,13 +87,15 @@ def operator_config(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def operator_yaml(tmp_path: Path) -> str:
+def operator_yaml_of(tmp_path: Path) -> str:
     return yaml.safe_dump(operator_config(tmp_path))
 
 
+OPERATOR_YAML = operator_yaml_of
+
+
 @pytest.fixture
-def devbox(
+def answering_devbox(
     running_app: RunningApp, model: FakeAnthropic, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     home = scripted_home(tmp_path)
@@ -139,7 +138,7 @@ def test_a_permission_dialog_is_answered_from_slack_and_the_tool_runs(
     running_app: RunningApp,
     fake_github: Any,
     fake_slack: tuple[FakeSlack, str],
-    devbox: SpawnerContext,
+    answering_devbox: SpawnerContext,
     model: FakeAnthropic,
     tmp_path: Path,
 ) -> None:
@@ -186,7 +185,7 @@ def test_a_permission_dialog_is_answered_from_slack_and_the_tool_runs(
     note = wait_for(lambda: [e for e in slack.ephemerals if e["user"] == READER])
     assert note[0]["text"].startswith("Not authorized")
     assert answer_jobs(running_app) == []
-    assert not (Path(devbox.registry.get(ITEM).checkout) / "answered.txt").exists()
+    assert not (Path(answering_devbox.registry.get(ITEM).checkout) / "answered.txt").exists()
 
     pressed = time.monotonic()
     assert post_slack(running_app.url, press(yes, 1, MEMBER), form=True).status_code == 200
@@ -196,7 +195,9 @@ def test_a_permission_dialog_is_answered_from_slack_and_the_tool_runs(
     assert answered["moved"] is True and answered["option"] == "Yes" and answered["by"] == "octocat"
     written = model.wait_for_step(1, timeout=GENEROUS)
     assert "answered.txt" in written.turn.text
-    assert (Path(devbox.registry.get(ITEM).checkout) / "answered.txt").read_text() == "yes\n"
+    assert (
+        Path(answering_devbox.registry.get(ITEM).checkout) / "answered.txt"
+    ).read_text() == "yes\n"
     wait_for(lambda: running_app.events("session.unstalled"), timeout=GENEROUS)
     wait_for(lambda: not (item_row(running_app).session or {}).get("stall"), timeout=GENEROUS)
     moved = wait_for(

@@ -61,14 +61,11 @@ def the_script() -> list[Step]:
     ]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeResponses]:
-    with FakeResponses(the_script()) as api:
-        yield api
+MODEL_WIRE = FakeResponses
+MODEL_SCRIPT = the_script
 
 
-@pytest.fixture
-def operator_yaml(tmp_path: Path) -> str:
+def operator_yaml_of(tmp_path: Path) -> str:
     approvals = ["-c", 'approval_policy="on-request"', "-c", 'sandbox_mode="read-only"']
     return yaml.safe_dump(
         {
@@ -81,8 +78,11 @@ def operator_yaml(tmp_path: Path) -> str:
     )
 
 
+OPERATOR_YAML = operator_yaml_of
+
+
 @pytest.fixture
-def devbox(
+def codex_answering_devbox(
     running_app: RunningApp, operator_yaml: str, model: FakeResponses, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     home = tmp_path / "devbox-home"
@@ -107,7 +107,7 @@ def devbox(
 def test_codex_s_approval_screen_is_a_stall_and_an_answer_runs_the_command(
     running_app: RunningApp,
     fake_github: Any,
-    devbox: SpawnerContext,
+    codex_answering_devbox: SpawnerContext,
     model: FakeResponses,
     tmp_path: Path,
 ) -> None:
@@ -123,7 +123,7 @@ def test_codex_s_approval_screen_is_a_stall_and_an_answer_runs_the_command(
     assert stalled[0]["screen"] == "permission-prompt"
     assert stalled[0]["question"] == "Reason: May I write answered.txt?"
     assert stalled[0]["options"][0] == "Yes, proceed (y)"
-    checkout = Path(devbox.registry.get(ITEM).checkout)
+    checkout = Path(codex_answering_devbox.registry.get(ITEM).checkout)
     assert not (checkout / "answered.txt").exists()
 
     deliver(running_app, "issue_comment", comment("the-loop answer 1", cid=8102), "answer")

@@ -77,7 +77,7 @@ class Devbox:
 
 
 @pytest.fixture
-def devbox(tmp_path: Path, running_app: RunningApp) -> Devbox:
+def doctor_devbox(tmp_path: Path, running_app: RunningApp) -> Devbox:
     with Session(running_app.state.engine) as session, session.begin():
         token = create_token(session, "devbox-1", [REPO])
     config = tmp_path / "devbox.yaml"
@@ -107,8 +107,8 @@ def devbox(tmp_path: Path, running_app: RunningApp) -> Devbox:
     return box
 
 
-def test_a_healthy_devbox_passes_every_check(devbox, running_app):
-    code, checks = devbox.doctor()
+def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
+    code, checks = doctor_devbox.doctor()
     assert code == 0, json.dumps(checks, indent=1)
     assert {name: row["level"] for name, row in checks.items()} == {
         "operator config": "ok",
@@ -201,10 +201,10 @@ FAULTS: dict[str, tuple[Callable[[Devbox], None], str, str]] = {
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_each_fault_fails_its_check_with_a_fix(devbox, fault):
+def test_each_fault_fails_its_check_with_a_fix(doctor_devbox, fault):
     breaks, check, fix = FAULTS[fault]
-    breaks(devbox)
-    code, checks = devbox.doctor()
+    breaks(doctor_devbox)
+    code, checks = doctor_devbox.doctor()
     assert code == 1
     failed = {name for name, row in checks.items() if row["level"] == "fail"}
     assert check in failed, checks[check]
@@ -212,36 +212,38 @@ def test_each_fault_fails_its_check_with_a_fix(devbox, fault):
     if fault == "App down":
         assert checks["spawner token"]["level"] == "warn"  # cannot be checked without the App
     if fault == "unparseable claude.json":
-        assert devbox.home.joinpath(".claude.json").read_text() == '{"projects": {'  # untouched
+        assert (
+            doctor_devbox.home.joinpath(".claude.json").read_text() == '{"projects": {'
+        )  # untouched
 
 
-def test_remedies_doctor_accepts(devbox):
+def test_remedies_doctor_accepts(doctor_devbox):
     """A login shared with sessions instead of a key; the disclaimer pre-accepted by hand
     instead of harnessTrust."""
-    _login_only(devbox)
-    Path(devbox.env["THE_LOOP_CONFIG"]).write_text(
+    _login_only(doctor_devbox)
+    Path(doctor_devbox.env["THE_LOOP_CONFIG"]).write_text(
         DEVBOX_YAML.replace(
             "acceptBypassPermissions: auto", "acceptBypassPermissions: never"
         ).replace("routing: {", "routing: {sandbox: {shareLogin: true}, ")
     )
-    devbox.write_json(".claude/settings.json", {"skipDangerousModePermissionPrompt": True})
-    code, checks = devbox.doctor()
+    doctor_devbox.write_json(".claude/settings.json", {"skipDangerousModePermissionPrompt": True})
+    code, checks = doctor_devbox.doctor()
     assert code == 0, json.dumps(checks, indent=1)
     assert checks["Claude credential"]["detail"].startswith("logged in")
     assert "pre-accepted in" in checks["bypass disclaimer"]["detail"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="claude refuses the bypass flag only as root")
-def test_root_without_a_sandbox_cannot_bypass(devbox):
-    devbox.env.pop("IS_SANDBOX")
-    code, checks = devbox.doctor()
+def test_root_without_a_sandbox_cannot_bypass(doctor_devbox):
+    doctor_devbox.env.pop("IS_SANDBOX")
+    code, checks = doctor_devbox.doctor()
     assert code == 1 and checks["bypass disclaimer"]["level"] == "fail"
     assert "as root" in checks["bypass disclaimer"]["detail"]
 
 
-def test_whoami_answers_spawner_tokens_only(devbox, running_app):
+def test_whoami_answers_spawner_tokens_only(doctor_devbox, running_app):
     url = f"{running_app.url}/spawner/v1/whoami"
-    token = devbox.env["THE_LOOP_SPAWNER_TOKEN"]
+    token = doctor_devbox.env["THE_LOOP_SPAWNER_TOKEN"]
     me = httpx.get(url, headers={"Authorization": f"Bearer {token}"}).json()
     assert me["name"] == "devbox-1" and me["allowed"] == [REPO] and me["serves"] is None
     assert httpx.get(url).status_code == 401
@@ -255,12 +257,12 @@ def test_pure_verdicts_on_the_edges():
     from app.config import HarnessTrust
     from app.spawner import devbox_checks as dc
 
-    ok = dc.Reply(200, {"ok": True, "version": "0.1.0"})
+    ok = dc.HttpOutcome(200, {"ok": True, "version": "0.1.0"})
     assert dc.check_app("http://127.0.0.1:3000", ok).level is dc.Level.OK
     assert dc.check_app("http://localhost:3000", ok).level is dc.Level.OK
     assert dc.check_app("http://the-loop.example.com", ok).level is dc.Level.WARN
     assert dc.check_app("https://the-loop.example.com", ok).level is dc.Level.OK
-    assert dc.check_app("https://x", dc.Reply(502)).level is dc.Level.FAIL
+    assert dc.check_app("https://x", dc.HttpOutcome(502)).level is dc.Level.FAIL
 
     nothing = dc.JsonFile("c", None)
     verdict = dc.check_credential("ANTHROPIC_API_KEY", None, nothing, False)
@@ -274,7 +276,7 @@ def test_pure_verdicts_on_the_edges():
     verdict = dc.check_bypass(args, auto, broken, root=False, sandboxed=False)
     assert verdict.level is dc.Level.FAIL and "repair" in verdict.fix
 
-    whoami = dc.Reply(200, {"name": "d", "allowed": ["o/a"], "serves": []})
+    whoami = dc.HttpOutcome(200, {"name": "d", "allowed": ["o/a"], "serves": []})
     assert dc.check_token(True, whoami).level is dc.Level.FAIL  # registered, serves nothing
 
 

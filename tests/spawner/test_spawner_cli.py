@@ -65,10 +65,12 @@ def the_loop(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.Com
 
 @pytest.fixture
 def cli(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spawner_cli_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """`the-loop …` in this process, with the test's environment (faster than a process)."""
-    for key, value in env.items():
+    for key, value in spawner_cli_env.items():
         monkeypatch.setenv(key, value)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,7 +83,7 @@ def cli(
 
 
 @pytest.fixture
-def env(tmp_path: Path, home: Path) -> dict[str, str]:
+def spawner_cli_env(tmp_path: Path, home: Path) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
@@ -97,12 +99,14 @@ def write_config(env: dict[str, str], data: dict[str, Any]) -> None:
     Path(env["THE_LOOP_CONFIG"]).write_text(json.dumps(data))
 
 
-def test_token_create_prints_a_token_stored_only_as_its_hash(env: dict[str, str]) -> None:
-    out = the_loop(env, "spawner", "token", "create", "--name", "box", "--repo", "o/r")
+def test_token_create_prints_a_token_stored_only_as_its_hash(
+    spawner_cli_env: dict[str, str],
+) -> None:
+    out = the_loop(spawner_cli_env, "spawner", "token", "create", "--name", "box", "--repo", "o/r")
     assert out.returncode == 0, out.stderr
     token = out.stdout.strip()
     assert token.startswith("tlsp_") and "shown once" in out.stderr
-    engine = create_engine(env["DATABASE_URL"])
+    engine = create_engine(spawner_cli_env["DATABASE_URL"])
     with Session(engine) as session:
         (spawner,) = session.scalars(select(Spawner)).all()
         assert spawner.name == "box" and spawner.repositories == ["o/r"]
@@ -110,12 +114,12 @@ def test_token_create_prints_a_token_stored_only_as_its_hash(env: dict[str, str]
             [spawner.token_hash, spawner.repositories]
         )
     engine.dispose()
-    bad = the_loop(env, "spawner", "token", "create", "--name", "no good")
+    bad = the_loop(spawner_cli_env, "spawner", "token", "create", "--name", "no good")
     assert bad.returncode == 2 and "not a valid spawner name" in bad.stderr
 
 
 def test_models_check_probes_with_the_session_base_args_caches_and_records(
-    env: dict[str, str],
+    spawner_cli_env: dict[str, str],
     tmp_path: Path,
     cli: Any,
     comments_api: Api,
@@ -126,7 +130,7 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
     fake.write_text(FAKE_CLAUDE.format(python=sys.executable, log=str(log)))
     fake.chmod(0o755)
     write_config(
-        env,
+        spawner_cli_env,
         {
             "harnesses": [{"name": "claude", "command": str(fake), "args": [FLAG, "--verbose"]}],
             "models": [{"name": "opus"}, {"name": "sonnet"}],
@@ -156,7 +160,7 @@ def test_models_check_probes_with_the_session_base_args_caches_and_records(
         listing.returncode == 0 and "effort-bogus" in listing.stdout and "refused" in listing.stdout
     )
     # The App (not this devbox) recorded the verdicts, through its API.
-    assert not Path(env["DATABASE_URL"].removeprefix("sqlite:///")).exists()
+    assert not Path(spawner_cli_env["DATABASE_URL"].removeprefix("sqlite:///")).exists()
     with comments_api.session() as session:
         assert refused_choices(session) == {"effort-bogus"}
 
@@ -195,7 +199,7 @@ CANARY_KEY = "sk-ant-api03-CANARY-operator-key-in-the-spawner-env-000"
 
 
 def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_its_gateway(
-    env: dict[str, str],
+    spawner_cli_env: dict[str, str],
     tmp_path: Path,
     standin: StandIn,
     socket_name: str,
@@ -205,7 +209,7 @@ def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_it
     ops = tmp_path / "ops"
     ops.mkdir()
     write_config(
-        env,
+        spawner_cli_env,
         {
             "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
             "routing": {"sandbox": {**standin.sandbox, "network": "host"}},
@@ -223,10 +227,10 @@ def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_it
     assert alone.returncode == 2 and "no spawner is running" in alone.stderr
     assert "the-loop spawner" in alone.stderr and standin.starts(key) == []
 
-    state = Path(env["THE_LOOP_STATE_DIR"]) / "spawner"
+    state = Path(spawner_cli_env["THE_LOOP_STATE_DIR"]) / "spawner"
     with FakeAnthropic([]) as model:
         daemon = {
-            **env,
+            **spawner_cli_env,
             "THE_LOOP_URL": comments_api.url,
             "THE_LOOP_SPAWNER_TOKEN": comments_api.token("standing-box"),
             "ANTHROPIC_API_KEY": CANARY_KEY,  # the operator's: the gateway's alone
@@ -283,14 +287,14 @@ def comments_api(tmp_path_factory: pytest.TempPathFactory, app_private_key: str)
 
 
 def test_comment_and_ask_post_on_the_issue_as_the_app_with_the_session_credential(
-    comments_api: Api, env: dict[str, str]
+    comments_api: Api, spawner_cli_env: dict[str, str]
 ) -> None:
     api = comments_api.fresh()
     item = api.work_item(5)
     with api.session() as db, db.begin():
         token = mint_session_token(db, item, datetime.now(UTC))
     session_env = {
-        **env,
+        **spawner_cli_env,
         "THE_LOOP_WORK_ITEM": "issue-5",
         "THE_LOOP_WORK_ITEM_ID": item,
         "THE_LOOP_URL": api.url,
@@ -315,8 +319,8 @@ def test_comment_and_ask_post_on_the_issue_as_the_app_with_the_session_credentia
     assert refused.returncode == 1 and "may not post" in refused.stderr
 
 
-def test_comment_outside_a_session_says_what_is_missing(env: dict[str, str]) -> None:
-    out = the_loop(env, "comment", "hello")
+def test_comment_outside_a_session_says_what_is_missing(spawner_cli_env: dict[str, str]) -> None:
+    out = the_loop(spawner_cli_env, "comment", "hello")
     assert out.returncode == 2
     assert "THE_LOOP_WORK_ITEM_ID" in out.stderr and "THE_LOOP_SESSION_TOKEN" in out.stderr
 
@@ -339,16 +343,25 @@ def test_a_spawner_refuses_plain_http_to_another_machine(
 
 
 def test_a_spawner_whose_model_key_file_cannot_be_read_says_which_key_of_which_file(
-    env: dict[str, str], tmp_path: Path
+    spawner_cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     missing = tmp_path / "no-such.key"
-    write_config(env, {"routing": {"sandbox": {"mode": "none", "apiKeyFile": str(missing)}}})
+    write_config(
+        spawner_cli_env, {"routing": {"sandbox": {"mode": "none", "apiKeyFile": str(missing)}}}
+    )
     out = the_loop(
-        {**env, "THE_LOOP_SPAWNER_TOKEN": "tlsp_x", "THE_LOOP_URL": "http://127.0.0.1:9"},
+        {
+            **spawner_cli_env,
+            "THE_LOOP_SPAWNER_TOKEN": "tlsp_x",
+            "THE_LOOP_URL": "http://127.0.0.1:9",
+        },
         "spawner",
         "--name",
         "box",
     )
     assert out.returncode == 2
-    assert env["THE_LOOP_CONFIG"] in out.stderr and "routing.sandbox.apiKeyFile" in out.stderr
+    assert (
+        spawner_cli_env["THE_LOOP_CONFIG"] in out.stderr
+        and "routing.sandbox.apiKeyFile" in out.stderr
+    )
     assert str(missing) in out.stderr

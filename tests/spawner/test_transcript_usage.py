@@ -7,7 +7,6 @@ the App's totals and the ending comment."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from app.spawner.session.transcript_usage import (
 )
 from app.workitems.usage import usage_of
 from tests.claude_support import TRANSCRIPT, transcript_answer
-from tests.devbox_support import release, serve_devbox
+from tests.devbox_support import release
 from tests.gate_support import ITEM
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
@@ -103,8 +102,7 @@ def test_a_resumed_session_reports_only_what_it_added(tmp_path: Path) -> None:
     assert sent[1][2]["input_tokens"] == 1000 and sent[1][2]["source"] == "transcript"
 
 
-@pytest.fixture
-def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
     sandbox = {**standin.sandbox, "shareLogin": True}  # no key: sessions skip the gateway
     return (
         f"harnesses:\n  - {{name: claude, default: true, command: {standin.path}}}\n"
@@ -112,17 +110,22 @@ def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
     )
 
 
-@pytest.fixture
-def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
-    with serve_devbox(running_app, operator_yaml, home, model_key=None) as ctx:
-        yield ctx
+OPERATOR_YAML = operator_yaml_of
+
+
+# No key: the devbox holds no credential, so its sessions skip the model gateway.
+STANDIN_DEVBOX = {"model_key": None}
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_session_without_the_gateway_is_counted_from_its_transcript(
-    running_app: Any, fake_github: Any, devbox: SpawnerContext, standin: StandIn, tmp_path: Path
+    running_app: Any,
+    fake_github: Any,
+    standin_devbox: SpawnerContext,
+    standin: StandIn,
+    tmp_path: Path,
 ) -> None:
-    assert devbox.models is None  # a shared login, no key: no gateway counts this session
+    assert standin_devbox.models is None  # a shared login, no key: no gateway counts this session
     fake, _ = fake_github
     standin.plan(ITEM, {"transcript": TRANSCRIPT, "exit": 0})
     release(running_app, fake, bare_repository(tmp_path), "the-loop execute")

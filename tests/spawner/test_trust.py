@@ -30,13 +30,6 @@ FLAG = "--dangerously-skip-permissions"
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     (path / "o-r-7").mkdir(parents=True)

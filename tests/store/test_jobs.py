@@ -48,7 +48,7 @@ def db_url(request, tmp_path_factory):
 
 
 @pytest.fixture
-def engine(db_url):
+def queue_engine(db_url):
     engine = make_engine(db_url)
     yield engine
     engine.dispose()
@@ -74,22 +74,22 @@ def _queue(engine, repo: str, n: int, kind: JobKind = JobKind.SPAWN, item: int |
     return ids
 
 
-def test_queue_is_idempotent_by_key(engine, repo):
-    with Session(engine) as session, session.begin():
+def test_queue_is_idempotent_by_key(queue_engine, repo):
+    with Session(queue_engine) as session, session.begin():
         first = queue_job(session, f"spawn:{repo}", _spawn(repo))
         again = queue_job(session, f"spawn:{repo}", _spawn(repo))
     assert first is not None and again is None
 
 
-def test_threads_claiming_at_once_never_share_a_job(engine, repo):
-    ids = _queue(engine, repo, 40)
+def test_threads_claiming_at_once_never_share_a_job(queue_engine, repo):
+    ids = _queue(queue_engine, repo, 40)
     taken: dict[int, list[int]] = {}
     lock = threading.Lock()
     start = threading.Barrier(6)
 
     def claimer(spawner_id: int) -> None:
         start.wait()
-        while (job := claim_job(engine, spawner_id, [repo], T0, LEASE)) is not None:
+        while (job := claim_job(queue_engine, spawner_id, [repo], T0, LEASE)) is not None:
             with lock:
                 taken.setdefault(job.id, []).append(spawner_id)
             assert job.state == JobState.CLAIMED and job.spawner_id == spawner_id
@@ -123,8 +123,8 @@ print(json.dumps(got))
 """
 
 
-def test_processes_claiming_at_once_never_share_a_job(engine, db_url, repo):
-    ids = _queue(engine, repo, 60)
+def test_processes_claiming_at_once_never_share_a_job(queue_engine, db_url, repo):
+    ids = _queue(queue_engine, repo, 60)
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     procs = [
@@ -150,62 +150,64 @@ def test_processes_claiming_at_once_never_share_a_job(engine, db_url, repo):
     assert sum(1 for got in claimed if got) >= 2, "the claimers did not overlap"
 
 
-def test_an_expired_lease_offers_the_job_again(engine, repo):
-    (job_id,) = _queue(engine, repo, 1)
-    assert claim_job(engine, 1, [repo], T0, LEASE).id == job_id
-    assert claim_job(engine, 2, [repo], T0 + LEASE - timedelta(seconds=1), LEASE) is None
-    again = claim_job(engine, 2, [repo], T0 + LEASE + timedelta(seconds=1), LEASE)
+def test_an_expired_lease_offers_the_job_again(queue_engine, repo):
+    (job_id,) = _queue(queue_engine, repo, 1)
+    assert claim_job(queue_engine, 1, [repo], T0, LEASE).id == job_id
+    assert claim_job(queue_engine, 2, [repo], T0 + LEASE - timedelta(seconds=1), LEASE) is None
+    again = claim_job(queue_engine, 2, [repo], T0 + LEASE + timedelta(seconds=1), LEASE)
     assert again.id == job_id and again.spawner_id == 2 and again.attempts == 2
-    with Session(engine) as session, session.begin():
+    with Session(queue_engine) as session, session.begin():
         assert finish(session, job_id, 1, True, {"ok": True})[0] == Finish.NOT_HELD
         assert not heartbeat(session, job_id, 1, T0, LEASE)
         assert finish(session, job_id, 2, True, {"ok": True})[0] == Finish.FINISHED
-    with Session(engine) as session:
+    with Session(queue_engine) as session:
         assert session.get(Job, job_id).state == JobState.DONE
 
 
-def test_heartbeat_moves_the_lease_forward(engine, repo):
-    (job_id,) = _queue(engine, repo, 1)
-    claim_job(engine, 1, [repo], T0, LEASE)
+def test_heartbeat_moves_the_lease_forward(queue_engine, repo):
+    (job_id,) = _queue(queue_engine, repo, 1)
+    claim_job(queue_engine, 1, [repo], T0, LEASE)
     later = T0 + LEASE - timedelta(seconds=5)
-    with Session(engine) as session, session.begin():
+    with Session(queue_engine) as session, session.begin():
         assert heartbeat(session, job_id, 1, later, LEASE)
-    assert claim_job(engine, 2, [repo], T0 + LEASE + timedelta(seconds=1), LEASE) is None
-    assert claim_job(engine, 2, [repo], later + LEASE + timedelta(seconds=1), LEASE).id == job_id
+    assert claim_job(queue_engine, 2, [repo], T0 + LEASE + timedelta(seconds=1), LEASE) is None
+    assert (
+        claim_job(queue_engine, 2, [repo], later + LEASE + timedelta(seconds=1), LEASE).id == job_id
+    )
 
 
-def test_released_jobs_are_offered_again_at_once(engine, repo):
-    (job_id,) = _queue(engine, repo, 1)
-    claim_job(engine, 1, [repo], T0, LEASE)
-    release(engine, job_id, 1)
-    again = claim_job(engine, 2, [repo], T0, LEASE)
+def test_released_jobs_are_offered_again_at_once(queue_engine, repo):
+    (job_id,) = _queue(queue_engine, repo, 1)
+    claim_job(queue_engine, 1, [repo], T0, LEASE)
+    release(queue_engine, job_id, 1)
+    again = claim_job(queue_engine, 2, [repo], T0, LEASE)
     assert again.id == job_id and again.attempts == 1
 
 
-def test_scope_limits_what_a_spawner_sees(engine, repo):
-    (job_id,) = _queue(engine, repo, 1)
-    assert claim_job(engine, 1, ["someone/else"], T0, LEASE) is None
-    assert claim_job(engine, 1, [], T0, LEASE) is None
-    assert claim_job(engine, 1, [repo.upper()], T0, LEASE).id == job_id
+def test_scope_limits_what_a_spawner_sees(queue_engine, repo):
+    (job_id,) = _queue(queue_engine, repo, 1)
+    assert claim_job(queue_engine, 1, ["someone/else"], T0, LEASE) is None
+    assert claim_job(queue_engine, 1, [], T0, LEASE) is None
+    assert claim_job(queue_engine, 1, [repo.upper()], T0, LEASE).id == job_id
 
 
-def test_jobs_of_one_item_run_in_order(engine, repo):
+def test_jobs_of_one_item_run_in_order(queue_engine, repo):
     spawn, deliver = (
-        _queue(engine, repo, 1, JobKind.SPAWN, item=5)[0],
-        _queue(engine, repo, 1, JobKind.DELIVER, item=5)[0],
+        _queue(queue_engine, repo, 1, JobKind.SPAWN, item=5)[0],
+        _queue(queue_engine, repo, 1, JobKind.DELIVER, item=5)[0],
     )
-    (other,) = _queue(engine, repo, 1, JobKind.SPAWN, item=6)
-    assert claim_job(engine, 1, [repo], T0, LEASE).id == spawn
-    assert claim_job(engine, 2, [repo], T0, LEASE).id == other  # not the deliver: spawn first
-    assert claim_job(engine, 2, [repo], T0, LEASE) is None
-    with Session(engine) as session, session.begin():
+    (other,) = _queue(queue_engine, repo, 1, JobKind.SPAWN, item=6)
+    assert claim_job(queue_engine, 1, [repo], T0, LEASE).id == spawn
+    assert claim_job(queue_engine, 2, [repo], T0, LEASE).id == other  # not the deliver: spawn first
+    assert claim_job(queue_engine, 2, [repo], T0, LEASE) is None
+    with Session(queue_engine) as session, session.begin():
         finish(session, spawn, 1, True, {"ok": True})
-    assert claim_job(engine, 2, [repo], T0, LEASE).id == deliver
+    assert claim_job(queue_engine, 2, [repo], T0, LEASE).id == deliver
 
 
-def test_follow_ups_go_to_the_spawner_hosting_the_session(engine, repo):
+def test_follow_ups_go_to_the_spawner_hosting_the_session(queue_engine, repo):
     item = f"github:{repo}#9"
-    with Session(engine) as session, session.begin():
+    with Session(queue_engine) as session, session.begin():
         session.add(
             WorkItem(
                 id=item,
@@ -215,34 +217,34 @@ def test_follow_ups_go_to_the_spawner_hosting_the_session(engine, repo):
                 session={"session_id": "s", "spawner_id": 7},
             )
         )
-    (deliver,) = _queue(engine, repo, 1, JobKind.DELIVER, item=9)
-    assert claim_job(engine, 1, [repo], T0, LEASE) is None
-    assert claim_job(engine, 7, [repo], T0, LEASE).id == deliver
+    (deliver,) = _queue(queue_engine, repo, 1, JobKind.DELIVER, item=9)
+    assert claim_job(queue_engine, 1, [repo], T0, LEASE) is None
+    assert claim_job(queue_engine, 7, [repo], T0, LEASE).id == deliver
 
 
-def test_a_job_nobody_finishes_is_given_up_after_max_attempts(engine, repo):
-    (job_id,) = _queue(engine, repo, 1)
+def test_a_job_nobody_finishes_is_given_up_after_max_attempts(queue_engine, repo):
+    (job_id,) = _queue(queue_engine, repo, 1)
     now = T0
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        job = claim_job(engine, attempt, [repo], now, LEASE)
+        job = claim_job(queue_engine, attempt, [repo], now, LEASE)
         assert job is not None and job.attempts == attempt
         now += LEASE + timedelta(seconds=1)
-    assert claim_job(engine, 99, [repo], now, LEASE) is None
-    failed = give_up_expired(engine, now)
+    assert claim_job(queue_engine, 99, [repo], now, LEASE) is None
+    failed = give_up_expired(queue_engine, now)
     assert [j.id for j in failed if j.repo_full_name == repo] == [job_id]
-    with Session(engine) as session:
+    with Session(queue_engine) as session:
         assert session.get(Job, job_id).state == JobState.FAILED
 
 
-def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(engine, repo):
+def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(queue_engine, repo):
     seen = JOB_SIGNAL.generation()
-    with Session(engine) as session:
+    with Session(queue_engine) as session:
         session.begin()
         queue_job(session, f"rb:{repo}", _spawn(repo))
         assert JOB_SIGNAL.generation() == seen  # not before the commit
         session.rollback()
     assert not JOB_SIGNAL.wait(seen, 0.2)
-    with Session(engine) as session, session.begin():
+    with Session(queue_engine) as session, session.begin():
         queue_job(session, f"ok:{repo}", _spawn(repo))
     assert JOB_SIGNAL.wait(seen, 0.01)
 
@@ -288,10 +290,10 @@ def test_waiters_are_woken_only_for_their_repositories():
     assert signal.wait(later, 0.05, scope=["mine/repo"])  # history lost: look rather than miss
 
 
-def test_a_spawn_goes_to_a_spawner_that_hosts_its_frozen_harness(engine, repo):
-    with Session(engine) as session, session.begin():
+def test_a_spawn_goes_to_a_spawner_that_hosts_its_frozen_harness(queue_engine, repo):
+    with Session(queue_engine) as session, session.begin():
         codex = queue_job(session, f"c:{repo}", _spawn(repo, 1, harness="codex")).id
         default = queue_job(session, f"d:{repo}", _spawn(repo, 2, harness="")).id
-    assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]).id == default
-    assert claim_job(engine, 1, [repo], T0, LEASE, harnesses=["claude"]) is None
-    assert claim_job(engine, 2, [repo], T0, LEASE, harnesses=["claude", "codex"]).id == codex
+    assert claim_job(queue_engine, 1, [repo], T0, LEASE, harnesses=["claude"]).id == default
+    assert claim_job(queue_engine, 1, [repo], T0, LEASE, harnesses=["claude"]) is None
+    assert claim_job(queue_engine, 2, [repo], T0, LEASE, harnesses=["claude", "codex"]).id == codex

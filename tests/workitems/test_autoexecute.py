@@ -39,7 +39,7 @@ routing:
 
 
 @pytest.fixture
-def state(settings_env: dict[str, str]) -> Iterator[AppState]:
+def app_state(settings_env: dict[str, str]) -> Iterator[AppState]:
     built = build_state(load_settings(settings_env, dotenv=None))
     yield built
     built.engine.dispose()
@@ -66,10 +66,12 @@ def events(state: AppState, name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("operator_yaml", [AUTO_YAML])
-def test_all_labels_present_when_the_trigger_arrives_executes_with_the_defaults(state, fake_github):
+def test_all_labels_present_when_the_trigger_arrives_executes_with_the_defaults(
+    app_state, fake_github
+):
     fake, _ = fake_github
-    handle(state, label_event(TRIGGER, ["bug", TRIGGER, "Ready"]), "d-1")
-    item = item_row(state)
+    handle(app_state, label_event(TRIGGER, ["bug", TRIGGER, "Ready"]), "d-1")
+    item = item_row(app_state)
     assert item.state == WorkItemStatus.FROZEN
     assert (
         item.frozen is not None
@@ -78,41 +80,43 @@ def test_all_labels_present_when_the_trigger_arrives_executes_with_the_defaults(
     # The checklist as posted: no model or effort choice, the opt-in phase left unticked.
     assert (item.frozen["model"], item.frozen["effort"]) == ("", "")
     assert set(item.frozen["skips"]) == {"brainstorming"}
-    (spawn,) = jobs(state, JobKind.SPAWN)
+    (spawn,) = jobs(app_state, JobKind.SPAWN)
     assert spawn.key == "spawn:label:d-1"
     assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1
     assert "`/loop go`" in checklist_comments(fake)[0]["body"]  # the alias is the keyword
     assert "`model-sonnet` — quick" in checklist_comments(fake)[0]["body"]
 
-    handle(state, label_event("ready", ["bug", TRIGGER, "ready"]), "d-2")  # again: nothing new
-    assert len(jobs(state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
+    handle(app_state, label_event("ready", ["bug", TRIGGER, "ready"]), "d-2")  # again: nothing new
+    assert (
+        len(jobs(app_state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
+    )
 
 
 @pytest.mark.parametrize("operator_yaml", [AUTO_YAML])
-def test_the_last_listed_label_executes_an_item_parked_at_the_gate(state, fake_github):
-    handle(state, label_event(TRIGGER, [TRIGGER]), "d-1")
-    assert item_row(state).state == WorkItemStatus.PARKED and jobs(state) == []
-    handle(state, label_event("bug", [TRIGGER, "bug"]), "d-2")  # not a listed label
-    assert item_row(state).state == WorkItemStatus.PARKED
-    handle(state, label_event("ready", [TRIGGER, "bug", "ready"]), "d-3")
-    assert item_row(state).state == WorkItemStatus.FROZEN
-    assert [j.key for j in jobs(state, JobKind.SPAWN)] == ["spawn:label:d-3"]
-    assert [e["by"] for e in events(state, "gate.auto_execute")] == ["Codertocat"]
+def test_the_last_listed_label_executes_an_item_parked_at_the_gate(app_state, fake_github):
+    handle(app_state, label_event(TRIGGER, [TRIGGER]), "d-1")
+    assert item_row(app_state).state == WorkItemStatus.PARKED and jobs(app_state) == []
+    handle(app_state, label_event("bug", [TRIGGER, "bug"]), "d-2")  # not a listed label
+    assert item_row(app_state).state == WorkItemStatus.PARKED
+    handle(app_state, label_event("ready", [TRIGGER, "bug", "ready"]), "d-3")
+    assert item_row(app_state).state == WorkItemStatus.FROZEN
+    assert [j.key for j in jobs(app_state, JobKind.SPAWN)] == ["spawn:label:d-3"]
+    assert [e["by"] for e in events(app_state, "gate.auto_execute")] == ["Codertocat"]
 
 
 @pytest.mark.parametrize("operator_yaml", [AUTO_YAML])
-def test_an_unauthorized_labeller_executes_nothing(state, fake_github):
+def test_an_unauthorized_labeller_executes_nothing(app_state, fake_github):
     fake, _ = fake_github
-    handle(state, label_event(TRIGGER, [TRIGGER, "ready"], sender="mallory"), "d-1")
-    assert item_row(state).state == WorkItemStatus.PARKED and jobs(state) == []
-    (refused,) = events(state, "gate.refused")
+    handle(app_state, label_event(TRIGGER, [TRIGGER, "ready"], sender="mallory"), "d-1")
+    assert item_row(app_state).state == WorkItemStatus.PARKED and jobs(app_state) == []
+    (refused,) = events(app_state, "gate.refused")
     assert refused["who"] == "mallory" and refused["source"] == "label"
     assert refused["reason"] == "unauthorized"
     assert marked(fake, MarkerKind.CONFIRMATION) == []
 
 
 @pytest.mark.parametrize("operator_yaml", ["routing: {authorizedUsers: [Codertocat]}\n"])
-def test_without_auto_execute_labels_a_label_only_parks(state, fake_github):
-    handle(state, label_event(TRIGGER, [TRIGGER, "ready"]), "d-1")
-    assert item_row(state).state == WorkItemStatus.PARKED and jobs(state) == []
-    assert events(state, "gate.auto_execute") == []
+def test_without_auto_execute_labels_a_label_only_parks(app_state, fake_github):
+    handle(app_state, label_event(TRIGGER, [TRIGGER, "ready"]), "d-1")
+    assert item_row(app_state).state == WorkItemStatus.PARKED and jobs(app_state) == []
+    assert events(app_state, "gate.auto_execute") == []

@@ -46,10 +46,8 @@ FIRST = (("input_tokens", 9000), ("output_tokens", 100))  # 91 % of 10k with the
 PAST = (("input_tokens", 1000), ("output_tokens", 50))  # the wrap-up's answer: past 100 %
 
 
-@pytest.fixture
-def operator_yaml() -> str:
-    """The App's own config holds the budget: the App is the one that weighs it."""
-    return "routing:\n  budget: {tokens: 10000}\n"
+# The App's own config holds the budget: the App is the one that weighs it.
+OPERATOR_YAML = "routing:\n  budget: {tokens: 10000}\n"
 
 
 @pytest.fixture
@@ -59,24 +57,24 @@ def reports(tmp_path: Path) -> Path:
     return found
 
 
-@pytest.fixture
-def model(reports: Path) -> Iterator[FakeAnthropic]:
+def model_script(reports: Path) -> list[Step]:
     # The wrap-up's Bash call waits for the test, so its result comes after the App found
     # the budget spent and told the gateway.
     hold = f"while [ ! -e {reports}/go ]; do sleep 0.2; done; echo released"
-    script = [
+    return [
         Step(contains("Work on the GitHub issue"), Reply("Starting.", usage=FIRST)),
         Step(contains(WARNING), Reply("Committing and pushing.", (bash(hold),), PAST)),
         Step(contains(RAISED), Reply("Going on.")),
         # What the stop gate's feedback brings (no phase artifact was written).
         *[Step(anything, Reply("Stopping here.")) for _ in range(12)],
     ]
-    with FakeAnthropic(script) as api:
-        yield api
+
+
+MODEL_SCRIPT = model_script
 
 
 @pytest.fixture
-def devbox(
+def budget_devbox(
     running_app: RunningApp, model: FakeAnthropic, reports: Path, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     config = parse_config(
@@ -122,7 +120,7 @@ def budget_comments(fake: Any) -> list[str]:
 def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_raised(
     running_app: RunningApp,
     fake_github: Any,
-    devbox: SpawnerContext,
+    budget_devbox: SpawnerContext,
     model: FakeAnthropic,
     reports: Path,
     tmp_path: Path,
@@ -141,8 +139,8 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert re.search(r"\(tokens 9\.\d+k of 10k\)", warned.turn.text)
 
     # Its answer passes the limit: the App finds the budget spent, the gateway refuses.
-    assert devbox.models is not None
-    gateway = devbox.models.gateway
+    assert budget_devbox.models is not None
+    gateway = budget_devbox.models.gateway
     wait_for(lambda: ITEM in gateway.spent, timeout=GENEROUS)
     before = len(model.main_requests())
     (reports / "go").touch()
@@ -153,7 +151,7 @@ def test_a_session_is_warned_refused_and_stopped_at_its_budget_and_goes_on_when_
     assert sum(shown(r, WARNING) for r in model.main_requests()) == 1  # told once
 
     # The harness showed the gateway's refusal: it is in the session's own transcript.
-    home = session_home(devbox.config, devbox.home, devbox.state_dir, ITEM)
+    home = session_home(budget_devbox.config, budget_devbox.home, budget_devbox.state_dir, ITEM)
     written = "".join(p.read_text() for p in (home / ".claude" / "projects").rglob("*.jsonl"))
     assert "API Error: 400 the-loop: budget spent (tokens 10." in written
     stopped = wait_for(lambda: running_app.events("session.stopped"), timeout=GENEROUS)

@@ -8,7 +8,7 @@ import pytest
 
 from app.config import Budget, ConfigError, parse_config
 from app.workitems.budgets import (
-    Level,
+    BudgetLevel,
     Limits,
     Raise,
     Spent,
@@ -26,20 +26,26 @@ KEYWORD = "the-loop budget"
 
 def test_the_largest_share_decides_and_90_percent_warns() -> None:
     limits = Limits(tokens=10_000, usd=2.0, minutes=60)
-    assert level_of(limits, Spent(tokens=8_999, usd=0.1, minutes=1)) == (Level.UNDER, "")
-    assert level_of(limits, Spent(tokens=9_000, usd=0.1, minutes=1)) == (Level.WARN, "tokens")
-    assert level_of(limits, Spent(tokens=10, usd=2.0, minutes=1)) == (Level.SPENT, "usd")
-    assert level_of(limits, Spent(tokens=9_500, usd=0.1, minutes=61)) == (Level.SPENT, "minutes")
+    assert level_of(limits, Spent(tokens=8_999, usd=0.1, minutes=1)) == (BudgetLevel.UNDER, "")
+    assert level_of(limits, Spent(tokens=9_000, usd=0.1, minutes=1)) == (BudgetLevel.WARN, "tokens")
+    assert level_of(limits, Spent(tokens=10, usd=2.0, minutes=1)) == (BudgetLevel.SPENT, "usd")
+    assert level_of(limits, Spent(tokens=9_500, usd=0.1, minutes=61)) == (
+        BudgetLevel.SPENT,
+        "minutes",
+    )
 
 
 def test_a_cost_that_is_not_known_never_counts_against_a_usd_limit() -> None:
-    assert level_of(Limits(usd=1.0), Spent(tokens=10**9, usd=None)) == (Level.UNDER, "")
+    assert level_of(Limits(usd=1.0), Spent(tokens=10**9, usd=None)) == (BudgetLevel.UNDER, "")
     assert "cost unknown of $1.00" in budget_text(Limits(usd=1.0), Spent(usd=None))
 
 
 def test_no_limit_configured_means_never_warned_nor_stopped() -> None:
     assert limits_of(Budget(), {"tokens": 5}).empty
-    assert level_of(Limits(), Spent(tokens=10**12, usd=10**6, minutes=10**6)) == (Level.UNDER, "")
+    assert level_of(Limits(), Spent(tokens=10**12, usd=10**6, minutes=10**6)) == (
+        BudgetLevel.UNDER,
+        "",
+    )
 
 
 def test_raises_add_to_configured_limits_only() -> None:

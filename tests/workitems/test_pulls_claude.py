@@ -16,7 +16,6 @@ import copy
 import re
 import statistics
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +90,7 @@ def step_index(name: str) -> int:
     return next(i for i, s in enumerate(the_script()) if s.name == name)
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(the_script()) as api:
-        yield api
+MODEL_SCRIPT = the_script
 
 
 def screen(ctx: SpawnerContext) -> str:

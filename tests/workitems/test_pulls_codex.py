@@ -78,14 +78,12 @@ def the_script() -> list[Step]:
     ]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeResponses]:
-    with FakeResponses(the_script()) as api:
-        yield api
+MODEL_WIRE = FakeResponses
+MODEL_SCRIPT = the_script
 
 
 @pytest.fixture
-def devbox(bed: Bed, model: FakeResponses, tmp_path: Path) -> Iterator[SpawnerContext]:
+def codex_pull_devbox(bed: Bed, model: FakeResponses, tmp_path: Path) -> Iterator[SpawnerContext]:
     home = tmp_path / "devbox-home"
     (home / ".codex").mkdir(parents=True)
     (home / ".codex" / "config.toml").write_text('model = "scripted-model"\n')
@@ -141,26 +139,26 @@ def wait_turn_end(ctx: SpawnerContext, answer: str) -> None:
 
 
 def test_a_codex_session_pushes_opens_its_pr_hears_a_review_and_the_merge_ends_it(
-    bed: Bed, devbox: SpawnerContext, model: FakeResponses
+    bed: Bed, codex_pull_devbox: SpawnerContext, model: FakeResponses
 ) -> None:
     label_and_execute(bed, STRAIGHT_TO_CODE)
-    first = wait_step(model, devbox, "push and open")
+    first = wait_step(model, codex_pull_devbox, "push and open")
     assert "the-loop pr create" in first.turn.text and f"`{BRANCH}`" in first.turn.text
-    opened = wait_step(model, devbox, "opened")
+    opened = wait_step(model, codex_pull_devbox, "opened")
     (pr,) = bed.fake.pull_requests(REPO)
     assert pr["html_url"] in opened.turn.text
     assert pr["head"]["ref"] == BRANCH and "Closes #1" in pr["body"]
     sha = head_sha(bed.fake.git_root, REPO, BRANCH)
     assert sha is not None and pr["head"]["sha"] == sha and bed.git.pushes == 1
     assert bed.item().pull_number == pr["number"]
-    wait_turn_end(devbox, "waiting for review.")
+    wait_turn_end(codex_pull_devbox, "waiting for review.")
 
     review = copy.deepcopy(fixture_json("github/pull_request_review_comment.created.json"))
     review["pull_request"]["number"] = pr["number"]
     review["comment"].update(id=830_000_100, line=3)
     review["comment"]["body"] = "Say hello to the whole world here."
     bed.send("pull_request_review_comment", review)
-    seen = wait_step(model, devbox, "review")
+    seen = wait_step(model, codex_pull_devbox, "review")
     assert "`README.md` line 3:" in seen.turn.text
 
     merged = pr_payload("pull_request.closed.json", pr["number"], sha=sha)
@@ -168,5 +166,9 @@ def test_a_codex_session_pushes_opens_its_pr_hears_a_review_and_the_merge_ends_i
     bed.send("pull_request", merged)
     assert bed.item().state == WorkItemStatus.DONE
     wait_for(lambda: bed.events("session.stopped"), timeout=GENEROUS)
-    wait_for(lambda: not devbox.runner.exists(devbox.registry.get(ITEM).tmux_session))
+    wait_for(
+        lambda: (
+            not codex_pull_devbox.runner.exists(codex_pull_devbox.registry.get(ITEM).tmux_session)
+        )
+    )
     model.assert_script_done()

@@ -40,9 +40,11 @@ TRANSCRIPT = [
 ]
 
 
-@pytest.fixture
-def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
     return standin_yaml(standin, tmp_path / "work")
+
+
+OPERATOR_YAML = operator_yaml_of
 
 
 def endings(fake: Any) -> list[str]:

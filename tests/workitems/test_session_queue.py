@@ -28,9 +28,11 @@ SECOND = f"github:{REPO}#2"
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
-@pytest.fixture
-def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
     return standin_yaml(standin, tmp_path / "work", "maxSessions: 1")
+
+
+OPERATOR_YAML = operator_yaml_of
 
 
 def status_of(app: Any, item_id: str) -> str:

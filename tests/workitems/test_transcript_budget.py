@@ -7,7 +7,6 @@ harness that writes a Claude Code transcript and keeps running."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from app.spawner.launch import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import TRANSCRIPT
-from tests.devbox_support import release, serve_devbox
+from tests.devbox_support import release
 from tests.gate_support import ITEM, REPO, item_row
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
@@ -24,8 +23,7 @@ from tests.support import wait_for
 pytestmark = pytest.mark.admin_token
 
 
-@pytest.fixture
-def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
     sandbox = {**standin.sandbox, "shareLogin": True}  # no key: sessions skip the gateway
     return (
         f"harnesses:\n  - {{name: claude, default: true, command: {standin.path}}}\n"
@@ -34,19 +32,23 @@ def operator_yaml(standin: StandIn, tmp_path: Path) -> str:
     )
 
 
-@pytest.fixture
-def devbox(running_app: Any, operator_yaml: str, home: Path) -> Iterator[SpawnerContext]:
-    with serve_devbox(
-        running_app, operator_yaml, home, transcript_interval=1, model_key=None
-    ) as ctx:
-        yield ctx
+OPERATOR_YAML = operator_yaml_of
+
+
+# No key: the devbox holds no credential, so its sessions skip the model gateway; their
+# transcripts are read every second.
+STANDIN_DEVBOX = {"model_key": None, "transcript_interval": 1}
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_session_without_the_gateway_is_stopped_by_its_budget_while_it_runs(
-    running_app: Any, fake_github: Any, devbox: SpawnerContext, standin: StandIn, tmp_path: Path
+    running_app: Any,
+    fake_github: Any,
+    standin_devbox: SpawnerContext,
+    standin: StandIn,
+    tmp_path: Path,
 ) -> None:
-    assert devbox.models is None
+    assert standin_devbox.models is None
     fake, _ = fake_github
     standin.plan(ITEM, {"transcript": TRANSCRIPT})  # 187 tokens, then it keeps running
     release(running_app, fake, bare_repository(tmp_path), "the-loop execute")

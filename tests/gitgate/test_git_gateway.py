@@ -14,9 +14,7 @@ import base64
 import io
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -28,29 +26,11 @@ from app.ingress.doors import GIT_MAX_BODY
 from app.store.tables import SessionToken, WorkItemStatus
 from tests.fakes.github_pulls import head_sha
 from tests.pull_support import BRANCH, ITEM, REPO, agent, bare_origin
-from tests.slack_support import slack_env
 from tests.support import (
-    RunningApp,
     fixture_json,
-    served_app,
     wait_for,
     with_installation,
-    wsgi_app,
 )
-
-
-@pytest.fixture
-def pull_app(
-    settings_env: dict[str, str],
-    fake_slack: tuple[Any, str],
-    pull_config: str,
-    request: pytest.FixtureRequest,
-) -> Iterator[RunningApp]:
-    """The bed's App as plain WSGI, or (`indirect` "asgi") as `the-loop serve` deploys it:
-    gunicorn's asgi worker, whose front checks the git door and streams the bodies."""
-    env = slack_env(settings_env, fake_slack[1], pull_config)
-    with served_app(env) if getattr(request, "param", "") == "asgi" else wsgi_app(env) as app:
-        yield app
 
 
 def commit(live, name: str = "change.txt") -> str:

@@ -2,11 +2,11 @@
 
 A session's `origin` points here. Three requests make up every fetch and push —
 `GET info/refs?service=git-upload-pack|git-receive-pack`, `POST git-upload-pack`,
-`POST git-receive-pack` — and each is checked (`app.fleet.git_access`: the session's own
+`POST git-receive-pack` — and each is checked (`app.gitgate.git_access`: the session's own
 token, its own repository, its session live) before it is forwarded, with the App's
 installation token in place of the session's, to the repository the App recorded. Bodies
 stream both ways, up to `GIT_MAX_BODY`. A push is read only as far as its ref updates
-(`app.fleet.push_rules`): one that touches anything but the item's work branch never
+(`app.gitgate.push_rules`): one that touches anything but the item's work branch never
 reaches GitHub; the session's git is told why in git's own report, and the App records a
 `git.push_refused` event. Nothing else (dumb HTTP, other services) is served.
 
@@ -30,7 +30,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wsgi import get_input_stream
 
 from app.fleet.api_guard import loop_state
-from app.fleet.git_access import (
+from app.fleet.tokens import SESSION_PREFIX, authenticate
+from app.gitgate.git_access import (
     RECEIVE,
     SERVICES,
     UPSTREAM_USER,
@@ -40,7 +41,7 @@ from app.fleet.git_access import (
     repository_of,
     upstream_url,
 )
-from app.fleet.push_rules import (
+from app.gitgate.push_rules import (
     MAX_HEAD,
     MalformedPush,
     PushHead,
@@ -49,7 +50,6 @@ from app.fleet.push_rules import (
     report_refused,
     summary,
 )
-from app.fleet.tokens import SESSION_PREFIX, authenticate
 from app.github.client import GitHubNotConfigured
 from app.ingress.doors import GIT_MAX_BODY, BodyCut, basic_password
 from app.store.tables import WorkItem

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.fleet.push_rules import (
+from app.gitgate.push_rules import (
     FLUSH,
     MAX_HEAD,
     MalformedPush,

@@ -11,7 +11,6 @@ tokens the fake GitHub minted; the devbox spawner launching Claude Code in bubbl
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,9 +40,8 @@ ATTACK = " ; ".join(
 )
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    script = [
+def model_script() -> list[Step]:
+    return [
         Step(
             contains("Work on the GitHub issue", BRANCH),
             Reply("Trying every way out.", (bash(ATTACK),)),
@@ -51,8 +49,9 @@ def model() -> Iterator[FakeAnthropic]:
         ),
         Step(tool_result_for("Bash", "ATTACK-DONE"), Reply("Done."), name="shown"),
     ]
-    with FakeAnthropic(script) as api:
-        yield api
+
+
+MODEL_SCRIPT = model_script
 
 
 def tags(bed: Bed) -> str:
