@@ -158,6 +158,7 @@ def test_the_managed_requirements_hold_the_host_s_own_and_the_stop_gate(tmp_path
     [
         ("[[hooks.Stop]]\n", "sets hooks"),
         ("[features]\nhooks = false\n", "sets hooks"),
+        ("[features]\ncodex_hooks = false\n", "sets hooks"),
         ("x = [\n", "not valid TOML"),
     ],
 )

@@ -59,6 +59,7 @@ CARRIED_PROVIDER = (
     "stream_idle_timeout_ms",
     "query_params",
 )
+HOOK_FEATURES = ("hooks", "codex_hooks")  # the feature's key and its older alias
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 Scalar = str | int | float | bool
 Value = Scalar | dict[str, str]
@@ -182,7 +183,8 @@ def managed_requirements(host_text: str, source: str, stop_command: str) -> str:
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not valid TOML ({exc})") from exc
     features = host.get("features")
-    if "hooks" in host or (isinstance(features, dict) and features.get("hooks") is False):
+    off = isinstance(features, dict) and False in (features.get(k) for k in HOOK_FEATURES)
+    if "hooks" in host or off:
         raise ValueError(
             f"{source} sets hooks, which the stop gate's own requirements set: move its "
             "hooks out of it, or the sessions would run without their gate"
