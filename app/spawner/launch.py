@@ -19,7 +19,7 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
-from app.spawner.confine.sessionhome import home_for, write_managed
+from app.spawner.confine.sessionhome import home_for
 from app.spawner.confine.trust import (
     TrustOutcome,
 )
@@ -199,7 +199,8 @@ def prepare_launch(
         model=model,
         share_login=ctx.config.routing.sandbox.share_login,
     )
-    ready = adapter_of(launch.harness).prepare_home(setup)
+    adapter = adapter_of(launch.harness)
+    ready = adapter.prepare_home(setup)
     for failure in ready.failures:
         ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
     if ready.trust is not None:
@@ -215,7 +216,7 @@ def prepare_launch(
     )
     sandbox = ctx.config.routing.sandbox
     try:
-        managed = write_managed(ctx.state_dir)
+        managed = (adapter.write_managed(ctx.state_dir), adapter.managed_at)
     except (OSError, ValueError) as exc:
         raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
     if not closed(ctx, network):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from app.gateway.access import SessionModel
 from app.harnesses import HOSTING_ADAPTERS
 from app.spawner.argv import Choice, build_launch
 from app.spawner.harness import HomeSetup, adapter_of
+from app.spawner.harness.codex import ADAPTER as CODEX
 from app.spawner.harness.codex import newest_rollout
 from app.spawner.harness.codex_config import PASS_VARIABLE
 from app.spawner.harness.codex_screens import CODEX_SCREENS
@@ -42,6 +44,8 @@ def test_codex_is_in_the_harness_table_and_its_launch_says_only_codex_flags() ->
         "codex",
         "--no-daemon",
         "--dangerously-bypass-hook-trust",
+        "--enable",
+        "hooks",
         "--model",
         "gpt-5.1-codex",
         "-c",
@@ -72,7 +76,7 @@ def _setup(tmp_path: Path, real_home: Path) -> HomeSetup:
     )
 
 
-def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_gates_stops(
+def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_holds_no_hook(
     tmp_path: Path,
 ) -> None:
     real = tmp_path / "operator"
@@ -107,11 +111,67 @@ def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_gate
     assert data["analytics"] == {"enabled": False} and data["features"] == {"plugins": False}
     checkout = str(setup.checkout.resolve())
     assert data["projects"] == {checkout: {"trust_level": "trusted"}}
-    (hook,) = data["hooks"]["Stop"][0]["hooks"]
-    assert hook["type"] == "command" and hook["command"].endswith("hooks/stop_gate.py")
+    assert "hooks" not in data  # the gate is in the managed requirements, out of its reach
     env, hidden = adapter.session_env(setup.model, ready.home)
     assert env == {"CODEX_HOME": str(setup.own_home / ".codex")}
     assert hidden == {PASS_VARIABLE: PASS}
+
+
+def test_an_unconfined_session_s_config_carries_the_stop_gate_and_no_env_file_survives(
+    tmp_path: Path,
+) -> None:
+    setup = replace(_setup(tmp_path, tmp_path / "operator"), sandboxed=False)
+    planted = setup.own_home / ".codex" / ".env"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("THE_LOOP_WORK_ITEM=\n")  # what Codex would load into the gate's env
+    ready = adapter_of("codex").prepare_home(setup)
+    assert ready.failures == [] and not planted.exists()
+    data = tomllib.loads((setup.own_home / ".codex" / "config.toml").read_text())
+    (hook,) = data["hooks"]["Stop"][0]["hooks"]
+    assert hook["type"] == "command" and hook["command"].endswith("hooks/stop_gate.py")
+
+
+def test_the_managed_requirements_hold_the_host_s_own_and_the_stop_gate(tmp_path: Path) -> None:
+    host = tmp_path / "etc-codex"
+    host.mkdir()
+    (host / "requirements.toml").write_text('allowed_approval_policies = ["never"]\n')
+    (host / "managed_config.toml").write_text('model = "gpt-5.1-codex"\n')
+    state = tmp_path / "state"
+    (state / "codex-managed").mkdir(parents=True)
+    (state / "codex-managed" / "gone.toml").write_text("x = 1\n")  # the host no longer has it
+    managed = CODEX.write_managed(state, host)
+    assert managed == state / "codex-managed" and CODEX.managed_at == Path("/etc/codex")
+    assert sorted(p.name for p in managed.iterdir()) == ["managed_config.toml", "requirements.toml"]
+    data = tomllib.loads((managed / "requirements.toml").read_text())
+    assert data["allowed_approval_policies"] == ["never"]
+    (hook,) = data["hooks"]["Stop"][0]["hooks"]
+    assert hook["type"] == "command" and hook["command"].endswith("hooks/stop_gate.py")
+    assert "features" not in data  # hooks go on from the command line (see codex_config)
+    assert (managed / "managed_config.toml").read_text() == 'model = "gpt-5.1-codex"\n'
+    # No host /etc/codex at all: the gate alone.
+    alone = CODEX.write_managed(tmp_path / "bare", tmp_path / "absent")
+    assert set(tomllib.loads((alone / "requirements.toml").read_text())) == {"hooks"}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[[hooks.Stop]]\n", "sets hooks"),
+        ("[features]\nhooks = false\n", "sets hooks"),
+        ("[features]\ncodex_hooks = false\n", "sets hooks"),
+        ("x = [\n", "not valid TOML"),
+    ],
+)
+def test_host_requirements_that_would_lose_the_gate_are_refused_by_name(
+    text: str, says: str
+) -> None:
+    from app.spawner.harness.codex_config import managed_requirements
+
+    with pytest.raises(ValueError) as caught:
+        managed_requirements(text, "/etc/codex/requirements.toml", "gate")
+    assert str(caught.value).startswith("/etc/codex/requirements.toml") and says in str(
+        caught.value
+    )
 
 
 def test_a_link_the_session_planted_is_replaced_never_written_through(tmp_path: Path) -> None:

@@ -129,7 +129,8 @@ def test_each_network_mode_has_its_argv(tmp_path: Path) -> None:
     shared = sandbox_argv(host_plan(**common, hidden=secrets), ["claude"])
     assert "--unshare-net" not in shared
     closed = sandbox_argv(
-        host_plan(**common, hidden=secrets, sockets=sockets, managed=managed), ["claude"]
+        host_plan(**common, hidden=secrets, sockets=sockets, managed=(managed, MANAGED_DIR)),
+        ["claude"],
     )
     assert "--unshare-net" in closed
     at = closed.index(str(INSIDE_DIR))

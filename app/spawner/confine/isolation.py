@@ -157,12 +157,12 @@ def host_plan(
     env: Mapping[str, str],
     hidden: Sequence[Secret],
     sockets: Path | None = None,
-    managed: Path | None = None,
+    managed: tuple[Path, Path] | None = None,
 ) -> SandboxPlan:
     """The plan for one session on this machine. With `sockets` (its closed network's
     directory, see `netgates`) the session gets a network namespace of its own and sees
-    that directory read-only at `netplan.INSIDE_DIR`; `managed` is shown read-only as
-    Claude Code's managed-settings directory."""
+    that directory read-only at `netplan.INSIDE_DIR`; `managed` (a directory, and where it
+    shows) is the harness's managed settings, read-only."""
     shared = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
     own = [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
     if sockets is not None:
@@ -179,25 +179,28 @@ def host_plan(
         chdir=_real(checkout),
         network=sockets is None,
     )
-    return with_managed(plan, _real(managed)) if managed is not None else plan
+    if managed is None:
+        return plan
+    return with_managed(plan, _real(managed[0]), managed[1])
 
 
-def with_managed(plan: SandboxPlan, managed: Path) -> SandboxPlan:
-    """`plan` showing the directory `managed` read-only as `/etc/claude-code`, the managed
-    settings Claude Code reads and no user or project setting overrides.
+def with_managed(plan: SandboxPlan, managed: Path, at: Path = MANAGED_DIR) -> SandboxPlan:
+    """`plan` showing the directory `managed` read-only as `at` (`/etc/claude-code`, or
+    Codex's `/etc/codex`): the managed settings the harness reads and no user or project
+    setting overrides.
 
     A mount needs its mount point, and the sandbox's `/etc` is the host's, read-only. When
-    the host has no `/etc/claude-code`, `/etc` is shown entry by entry instead (each one
-    bound read-only, each link re-made, the secrets among them left out), beside it."""
-    inside = Bind(managed, inside=MANAGED_DIR)
-    etc = MANAGED_DIR.parent
-    if MANAGED_DIR.is_dir() or not any(b.path == etc and b.inside is None for b in plan.binds):
+    the host has no `at`, `/etc` is shown entry by entry instead (each one bound read-only,
+    each link re-made, the secrets among them left out), beside it."""
+    inside = Bind(managed, inside=at)
+    etc = at.parent
+    if at.is_dir() or not any(b.path == etc and b.inside is None for b in plan.binds):
         return replace(plan, binds=(*plan.binds, inside))
     covered = {s.path for s in plan.secrets}
     binds = [b for b in plan.binds if b.path != etc]
     links = list(plan.symlinks)
     for entry in sorted(etc.iterdir()):
-        if entry in covered or entry == MANAGED_DIR:
+        if entry in covered or entry == at:
             continue
         if entry.is_symlink():
             links.append((os.readlink(entry), entry))

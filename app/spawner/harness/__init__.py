@@ -77,6 +77,14 @@ class HarnessAdapter(Protocol):
 
     def transcript(self, home: Path, session_id: str) -> Path | None: ...
 
+    managed_at: Path  # where the harness reads settings no user or project setting overrides
+
+    def write_managed(self, state_dir: Path) -> Path:
+        """The directory (the spawner's, under `state_dir`) a sandboxed session sees
+        read-only at `managed_at`, holding the stop gate's hook; raises ValueError or OSError
+        when the host's own managed settings cannot be read or carried."""
+        ...
+
 
 @cache
 def adapter_of(name: str) -> HarnessAdapter:

@@ -19,7 +19,12 @@ from pathlib import Path
 
 from app.gateway.access import SessionModel
 from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
-from app.spawner.confine.sessionhome import seed_home, with_approved_key
+from app.spawner.confine.sessionhome import (
+    HOST_MANAGED,
+    seed_home,
+    with_approved_key,
+    write_managed,
+)
 from app.spawner.confine.trust import TrustFileError, claude_config_path, pretrust, update_json_file
 from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.session.screens import CLAUDE_SCREENS
@@ -34,6 +39,10 @@ class ClaudeAdapter:
     screens = CLAUDE_SCREENS
     enter_after = 0.0
     enter_when_shown = True  # its box shows a paste before it is taken in
+    managed_at = HOST_MANAGED.parent
+
+    def write_managed(self, state_dir: Path) -> Path:
+        return write_managed(state_dir)
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]:
         return (RESUME_FLAG if resume else SESSION_FLAG, session_id)

@@ -1,14 +1,21 @@
 """OpenAI's Codex CLI as a harness.
 
-- argv: `codex --no-daemon --dangerously-bypass-hook-trust <operator args> <model/effort>`
-  (the background daemon would copy hundreds of megabytes into the home; the hook flag keeps
-  the "Hooks need review" screen away, see `codex_config`); a relaunch is `codex resume
+- argv: `codex --no-daemon --dangerously-bypass-hook-trust --enable hooks <operator args>
+  <model/effort>` (the background daemon would copy hundreds of megabytes into the home; the
+  hook flags keep the "Hooks need review" screen away and hooks on whatever a config file
+  the session writes says, see `codex_config`); a relaunch is `codex resume
   --last …` in the session's own `CODEX_HOME`, which holds that session only. Codex names its
   sessions itself: the spawner's session id is the-loop's, not Codex's;
 - home: `CODEX_HOME` is `<the session's own home>/.codex` (confined or not), its
   `config.toml` written before every launch (`codex_config.session_config`: the gateway as
-  the model provider, trust for the checkout, the stop gate as a Stop hook, nothing
-  outbound) without following a link the session planted; git's identity beside it;
+  the model provider, trust for the checkout, nothing outbound; the stop gate as a Stop
+  hook only when unconfined) without following a link the session planted, and its `.env`
+  removed (Codex loads that file into its own environment, which its hooks inherit: a
+  session could blank the gate's `THE_LOOP_WORK_ITEM` there); git's identity beside it;
+- managed: a sandboxed session's stop gate is in `/etc/codex/requirements.toml`
+  (`write_managed`: the spawner's `<state dir>/codex-managed/`, shown read-only at
+  `/etc/codex`), hooks switched on by the launch: nothing the session writes removes or
+  disables it;
 - model: the pass in `THE_LOOP_MODEL_PASS` (the provider's `env_key`), never on a command
   line; the gateway's URL is in the config;
 - screens: `codex_screens.CODEX_SCREENS`; a paste is a bracketed paste and its Enter comes at
@@ -25,7 +32,7 @@ import stat
 from pathlib import Path
 
 from app.commands.hooks import direct_command
-from app.files import FileLock, write_within
+from app.files import FileLock, remove_within, write_text_atomic, write_within
 from app.gateway.access import SessionModel
 from app.spawner.confine.sessionhome import write_git_identity
 from app.spawner.confine.trust import TrustOutcome
@@ -34,14 +41,20 @@ from app.spawner.harness.codex_config import (
     PASS_VARIABLE,
     CodexSetup,
     carried_settings,
+    managed_requirements,
     session_config,
 )
 from app.spawner.harness.codex_screens import CODEX_SCREENS
 
 HOME_DIR = ".codex"
 CONFIG = "config.toml"
+DOTENV = ".env"  # loaded by Codex into its own environment at start
+MANAGED = "codex-managed"  # under the state directory: shown as /etc/codex inside
+MANAGED_AT = Path("/etc/codex")  # Codex's system layer on Unix
+REQUIREMENTS = "requirements.toml"  # admin-enforced: no user or project setting overrides it
 NO_DAEMON = "--no-daemon"
 HOOK_TRUST = "--dangerously-bypass-hook-trust"
+HOOKS_ON = ("--enable", "hooks")  # above every config layer, so no file switches hooks off
 NO_GATEWAY = (
     "Codex sessions reach the model only through the model gateway, which is not running: "
     "set OPENAI_API_KEY (or routing.sandbox.openaiKeyFile) for the spawner"
@@ -77,9 +90,33 @@ class CodexAdapter:
     # Codex just started takes a paste in without showing it (for seconds): the Enter goes
     # `enter_after` behind the paste, not once the box shows it.
     enter_when_shown = False
+    managed_at = MANAGED_AT
+
+    def write_managed(self, state_dir: Path, host: Path = MANAGED_AT) -> Path:
+        """The spawner's copy of the host's `/etc/codex` (its top-level files), with the
+        stop gate added to `requirements.toml` (`codex_config.managed_requirements`)."""
+        directory = state_dir / MANAGED
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        kept = {REQUIREMENTS}
+        if host.is_dir():
+            for entry in sorted(host.iterdir()):
+                if entry.name != REQUIREMENTS and entry.is_file() and not entry.is_symlink():
+                    write_text_atomic(directory / entry.name, entry.read_text(), 0o644)
+                    kept.add(entry.name)
+        for stale in directory.iterdir():  # not another launch's temporary (dot) file
+            if stale.name not in kept and not stale.name.startswith("."):
+                stale.unlink(missing_ok=True)
+        source = host / REQUIREMENTS
+        try:
+            text = source.read_text()
+        except FileNotFoundError:
+            text = ""
+        wanted = managed_requirements(text, str(source), direct_command())
+        write_text_atomic(directory / REQUIREMENTS, wanted, 0o644)
+        return directory
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]:
-        flags = (NO_DAEMON, HOOK_TRUST)
+        flags = (NO_DAEMON, HOOK_TRUST, *HOOKS_ON)
         return ("resume", "--last", *flags) if resume else flags
 
     def effort_fragment(self, level: str) -> tuple[str, ...]:
@@ -104,7 +141,7 @@ class CodexAdapter:
         wanted = CodexSetup(
             gateway_url=setup.model.url if setup.model is not None else "",
             checkout=checkout,
-            stop_command=direct_command(),
+            stop_command=None if setup.sandboxed else direct_command(),
             carried=carried,
             provider=provider,
         )
@@ -115,6 +152,10 @@ class CodexAdapter:
         except OSError as exc:
             ready.failures.append(f"{home / relative}: {exc}")
             ready.trust = TrustOutcome(failures=[f"{home / relative}: {exc}"])
+        try:
+            remove_within(home, f"{HOME_DIR}/{DOTENV}")
+        except OSError as exc:
+            ready.failures.append(f"{home / HOME_DIR / DOTENV}: {exc}")
         ready.failures += write_git_identity(setup.real_home, home)
         return ready
 

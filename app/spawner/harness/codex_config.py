@@ -10,9 +10,15 @@ It says everything an unattended session needs and nothing of the operator's cre
 - no update check, no analytics, no plugins, `allow_login_shell = false` (a login shell
   resets PATH from /etc/profile and loses the tools the session needs);
 - the checkout trusted (no "Trust this folder?" dialog);
-- the stop gate as a `Stop` hook (the launch passes `--dangerously-bypass-hook-trust` so the
-  "Hooks need review" screen never shows: the hook runs inside the same sandbox as the agent
-  itself, so trusting it grants nothing the session lacks);
+- the stop gate as a `Stop` hook only for a session that runs unconfined (`stop_command`
+  set); a sandboxed session's gate is in `managed_requirements`, which Codex reads from
+  `/etc/codex/requirements.toml`: the launch shows it there read-only, so the session
+  cannot delete that hook, and Codex runs a managed hook without review and lets no user
+  setting disable it. The launch passes `--enable hooks`, a command-line setting above
+  every config layer, so `[features] hooks = false` in a file the session writes (its
+  `config.toml`, the checkout's `.codex/config.toml`) switches nothing off, and
+  `--dangerously-bypass-hook-trust`, so no "Hooks need review" screen shows for a hook of
+  the user layer or the checkout's `.codex/` (the managed one needs no review);
 - from the operator's own `~/.codex/config.toml`, only the model settings (`CARRIED`) and,
   of the provider it selects, the settings that shape requests but hold no credential
   (`CARRIED_PROVIDER`: retries, timeouts, `query_params` such as Azure's `api-version`); its
@@ -53,6 +59,7 @@ CARRIED_PROVIDER = (
     "stream_idle_timeout_ms",
     "query_params",
 )
+HOOK_FEATURES = ("hooks", "codex_hooks")  # the feature's key and its older alias
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 Scalar = str | int | float | bool
 Value = Scalar | dict[str, str]
@@ -64,7 +71,7 @@ class CodexSetup:
 
     gateway_url: str  # as the session reaches it, without `/v1`
     checkout: str
-    stop_command: str
+    stop_command: str | None  # None: the managed requirements carry the stop gate
     carried: Mapping[str, Scalar]
     provider: Mapping[str, Value] = field(default_factory=dict)  # carried provider settings
 
@@ -144,7 +151,6 @@ def session_config(setup: CodexSetup) -> str:
         "wire_api": "responses",
         "env_key": PASS_VARIABLE,
     }
-    hook = {"type": "command", "command": setup.stop_command}
     parts = [
         "# Written by the-loop's spawner before each launch; edits here do not last.\n"
         + _table("", top),
@@ -152,6 +158,36 @@ def session_config(setup: CodexSetup) -> str:
         _table("features", {"plugins": False}),
         _table(f"model_providers.{_key(PROVIDER)}", provider),
         _table(f"projects.{_key(setup.checkout)}", {"trust_level": "trusted"}),
-        "[[hooks.Stop]]\n\n" + _table("[hooks.Stop.hooks]", hook),
     ]
+    if setup.stop_command is not None:
+        parts.append(_stop_hook(setup.stop_command))
     return "\n".join(parts)
+
+
+def _stop_hook(command: str) -> str:
+    return "[[hooks.Stop]]\n\n" + _table(
+        "[hooks.Stop.hooks]", {"type": "command", "command": command}
+    )
+
+
+def managed_requirements(host_text: str, source: str, stop_command: str) -> str:
+    """The `requirements.toml` every sandboxed Codex session reads: the host's own
+    requirements (`host_text`, read from `source`; empty when it has none), then the stop
+    gate as a managed `Stop` hook. Hooks are switched on by the launch (`--enable hooks`, a
+    command-line setting no config layer overrides), not pinned here: a pin here would also
+    switch on the hooks of Codex's own helper threads (its title writer), each of which
+    would then run the gate. Raises ValueError naming `source` when its text is not TOML,
+    sets `hooks` (a second table would make the file invalid) or switches hooks off."""
+    try:
+        host = tomllib.loads(host_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: not valid TOML ({exc})") from exc
+    features = host.get("features")
+    off = isinstance(features, dict) and False in (features.get(k) for k in HOOK_FEATURES)
+    if "hooks" in host or off:
+        raise ValueError(
+            f"{source} sets hooks, which the stop gate's own requirements set: move its "
+            "hooks out of it, or the sessions would run without their gate"
+        )
+    head = host_text.rstrip("\n")
+    return (head + "\n\n" if head else "") + "# The-loop's stop gate.\n" + _stop_hook(stop_command)
