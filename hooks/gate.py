@@ -3,13 +3,16 @@
 Evaluates the process graph in-process, bounded by the recorded pointer: it blocks only on
 the first unsatisfied node the item has reached, and only when that node's status is
 `block`; a position it cannot resolve lets the turn end. Nudges are capped per (item, node) —
-`THE_LOOP_GATE_MAX_ATTEMPTS`, set by the spawner from `stopGate.maxAttempts`, else 3.
+`THE_LOOP_GATE_MAX_ATTEMPTS`, set by the spawner from `stopGate.maxAttempts` (in a
+sandboxed session's facts file, see `stop_gate`), else 3.
 
-Where the counts live depends on who runs the gate. In a session a spawner started (it sets
-`THE_LOOP_URL`, `THE_LOOP_WORK_ITEM_ID` and a session token) the gate runs inside the
+Where the counts live depends on who runs the gate. In a session a spawner started (its
+facts file, or for an unconfined session its environment, names `THE_LOOP_URL` and
+`THE_LOOP_WORK_ITEM_ID`; its environment holds a session token) the gate runs inside the
 session's sandbox, where anything it could write the session could write too: so it asks the
 App which attempt it is at (`POST /spawner/v1/gate`), and the App keeps the count, which the
-session cannot fill in ahead. An App that cannot be reached is a block, not a free turn.
+session cannot fill in ahead. An App that cannot be reached, or a sandboxed session
+without the token to ask it, is a block, not a free turn.
 In a person's own session (the hook installed by `the-loop hooks install`) the counts stay
 in a file under the state dir, per checkout. Claude Code's own cap (8 consecutive blocks)
 stays a backstop either way.
@@ -174,8 +177,22 @@ def count_on_app(counter: tuple[str, str, str], node: str) -> int | str:
     return attempt if isinstance(attempt, int) and attempt >= 1 else f"no attempt in {attempt!r}"
 
 
-def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> GateAnswer:
-    """Evaluate the gate for the work item named in `env`; see the module docstring."""
+def unusable_facts(why: str) -> GateAnswer:
+    """A block for a session whose gate cannot learn its facts: its turn is not free."""
+    return GateAnswer(
+        2,
+        stderr=f"the-loop: the stop gate cannot decide ({why}); the turn cannot end. "
+        "Tell the operator.\n",
+    )
+
+
+def run(
+    hook_input: Mapping[str, Any], env: Mapping[str, str], facts: str | None = None
+) -> GateAnswer:
+    """Evaluate the gate for the work item named in `env`; see the module docstring.
+
+    `facts` names the spawner's facts file `env` was read from (a sandboxed session): the
+    App must count there, and a session without the token to ask it is blocked."""
     item = env.get("THE_LOOP_WORK_ITEM", "")
     if not item:
         return GateAnswer(0)
@@ -185,7 +202,7 @@ def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> GateAnswer:
     checkout = graph.find_checkout(starts, item) or graph.repository_root(starts[-1])
     report = graph.check_checkout(checkout, item, recompute=True)
     counter = app_counter(env)
-    if counter is not None:
+    if counter is not None or facts is not None:
         return _counted_by_app(graph.blocking_node(report), counter, max_attempts(env))
     state_dir = Path(env.get("THE_LOOP_STATE_DIR") or DEFAULT_STATE_DIR).expanduser()
     counts_path = attempts_file(state_dir, checkout, item)
@@ -201,11 +218,14 @@ def run(hook_input: Mapping[str, Any], env: Mapping[str, str]) -> GateAnswer:
 
 
 def _counted_by_app(
-    blocking: Mapping[str, Any] | None, counter: tuple[str, str, str], cap: int
+    blocking: Mapping[str, Any] | None, counter: tuple[str, str, str] | None, cap: int
 ) -> GateAnswer:
     if blocking is None:
         return GateAnswer(0)
-    attempt = count_on_app(counter, str(blocking.get("node")))
+    if counter is None:
+        attempt: int | str = "no App URL, work item id or session token to ask it with"
+    else:
+        attempt = count_on_app(counter, str(blocking.get("node")))
     if isinstance(attempt, str):  # no count: block, the turn is not free for it
         blocked = verdict(blocking, 1, cap, {})
         note = f"the-loop: the App could not count this attempt ({attempt}).\n"

@@ -19,7 +19,7 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
-from app.spawner.confine.sessionhome import home_for
+from app.spawner.confine.sessionhome import home_for, write_gate_facts
 from app.spawner.confine.trust import (
     TrustOutcome,
 )
@@ -177,10 +177,12 @@ def prepare_launch(
     trust: HarnessTrust,
     model: SessionModel | None = None,
     network: NetworkMode | None = None,
+    gate: Mapping[str, str] | None = None,
 ) -> Prepared:
     """Prepare the home the session will see — its harness adapter's business: trust for
     `cwd`, the gateway's pass — and confine the launch (the stop gate's hook in read-only
-    managed settings); `network` overrides `routing.sandbox.network`."""
+    managed settings, and `gate`, its facts, in a read-only file beside them: none, no
+    gate); `network` overrides `routing.sandbox.network`."""
     mode = ctx.config.routing.sandbox.resolved
     sandboxed = mode is not SandboxMode.NONE
     if not sandboxed:
@@ -217,6 +219,8 @@ def prepare_launch(
     sandbox = ctx.config.routing.sandbox
     try:
         managed = (adapter.write_managed(ctx.state_dir), adapter.managed_at)
+        facts = {**(gate or {}), "CLAUDE_PROJECT_DIR": os.path.realpath(cwd)}
+        facts_file = write_gate_facts(ctx.state_dir, item_slug(work_item), facts)
     except (OSError, ValueError) as exc:
         raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
     if not closed(ctx, network):
@@ -229,6 +233,7 @@ def prepare_launch(
             env=ctx.env,
             hidden=hidden,
             managed=managed,
+            facts=facts_file,
         )
         return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
     model_url = model.url if model is not None else None
@@ -241,6 +246,7 @@ def prepare_launch(
         hidden=hidden,
         sockets=net.sockets,
         managed=managed,
+        facts=facts_file,
     )
     argv = confined_argv(plan, launch.argv, ctx.env, net.wrap)
     return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
@@ -314,17 +320,19 @@ def start_session(
         if missing is not None:
             raise LaunchRefused(missing)
     model = ctx.models.for_session(job.work_item) if ctx.models is not None else None
-    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust, model)
-    name = item_slug(job.work_item)
-    env = {
+    gate = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
         "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
         "THE_LOOP_URL": session_app_url(ctx),  # relayed into a closed network
         # The stop gate reads its cap from here rather than parsing YAML on every turn.
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
-        # git never prompts in a pane nobody watches: without a credential, it fails at once.
-        "GIT_TERMINAL_PROMPT": "0",
     }
+    # Sandboxed, the gate reads these from a read-only file; the environment keeps them for
+    # the session's own tools and for an unconfined session's gate.
+    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust, model, gate=gate)
+    name = item_slug(job.work_item)
+    # git never prompts in a pane nobody watches: without a credential, it fails at once.
+    env = {**gate, "GIT_TERMINAL_PROMPT": "0"}
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else {}
     # The gateway's URL and the session's pass (never on a command line), as the harness
     # takes them.

@@ -7,7 +7,7 @@ import json
 import stat
 from pathlib import Path
 
-from app.commands.hooks import direct_command
+from app.commands.hooks import direct_command, managed_command
 from app.spawner.confine.sessionhome import (
     managed_settings,
     seed_home,
@@ -209,7 +209,7 @@ def test_the_managed_settings_hold_the_gate_and_the_hosts_own_policy(tmp_path: P
     host = tmp_path / "etc-claude-code" / "managed-settings.json"
     state = tmp_path / "state"
     managed = write_managed(state, host)  # no managed settings on the host: the gate alone
-    gate = {"type": "command", "command": direct_command(), "timeout": 30}
+    gate = {"type": "command", "command": managed_command(), "timeout": 30}
     assert json.loads((managed / "managed-settings.json").read_text()) == {
         "hooks": {"Stop": [{"hooks": [gate]}]}
     }

@@ -8,7 +8,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from app.commands.hooks import direct_command
+from app.commands.hooks import managed_command
 from app.config import ModelChoice, parse_config
 from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
@@ -93,7 +93,7 @@ def test_a_spawn_launches_exactly_base_args_choice_deny_prompt(
     assert settings["skipDangerousModePermissionPrompt"] is True
     assert "hooks" not in settings  # the gate is in the managed settings, read-only inside
     managed = json.loads((ctx.state_dir / "managed" / "managed-settings.json").read_text())
-    assert [g["hooks"][0]["command"] for g in managed["hooks"]["Stop"]] == [direct_command()]
+    assert [g["hooks"][0]["command"] for g in managed["hooks"]["Stop"]] == [managed_command()]
     assert not (home / ".claude.json").exists()  # the operator's own home is not touched
     assert (
         json.loads((checkout / "docs/specs/issue-7/work-item-state.json").read_text())["model"]

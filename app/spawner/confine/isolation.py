@@ -22,6 +22,7 @@ from app.config import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
 from app.spawner.network.netplan import INSIDE_DIR
+from hooks.stop_gate import FACTS_AT
 
 SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -158,15 +159,19 @@ def host_plan(
     hidden: Sequence[Secret],
     sockets: Path | None = None,
     managed: tuple[Path, Path] | None = None,
+    facts: Path | None = None,
 ) -> SandboxPlan:
     """The plan for one session on this machine. With `sockets` (its closed network's
     directory, see `netgates`) the session gets a network namespace of its own and sees
     that directory read-only at `netplan.INSIDE_DIR`; `managed` (a directory, and where it
-    shows) is the harness's managed settings, read-only."""
+    shows) is the harness's managed settings, read-only; `facts` the stop gate's facts
+    file, shown read-only at `stop_gate.FACTS_AT`."""
     shared = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
     own = [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
     if sockets is not None:
         own.append(Bind(_real(sockets), inside=Path(INSIDE_DIR)))
+    if facts is not None:
+        own.append(Bind(_real(facts), inside=Path(FACTS_AT)))
     setenv = (
         ("HOME", str(_real(home))),
         *shared.setenv,

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.commands.hooks import direct_command, install_stop_hook, uninstall_stop_hook
+from app.commands.hooks import install_stop_hook, managed_command, uninstall_stop_hook
 from app.files import FileLock, remove_within, write_json, write_within
 from app.gateway.access import CREDENTIAL_VARIABLES
 from app.gateway.passes import is_pass_tail
@@ -48,6 +48,7 @@ from app.spawner.workspace.hostgit import run_git
 HOMES = "homes"
 MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside
 MANAGED_FILE = "managed-settings.json"
+GATE_FACTS = "gate-facts"  # under the state directory: each launch's stop-gate facts
 HOST_MANAGED = Path("/etc/claude-code") / MANAGED_FILE
 CREDENTIALS = ".credentials.json"
 GIT_IDENTITY = ("user.name", "user.email")
@@ -131,9 +132,20 @@ def write_managed(state_dir: Path, host_file: Path = HOST_MANAGED) -> Path:
         host = parse_object(host_file.read_text(), str(host_file))
     except FileNotFoundError:
         host = {}
-    wanted = managed_settings(host, direct_command())
+    wanted = managed_settings(host, managed_command())
     write_json(directory / MANAGED_FILE, wanted, 0o644)
     return directory
+
+
+def write_gate_facts(state_dir: Path, slug: str, facts: Mapping[str, str]) -> Path:
+    """The stop gate's facts for one launch (`<state dir>/gate-facts/<slug>.json`), which
+    the sandbox shows read-only at `stop_gate.FACTS_AT`: what the gate decides by, where
+    the session cannot write it (its environment it can set, through any settings file's
+    `env`). No work item in them: no gate (a standing session)."""
+    path = state_dir / GATE_FACTS / f"{slug}.json"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_json(path, dict(facts), 0o644)
+    return path
 
 
 def _config_sources(real_home: Path, env: Mapping[str, str]) -> tuple[Path, Path]:

@@ -31,7 +31,7 @@ import os
 import stat
 from pathlib import Path
 
-from app.commands.hooks import direct_command
+from app.commands.hooks import direct_command, managed_command
 from app.files import FileLock, remove_within, write_text_atomic, write_within
 from app.gateway.access import SessionModel
 from app.spawner.confine.sessionhome import write_git_identity
@@ -111,7 +111,7 @@ class CodexAdapter:
             text = source.read_text()
         except FileNotFoundError:
             text = ""
-        wanted = managed_requirements(text, str(source), direct_command())
+        wanted = managed_requirements(text, str(source), managed_command())
         write_text_atomic(directory / REQUIREMENTS, wanted, 0o644)
         return directory
 
