@@ -52,9 +52,10 @@ def gate(
     item: str | None = "issue-1",
     stdin: str | None = None,
     cwd: Path | None = None,
+    args: tuple[str, ...] = (),
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m hooks.stop_gate` the way Claude Code runs a Stop hook."""
+    """Run `python -m hooks.stop_gate` (with `args`) the way Claude Code runs a Stop hook."""
     full_env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(ROOT),
@@ -73,7 +74,7 @@ def gate(
         "stop_hook_active": False,
     }
     return subprocess.run(
-        [sys.executable, "-m", "hooks.stop_gate"],
+        [sys.executable, "-m", "hooks.stop_gate", *args],
         input=json.dumps(payload) if stdin is None else stdin,
         cwd=cwd or checkout or tmp_path,
         env=full_env,

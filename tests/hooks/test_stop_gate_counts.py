@@ -96,3 +96,28 @@ def test_an_app_that_cannot_be_reached_is_a_block_not_a_free_turn(tmp_path, sess
         result = gate(tmp_path, checkout, **away)
         assert result.returncode == 2
         assert "the App could not count this attempt" in result.stderr
+
+
+def test_a_filed_gate_counts_on_the_app_the_file_names(tmp_path, session):
+    """A sandboxed session's gate reads the spawner's facts file: an environment that blanks
+    the item, points at another App and lowers the cap moves nothing."""
+    checkout = make_checkout(tmp_path / "repo", at("design"))
+    facts = {
+        "THE_LOOP_WORK_ITEM": "issue-1",
+        "THE_LOOP_WORK_ITEM_ID": ITEM,
+        "THE_LOOP_URL": session["THE_LOOP_URL"],
+        "THE_LOOP_GATE_MAX_ATTEMPTS": "2",
+        "CLAUDE_PROJECT_DIR": str(checkout),
+    }
+    (tmp_path / "gate.json").write_text(json.dumps(facts))
+    hostile = {
+        "THE_LOOP_URL": f"http://127.0.0.1:{free_port()}",
+        "THE_LOOP_WORK_ITEM_ID": "github:o/r#999",
+        "THE_LOOP_GATE_MAX_ATTEMPTS": "1",
+        "THE_LOOP_SESSION_TOKEN": session["THE_LOOP_SESSION_TOKEN"],
+    }
+    args = ("--facts", str(tmp_path / "gate.json"))
+    results = [gate(tmp_path, checkout, item="", args=args, **hostile) for _ in range(3)]
+    assert [r.returncode for r in results] == [2, 2, 0]
+    assert "(attempt 1/2)" in results[0].stderr and "(attempt 2/2)" in results[1].stderr
+    assert "design is still not complete after 2 attempts" in results[2].stdout

@@ -28,6 +28,7 @@ from app.spawner.confine.sandbox import (
     kept_binds,
     sandbox_argv,
 )
+from hooks.stop_gate import FACTS_AT
 
 P = Path
 
@@ -203,3 +204,25 @@ def test_a_confined_command_runs_and_sees_only_its_own_paths(tmp_path: Path) -> 
     lines = proc.stdout.split()
     assert lines[0] == "ok" and "s3cret" not in proc.stdout
     assert int(lines[1]) <= 4 and lines[2] == str(home)
+
+
+def test_the_gate_facts_show_read_only_at_their_fixed_path(tmp_path: Path) -> None:
+    """The stop gate's facts file: readable inside, and neither writable nor replaceable."""
+    checkout, home, state = tmp_path / "co", tmp_path / "home", tmp_path / "state"
+    for folder in (checkout, home, state):
+        folder.mkdir()
+    facts = state / "gate.json"
+    facts.write_text('{"THE_LOOP_WORK_ITEM": "issue-1"}')
+    found = host_plan(
+        sandbox=Sandbox(), checkout=checkout, home=home, env={}, hidden=(), facts=facts
+    )
+    script = (
+        f"cat {FACTS_AT}; echo; echo x > {FACTS_AT} || echo NOWRITE; "
+        f"rm -f {FACTS_AT} || echo NORM; mv {FACTS_AT} /tmp/f || echo NOMOVE"
+    )
+    proc = subprocess.run(
+        confined_argv(found, ["sh", "-c", script], {}), capture_output=True, text=True
+    )
+    lines = proc.stdout.split()
+    assert lines == ['{"THE_LOOP_WORK_ITEM":', '"issue-1"}', "NOWRITE", "NORM", "NOMOVE"]
+    assert facts.read_text() == '{"THE_LOOP_WORK_ITEM": "issue-1"}'
