@@ -57,12 +57,15 @@ def direct_command(python: str = sys.executable) -> str:
 
 
 def managed_command(python: str = sys.executable) -> str:
-    """The hook line of a sandboxed session's managed settings: the default line, told to
-    take the gate's facts from the file the spawner binds read-only (`stop_gate.FACTS_AT`)
-    rather than from an environment the session can set."""
+    """The hook line of a sandboxed session's managed settings: the default line, with
+    Python's environment variables ignored, told to take the gate's facts from the file the
+    spawner binds read-only (`stop_gate.FACTS_AT`) rather than from an environment the
+    session can set."""
     from hooks import stop_gate
 
-    return direct_command(python) + " " + shlex.join([stop_gate.FACTS_FLAG, stop_gate.FACTS_AT])
+    gate = str(Path(stop_gate.__file__).resolve())
+    # -E: no PYTHONPATH or PYTHONHOME from an `env` the session wrote reaches the gate's imports.
+    return shlex.join([python, "-E", "-S", gate, stop_gate.FACTS_FLAG, stop_gate.FACTS_AT])
 
 
 def _stop_groups(settings: dict[str, Any]) -> list[Any]:
