@@ -3,9 +3,11 @@ by the spawner's own spawn path in bubblewrap and driven by the scripted model, 
 `env` into every settings file it can write (its home's `~/.claude/settings.json`, the
 checkout's `.claude/settings.json` and `.claude/settings.local.json`) that blanks the gate's
 work item, points the gate's App URL at a server that answers any attempt count, and lowers
-the cap to one. Claude Code hands that `env` to its hooks; the gate reads its facts from the
-read-only file the spawner bound instead. What the model is shown at its next stop, and
-which server was asked, are the assertions.
+the cap to one; present at start, that `env` also names a module path shadowing one the
+gate imports and a library to preload. Claude Code hands that `env` to its hooks; the gate
+reads its facts from the read-only file the spawner bound instead, runs with Python's own
+variables ignored, and the managed settings' `env` empties the loader's. What the model is
+shown at its next stop, and which server was asked, are the assertions.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ try:
     facts = "written"
 except OSError as exc:
     facts = type(exc).__name__
-print("REWROTE", len(written), "facts:", facts)
+print("REWROTE", len(written), "facts:", facts, "preload=[%s]" % os.environ.get("LD_PRELOAD"))
 """
 
 # Ends the stop gate's process with "let the turn end"; steps aside in any other Python.
@@ -132,6 +134,7 @@ def test_a_session_that_rewrites_its_settings_env_is_still_gated(
         run_ok(ctx, replace(job, payload=at_a_phase))  # its stop is gated: no artifact yet
         rewrote = model.wait_for_step(1, timeout=GENEROUS).turn.text
         assert "REWROTE 3 facts: " in rewrote and "facts: written" not in rewrote
+        assert "preload=[]" in rewrote  # the managed settings' env empties the loader's
         try:
             gate = model.wait_for_step(2, timeout=GENEROUS).turn.text
         except AssertionError as exc:
@@ -155,6 +158,7 @@ def _commit_settings(tmp_path: Path, origin: Path, url: str) -> None:
         "THE_LOOP_URL": url,
         "THE_LOOP_GATE_MAX_ATTEMPTS": "1",
         "PYTHONPATH": ".shadow",  # a module the gate imports, which ends the hook at once
+        "LD_PRELOAD": "/nonexistent/preload.so",  # what would run before any code of the gate
     }
     (work / ".claude").mkdir()
     (work / ".claude" / "settings.json").write_text(json.dumps({"env": env}))

@@ -156,7 +156,12 @@ def test_the_pure_edits() -> None:
     gate = {"hooks": [{"type": "command", "command": direct_command(), "timeout": 30}]}
     assert session_settings({"hooks": {"Stop": [gate]}}) == {}  # the managed settings run it
     host = {"permissions": {"deny": ["WebFetch"]}}
-    assert managed_settings(host, direct_command()) == {**host, "hooks": {"Stop": [gate]}}
+    loader = {"LD_PRELOAD": "", "LD_AUDIT": "", "LD_LIBRARY_PATH": ""}
+    assert managed_settings(host, direct_command()) == {
+        **host,
+        "hooks": {"Stop": [gate]},
+        "env": loader,
+    }
 
 
 def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
@@ -210,8 +215,10 @@ def test_the_managed_settings_hold_the_gate_and_the_hosts_own_policy(tmp_path: P
     state = tmp_path / "state"
     managed = write_managed(state, host)  # no managed settings on the host: the gate alone
     gate = {"type": "command", "command": managed_command(), "timeout": 30}
+    loader = {"LD_PRELOAD": "", "LD_AUDIT": "", "LD_LIBRARY_PATH": ""}
     assert json.loads((managed / "managed-settings.json").read_text()) == {
-        "hooks": {"Stop": [{"hooks": [gate]}]}
+        "hooks": {"Stop": [{"hooks": [gate]}]},
+        "env": loader,
     }
     host.parent.mkdir()
     host.write_text('{"permissions": {"deny": ["WebFetch"]}}')

@@ -48,6 +48,7 @@ from app.spawner.workspace.hostgit import run_git
 HOMES = "homes"
 MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside
 MANAGED_FILE = "managed-settings.json"
+LOADER_VARIABLES = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")  # emptied for every hook
 GATE_FACTS = "gate-facts"  # under the state directory: each launch's stop-gate facts
 HOST_MANAGED = Path("/etc/claude-code") / MANAGED_FILE
 CREDENTIALS = ".credentials.json"
@@ -117,9 +118,15 @@ def session_settings(real: dict[str, Any]) -> dict[str, Any]:
 
 
 def managed_settings(host: dict[str, Any], gate_command: str) -> dict[str, Any]:
-    """The host's own managed settings (if any) with exactly one stop-gate hook (pure)."""
+    """The host's own managed settings (if any) with exactly one stop-gate hook (pure).
+
+    Their `env` empties the dynamic loader's variables (`LOADER_VARIABLES`): Claude Code
+    hands the `env` of every settings file to its hooks, managed ones last, and a preloaded
+    library the session built would run inside the gate before any line of it."""
     settings, _ = install_stop_hook(host, gate_command)
-    return settings
+    found = settings.get("env")
+    env: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {**settings, "env": {**env, **dict.fromkeys(LOADER_VARIABLES, "")}}
 
 
 def write_managed(state_dir: Path, host_file: Path = HOST_MANAGED) -> Path:
