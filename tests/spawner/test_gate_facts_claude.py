@@ -145,7 +145,8 @@ def test_a_session_that_rewrites_its_settings_env_is_still_gated(
     assert json.loads((checkout / ".claude" / "settings.local.json").read_text())["env"]
     assert "Stop hook feedback" in gate and "(attempt 1/3)" in gate  # the operator's cap
     assert "required artifact is missing (docs/specs/issue-1/" in gate
-    assert app.hits == ["/spawner/v1/gate"]  # type: ignore[attr-defined]
+    # Counted on the App (its next stop, after the gate's answer, may be counted too).
+    assert app.hits and set(app.hits) == {"/spawner/v1/gate"}  # type: ignore[attr-defined]
     assert liar.hits == []  # type: ignore[attr-defined]
 
 
