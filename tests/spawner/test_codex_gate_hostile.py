@@ -80,7 +80,7 @@ class _App(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def app() -> Iterator[ThreadingHTTPServer]:
+def gate_counting_app() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _App)
     server.hits = []  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -115,15 +115,15 @@ def shown(model: FakeResponses, name: str, ctx: SpawnerContext, hits: list[str])
 
 
 def test_a_codex_session_that_rewrites_its_config_is_still_gated(
-    tmp_path: Path, stopped: list[SpawnerContext], app: ThreadingHTTPServer
+    tmp_path: Path, stopped: list[SpawnerContext], gate_counting_app: ThreadingHTTPServer
 ) -> None:
     origin = bare_repository(tmp_path)
-    hits: list[str] = app.hits  # type: ignore[attr-defined]
+    hits: list[str] = gate_counting_app.hits  # type: ignore[attr-defined]
     with FakeResponses(the_script()) as model:
         # One nudge per stop, so each blocked stop is followed by one that ends the turn.
         ctx = sandboxed_codex_devbox(tmp_path, model, stop_gate={"max_attempts": 1})
         stopped.append(ctx)
-        ctx.app_url = f"http://127.0.0.1:{app.server_address[1]}"
+        ctx.app_url = f"http://127.0.0.1:{gate_counting_app.server_address[1]}"
         job = spawn_job(
             origin, item=ITEM, prompt="Rewrite your own config.", harness="codex", model=""
         )
