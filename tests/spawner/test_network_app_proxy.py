@@ -111,7 +111,7 @@ def tls_app(
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-        apps.close()
+        next(apps, None)  # serve_api's own teardown: its workers stop, its servers close
 
 
 @pytest.fixture
