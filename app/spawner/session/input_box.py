@@ -30,10 +30,12 @@ Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
 SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
 SUBMIT_POLL = 0.25  # seconds between looks once the Enter went
 # Until the Enter goes, looks come quickly: the first this long after the paste, each next
-# one LOOK_GROWTH times as long after the last, up to SUBMIT_POLL. The Enter follows the box
-# showing the text, which an idle session does within a few hundredths of a second.
+# one LOOK_GROWTH times as long after the last, up to SHOW_POLL. The Enter follows the box
+# showing the text, which an idle session does within a few hundredths of a second and one
+# that has just drawn its box within a few tenths.
 FIRST_LOOK = 0.01
 LOOK_GROWTH = 1.5
+SHOW_POLL = 0.03
 SHOW_WINDOW = 5.0  # seconds a paste may take to show in the box before its Enter goes anyway
 SUBMIT_RETRIES = 8  # Enters pressed again at most, in the window
 # Looks in a row the box must hold the text before another Enter: long enough that a paste
@@ -99,7 +101,7 @@ def submit(
     pause = FIRST_LOOK
     while time.monotonic() - start < SUBMIT_WINDOW:
         time.sleep(max(SUBMIT_POLL if entered else pause, adapter.enter_after))
-        pause = min(pause * LOOK_GROWTH, SUBMIT_POLL)
+        pause = min(pause * LOOK_GROWTH, SHOW_POLL)
         try:
             screen = runner.capture(name)
         except TmuxError:
