@@ -127,7 +127,9 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         raise JobFailed(f"the session waits at a {screen.value} screen; the comment was not pasted")
     if record.pending:
         _paste_pending(ctx, record)
-    sent = submit(ctx.runner, record.tmux_session, record.work_item, text, record.harness)
+    before = None if record.pending else shown  # a pending paste changed the pane since
+    name, harness = record.tmux_session, record.harness
+    sent = submit(ctx.runner, name, record.work_item, text, harness, shown=before)
     watch_unsent(ctx.registry, ctx.events.emit, record, text, sent, first=False)
     _delivered(ctx, job, record.session_id, respawned=False, removed=sent.removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
@@ -140,8 +142,9 @@ def _paste_pending(ctx: SpawnerContext, record: SessionRecord) -> None:
         raise JobFailed(
             f"the session is not ready for input ({waited.state.value}); the comment was not pasted"
         )
+    emit = ctx.events.emit
     paste_first_message(
-        ctx.runner, ctx.registry, ctx.events.emit, record, record.pending, late=True
+        ctx.runner, ctx.registry, emit, record, record.pending, late=True, shown=waited.text
     )
 
 

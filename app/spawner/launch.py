@@ -284,7 +284,9 @@ def send_first_message(ctx: SpawnerContext, record: SessionRecord, text: str) ->
     waited = await_input(ctx.runner, record, ctx.ready_timeout)
     emit = ctx.events.emit
     if waited.state is Readiness.READY:
-        paste_first_message(ctx.runner, ctx.registry, emit, record, text, late=False)
+        paste_first_message(
+            ctx.runner, ctx.registry, emit, record, text, late=False, shown=waited.text
+        )
         return waited
     pending = ctx.registry.update(record.work_item, pending=text) or record
     if waited.screen is not None:

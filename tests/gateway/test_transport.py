@@ -5,8 +5,6 @@ here, a server that closes its idle connection, and the errors the relay maps to
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import ssl
 import threading
 from collections.abc import Iterator
@@ -16,13 +14,9 @@ from typing import Any
 
 import httpcore
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from app.gateway.transport import AsyncioBackend
-from tests.support import free_port
+from tests.support import free_port, self_signed
 
 
 class _Hello(BaseHTTPRequestHandler):
@@ -41,35 +35,6 @@ class _Hello(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture
 def plain() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
@@ -82,7 +47,7 @@ def plain() -> Iterator[str]:
 
 @pytest.fixture
 def tls(tmp_path: Path) -> Iterator[tuple[str, ssl.SSLContext]]:
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed(tmp_path)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
     serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     serving.load_cert_chain(cert, key)

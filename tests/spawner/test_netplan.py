@@ -45,6 +45,16 @@ def test_a_privileged_app_port_is_relayed_from_a_high_one_and_the_proxy_steps_as
     assert plan.proxy_port == 3129  # 3128 is the gateway's inside
 
 
+def test_a_loopback_app_behind_tls_is_relayed_too_since_no_proxy_names_the_loopback() -> None:
+    plan = plan_network("https://localhost:443", GATEWAY, [])
+    assert plan.app_url == "https://localhost:10443"  # TLS names the host, not the port
+    assert Route("app.sock", 10443, "localhost", 443) in plan.routes
+    assert plan.allowed == frozenset()
+    assert plan_network("https://127.0.0.1:8443", None, []).routes == (
+        Route("app.sock", 8443, "127.0.0.1", 8443),
+    )
+
+
 def test_a_remote_app_goes_through_the_proxy_unchanged() -> None:
     plan = plan_network("https://loop.example.com", GATEWAY, [])
     assert [r.socket for r in plan.routes] == ["model.sock"]

@@ -145,6 +145,27 @@ def test_the_plan_shows_the_system_the_code_the_checkout_and_the_home(tmp_path: 
     assert "CLAUDE_CONFIG_DIR" in found.unsetenv and found.chdir == checkout
 
 
+def test_the_certificates_the_spawner_trusts_are_shown_but_never_from_its_secrets(
+    tmp_path: Path,
+) -> None:
+    checkout, home, certs, state = (tmp_path / n for n in ("item", "home", "certs", "state"))
+    for folder in (checkout, home, certs, state):
+        folder.mkdir()
+    (certs / "ca.pem").write_text("a CA")
+    (state / "stolen.pem").write_text("not for sessions")
+    env = {
+        "SSL_CERT_FILE": str(certs / "ca.pem"),
+        "GIT_SSL_CAINFO": str(state / "stolen.pem"),
+        "SSL_CERT_DIR": str(tmp_path / "absent"),
+    }
+    found = host_plan(
+        sandbox=Sandbox(), checkout=checkout, home=home, env=env, hidden=(Secret(state),)
+    )
+    shown = {b.path for b in kept_binds(found)}
+    assert certs / "ca.pem" in shown
+    assert state / "stolen.pem" not in shown and tmp_path / "absent" not in shown
+
+
 def test_the_secrets_found_are_the_ones_that_exist(tmp_path: Path) -> None:
     state, home, work, sockets = (tmp_path / n for n in ("state", "home", "work", "tmux"))
     for folder in (state, home / ".ssh", work):

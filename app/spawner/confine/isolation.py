@@ -29,6 +29,17 @@ MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 HOST_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 HOST_SECRET_DIRS = ("/etc/ssh",)
 MANAGED_DIR = Path("/etc/claude-code")  # Claude Code's managed settings on Linux
+# Where the spawner's environment names the certificates it trusts (an App behind TLS with
+# a private CA): the session inherits the variables, so it is shown the files they name.
+CA_VARIABLES = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "NODE_EXTRA_CA_CERTS",
+)
 UNSET = (
     "CLAUDE_CONFIG_DIR",
     "TMUX",
@@ -127,14 +138,23 @@ def system_secrets() -> list[Secret]:
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
 
 
+def trusted_certificates(env: Mapping[str, str]) -> list[Path]:
+    """The certificate files and directories `env` names (`CA_VARIABLES`) that exist."""
+    named = (_real(Path(env[name])) for name in CA_VARIABLES if env.get(name))
+    return sorted({path for path in named if path.exists()})
+
+
 def shared_plan(
     *, sandbox: Sandbox, env: Mapping[str, str], hidden: Sequence[Secret]
 ) -> SandboxPlan:
     """What every session on this machine sees, before its own checkout and home: the
-    system, this installation's Python and code, the directories under `routing.sandbox`,
-    and a PATH with this installation's Python first."""
+    system, this installation's Python and code, the certificates the spawner's environment
+    trusts, the directories under `routing.sandbox`, and a PATH with this installation's
+    Python first. Certificates are shown as the operator's directories are: never from
+    among the secrets."""
     system, links = system_mounts()
     binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
+    binds += [Bind(p, own=False) for p in trusted_certificates(env)]
     binds += [Bind(_real(p), own=False) for p in sandbox.read_only if _real(p).exists()]
     binds += [
         Bind(_real(p), writable=True, own=False) for p in sandbox.read_write if _real(p).exists()

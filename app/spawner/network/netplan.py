@@ -11,7 +11,7 @@ checkout's `origin`, the App's git gateway) mean the same inside as outside.
 Everything else goes through the spawner's allow-listing proxy, exported as `HTTPS_PROXY` /
 `HTTP_PROXY`: a CONNECT, or a plain-HTTP request, only to a `host:port` the operator listed
 in `routing.sandbox.egress` (and the App itself when it is not on loopback: its name, TLS
-and all, pass through the proxy unchanged).
+and all, pass through the proxy unchanged; a loopback App is relayed, `http` or `https`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,10 @@ def split_hostport(entry: str) -> tuple[str, int]:
 
 
 def _relayed_app(app_url: str) -> bool:
-    return _is_loopback(address_of(app_url)[0]) and urlsplit(app_url).scheme == "http"
+    """An App on the host's loopback is relayed, plain HTTP or TLS alike (the relay carries
+    bytes; TLS stays between the session and the App). Through the proxy it could not be
+    reached: `NO_PROXY` names the loopback, so a client would look for it inside."""
+    return _is_loopback(address_of(app_url)[0])
 
 
 def app_url_inside(app_url: str) -> str:
@@ -110,7 +113,7 @@ def app_url_inside(app_url: str) -> str:
 
 def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> NetPlan:
     """The plan for one session: the model gateway (always on the host's loopback) relayed,
-    the App relayed when it is on loopback and plain HTTP, else let through the proxy."""
+    the App relayed when it is on loopback, else let through the proxy."""
     routes: list[Route] = []
     allowed = {split_hostport(entry) for entry in egress}
     if model_url:

@@ -28,7 +28,14 @@ from app.spawner.session.tmux import TmuxError, TmuxRunner
 Emit = Callable[..., Any]  # SpawnerEvents.emit, or a test's recorder
 
 SUBMIT_WINDOW = 10.0  # seconds a paste is watched until it shows as sent
-SUBMIT_POLL = 0.25
+SUBMIT_POLL = 0.25  # seconds between looks once the Enter went
+# Until the Enter goes, looks come quickly: the first this long after the paste, each next
+# one LOOK_GROWTH times as long after the last, up to SHOW_POLL. The Enter follows the box
+# showing the text, which an idle session does within a few hundredths of a second and one
+# that has just drawn its box within a few tenths.
+FIRST_LOOK = 0.01
+LOOK_GROWTH = 1.5
+SHOW_POLL = 0.03
 SHOW_WINDOW = 5.0  # seconds a paste may take to show in the box before its Enter goes anyway
 SUBMIT_RETRIES = 8  # Enters pressed again at most, in the window
 # Looks in a row the box must hold the text before another Enter: long enough that a paste
@@ -63,10 +70,17 @@ class Sent:
 
 
 def submit(
-    runner: TmuxRunner, name: str, owner: str, text: str, harness: str = DEFAULT_HARNESS
+    runner: TmuxRunner,
+    name: str,
+    owner: str,
+    text: str,
+    harness: str = DEFAULT_HARNESS,
+    *,
+    shown: str | None = None,
 ) -> Sent:
     """Paste `text` into tmux session `name` (work item `owner`'s, running `harness`, whose
-    adapter says how its pane reads and how long a paste settles) and watch it go.
+    adapter says how its pane reads and how long a paste settles) and watch it go. `shown`
+    is what the pane showed just now, when the caller has looked (one look fewer here).
 
     The Enter waits until the box shows the text (at most SHOW_WINDOW): a pasted message long
     enough to scroll its own first line off the pane is then still known as sent, because the
@@ -77,15 +91,17 @@ def submit(
     reader = adapter.screens
     echoes, unsent, input_line = reader.echoes, reader.unsent, reader.input_line
     try:
-        before = echoes(runner.capture(name), text)
+        before = echoes(runner.capture(name) if shown is None else shown, text)
     except TmuxError:
         before = 0
     removed = runner.paste(name, text, owner=owner)
     start = time.monotonic()
     entered, seen_held, held_looks, pressed = False, False, 0, 0
     outcome = PasteOutcome.UNSEEN
+    pause = FIRST_LOOK
     while time.monotonic() - start < SUBMIT_WINDOW:
-        time.sleep(max(SUBMIT_POLL, adapter.enter_after))
+        time.sleep(max(SUBMIT_POLL if entered else pause, adapter.enter_after))
+        pause = min(pause * LOOK_GROWTH, SHOW_POLL)
         try:
             screen = runner.capture(name)
         except TmuxError:
@@ -157,10 +173,12 @@ def paste_first_message(
     text: str,
     *,
     late: bool,
+    shown: str | None = None,
 ) -> None:
     """Paste a session's first message and forget it as pending; `session.prompted` says
-    so (`late` when it waited for the watchdog)."""
-    sent = submit(runner, record.tmux_session, record.work_item, text, record.harness)
+    so (`late` when it waited for the watchdog; `shown`: the pane as just seen, if it was)."""
+    name, harness = record.tmux_session, record.harness
+    sent = submit(runner, name, record.work_item, text, harness, shown=shown)
     registry.update(record.work_item, pending="")
     note = {"removed_controls": sent.removed} if sent.removed else {}
     emit(

@@ -82,7 +82,7 @@ class Waited:
     state: Readiness
     screen: Screen | None = None
     last_lines: list[str] = field(default_factory=list)
-    text: str = ""  # what the pane showed, for a blocking screen
+    text: str = ""  # what the pane showed last (a blocking screen, or the ready input box)
 
 
 def await_input(
@@ -107,7 +107,7 @@ def await_input(
         if screen is not None:
             return Waited(Readiness.BLOCKED, screen, text=text)
         if reader.input_ready(text):
-            return Waited(Readiness.READY)
+            return Waited(Readiness.READY, text=text)
         if time.monotonic() >= deadline:
             return Waited(Readiness.TIMEOUT)
         time.sleep(poll)
@@ -201,7 +201,7 @@ class Watchdog:
             return
         if record.pending and reader.input_ready(text):
             paste_first_message(
-                self.runner, self.registry, self.emit, record, record.pending, late=True
+                self.runner, self.registry, self.emit, record, record.pending, late=True, shown=text
             )
         elif record.unsent:
             follow_through(self.runner, self.registry, self.emit, record, text)
