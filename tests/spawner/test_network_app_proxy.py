@@ -115,7 +115,7 @@ def tls_app(
 
 
 @pytest.fixture
-def devbox(tmp_path: Path, tls_app: TlsApp) -> Iterator[tuple[SpawnerContext, StandIn]]:
+def tls_devbox(tmp_path: Path, tls_app: TlsApp) -> Iterator[tuple[SpawnerContext, StandIn]]:
     """A spawner whose environment trusts the App's certificate (`SSL_CERT_FILE`), its
     sessions in closed networks running the harness above."""
     unlisted = f"{tls_app.host}:{int(tls_app.api.fake_url.rsplit(':', 1)[1])}"
@@ -154,9 +154,9 @@ def devbox(tmp_path: Path, tls_app: TlsApp) -> Iterator[tuple[SpawnerContext, St
 
 
 def test_a_session_reaches_an_app_behind_tls_and_nothing_unlisted(
-    tmp_path: Path, tls_app: TlsApp, devbox: tuple[SpawnerContext, StandIn]
+    tmp_path: Path, tls_app: TlsApp, tls_devbox: tuple[SpawnerContext, StandIn]
 ) -> None:
-    ctx, standin = devbox
+    ctx, standin = tls_devbox
     api = tls_app.api
     item = api.work_item(number=21, status=WorkItemStatus.RUNNING)
     with api.session() as db, db.begin():
