@@ -1,6 +1,6 @@
 """The audit trail: append-only JSON lines in `events.jsonl` and, in the App, an events table.
 
-`{"ts", "event", "work_item", …}` — one shape for both, so an operator can answer "what did
+`{"ts", "event", "work_item_id", …}` — one shape for both, so an operator can answer "what did
 the-loop launch, and why" from the file alone.
 """
 
@@ -28,14 +28,14 @@ def _now() -> datetime:
 
 
 def event_record(
-    event: str, work_item: str | None, fields: dict[str, Any], ts: datetime
+    event: str, work_item_id: str | None, fields: dict[str, Any], ts: datetime
 ) -> dict[str, Any]:
     """The one shape of an event, in the file and in the table's `data`."""
-    return {"ts": ts.isoformat(), "event": event, "work_item": work_item, **fields}
+    return {"ts": ts.isoformat(), "event": event, "work_item_id": work_item_id, **fields}
 
 
-def event_line(event: str, work_item: str | None, fields: dict[str, Any], ts: datetime) -> str:
-    record = event_record(event, work_item, fields, ts)
+def event_line(event: str, work_item_id: str | None, fields: dict[str, Any], ts: datetime) -> str:
+    record = event_record(event, work_item_id, fields, ts)
     return json.dumps(record, default=str, separators=(",", ":"))
 
 
@@ -68,16 +68,16 @@ class EventLog:
     def emit(
         self,
         event: str,
-        work_item: str | None = None,
+        work_item_id: str | None = None,
         *,
         session: Session | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
         """Record one event. With `session`, it joins that transaction (file written on commit)."""
         ts = _now()
-        line = event_line(event, work_item, fields, ts)
+        line = event_line(event, work_item_id, fields, ts)
         record: dict[str, Any] = json.loads(line)
-        row = {"ts": ts, "event": event, "work_item": work_item, "data": record}
+        row = {"ts": ts, "event": event, "work_item_id": work_item_id, "data": record}
         if session is not None:
             session.execute(insert(Event).values(**row))
             self._after_commit(session, line)

@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session
 
 
 class Mirror(Protocol):
-    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
-        """Queue a message about `work_item` inside the caller's transaction."""
+    def post(self, session: Session, work_item_id: str, kind: str, payload: dict[str, Any]) -> None:
+        """Queue a message about `work_item_id` inside the caller's transaction."""
 
 
 class NullMirror:
-    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
+    def post(self, session: Session, work_item_id: str, kind: str, payload: dict[str, Any]) -> None:
         return None

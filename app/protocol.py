@@ -82,7 +82,7 @@ class Frozen(_Shape):
 class ItemJob(_Shape):
     """What every job says about its work item."""
 
-    work_item: str
+    work_item_id: str
     spec_id: str = ""
     repo: str = ""
     issue_number: int = 0

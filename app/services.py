@@ -66,10 +66,10 @@ class HandlerContext:
     def now(self) -> datetime:
         return self.services.clock()
 
-    def emit(self, event: str, work_item: str | None = None, **fields: Any) -> None:
+    def emit(self, event: str, work_item_id: str | None = None, **fields: Any) -> None:
         """Record an event in this delivery's transaction (and in events.jsonl)."""
         self.services.events.emit(
-            event, work_item, session=self.session, delivery=self.delivery_id, **fields
+            event, work_item_id, session=self.session, delivery=self.delivery_id, **fields
         )
 
     @property

@@ -34,7 +34,7 @@ class Press:
     channel: str
     message_ts: str
     thread_ts: str | None
-    work_item: str
+    work_item_id: str
     ref: str
     values: Mapping[str, Any]
 
@@ -49,7 +49,7 @@ class Press:
             channel=str(channel),
             message_ts=str(container.get("message_ts") or (body.get("message") or {}).get("ts")),
             thread_ts=container.get("thread_ts"),
-            work_item=str(action.get("value") or ""),
+            work_item_id=str(action.get("value") or ""),
             ref=f"slack-execute:{ident}",
             values=(body.get("state") or {}).get("values") or {},
         )
@@ -85,10 +85,10 @@ def submit_execute(
     return deps.post_once(ref, item, login, member, text, execute_reply)
 
 
-def refuse(deps: SlackDeps, press: Press, who: str, why: str, work_item: str | None) -> None:
+def refuse(deps: SlackDeps, press: Press, who: str, why: str, work_item_id: str | None) -> None:
     """Record the refusal and tell the member privately; nothing else happens."""
     deps.services.events.emit(
-        "gate.refused", work_item, who=who, why=why, source="slack", member=press.member
+        "gate.refused", work_item_id, who=who, why=why, source="slack", member=press.member
     )
     deps.tell(press.channel, press.member, f"Not authorized: {why}.", press.thread_ts)
 
@@ -97,9 +97,9 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     """Everything after the ack of an Execute press."""
     press = Press.from_body(body)
     if deps.login_for(press.member) is None:
-        refuse(deps, press, press.member, NOT_MAPPED, press.work_item or None)
+        refuse(deps, press, press.member, NOT_MAPPED, press.work_item_id or None)
         return
-    item = deps.item(press.work_item)
+    item = deps.item(press.work_item_id)
     if item is None:
         deps.tell(press.channel, press.member, NOT_A_WORK_ITEM, press.thread_ts)
         return

@@ -15,8 +15,8 @@ ANSWER_ACTION_PATTERN = rf"^{ANSWER_ACTION_PREFIX}\d$"
 LABEL_LIMIT = 75  # Slack's button text limit
 
 
-def answer_value(work_item: str, choice: int, fingerprint: str) -> str:
-    return f"{work_item}\n{choice}\n{fingerprint}"
+def answer_value(work_item_id: str, choice: int, fingerprint: str) -> str:
+    return f"{work_item_id}\n{choice}\n{fingerprint}"
 
 
 def parse_answer_value(value: str) -> tuple[str, int, str] | None:
@@ -27,7 +27,7 @@ def parse_answer_value(value: str) -> tuple[str, int, str] | None:
     return parts[0], int(parts[1]), parts[2]
 
 
-def answer_buttons(work_item: str, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def answer_buttons(work_item_id: str, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The actions block for a `session.stalled` payload with options; [] without."""
     options = payload.get("options") or []
     fingerprint = str(payload.get("fingerprint") or "")
@@ -43,7 +43,7 @@ def answer_buttons(work_item: str, payload: Mapping[str, Any]) -> list[dict[str,
                 "type": "button",
                 "action_id": f"{ANSWER_ACTION_PREFIX}{number}",
                 "text": {"type": "plain_text", "text": text},
-                "value": answer_value(work_item, number, fingerprint),
+                "value": answer_value(work_item_id, number, fingerprint),
             }
         )
     return [

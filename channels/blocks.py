@@ -103,7 +103,7 @@ def item_started(payload: Mapping[str, Any], url: str) -> Message:
     return _finish(f"{escape(ref)}: {escape(title)} — labelled for the-loop", blocks, url)
 
 
-def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
+def checklist(payload: Mapping[str, Any], url: str, work_item_id: str) -> Message:
     keyword = str(payload.get("keyword") or "the-loop execute")
     intro = section(
         "*Phase selection.* Untick the phases to skip, pick the harness, model and effort, "
@@ -116,7 +116,7 @@ def checklist(payload: Mapping[str, Any], url: str, work_item: str) -> Message:
             f"Press Execute here or reply '{escape(keyword)}' on GitHub.",
         ]
     )
-    return _finish(fallback, [intro, *control_blocks(payload, work_item)], url)
+    return _finish(fallback, [intro, *control_blocks(payload, work_item_id)], url)
 
 
 def choice_facts(record: Mapping[str, Any]) -> list[str]:
@@ -209,10 +209,10 @@ def _session_line(payload: Mapping[str, Any]) -> str:
     return f"*{escape(event or 'session')}* {detail}"
 
 
-def session(payload: Mapping[str, Any], url: str, work_item: str = "") -> Message:
+def session(payload: Mapping[str, Any], url: str, work_item_id: str = "") -> Message:
     line = _session_line(payload).strip()  # already escaped
     buttons = (
-        answer_buttons(work_item, payload) if payload.get("event") == "session.stalled" else []
+        answer_buttons(work_item_id, payload) if payload.get("event") == "session.stalled" else []
     )
     return _finish(line.replace("*", ""), [section(line), *buttons], url)
 
@@ -251,25 +251,25 @@ def fallback(kind: str, payload: Mapping[str, Any], url: str) -> Message:
     return _finish(text, [section(f"*{escape(kind)}*\n{escape(summary)}")], url)
 
 
-def render(kind: str, payload: Mapping[str, Any], work_item: str, url: str = "") -> Message:
+def render(kind: str, payload: Mapping[str, Any], work_item_id: str, url: str = "") -> Message:
     """The message for one mirror row. `url` falls back to the payload's `url`."""
     url = url or str(payload.get("url") or "")
     if kind == Kind.ITEM_STARTED:
         return item_started(payload, url)
     if kind == Kind.CHECKLIST:
-        return checklist(payload, url, work_item)
+        return checklist(payload, url, work_item_id)
     if kind == Kind.CONFIRMATION:
         return confirmation(payload, url)
     if kind == Kind.REFUSED:
         return refused(payload, url)
     if kind == Kind.SESSION:
-        return session(payload, url, work_item)
+        return session(payload, url, work_item_id)
     if kind == Kind.AGENT_COMMENT:
         return agent_comment(payload, url)
     if kind == Kind.PROGRESS:
         return _finish(*walk_blocks.progress(payload, url), url)
     if kind == Kind.REVIEW:
-        return _finish(*walk_blocks.review(payload, work_item), url)
+        return _finish(*walk_blocks.review(payload, work_item_id), url)
     if kind == Kind.DONE:
         return _finish(*walk_blocks.done(payload), url)
     if kind == Kind.PULL_REQUEST:

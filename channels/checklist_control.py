@@ -140,7 +140,7 @@ def _label(control: ChecklistElement) -> str:
     return truncate(label, LABEL_LIMIT)
 
 
-def control_blocks(checklist: Mapping[str, Any], work_item: str) -> list[dict[str, Any]]:
+def control_blocks(checklist: Mapping[str, Any], work_item_id: str) -> list[dict[str, Any]]:
     """The input blocks of the checklist and the Execute button."""
     blocks: list[dict[str, Any]] = [
         {
@@ -163,7 +163,7 @@ def control_blocks(checklist: Mapping[str, Any], work_item: str) -> list[dict[st
                     "action_id": EXECUTE_ACTION,
                     "style": "primary",
                     "text": {"type": "plain_text", "text": "Execute"},
-                    "value": work_item,
+                    "value": work_item_id,
                 }
             ],
         }

@@ -38,16 +38,18 @@ class Claimed:
     """A row taken for sending, detached from any session."""
 
     id: int
-    work_item: str
+    work_item_id: str
     kind: str
     payload: dict[str, Any]
     attempts: int
 
 
 def enqueue(
-    session: Session, work_item: str, kind: str, payload: dict[str, Any], now: datetime
+    session: Session, work_item_id: str, kind: str, payload: dict[str, Any], now: datetime
 ) -> None:
-    session.add(SlackOutbox(work_item=work_item, kind=kind, payload=payload, next_attempt_at=now))
+    session.add(
+        SlackOutbox(work_item_id=work_item_id, kind=kind, payload=payload, next_attempt_at=now)
+    )
 
 
 def _due(now: datetime) -> ColumnElement[bool]:
@@ -60,7 +62,7 @@ def _due(now: datetime) -> ColumnElement[bool]:
 def _first_unsent() -> ColumnElement[bool]:
     earlier = aliased(SlackOutbox)
     return ~exists().where(
-        earlier.work_item == SlackOutbox.work_item,
+        earlier.work_item_id == SlackOutbox.work_item_id,
         earlier.id < SlackOutbox.id,
         earlier.state.in_(UNSENT),
     )
@@ -89,7 +91,7 @@ def claim_next(engine: Engine, now: datetime, lease: timedelta = LEASE) -> Claim
         )
         if taken.rowcount != 1:  # type: ignore[attr-defined]
             return None
-        return Claimed(row.id, row.work_item, row.kind, dict(row.payload), row.attempts + 1)
+        return Claimed(row.id, row.work_item_id, row.kind, dict(row.payload), row.attempts + 1)
 
 
 def mark_sent(session: Session, row_id: int) -> None:
@@ -119,11 +121,11 @@ def mark_failed(engine: Engine, row_id: int, error: str) -> None:
         )
 
 
-def latest_payload(session: Session, work_item: str, kind: str) -> dict[str, Any] | None:
-    """The newest payload of `kind` queued for `work_item` (e.g. the checklist it rendered)."""
+def latest_payload(session: Session, work_item_id: str, kind: str) -> dict[str, Any] | None:
+    """The newest payload of `kind` queued for `work_item_id` (e.g. the checklist it rendered)."""
     row = session.scalars(
         select(SlackOutbox)
-        .where(SlackOutbox.work_item == work_item, SlackOutbox.kind == kind)
+        .where(SlackOutbox.work_item_id == work_item_id, SlackOutbox.kind == kind)
         .order_by(SlackOutbox.id.desc())
         .limit(1)
     ).first()

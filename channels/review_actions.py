@@ -52,10 +52,10 @@ def _describe(outcome: Outcome | None) -> str:
 
 
 def _decide(
-    deps: SlackDeps, member: str, work_item: str, text: str, ref: str
+    deps: SlackDeps, member: str, work_item_id: str, text: str, ref: str
 ) -> tuple[Outcome | None, str | None, str | None]:
     """Run `text` through the review gate for `member`: (outcome, login, why not)."""
-    item = deps.item(work_item)
+    item = deps.item(work_item_id)
     if item is None:
         return None, None, "this is not a work item the App knows"
     login, why = deps.refusal(item, member)
@@ -68,9 +68,9 @@ def _decide(
 
 
 def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
-    member, channel, message_ts, thread_ts, work_item, ident = _press(body)
+    member, channel, message_ts, thread_ts, work_item_id, ident = _press(body)
     keyword = deps.config.routing.trigger.approve_keyword
-    outcome, login, why = _decide(deps, member, work_item, keyword, f"slack-approve:{ident}")
+    outcome, login, why = _decide(deps, member, work_item_id, keyword, f"slack-approve:{ident}")
     if why is not None:
         deps.tell(channel, member, f"Not authorized: {why}.", thread_ts)
         return
@@ -82,13 +82,13 @@ def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
 
 
 def handle_changes_press(deps: SlackDeps, body: Mapping[str, Any]) -> None:
-    member, channel, _ts, thread_ts, work_item, _ident = _press(body)
-    item = deps.item(work_item)
+    member, channel, _ts, thread_ts, work_item_id, _ident = _press(body)
+    item = deps.item(work_item_id)
     why = "this is not a work item the App knows" if item is None else deps.refusal(item, member)[1]
     if why is not None:
         deps.tell(channel, member, f"Not authorized: {why}.", thread_ts)
         return
-    view = changes_modal(work_item, f"{channel}:{thread_ts or ''}")
+    view = changes_modal(work_item_id, f"{channel}:{thread_ts or ''}")
     try:
         deps.client.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
     except (SlackApiError, OSError) as exc:
@@ -106,12 +106,12 @@ def changes_text(view: Mapping[str, Any]) -> str:
 def handle_changes_view(deps: SlackDeps, body: Mapping[str, Any]) -> None:
     view = body.get("view") or {}
     member = str((body.get("user") or {}).get("id", ""))
-    work_item, _, thread = str(view.get("private_metadata") or "").partition("\n")
+    work_item_id, _, thread = str(view.get("private_metadata") or "").partition("\n")
     channel, _, thread_ts = thread.partition(":")
     words = changes_text(view)
     keyword = deps.config.routing.trigger.changes_keyword
     ref = f"slack-changes:{view.get('id') or view.get('hash') or ''}"
-    outcome, _login, why = _decide(deps, member, work_item, f"{keyword} {words}".strip(), ref)
+    outcome, _login, why = _decide(deps, member, work_item_id, f"{keyword} {words}".strip(), ref)
     if channel:
         said = f"Not authorized: {why}." if why else f"Request changes {_describe(outcome)}."
         deps.tell(channel, member, said, thread_ts or None)

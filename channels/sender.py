@@ -39,9 +39,9 @@ TEXT_ONLY_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 MESSAGE_ERRORS = frozenset({"msg_too_long", "no_text", "invalid_arguments", "too_many_blocks"})
 
 
-def checklist_key(work_item: str) -> str:
+def checklist_key(work_item_id: str) -> str:
     """Where the Slack `ts` of an item's checklist message is kept (in the `once` table)."""
-    return f"slack-checklist:{work_item}"
+    return f"slack-checklist:{work_item_id}"
 
 
 def utcnow() -> datetime:
@@ -126,9 +126,9 @@ class SlackSender(WakeLoop):
             self._failed(row, classify(exc, row.attempts, self.base_delay))
         return True
 
-    def _thread_of(self, work_item: str) -> tuple[str | None, str]:
+    def _thread_of(self, work_item_id: str) -> tuple[str | None, str]:
         with Session(self.engine) as session:
-            item = session.get(WorkItem, work_item)
+            item = session.get(WorkItem, work_item_id)
             return (item.slack_ts, item.html_url) if item is not None else (None, "")
 
     def _send(self, message: Message, thread_ts: str | None) -> dict[str, Any]:
@@ -147,10 +147,10 @@ class SlackSender(WakeLoop):
         return dict(response.data) if isinstance(response.data, dict) else {}
 
     def _deliver(self, row: outbox.Claimed) -> None:
-        thread_ts, html_url = self._thread_of(row.work_item)
+        thread_ts, html_url = self._thread_of(row.work_item_id)
         try:
             message = render(
-                row.kind, row.payload, row.work_item, str(row.payload.get("url") or html_url)
+                row.kind, row.payload, row.work_item_id, str(row.payload.get("url") or html_url)
             )
         except Exception as exc:  # a payload no renderer takes: park it, never retry it
             raise Unrenderable(f"{type(exc).__name__}: {exc}") from exc
@@ -165,16 +165,16 @@ class SlackSender(WakeLoop):
         with Session(self.engine) as session, session.begin():
             outbox.mark_sent(session, row.id)
             if row.kind == Kind.CHECKLIST and ts:
-                session.merge(Once(key=checklist_key(row.work_item), ref=ts))
+                session.merge(Once(key=checklist_key(row.work_item_id), ref=ts))
             if thread_ts is None and ts:
                 session.execute(
                     update(WorkItem)
-                    .where(WorkItem.id == row.work_item, WorkItem.slack_ts.is_(None))
+                    .where(WorkItem.id == row.work_item_id, WorkItem.slack_ts.is_(None))
                     .values(slack_ts=ts)
                 )
             self.events.emit(
                 "slack.mirrored",
-                row.work_item,
+                row.work_item_id,
                 session=session,
                 kind=row.kind,
                 channel=self.channel,
@@ -184,13 +184,13 @@ class SlackSender(WakeLoop):
             )
         self._receipt(row)
         if row.kind == Kind.CONFIRMATION:
-            self._close_checklist(row.work_item, html_url)
+            self._close_checklist(row.work_item_id, html_url)
 
-    def _close_checklist(self, work_item: str, url: str) -> None:
+    def _close_checklist(self, work_item_id: str, url: str) -> None:
         """Replace the thread's checklist control by the frozen decision, however it was made."""
         with Session(self.engine) as session:
-            posted = session.get(Once, checklist_key(work_item))
-            item = session.get(WorkItem, work_item)
+            posted = session.get(Once, checklist_key(work_item_id))
+            item = session.get(WorkItem, work_item_id)
             frozen = item.frozen if item is not None else None
         if posted is None or not posted.ref or not frozen or not self.channel:
             return
@@ -198,7 +198,7 @@ class SlackSender(WakeLoop):
         try:
             self.client.chat_update(channel=self.channel, ts=posted.ref, **message.as_kwargs())
         except (SlackApiError, OSError) as exc:  # the confirmation itself was sent
-            log.warning("closing the checklist of %s failed: %s", work_item, slack_error(exc))
+            log.warning("closing the checklist of %s failed: %s", work_item_id, slack_error(exc))
 
     def _receipt(self, row: outbox.Claimed) -> None:
         """React on a Slack thread reply once the session has it (like GitHub's receipt)."""
@@ -222,10 +222,10 @@ class SlackSender(WakeLoop):
             outbox.mark_retry(
                 self.engine, row.id, failure.error, now + timedelta(seconds=failure.retry_in)
             )
-        log.warning("Slack send of %s for %s failed: %s", row.kind, row.work_item, failure.error)
+        log.warning("Slack send of %s for %s failed: %s", row.kind, row.work_item_id, failure.error)
         self.events.emit(
             "slack.failed",
-            row.work_item,
+            row.work_item_id,
             kind=row.kind,
             error=failure.error,
             status=failure.status,
@@ -248,9 +248,9 @@ class SlackMirror:
     def __init__(self, sender: SlackSender) -> None:
         self.sender = sender
 
-    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
+    def post(self, session: Session, work_item_id: str, kind: str, payload: dict[str, Any]) -> None:
         """Queue a message in the caller's transaction; the sender wakes when it commits."""
-        outbox.enqueue(session, work_item, kind, payload, self.sender.clock())
+        outbox.enqueue(session, work_item_id, kind, payload, self.sender.clock())
         event.listen(session, "after_commit", self._wake, once=True)
 
     def _wake(self, _session: Session) -> None:

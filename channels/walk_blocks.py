@@ -131,7 +131,7 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     return text, blocks
 
 
-def review(payload: Mapping[str, Any], work_item: str) -> tuple[str, list[dict[str, Any]]]:
+def review(payload: Mapping[str, Any], work_item_id: str) -> tuple[str, list[dict[str, Any]]]:
     """The "ready for review" message with its two buttons."""
     artifacts = _artifacts(payload)
     where = [line for line in (_branch(payload), _pull(payload)) if line]
@@ -149,13 +149,13 @@ def review(payload: Mapping[str, Any], work_item: str) -> tuple[str, list[dict[s
                     "action_id": APPROVE_ACTION,
                     "style": "primary",
                     "text": {"type": "plain_text", "text": "Approve"},
-                    "value": work_item,
+                    "value": work_item_id,
                 },
                 {
                     "type": "button",
                     "action_id": CHANGES_ACTION,
                     "text": {"type": "plain_text", "text": "Request changes"},
-                    "value": work_item,
+                    "value": work_item_id,
                 },
             ],
         },
@@ -169,12 +169,12 @@ def review(payload: Mapping[str, Any], work_item: str) -> tuple[str, list[dict[s
     return "Ready for review: approve or request changes.", blocks
 
 
-def changes_modal(work_item: str, thread: str) -> dict[str, Any]:
+def changes_modal(work_item_id: str, thread: str) -> dict[str, Any]:
     """The modal a Request changes press opens: one text field for the reviewer's words."""
     return {
         "type": "modal",
         "callback_id": CHANGES_VIEW,
-        "private_metadata": f"{work_item}\n{thread}",
+        "private_metadata": f"{work_item_id}\n{thread}",
         "title": {"type": "plain_text", "text": "Request changes"},
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Cancel"},

@@ -165,7 +165,7 @@ def count_on_app(counter: tuple[str, str, str], node: str) -> int | str:
     url, item, token = counter
     request = urllib.request.Request(
         url.rstrip("/") + "/spawner/v1/gate",
-        data=json.dumps({"work_item": item, "node": node}).encode(),
+        data=json.dumps({"work_item_id": item, "node": node}).encode(),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         method="POST",
     )

@@ -161,10 +161,10 @@ class Bed:
         ids = []
         with Session(self.engine) as session, session.begin():
             for n in range(1, count + 1):
-                item_id = f"github:{REPO}#{n}"
+                work_item_id = f"github:{REPO}#{n}"
                 session.add(
                     WorkItem(
-                        id=item_id,
+                        id=work_item_id,
                         repo_full_name=REPO,
                         issue_number=n,
                         installation_id=1,
@@ -177,9 +177,10 @@ class Bed:
                 )
                 session.flush()
                 payload = parse_payload(
-                    JobKind.SPAWN, {"work_item": item_id, "repo": REPO, "installation_id": 1}
+                    JobKind.SPAWN,
+                    {"work_item_id": work_item_id, "repo": REPO, "installation_id": 1},
                 )
-                job = queue_job(session, f"spawn@{item_id}", payload)
+                job = queue_job(session, f"spawn@{work_item_id}", payload)
                 assert job is not None
                 ids.append(job.id)
         return ids
@@ -337,7 +338,7 @@ def tally(bed: Bed, acked: set[str], repo: str = REPO) -> Tally:
         int(c["_issue"]) for c in list(bed.fake.comments.values()) if c["_repo"] == repo
     )
     again = Counter(
-        int(str(e.get("work_item", "#0")).rsplit("#", 1)[1])
+        int(str(e.get("work_item_id", "#0")).rsplit("#", 1)[1])
         for e in bed.events("workitem.label_ignored")
     )
     issues = sorted(int(d.rsplit("-", 1)[1]) for d in acked)

@@ -59,7 +59,7 @@ candidates = sorted({t for text in texts for t in tokens.findall(text)} - {own})
 for token in candidates:
     if call("/spawner/v1/jobs?wait=0", token) in (200, 204):
         found.append({"app_accepted": token[:5]})
-if own and call("/spawner/v1/comments", own, {"work_item": targets["other_item"],
+if own and call("/spawner/v1/comments", own, {"work_item_id": targets["other_item"],
         "kind": "comment", "body": "hi"}) == 200:
     found.append({"posted_on_another_item": targets["other_item"]})
 report = {"found": found, "pids": pids, "tokens_tried": len(candidates),

@@ -72,7 +72,7 @@ def _where(item: str) -> dict[str, Any]:
     """The payload fields that name a work item `github:<repo>#<n>`."""
     repo, _, number = item.removeprefix("github:").rpartition("#")
     return {
-        "work_item": item,
+        "work_item_id": item,
         "spec_id": f"issue-{number}",
         "repo": repo,
         "issue_number": int(number),

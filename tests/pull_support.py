@@ -106,16 +106,16 @@ class Bed:
         deliver(self.app, event, payload, delivery)
         return delivery
 
-    def item(self, item_id: str = ITEM) -> WorkItem:
+    def item(self, work_item_id: str = ITEM) -> WorkItem:
         with Session(self.app.state.engine) as db:
-            row = db.get(WorkItem, item_id)
+            row = db.get(WorkItem, work_item_id)
             assert row is not None
             db.expunge(row)
             return row
 
-    def jobs(self, kind: JobKind, item_id: str = ITEM) -> list[Job]:
+    def jobs(self, kind: JobKind, work_item_id: str = ITEM) -> list[Job]:
         with Session(self.app.state.engine) as db:
-            query = select(Job).where(Job.kind == kind, Job.work_item == item_id)
+            query = select(Job).where(Job.kind == kind, Job.work_item_id == work_item_id)
             rows = list(db.scalars(query.order_by(Job.id)))
             for row in rows:
                 db.expunge(row)

@@ -166,18 +166,18 @@ def deliver_jobs(app: RunningApp) -> list[Job]:
 
 
 def mirror_item(engine: Engine, number: int) -> str:
-    item_id = f"github:Codertocat/Hello-World#{number}"
+    work_item_id = f"github:Codertocat/Hello-World#{number}"
     with Session(engine) as session, session.begin():
         session.add(
             WorkItem(
-                id=item_id,
+                id=work_item_id,
                 repo_full_name="Codertocat/Hello-World",
                 issue_number=number,
                 state=WorkItemStatus.PARKED,
                 html_url=ISSUE_URL.replace("/1", f"/{number}"),
             )
         )
-    return item_id
+    return work_item_id
 
 
 def started_payload(number: int) -> dict[str, Any]:

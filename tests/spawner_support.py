@@ -160,29 +160,29 @@ class StandIn:
         """The `routing.sandbox` that lets a sandboxed session run this harness and record."""
         return {"readOnly": [str(self.path.parent)], "readWrite": [str(self.records)]}
 
-    def folder(self, work_item: str) -> Path:
-        """Where the runs of `work_item` record (one folder per exact work item id)."""
-        return self.records / quote(work_item, safe="")
+    def folder(self, work_item_id: str) -> Path:
+        """Where the runs of `work_item_id` record (one folder per exact work item id)."""
+        return self.records / quote(work_item_id, safe="")
 
-    def starts(self, work_item: str) -> list[dict[str, Any]]:
-        folder = self.folder(work_item)
+    def starts(self, work_item_id: str) -> list[dict[str, Any]]:
+        folder = self.folder(work_item_id)
         files = sorted(folder.glob("start*.json"), key=lambda p: int(p.stem[5:]))
         return [json.loads(f.read_text()) for f in files]
 
-    def wait_start(self, work_item: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:
-        wait_for(lambda: len(self.starts(work_item)) >= count, timeout=timeout)
-        return self.starts(work_item)[count - 1]
+    def wait_start(self, work_item_id: str, count: int = 1, timeout: float = 10) -> dict[str, Any]:
+        wait_for(lambda: len(self.starts(work_item_id)) >= count, timeout=timeout)
+        return self.starts(work_item_id)[count - 1]
 
-    def stdin(self, work_item: str) -> bytes:
-        path = self.folder(work_item) / "stdin.bin"
+    def stdin(self, work_item_id: str) -> bytes:
+        path = self.folder(work_item_id) / "stdin.bin"
         return path.read_bytes() if path.exists() else b""
 
-    def plan(self, work_item: str, *steps: dict[str, Any]) -> None:
-        """What the next starts of `work_item` do, in order ({"exit": n}, {"screen": text},
+    def plan(self, work_item_id: str, *steps: dict[str, Any]) -> None:
+        """What the next starts of `work_item_id` do, in order ({"exit": n}, {"screen": text},
         or {} for an ordinary session; any of them may first write a `transcript` and
         `commit` files); later starts are ordinary."""
-        self.folder(work_item).mkdir(parents=True, exist_ok=True)
-        (self.folder(work_item) / "plan.json").write_text(json.dumps(list(steps)))
+        self.folder(work_item_id).mkdir(parents=True, exist_ok=True)
+        (self.folder(work_item_id) / "plan.json").write_text(json.dumps(list(steps)))
 
     def refuse_resume(self) -> None:
         (self.records / "no-resume").touch()
@@ -253,7 +253,7 @@ class Fleet:
         target = self.runner.start(name, self.tmp, ["sh", "-c", script], owner=f"github:o/r#{name}")
         return self.registry.put(
             SessionRecord(
-                work_item=f"github:o/r#{name}",
+                work_item_id=f"github:o/r#{name}",
                 harness="claude",
                 model="",
                 effort="",

@@ -60,11 +60,11 @@ class Api:
         session: dict[str, Any] | None = None,
     ) -> str:
         repo = repo or self.repo
-        item_id = f"github:{repo}#{number}"
+        work_item_id = f"github:{repo}#{number}"
         with self.session() as db, db.begin():
             db.add(
                 WorkItem(
-                    id=item_id,
+                    id=work_item_id,
                     repo_full_name=repo,
                     issue_number=number,
                     installation_id=INSTALLATION,
@@ -76,20 +76,20 @@ class Api:
                     session=session,
                 )
             )
-        return item_id
+        return work_item_id
 
-    def queue(self, kind: JobKind, key: str, item_id: str, **payload: Any) -> int:
-        repo = item_id.split(":", 1)[1].split("#", 1)[0]
+    def queue(self, kind: JobKind, key: str, work_item_id: str, **payload: Any) -> int:
+        repo = work_item_id.split(":", 1)[1].split("#", 1)[0]
         with self.session() as db, db.begin():
-            unique = f"{key}@{item_id}"  # keys are global; tests share the database
-            typed = parse_payload(kind, {"work_item": item_id, "repo": repo, **payload})
+            unique = f"{key}@{work_item_id}"  # keys are global; tests share the database
+            typed = parse_payload(kind, {"work_item_id": work_item_id, "repo": repo, **payload})
             job = queue_job(db, unique, typed)
             assert job is not None
             return job.id
 
-    def item(self, item_id: str) -> WorkItem:
+    def item(self, work_item_id: str) -> WorkItem:
         with self.session() as db:
-            item = db.get(WorkItem, item_id)
+            item = db.get(WorkItem, work_item_id)
             assert item is not None
             return item
 
@@ -99,15 +99,15 @@ class Api:
             assert job is not None
             return job
 
-    def events(self, name: str, work_item: str | None = None) -> list[dict[str, Any]]:
+    def events(self, name: str, work_item_id: str | None = None) -> list[dict[str, Any]]:
         from sqlalchemy import select
 
         from app.store.tables import Event
 
         with self.session() as db:
             query = select(Event).where(Event.event == name).order_by(Event.id)
-            if work_item is not None:
-                query = query.where(Event.work_item == work_item)
+            if work_item_id is not None:
+                query = query.where(Event.work_item_id == work_item_id)
             return [row.data for row in db.scalars(query)]
 
 
@@ -150,9 +150,9 @@ class SpawnerClient:
     def events(self, *events: dict[str, Any]) -> httpx.Response:
         return self.client.post("/events", json={"events": list(events)})
 
-    def comment(self, work_item: str, body: str, kind: str = "comment") -> httpx.Response:
+    def comment(self, work_item_id: str, body: str, kind: str = "comment") -> httpx.Response:
         return self.client.post(
-            "/comments", json={"work_item": work_item, "kind": kind, "body": body}
+            "/comments", json={"work_item_id": work_item_id, "kind": kind, "body": body}
         )
 
 

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 
-def matches(record: dict[str, Any], work_item: str | None, event: str | None) -> bool:
-    if work_item and record.get("work_item") != work_item:
+def matches(record: dict[str, Any], work_item_id: str | None, event: str | None) -> bool:
+    if work_item_id and record.get("work_item_id") != work_item_id:
         return False
     return not (
         event
@@ -50,11 +50,11 @@ def _print(records: Iterable[dict[str, Any]], as_json: bool) -> int:
     table = Table("time", "event", "work item", "details", box=None, pad_edge=False)
     rows = 0
     for record in records:
-        details = {k: v for k, v in record.items() if k not in ("ts", "event", "work_item")}
+        details = {k: v for k, v in record.items() if k not in ("ts", "event", "work_item_id")}
         table.add_row(
             str(record.get("ts", ""))[:19],
             str(record.get("event", "")),
-            str(record.get("work_item") or ""),
+            str(record.get("work_item_id") or ""),
             json.dumps(details, separators=(",", ":"))[:200],
         )
         rows += 1
@@ -70,14 +70,14 @@ def run_events(args: argparse.Namespace) -> int:
     if not path.exists() and not args.follow:
         print(f"the-loop: no events yet ({path})", file=sys.stderr)
         return 0
-    records = (r for r in read_jsonl(path) if matches(r, args.work_item, args.event))
+    records = (r for r in read_jsonl(path) if matches(r, args.work_item_id, args.event))
     if args.follow:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(exist_ok=True)
         if not args.json:
             args.json = True  # a live tail prints one line per event
         _print(records, True)
-        _print((r for r in _follow(path) if matches(r, args.work_item, args.event)), True)
+        _print((r for r in _follow(path) if matches(r, args.work_item_id, args.event)), True)
         return 0
     _print(records, args.json)
     return 0
@@ -193,7 +193,7 @@ def _days(age: Any) -> str:
 def register(subparsers: Any) -> None:
     events = subparsers.add_parser("events", help="print the event log")
     events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    events.add_argument("--work-item", help="only this work item")
+    events.add_argument("--work-item", dest="work_item_id", help="only this work item")
     events.add_argument("--event", help="only this event (or family, e.g. 'session')")
     events.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     events.add_argument("--file", help="read this events.jsonl instead of the state dir's")

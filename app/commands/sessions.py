@@ -52,7 +52,7 @@ def run_sessions(args: argparse.Namespace) -> int:
     for r in sorted(records, key=lambda r: r.updated_at, reverse=True):
         state = f"{r.state} ({r.stall})" if r.stall else r.state
         table.add_row(
-            r.work_item,
+            r.work_item_id,
             state,
             pane_state(r, panes),
             r.harness,

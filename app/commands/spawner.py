@@ -62,7 +62,7 @@ def run_agent(args: argparse.Namespace) -> int:
     client = AppClient(settings.the_loop_url, token)
     ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
     try:
-        live = [r.work_item for r in ctx.registry.all() if r.live]
+        live = [r.work_item_id for r in ctx.registry.all() if r.live]
         ctx.models = open_model_access(
             config, launched_with, ctx.events.emit, state_dir=ctx.state_dir, live=live
         )

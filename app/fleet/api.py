@@ -186,7 +186,11 @@ def next_job() -> Response | tuple[str, int]:
 def _give_up_expired(state: Any) -> None:
     for failed in jobs.give_up_expired(state.engine, state.services.clock()):
         state.services.events.emit(
-            "job.failed", failed.work_item, job=failed.id, kind=failed.kind, **(failed.result or {})
+            "job.failed",
+            failed.work_item_id,
+            job=failed.id,
+            kind=failed.kind,
+            **(failed.result or {}),
         )
         with Session(state.engine) as session, session.begin():
             drop_job_token(session, failed.id)  # no session of it will ever use its token
@@ -273,9 +277,9 @@ def agent_comment() -> Response:
     comment = parse_request(json_body())
     with Session(state.engine) as session, session.begin():
         principal = _principal(session)
-        item = session.get(WorkItem, comment.work_item)
+        item = session.get(WorkItem, comment.work_item_id)
         if item is None:
-            raise ApiError(404, f"no work item {comment.work_item}")
+            raise ApiError(404, f"no work item {comment.work_item_id}")
         if not principal.may_act_on(item.id, item.repo_full_name):
             raise ApiError(403, f"this credential may not post on {item.id}")
         try:

@@ -35,7 +35,7 @@ class CommentRefused(ValueError):
 
 @dataclass(frozen=True)
 class AgentComment:
-    work_item: str
+    work_item_id: str
     kind: AgentCommentKind
     body: str
 
@@ -44,16 +44,16 @@ def parse_request(data: Any) -> AgentComment:
     """Validate a `/spawner/v1/comments` body (pure); raises CommentRefused(400)."""
     if not isinstance(data, dict):
         raise CommentRefused(400, "the body must be a JSON object")
-    work_item, kind, body = data.get("work_item"), data.get("kind"), data.get("body")
-    if not isinstance(work_item, str) or not work_item:
-        raise CommentRefused(400, "`work_item` is required")
+    work_item_id, kind, body = data.get("work_item_id"), data.get("kind"), data.get("body")
+    if not isinstance(work_item_id, str) or not work_item_id:
+        raise CommentRefused(400, "`work_item_id` is required")
     if kind not in set(AgentCommentKind):
         raise CommentRefused(400, "`kind` must be 'comment' or 'ask'")
     if not isinstance(body, str) or not body.strip():
         raise CommentRefused(400, "`body` must be non-empty text")
     if len(body) > MAX_BODY:
         raise CommentRefused(400, f"`body` is longer than {MAX_BODY} characters")
-    return AgentComment(work_item=work_item, kind=AgentCommentKind(kind), body=body)
+    return AgentComment(work_item_id=work_item_id, kind=AgentCommentKind(kind), body=body)
 
 
 def render(comment: AgentComment) -> str:

@@ -51,7 +51,7 @@ class JobOffer:
         return {
             "id": job.id,
             "kind": job.kind,
-            "work_item": job.work_item,
+            "work_item_id": job.work_item_id,
             "repo": job.repo_full_name,
             "payload": job.payload,
             "lease_seconds": int(self.lease.total_seconds()),
@@ -63,7 +63,7 @@ class JobOffer:
 def _installation_of(engine: Engine, job: Job) -> int | None:
     """The installation the job's work item belongs to (the App's record, not the payload)."""
     with Session(engine) as session:
-        item = session.get(WorkItem, job.work_item)
+        item = session.get(WorkItem, job.work_item_id)
         return item.installation_id if item is not None else None
 
 
@@ -118,17 +118,17 @@ def prepare_offer(
             row.github_token = minted.token
         session_token = None
         if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
-            renew_session_tokens(session, [job.work_item], now)
-            session_token = mint_session_token(session, job.work_item, now, job.id)
+            renew_session_tokens(session, [job.work_item_id], now)
+            session_token = mint_session_token(session, job.work_item_id, now, job.id)
         if job.kind == JobKind.SPAWN:  # a new session: whatever an earlier one held is void
-            keep_job_token(session, job.work_item, job.id)
+            keep_job_token(session, job.work_item_id, job.id)
         if job.kind == JobKind.SPAWN:
-            item = session.get(WorkItem, job.work_item)
+            item = session.get(WorkItem, job.work_item_id)
             transition(item, Happened.SPAWN_CLAIMED)
             renumber(session, leaving=item)  # the items behind it move up
         services.events.emit(
             "job.claimed",
-            job.work_item,
+            job.work_item_id,
             session=session,
             job=job.id,
             kind=job.kind,

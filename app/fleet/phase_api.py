@@ -36,7 +36,7 @@ bp = guard(Blueprint("phase", __name__, url_prefix="/spawner/v1"))
 def _describe(item: WorkItem) -> dict[str, Any]:
     walk = walk_of(item)
     return {
-        "work_item": item.id,
+        "work_item_id": item.id,
         "phase": walk.pointer,
         "status": item.state,
         "skips": sorted(walk.skips),
@@ -46,19 +46,19 @@ def _describe(item: WorkItem) -> dict[str, Any]:
     }
 
 
-def _item(session: Session, work_item: Any) -> WorkItem:
+def _item(session: Session, work_item_id: Any) -> WorkItem:
     """The executed work item the caller names and may act on; raises ApiError."""
     principal = authenticate(
         session, request.headers.get("Authorization"), loop_state().services.clock()
     )
     if principal is None:
         raise ApiError(401, "a valid session token is required (Authorization: Bearer …)")
-    if not isinstance(work_item, str) or not work_item:
-        raise ApiError(400, "`work_item` is required")
-    item = lock_work_item(session, work_item) if request.method == "POST" else None
-    item = item or session.get(WorkItem, work_item)
+    if not isinstance(work_item_id, str) or not work_item_id:
+        raise ApiError(400, "`work_item_id` is required")
+    item = lock_work_item(session, work_item_id) if request.method == "POST" else None
+    item = item or session.get(WorkItem, work_item_id)
     if item is None:
-        raise ApiError(404, f"no work item {work_item}")
+        raise ApiError(404, f"no work item {work_item_id}")
     if not principal.may_act_on(item.id, item.repo_full_name):
         raise ApiError(403, f"this credential may not act on {item.id}")
     if item.frozen is None:
@@ -69,7 +69,7 @@ def _item(session: Session, work_item: Any) -> WorkItem:
 @bp.get("/phase")
 def where() -> Response:
     with Session(loop_state().engine) as session:
-        return jsonify(_describe(_item(session, request.args.get("work_item"))))
+        return jsonify(_describe(_item(session, request.args.get("work_item_id"))))
 
 
 @bp.post("/phase")
@@ -84,7 +84,7 @@ def move_on() -> Response:
         raise ApiError(400, "`from` must be a node name and `artifacts` a list of file names")
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
-            item = _item(session, data.get("work_item"))
+            item = _item(session, data.get("work_item_id"))
             previous = item.phase
             advance(state.services, session, item, asked_from, artifacts)
             described = _describe(item)
@@ -105,7 +105,7 @@ def gate_attempt() -> Response:
     if node not in NODE_NAMES:
         raise ApiError(400, "`node` must be a node of the process graph")
     with Session(state.engine) as session, session.begin():
-        item = _item(session, (data or {}).get("work_item"))
+        item = _item(session, (data or {}).get("work_item_id"))
         facts = dict(item.session or {})
         attempt, kept = next_attempt(
             facts.get(KEY),
@@ -116,5 +116,5 @@ def gate_attempt() -> Response:
         )
         if kept != facts.get(KEY):
             item.session = {**facts, KEY: kept}
-        answer = {"work_item": item.id, "node": node, "attempt": attempt}
+        answer = {"work_item_id": item.id, "node": node, "attempt": attempt}
     return jsonify(answer)

@@ -21,18 +21,18 @@ from app.workitems.pulls import open_pull_request
 bp = guard(Blueprint("pulls", __name__, url_prefix="/spawner/v1"))
 
 
-def _caller(session: Session, work_item: Any, *, lock: bool) -> tuple[Principal, WorkItem]:
+def _caller(session: Session, work_item_id: Any, *, lock: bool) -> tuple[Principal, WorkItem]:
     """Who calls, and the work item they name, which they must be allowed to act on."""
     principal = authenticate(
         session, request.headers.get("Authorization"), loop_state().services.clock()
     )
     if principal is None:
         raise ApiError(401, "a valid session token is required (Authorization: Bearer …)")
-    if not isinstance(work_item, str) or not work_item:
-        raise ApiError(400, "`work_item` is required")
-    item = lock_work_item(session, work_item) if lock else session.get(WorkItem, work_item)
+    if not isinstance(work_item_id, str) or not work_item_id:
+        raise ApiError(400, "`work_item_id` is required")
+    item = lock_work_item(session, work_item_id) if lock else session.get(WorkItem, work_item_id)
     if item is None:
-        raise ApiError(404, f"no work item {work_item}")
+        raise ApiError(404, f"no work item {work_item_id}")
     if not principal.may_act_on(item.id, item.repo_full_name):
         raise ApiError(403, f"this credential may not act on {item.id}")
     return principal, item
@@ -40,7 +40,7 @@ def _caller(session: Session, work_item: Any, *, lock: bool) -> tuple[Principal,
 
 def _shown(item: WorkItem) -> dict[str, Any]:
     return {
-        "work_item": item.id,
+        "work_item_id": item.id,
         "branch": item.branch or "",
         "status": item.state,
         "pull_request": dict(item.pull_request or {}) or None,
@@ -52,7 +52,7 @@ def linked() -> Response:
     """The work item's branch and linked pull request (null when none)."""
     state = loop_state()
     with Session(state.engine) as session:
-        _principal, item = _caller(session, request.args.get("work_item"), lock=False)
+        _principal, item = _caller(session, request.args.get("work_item_id"), lock=False)
         return jsonify(_shown(item))
 
 
@@ -66,7 +66,7 @@ def create() -> Response:
         raise ApiError(400, "`title` and `body` must be text")
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
-            _principal, item = _caller(session, data.get("work_item"), lock=True)
+            _principal, item = _caller(session, data.get("work_item_id"), lock=True)
             # A PullRequestRefused rolls this back and is answered by `app.fleet.api_guard`.
             open_pull_request(state.services, session, item, title, body)
             shown = _shown(item)

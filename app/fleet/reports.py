@@ -80,9 +80,9 @@ def check_event(raw: Any) -> str | None:
     name = raw.get("event")
     if not isinstance(name, str) or not EVENT_NAME_RE.match(name) or len(name) > 64:
         return "`event` must be a dotted lower-case name such as session.spawned"
-    item = raw.get("work_item")
+    item = raw.get("work_item_id")
     if item is not None and (not isinstance(item, str) or len(item) > 256):
-        return "`work_item` must be a string of at most 256 characters, or null"
+        return "`work_item_id` must be a string of at most 256 characters, or null"
     if len(repr(raw)) > MAX_EVENT_BYTES:
         return f"an event must be smaller than {MAX_EVENT_BYTES} bytes"
     if not may_report(name):
@@ -99,7 +99,7 @@ def may_report(name: str) -> bool:
 
 def event_fields(raw: dict[str, Any], spawner: Spawner) -> dict[str, Any]:
     """The fields recorded beside the name and work item (pure)."""
-    fields = {k: v for k, v in raw.items() if k not in ("event", "work_item")}
+    fields = {k: v for k, v in raw.items() if k not in ("event", "work_item_id")}
     for key in _RESERVED & fields.keys():
         fields[f"reported_{key}"] = fields.pop(key)
     return {**fields, "spawner": spawner.name, "spawner_id": spawner.id}
@@ -157,7 +157,7 @@ def _scope_problem(
     """Why a well-formed event is outside the spawner's scope (or None), and its work item."""
     if raw["event"] in GLOBAL_ONLY and ANY_REPOSITORY not in scope:
         return f"only a spawner serving every repository may report {raw['event']}", None
-    name = raw.get("work_item")
+    name = raw.get("work_item_id")
     if not name or name.startswith(STANDING_PREFIX):
         return None, None
     item = session.get(WorkItem, name)
@@ -185,7 +185,7 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             continue
         name = raw["event"]
         fields = event_fields(raw, spawner)
-        services.events.emit(name, raw.get("work_item"), session=session, **fields)
+        services.events.emit(name, raw.get("work_item_id"), session=session, **fields)
         out.accepted += 1
         if name == "models.checked":
             record_verdicts(session, raw.get("verdicts"))

@@ -72,14 +72,14 @@ def apply_result(
     ok = bool(report.get("ok"))
     services.events.emit(
         "job.done" if ok else "job.failed",
-        job.work_item,
+        job.work_item_id,
         session=session,
         job=job.id,
         kind=job.kind,
         spawner=spawner.name,
         error=report.get("error"),
     )
-    item = session.get(WorkItem, job.work_item)
+    item = session.get(WorkItem, job.work_item_id)
     if item is None:
         return
     result = report.get("result") or {}
@@ -92,7 +92,7 @@ def apply_result(
         _answered(outcome)
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
-        revoke_session_tokens(session, job.work_item)
+        revoke_session_tokens(session, job.work_item_id)
         resume_after_stop(services, session, item)  # its budget was raised meanwhile
 
 
@@ -203,7 +203,7 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
     with Session(engine) as session:
         if session.get(Once, key) is not None:
             return True
-        item = session.get(WorkItem, job.work_item)
+        item = session.get(WorkItem, job.work_item_id)
         installation = item.installation_id if item is not None else None
         pull = (item.pull_request or {}).get("number") if item is not None else None
     if installation is None:
@@ -212,7 +212,7 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
         _acknowledge(services, installation, job.repo_full_name, payload, pull)
     except (GitHubException, GitHubNotConfigured) as exc:
         log.warning("receipt on comment %s failed: %s", comment_id, exc)
-        services.events.emit("receipt.failed", job.work_item, job=job.id, error=str(exc))
+        services.events.emit("receipt.failed", job.work_item_id, job=job.id, error=str(exc))
         return False
     with Session(engine) as session, session.begin():
         session.merge(Once(key=key, ref=str(comment_id)))
@@ -230,9 +230,9 @@ def _acknowledge(
     elif payload.gh_event == "pull_request_review":
         if pull is None:
             return
-        note = receipt_note(payload.author, payload.comment_id, payload.work_item)
+        note = receipt_note(payload.author, payload.comment_id, payload.work_item_id)
         io = IssueIO(services.github, installation, repo, int(pull))
-        io.post_once(note, MarkerKind.NOTICE, item=payload.work_item, review=payload.comment_id)
+        io.post_once(note, MarkerKind.NOTICE, item=payload.work_item_id, review=payload.comment_id)
     else:
         owner, name = repo.split("/", 1)
         client = services.github.installation(installation)

@@ -114,9 +114,9 @@ def revoke_spawner(session: Session, name: str) -> int:
 
 
 def mint_session_token(
-    session: Session, work_item: str, now: datetime, job_id: int | None = None
+    session: Session, work_item_id: str, now: datetime, job_id: int | None = None
 ) -> str:
-    """A new credential that lets a session act on `work_item` only, until it expires;
+    """A new credential that lets a session act on `work_item_id` only, until it expires;
     `job_id` is the job it goes out with (a token of an earlier claim of it is withdrawn)."""
     if job_id is not None:
         drop_job_token(session, job_id)
@@ -124,7 +124,10 @@ def mint_session_token(
     expires = now + SESSION_TOKEN_TTL
     session.add(
         SessionToken(
-            token_hash=hash_token(token), work_item=work_item, expires_at=expires, job_id=job_id
+            token_hash=hash_token(token),
+            work_item_id=work_item_id,
+            expires_at=expires,
+            job_id=job_id,
         )
     )
     return token
@@ -137,11 +140,11 @@ def drop_job_token(session: Session, job_id: int) -> int:
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-def keep_job_token(session: Session, work_item: str, job_id: int) -> int:
+def keep_job_token(session: Session, work_item_id: str, job_id: int) -> int:
     """The session `job_id` started is the item's one session: withdraw every other token."""
     result = session.execute(
         delete(SessionToken).where(
-            SessionToken.work_item == work_item,
+            SessionToken.work_item_id == work_item_id,
             (SessionToken.job_id != job_id) | SessionToken.job_id.is_(None),
         )
     )
@@ -155,7 +158,7 @@ def renew_session_tokens(session: Session, work_items: Sequence[str], now: datet
         return
     session.execute(
         update(SessionToken)
-        .where(SessionToken.work_item.in_(list(work_items)), SessionToken.expires_at > now)
+        .where(SessionToken.work_item_id.in_(list(work_items)), SessionToken.expires_at > now)
         .values(expires_at=now + SESSION_TOKEN_TTL)
         .execution_options(synchronize_session=False)
     )
@@ -172,10 +175,10 @@ def hosted_items(session: Session, spawner: Spawner) -> list[str]:
     ]
 
 
-def revoke_session_tokens(session: Session, work_item: str, sparing: Sequence[int] = ()) -> int:
-    """Withdraw every session credential of `work_item` (its session ended) but those handed
+def revoke_session_tokens(session: Session, work_item_id: str, sparing: Sequence[int] = ()) -> int:
+    """Withdraw every session credential of `work_item_id` (its session ended) but those handed
     out with the jobs in `sparing` (claimed now: the session they start is yet to come)."""
-    query = delete(SessionToken).where(SessionToken.work_item == work_item)
+    query = delete(SessionToken).where(SessionToken.work_item_id == work_item_id)
     if sparing:
         spared = SessionToken.job_id.in_(list(sparing))
         query = query.where(~spared | SessionToken.job_id.is_(None))
@@ -188,13 +191,15 @@ class Principal:
     """Who is calling the spawner API: a spawner, or one work item's session."""
 
     spawner: Spawner | None = None
-    work_item: str | None = None
+    work_item_id: str | None = None
 
-    def may_act_on(self, work_item: str, repo_full_name: str) -> bool:
+    def may_act_on(self, work_item_id: str, repo_full_name: str) -> bool:
         """Spawners act on the repositories they serve; a session only on its own item."""
         if self.spawner is not None:
             return serves(scope_of(self.spawner), repo_full_name)
-        return self.work_item is not None and hmac.compare_digest(self.work_item, work_item)
+        return self.work_item_id is not None and hmac.compare_digest(
+            self.work_item_id, work_item_id
+        )
 
 
 def authenticate(session: Session, authorization: str | None, now: datetime) -> Principal | None:
@@ -214,10 +219,10 @@ def authenticate(session: Session, authorization: str | None, now: datetime) -> 
         row = session.get(SessionToken, hash_token(token))
         if row is None or aware(row.expires_at) <= now:
             return None
-        item = session.get(WorkItem, row.work_item)
+        item = session.get(WorkItem, row.work_item_id)
         if item is not None and item.state in ENDED:
             return None  # the issue closed: its session's token dies with it, at once
-        return Principal(work_item=row.work_item)
+        return Principal(work_item_id=row.work_item_id)
     return None
 
 

@@ -21,7 +21,7 @@ def _choice_line(label: str, value: str, default: str) -> str:
 
 
 def confirmation_markdown(
-    selection: Selection, author: str, work_item: str, ref: str | None = None
+    selection: Selection, author: str, work_item_id: str, ref: str | None = None
 ) -> str:
     """What will run: skipped phases and by whom, harness, model, effort, dropped ticks.
     `ref` (the execute's id) tells a later run's confirmation from the first one's."""
@@ -40,7 +40,7 @@ def confirmation_markdown(
     if selection.dropped:
         lines += ["", "Ticks dropped:"]
         lines += [f"- `{d.token}`: {d.reason}" for d in selection.dropped]
-    confirmed = marker(MarkerKind.CONFIRMATION, item=work_item, ref=ref)
+    confirmed = marker(MarkerKind.CONFIRMATION, item=work_item_id, ref=ref)
     lines += ["", "Starting a session now.", "", confirmed]
     return "\n".join(lines) + "\n"
 
@@ -57,13 +57,13 @@ def who_may_execute(authorized_users: Sequence[str] | None, repo: str, keyword: 
 
 
 def refusal_markdown(
-    who: str, why: str, may: str, work_item: str, ref: str, action: str = "start the work"
+    who: str, why: str, may: str, work_item_id: str, ref: str, action: str = "start the work"
 ) -> str:
     """One short reply to a refused decision: what it did not do, why, and who may."""
     lines = [
         f"@{who}, this did not {action}: {why}. {may}",
         "",
-        marker(MarkerKind.REFUSAL, item=work_item, ref=ref),
+        marker(MarkerKind.REFUSAL, item=work_item_id, ref=ref),
     ]
     return "\n".join(lines) + "\n"
 

@@ -8,7 +8,7 @@ import re
 _SPEC_RE = re.compile(r"issue-([1-9][0-9]{0,9})")
 
 
-def work_item_id(repo_full_name: str, issue_number: int) -> str:
+def work_item_id_of(repo_full_name: str, issue_number: int) -> str:
     return f"github:{repo_full_name}#{issue_number}"
 
 

@@ -20,42 +20,42 @@ MAX_HUNK_LINES = 40
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out", "action_required", "startup_failure"})
 
 
-def pull_body(text: str, issue_number: int, work_item: str) -> str:
+def pull_body(text: str, issue_number: int, work_item_id: str) -> str:
     """The body of the PR a session opens: its words, "Closes #n" (merging closes the issue)
     and the App's hidden marker naming the work item."""
     words = defuse(text.strip())
     closes = f"Closes #{issue_number}"
-    return f"{words}\n\n{closes}\n\n{marker(MarkerKind.PULL, item=work_item)}\n"
+    return f"{words}\n\n{closes}\n\n{marker(MarkerKind.PULL, item=work_item_id)}\n"
 
 
-def opened_line(number: int, url: str, by: str, work_item: str) -> str:
+def opened_line(number: int, url: str, by: str, work_item_id: str) -> str:
     """The one line on the issue when its pull request is linked."""
     who = "by the session" if by == "session" else f"by @{by}"
     return (
         f"Pull request [#{number}]({url}) is open for this work item ({who}). Reviews, comments "
         "and failing checks on it reach the session.\n\n"
-        f"{marker(MarkerKind.NOTICE, item=work_item, pr=number, event='opened')}\n"
+        f"{marker(MarkerKind.NOTICE, item=work_item_id, pr=number, event='opened')}\n"
     )
 
 
-def closed_notice(number: int, by: str, execute_keyword: str, work_item: str, ref: str) -> str:
+def closed_notice(number: int, by: str, execute_keyword: str, work_item_id: str, ref: str) -> str:
     """The one notice when the pull request closed without being merged."""
     return (
         f"Pull request #{number} was closed without merging (by @{by}). The session is stopped "
         "and this work item waits for a human: reopen the pull request to continue, or reply "
         f"`{execute_keyword}` here to start it again.\n\n"
-        f"{marker(MarkerKind.NOTICE, item=work_item, pr=number, event='closed', ref=ref)}\n"
+        f"{marker(MarkerKind.NOTICE, item=work_item_id, pr=number, event='closed', ref=ref)}\n"
     )
 
 
-def fork_reply(head_repo: str, repo: str, work_item: str) -> str:
+def fork_reply(head_repo: str, repo: str, work_item_id: str) -> str:
     """The reply to a trigger label on a pull request whose branch lives in a fork."""
     where = f"`{head_repo}`" if head_repo else "a repository that no longer exists"
     return (
         f"This pull request's branch lives in {where}, a fork: the App can push only to "
         f"`{repo}`, so no session is started here. Push the branch to `{repo}` and label that "
         "pull request instead.\n\n"
-        f"{marker(MarkerKind.NOTICE, item=work_item, event='fork')}\n"
+        f"{marker(MarkerKind.NOTICE, item=work_item_id, event='fork')}\n"
     )
 
 
@@ -143,9 +143,9 @@ def checks_text(number: int, sha: str, failures: Sequence[CheckFailure]) -> str:
     return "\n".join(lines)
 
 
-def receipt_note(login: str, review_id: int, work_item: str) -> str:
+def receipt_note(login: str, review_id: int, work_item_id: str) -> str:
     """The receipt for a review (GitHub has no reactions on reviews): one line."""
     return (
         f"👀 @{login}'s review reached the session.\n\n"
-        f"{marker(MarkerKind.NOTICE, item=work_item, review=review_id, event='receipt')}\n"
+        f"{marker(MarkerKind.NOTICE, item=work_item_id, review=review_id, event='receipt')}\n"
     )

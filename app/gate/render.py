@@ -33,8 +33,8 @@ def render_section(section: Section) -> list[str]:
     return lines
 
 
-def render_checklist(checklist: Checklist, work_item: str) -> str:
-    """The whole checklist comment for `work_item`."""
+def render_checklist(checklist: Checklist, work_item_id: str) -> str:
+    """The whole checklist comment for `work_item_id`."""
     keyword = checklist.keyword
     lines = [
         "### the-loop: choose what runs",
@@ -55,6 +55,6 @@ def render_checklist(checklist: Checklist, work_item: str) -> str:
         f"Only someone with write access to this repository (or listed in the operator's "
         f"`routing.authorizedUsers`) can reply `{keyword}`.",
         "",
-        marker(MarkerKind.CHECKLIST, item=work_item),
+        marker(MarkerKind.CHECKLIST, item=work_item_id),
     ]
     return "\n".join(lines) + "\n"

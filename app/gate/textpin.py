@@ -79,7 +79,7 @@ def change_since(
 
 
 def change_markdown(
-    who: str, change: Change, read_at: str | None, keyword: str, work_item: str, ref: str
+    who: str, change: Change, read_at: str | None, keyword: str, work_item_id: str, ref: str
 ) -> str:
     """The reply to an execute that found the issue changed since it was read."""
     when = f" at {change.at}" if change.at else ""
@@ -95,6 +95,6 @@ def change_markdown(
         "",
         f"Read the issue as it is now; if it is what should run, reply `{keyword}` again.",
         "",
-        marker(MarkerKind.CHANGED, item=work_item, ref=ref),
+        marker(MarkerKind.CHANGED, item=work_item_id, ref=ref),
     ]
     return "\n".join(lines) + "\n"

@@ -100,30 +100,30 @@ class ModelAccess:
             return None
         return NO_CREDENTIAL_FOR[wire]
 
-    def for_session(self, work_item: str) -> SessionModel:
-        """A new pass for `work_item`'s next launch (the previous one stops working)."""
-        token = self.gateway.passes.mint(work_item)
-        self.gateway.allow(work_item)  # the App launches only an item it lets spend
+    def for_session(self, work_item_id: str) -> SessionModel:
+        """A new pass for `work_item_id`'s next launch (the previous one stops working)."""
+        token = self.gateway.passes.mint(work_item_id)
+        self.gateway.allow(work_item_id)  # the App launches only an item it lets spend
         self._save()
         return SessionModel(self.gateway.url, token)
 
-    def end(self, work_item: str) -> None:
+    def end(self, work_item_id: str) -> None:
         """The session ended: its pass dies and what it used is reported now."""
-        if self.gateway.passes.revoke(work_item):
+        if self.gateway.passes.revoke(work_item_id):
             self._save()
-        self.gateway.tally.close(work_item)
-        self.report(work_item)
+        self.gateway.tally.close(work_item_id)
+        self.report(work_item_id)
 
-    def report(self, work_item: str | None = None) -> int:
+    def report(self, work_item_id: str | None = None) -> int:
         """Emit what was counted since the last report (one item, or all); how many events."""
         with self._report_lock:
-            counted = self.gateway.tally.drain(work_item)
+            counted = self.gateway.tally.drain(work_item_id)
             for item, usage in counted.items():
                 self._emit(item, usage)
         return len(counted)
 
-    def _emit(self, work_item: str, usage: Usage) -> None:
-        self.emit(USAGE_EVENT, work_item, **usage.to_json())
+    def _emit(self, work_item_id: str, usage: Usage) -> None:
+        self.emit(USAGE_EVENT, work_item_id, **usage.to_json())
 
     def run(self, stop: threading.Event, interval: float = 5.0) -> None:
         """Report every `interval` until `stop`, then once more."""

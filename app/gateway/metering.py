@@ -150,52 +150,52 @@ class Tally:
         self._in_flight: dict[str, int] = {}
         self._active: dict[str, float] = {}  # seconds not drained yet
 
-    def add(self, work_item: str, usage: Usage) -> None:
+    def add(self, work_item_id: str, usage: Usage) -> None:
         with self._lock:
-            self._open[work_item] = self._open.get(work_item, Usage()) + usage
+            self._open[work_item_id] = self._open.get(work_item_id, Usage()) + usage
 
-    def started(self, work_item: str) -> None:
-        """A request of `work_item` arrived: its harness works (if it was not already)."""
+    def started(self, work_item_id: str) -> None:
+        """A request of `work_item_id` arrived: its harness works (if it was not already)."""
         with self._lock:
-            self._in_flight[work_item] = self._in_flight.get(work_item, 0) + 1
-            self._working.setdefault(work_item, self._clock())
+            self._in_flight[work_item_id] = self._in_flight.get(work_item_id, 0) + 1
+            self._working.setdefault(work_item_id, self._clock())
 
-    def finished(self, work_item: str, tools: bool) -> None:
+    def finished(self, work_item_id: str, tools: bool) -> None:
         """A request ended; without tool calls to run and nothing else in flight, so did
         the harness's turn."""
         with self._lock:
-            left = self._in_flight.get(work_item, 1) - 1
+            left = self._in_flight.get(work_item_id, 1) - 1
             if left > 0:
-                self._in_flight[work_item] = left
+                self._in_flight[work_item_id] = left
                 return
-            self._in_flight.pop(work_item, None)
-            since = self._working.get(work_item)
+            self._in_flight.pop(work_item_id, None)
+            since = self._working.get(work_item_id)
             if tools or since is None:
                 return
-            del self._working[work_item]
+            del self._working[work_item_id]
             elapsed = max(0.0, self._clock() - since)
-            self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+            self._active[work_item_id] = self._active.get(work_item_id, 0.0) + elapsed
 
-    def close(self, work_item: str) -> None:
-        """`work_item`'s session ended: a turn it was in ends now."""
+    def close(self, work_item_id: str) -> None:
+        """`work_item_id`'s session ended: a turn it was in ends now."""
         with self._lock:
-            self._in_flight.pop(work_item, None)
-            since = self._working.pop(work_item, None)
+            self._in_flight.pop(work_item_id, None)
+            since = self._working.pop(work_item_id, None)
             if since is not None:
                 elapsed = max(0.0, self._clock() - since)
-                self._active[work_item] = self._active.get(work_item, 0.0) + elapsed
+                self._active[work_item_id] = self._active.get(work_item_id, 0.0) + elapsed
 
-    def drain(self, work_item: str | None = None) -> dict[str, Usage]:
+    def drain(self, work_item_id: str | None = None) -> dict[str, Usage]:
         """Take what was counted (for one item, or all) and start again from zero; a turn
         still going is counted up to now."""
         with self._lock:
             now = self._clock()
             for item, since in self._working.items():
-                if work_item is None or item == work_item:
+                if work_item_id is None or item == work_item_id:
                     self._active[item] = self._active.get(item, 0.0) + max(0.0, now - since)
                     self._working[item] = now
             items = set(self._open) | set(self._active)
-            chosen = items if work_item is None else items & {work_item}
+            chosen = items if work_item_id is None else items & {work_item_id}
             taken: dict[str, Usage] = {}
             for item in chosen:
                 usage = self._open.pop(item, Usage())

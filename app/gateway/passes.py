@@ -39,22 +39,22 @@ class Passes:
         self._by_digest: dict[bytes, str] = {}
         self._by_item: dict[str, bytes] = {}
 
-    def mint(self, work_item: str) -> str:
-        """A new pass for `work_item`; the item's previous pass stops working."""
+    def mint(self, work_item_id: str) -> str:
+        """A new pass for `work_item_id`; the item's previous pass stops working."""
         token = PREFIX + secrets.token_urlsafe(32) + SUFFIX
         digest = _digest(token)
         with self._lock:
-            old = self._by_item.pop(work_item, None)
+            old = self._by_item.pop(work_item_id, None)
             if old is not None:
                 self._by_digest.pop(old, None)
-            self._by_digest[digest] = work_item
-            self._by_item[work_item] = digest
+            self._by_digest[digest] = work_item_id
+            self._by_item[work_item_id] = digest
         return token
 
-    def revoke(self, work_item: str) -> bool:
-        """End `work_item`'s pass; False when it held none."""
+    def revoke(self, work_item_id: str) -> bool:
+        """End `work_item_id`'s pass; False when it held none."""
         with self._lock:
-            digest = self._by_item.pop(work_item, None)
+            digest = self._by_item.pop(work_item_id, None)
             if digest is None:
                 return False
             self._by_digest.pop(digest, None)
@@ -81,12 +81,12 @@ class Passes:
         with self._lock:
             return {item: digest.hex() for item, digest in self._by_item.items()}
 
-    def admit(self, work_item: str, digest: str) -> None:
+    def admit(self, work_item_id: str, digest: str) -> None:
         """Take back a pass known by its hash (one minted before the spawner restarted)."""
         raw = bytes.fromhex(digest)
         with self._lock:
-            old = self._by_item.pop(work_item, None)
+            old = self._by_item.pop(work_item_id, None)
             if old is not None:
                 self._by_digest.pop(old, None)
-            self._by_digest[raw] = work_item
-            self._by_item[work_item] = raw
+            self._by_digest[raw] = work_item_id
+            self._by_item[work_item_id] = raw

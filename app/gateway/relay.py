@@ -155,34 +155,36 @@ class _Exchange:
     async def _one(self, request: h11.Request) -> None:
         wire = wire_for(request.method, request.target)
         try:
-            work_item = self.gateway.passes.holder(presented_token(request.headers))
-            if work_item is None:
+            work_item_id = self.gateway.passes.holder(presented_token(request.headers))
+            if work_item_id is None:
                 raise _Refused(401, "authentication_error", UNKNOWN_PASS)
             if wire is None:
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
             if not self.gateway.upstreams[wire.name].has_credential:
                 raise _Refused(401, "authentication_error", NO_CREDENTIAL_FOR[wire.name])
-            spent = self.gateway.spent.get(work_item)
+            spent = self.gateway.spent.get(work_item_id)
             if spent is not None:
-                self.gateway.spent_refused[work_item] = self.gateway.spent_refusals(work_item) + 1
+                self.gateway.spent_refused[work_item_id] = (
+                    self.gateway.spent_refusals(work_item_id) + 1
+                )
                 raise _Refused(400, "invalid_request_error", spent)  # as a spent balance is
         except _Refused as refused:
             refused.shape = wire or shape_for(request.target)
             await self.refuse(refused)
             return
         held, tools = [0], False
-        self.gateway.tally.started(work_item)
+        self.gateway.tally.started(work_item_id)
         try:
             if self.conn.they_are_waiting_for_100_continue:
                 await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
-            tools = await self.gateway.forward(self, request, body, work_item, wire)
+            tools = await self.gateway.forward(self, request, body, work_item_id, wire)
         except _Refused as refused:
             refused.shape = wire
             await self.refuse(refused)
         finally:
             self.gateway.hold(-held[0])
-            self.gateway.tally.finished(work_item, tools)
+            self.gateway.tally.finished(work_item_id, tools)
 
     async def refuse(self, refused: _Refused) -> None:
         self.gateway.refusals += 1
@@ -299,19 +301,19 @@ class ModelGateway:
 
     # -- budgets (from any thread) ---------------------------------------------------------
 
-    def refuse_spent(self, work_item: str, message: str) -> None:
-        """Refuse `work_item`'s requests from now on, answering `message`."""
-        self.spent_refused[work_item] = 0
-        self.spent[work_item] = message or SPENT
+    def refuse_spent(self, work_item_id: str, message: str) -> None:
+        """Refuse `work_item_id`'s requests from now on, answering `message`."""
+        self.spent_refused[work_item_id] = 0
+        self.spent[work_item_id] = message or SPENT
 
-    def allow(self, work_item: str) -> None:
-        """Serve `work_item` again (a launch the App asked for after a raise or an execute)."""
-        self.spent.pop(work_item, None)
-        self.spent_refused.pop(work_item, None)
+    def allow(self, work_item_id: str) -> None:
+        """Serve `work_item_id` again (a launch the App asked for after a raise or an execute)."""
+        self.spent.pop(work_item_id, None)
+        self.spent_refused.pop(work_item_id, None)
 
-    def spent_refusals(self, work_item: str) -> int:
-        """How many of `work_item`'s requests were refused since its budget was spent."""
-        return self.spent_refused.get(work_item, 0)
+    def spent_refusals(self, work_item_id: str) -> int:
+        """How many of `work_item_id`'s requests were refused since its budget was spent."""
+        return self.spent_refused.get(work_item_id, 0)
 
     # -- one request -----------------------------------------------------------------------
 
@@ -324,7 +326,7 @@ class ModelGateway:
         return True
 
     async def forward(
-        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item: str, wire: Wire
+        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item_id: str, wire: Wire
     ) -> bool:
         """Send the request to `wire`'s upstream and relay the answer, counting its usage;
         whether the answer asked for tool calls (the harness goes on working)."""
@@ -339,7 +341,7 @@ class ModelGateway:
                 content=body,
                 extensions={"timeout": TIMEOUTS},
             ) as answer:
-                return await self._relay(exchange, answer, work_item, wire)
+                return await self._relay(exchange, answer, work_item_id, wire)
         except UPSTREAM_FAILURES as exc:
             log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:
@@ -351,7 +353,7 @@ class ModelGateway:
             await exchange.refuse(refused)
             return False
 
-    async def _relay(self, exchange: _Exchange, answer: Any, work_item: str, wire: Wire) -> bool:
+    async def _relay(self, exchange: _Exchange, answer: Any, work_item_id: str, wire: Wire) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = _meter_for(kind.decode("latin-1"), wire)
@@ -366,7 +368,7 @@ class ModelGateway:
         finally:
             usage = read(None)
             if usage is not None:
-                self.tally.add(work_item, usage)
+                self.tally.add(work_item_id, usage)
         return usage is not None and usage.tool_calls > 0
 
 

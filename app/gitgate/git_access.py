@@ -51,7 +51,7 @@ def repository_of(owner: str, repo: str) -> str:
 
 def check(principal: Principal | None, item: WorkItem | None, repository: str) -> WorkItem:
     """The work item whose session may use git on `repository`, or AccessRefused (pure)."""
-    if principal is None or principal.work_item is None:
+    if principal is None or principal.work_item_id is None:
         raise AccessRefused(401, "a live session token is required")
     if item is None or not principal.may_act_on(item.id, item.repo_full_name):
         raise AccessRefused(403, "this session token has no work item")

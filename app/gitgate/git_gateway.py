@@ -90,15 +90,15 @@ def _admit(owner: str, repo: str, service: str) -> WorkItem:
         raise AccessRefused(401, "a live session token is required")
     with Session(state.engine, expire_on_commit=False) as session:
         principal = authenticate(session, f"Bearer {password}", state.services.clock())
-        if principal is None or principal.work_item is None:
+        if principal is None or principal.work_item_id is None:
             raise AccessRefused(401, "this session token is not live (the session ended)")
-        item = session.get(WorkItem, principal.work_item)
+        item = session.get(WorkItem, principal.work_item_id)
         try:
             admitted = check(principal, item, repository_of(owner, repo))
         except AccessRefused as exc:
             state.services.events.emit(
                 "git.refused",
-                principal.work_item,
+                principal.work_item_id,
                 service=service,
                 repository=repository_of(owner, repo),
                 status=exc.status,

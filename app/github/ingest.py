@@ -145,7 +145,7 @@ class _BatchSQL:
         self.one_statement = dialect.name == "postgresql"
         # SQLite's: the events of the new deliveries, and the rows one INSERT stored.
         self._events_head = (
-            f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) VALUES "
+            f"INSERT INTO {Event.__tablename__} (ts, event, work_item_id, data) VALUES "
         )
         self.stored_between = (
             f"SELECT delivery_id FROM {Delivery.__tablename__} WHERE id > ? AND id <= ?"
@@ -157,7 +157,7 @@ class _BatchSQL:
         return self._head + ", ".join([self._row] * count) + self._tail
 
     def events(self, count: int) -> str:
-        """SQLite: `count` events in one INSERT; parameters (ts, event, work_item, data)."""
+        """SQLite: `count` events in one INSERT; parameters (ts, event, work_item_id, data)."""
         return self._events_head + ", ".join(["(?, ?, ?, ?)"] * count)
 
     def batch(self, deliveries: int, lines: int) -> str:
@@ -167,7 +167,7 @@ class _BatchSQL:
         lines_rows = ", ".join(["(%s, %s, %s)"] * lines)
         return (
             f"WITH new AS ({self.deliveries(deliveries)} RETURNING delivery_id), logged AS ("
-            f"INSERT INTO {Event.__tablename__} (ts, event, work_item, data) "
+            f"INSERT INTO {Event.__tablename__} (ts, event, work_item_id, data) "
             "SELECT %s, %s, NULL, CAST(line.data AS JSON) "
             f"FROM (VALUES {lines_rows}) AS line(ord, delivery_id, data) "
             "JOIN new ON new.delivery_id = line.delivery_id ORDER BY line.ord) "

@@ -78,17 +78,17 @@ class Agent:
             ended=self._ended,
         )
 
-    def _ended(self, work_item: str) -> None:
+    def _ended(self, work_item_id: str) -> None:
         """A session ended: its pass and network go; without the gateway, its usage is read
         back from its transcript."""
-        session_over(self.ctx, work_item)
+        session_over(self.ctx, work_item_id)
         if self.ctx.models is None:
-            self._transcript_ended(work_item)
+            self._transcript_ended(work_item_id)
 
-    def _transcript_ended(self, work_item: str) -> None:
+    def _transcript_ended(self, work_item_id: str) -> None:
         """A session that ran without the gateway ended: its usage is read back from its
         transcript."""
-        record = self.ctx.registry.get(work_item)
+        record = self.ctx.registry.get(work_item_id)
         if record is not None:
             ctx = self.ctx
             report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
@@ -207,7 +207,7 @@ class Agent:
                 try:
                     report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
                 except Exception:  # one unreadable transcript must not end the look
-                    log.exception("transcript usage of %s failed", record.work_item)
+                    log.exception("transcript usage of %s failed", record.work_item_id)
 
     # -- one job ----------------------------------------------------------------------------
 

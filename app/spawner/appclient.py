@@ -64,8 +64,8 @@ class ClaimedJob:
         return self.payload.kind
 
     @property
-    def work_item(self) -> str:
-        return self.payload.work_item
+    def work_item_id(self) -> str:
+        return self.payload.work_item_id
 
     @property
     def repo(self) -> str:
@@ -77,7 +77,7 @@ class ClaimedJob:
         token = data.get("github_token")
         raw = data.get("payload")
         fields = raw if isinstance(raw, dict) else {}
-        payload = {"work_item": data.get("work_item"), "repo": data.get("repo", ""), **fields}
+        payload = {"work_item_id": data.get("work_item_id"), "repo": data.get("repo", ""), **fields}
         return cls(
             id=int(data["id"]),
             payload=parse_payload(str(data.get("kind")), payload),
@@ -188,29 +188,29 @@ class AppClient:
         data = self._call("POST", "/events", json={"events": events}).json()
         return data if isinstance(data, dict) else {}
 
-    def phase(self, work_item: str) -> dict[str, Any]:
-        """Where the App's record says `work_item` stands."""
-        data = self._call("GET", "/phase", params={"work_item": work_item}).json()
+    def phase(self, work_item_id: str) -> dict[str, Any]:
+        """Where the App's record says `work_item_id` stands."""
+        data = self._call("GET", "/phase", params={"work_item_id": work_item_id}).json()
         return data if isinstance(data, dict) else {}
 
-    def advance(self, work_item: str, from_node: str, artifacts: list[str]) -> dict[str, Any]:
-        """Ask the App to move `work_item` on from `from_node` (Rejected: refused, 409/422)."""
-        body = {"work_item": work_item, "from": from_node, "artifacts": artifacts}
+    def advance(self, work_item_id: str, from_node: str, artifacts: list[str]) -> dict[str, Any]:
+        """Ask the App to move `work_item_id` on from `from_node` (Rejected: refused, 409/422)."""
+        body = {"work_item_id": work_item_id, "from": from_node, "artifacts": artifacts}
         data = self._call("POST", "/phase", json=body).json()
         return data if isinstance(data, dict) else {}
 
-    def comment(self, work_item: str, kind: str, body: str) -> dict[str, Any]:
-        payload = {"work_item": work_item, "kind": kind, "body": body}
+    def comment(self, work_item_id: str, kind: str, body: str) -> dict[str, Any]:
+        payload = {"work_item_id": work_item_id, "kind": kind, "body": body}
         data = self._call("POST", "/comments", json=payload).json()
         return data if isinstance(data, dict) else {}
 
-    def pull_request(self, work_item: str) -> dict[str, Any]:
+    def pull_request(self, work_item_id: str) -> dict[str, Any]:
         """The work item's branch and linked pull request (`pull_request` null when none)."""
-        data = self._call("GET", "/pull-request", params={"work_item": work_item}).json()
+        data = self._call("GET", "/pull-request", params={"work_item_id": work_item_id}).json()
         return data if isinstance(data, dict) else {}
 
-    def open_pull_request(self, work_item: str, title: str, body: str) -> dict[str, Any]:
+    def open_pull_request(self, work_item_id: str, title: str, body: str) -> dict[str, Any]:
         """Ask the App to open the session's pull request (Rejected: refused, 4xx)."""
-        payload = {"work_item": work_item, "title": title, "body": body}
+        payload = {"work_item_id": work_item_id, "title": title, "body": body}
         data = self._call("POST", "/pull-request", json=payload).json()
         return data if isinstance(data, dict) else {}

@@ -50,8 +50,8 @@ class SpawnerEvents:
         self._wake = threading.Event()
         self._send_lock = threading.Lock()
 
-    def emit(self, event: str, work_item: str | None = None, **fields: Any) -> dict[str, Any]:
-        """Append one event (the App's event shape: `ts`, `event`, `work_item`, fields).
+    def emit(self, event: str, work_item_id: str | None = None, **fields: Any) -> dict[str, Any]:
+        """Append one event (the App's event shape: `ts`, `event`, `work_item_id`, fields).
 
         Only names the App accepts (`protocol.SPAWNER_EVENTS`) are recorded: any other would
         sit in the outbox, refused on every send."""
@@ -60,7 +60,7 @@ class SpawnerEvents:
         record = {
             "ts": datetime.now(UTC).isoformat(),
             "event": event,
-            "work_item": work_item,
+            "work_item_id": work_item_id,
             "id": uuid.uuid4().hex,
             **fields,
         }
@@ -72,7 +72,7 @@ class SpawnerEvents:
             finally:
                 os.close(fd)
         level = logging.WARNING if fields.get("level") == "warning" else logging.INFO
-        log.log(level, "%s %s", event, work_item or "")
+        log.log(level, "%s %s", event, work_item_id or "")
         self._wake.set()
         return record
 

@@ -68,7 +68,7 @@ def fresh_prompt(job: ClaimedJob, spec_id: str, text: str) -> str:
     """A follow-up that starts a new conversation: where the work stands comes first, since
     the earlier conversation is not there to say it."""
     return (
-        f"You are resuming work item {job.work_item} in this checkout; the earlier "
+        f"You are resuming work item {job.work_item_id} in this checkout; the earlier "
         f"conversation could not be restored. Where it stands: "
         f"docs/specs/{spec_id}/work-item-state.json and `the-loop check`.\n\n{text}"
     )
@@ -85,11 +85,11 @@ def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
     if record is None or not record.live:
         return False
     pane = ctx.runner.pane(record.tmux_session)
-    return pane is not None and not pane.dead and pane.owner == record.work_item
+    return pane is not None and not pane.dead and pane.owner == record.work_item_id
 
 
 def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, Any]:
-    existing = ctx.registry.get(job.work_item)
+    existing = ctx.registry.get(job.work_item_id)
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
     checkout = checkout_for(ctx, job)
@@ -104,7 +104,7 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
 
 def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[str, Any]:
     text = followup_text(payload)
-    record = ctx.registry.get(job.work_item)
+    record = ctx.registry.get(job.work_item_id)
     if record is None or not _alive(ctx, record):
         reason = "no session on this spawner" if record is None else "session ended"
         return _respawn(ctx, job, record, text, reason=reason)
@@ -113,7 +113,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
     now = build_launch(ctx.config, choice, session_id=record.session_id, prompt=text, resume=True)
     moved = drift(record, now)
     if moved is not None:
-        ctx.runner.kill(record.tmux_session, owner=record.work_item)
+        ctx.runner.kill(record.tmux_session, owner=record.work_item_id)
         return _respawn(ctx, job, record, text, reason="drift", moved=moved, launch=now)
     if payload.phase and record.spec_id:
         # The App's record of where the item stands wins over whatever the agent wrote.
@@ -129,7 +129,7 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         _paste_pending(ctx, record)
     before = None if record.pending else shown  # a pending paste changed the pane since
     name, harness = record.tmux_session, record.harness
-    sent = submit(ctx.runner, name, record.work_item, text, harness, shown=before)
+    sent = submit(ctx.runner, name, record.work_item_id, text, harness, shown=before)
     watch_unsent(ctx.registry, ctx.events.emit, record, text, sent, first=False)
     _delivered(ctx, job, record.session_id, respawned=False, removed=sent.removed)
     return {"delivered": True, "respawned": False, "session_id": record.session_id}
@@ -158,7 +158,7 @@ def _delivered(
     note = {"removed_controls": removed} if removed else {}
     ctx.events.emit(
         "session.delivered",
-        job.work_item,
+        job.work_item_id,
         session_id=session_id,
         respawned=respawned,
         source=payload.source,
@@ -205,7 +205,7 @@ def _respawn(
     if launch.resumed and started.waited.state is Readiness.EXITED:
         ctx.events.emit(
             "session.resume_failed",
-            job.work_item,
+            job.work_item_id,
             level="warning",
             session_id=launch.session_id,
             last_lines=started.waited.last_lines,
@@ -233,18 +233,18 @@ def _refuse_then_wait(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) ->
     if ctx.models is None:
         return
     gateway = ctx.models.gateway
-    gateway.refuse_spent(job.work_item, payload.note)
-    record = ctx.registry.get(job.work_item)
+    gateway.refuse_spent(job.work_item_id, payload.note)
+    record = ctx.registry.get(job.work_item_id)
     deadline = time.monotonic() + ctx.budget_grace
     while time.monotonic() < deadline and _alive(ctx, record):
-        if gateway.spent_refusals(job.work_item):
+        if gateway.spent_refusals(job.work_item_id):
             break
         time.sleep(0.2)
     # Refused: the harness records the refusal as its turn's end (a few seconds at most)
     # before it is stopped. What the session wrote only ends this wait early: it gains nothing.
     if record is None:
         return
-    home = session_home(ctx.config, ctx.home, ctx.state_dir, record.work_item)
+    home = session_home(ctx.config, ctx.home, ctx.state_dir, record.work_item_id)
     shown = time.monotonic() + SHOW_REFUSAL
     while time.monotonic() < min(deadline, shown) and _alive(ctx, record):
         if SPENT_WORDS in transcript_tail(home, record.session_id):
@@ -255,18 +255,18 @@ def _refuse_then_wait(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) ->
 def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, Any]:
     if payload.reason == BUDGET_REASON:
         _refuse_then_wait(ctx, job, payload)
-    record = ctx.registry.get(job.work_item)
-    session_over(ctx, job.work_item)  # its pass and its sockets die first, whatever is found
+    record = ctx.registry.get(job.work_item_id)
+    session_over(ctx, job.work_item_id)  # its pass and its sockets die first, whatever is found
     if record is None:
         return {"stopped": True, "found": False}
-    ctx.runner.kill(record.tmux_session, owner=record.work_item)
-    ctx.registry.update(job.work_item, state=SessionState.STOPPED.value)
+    ctx.runner.kill(record.tmux_session, owner=record.work_item_id)
+    ctx.registry.update(job.work_item_id, state=SessionState.STOPPED.value)
     if ctx.models is None:  # no gateway counted it: its transcript says what it used
         report_ended(ctx.config, ctx.home, ctx.state_dir, ctx.events.emit, record)
     left = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)(record)
     ctx.events.emit(
         "session.stopped",
-        job.work_item,
+        job.work_item_id,
         session_id=record.session_id,
         reason=payload.reason,
         was_live=record.live,
@@ -288,7 +288,7 @@ def _dispatch(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
 
 def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any], str | None]:
     """Run one job under its work item's lock: (ok, result, error)."""
-    with ctx.locks.hold(job.work_item):
+    with ctx.locks.hold(job.work_item_id):
         try:
             return True, _dispatch(ctx, job), None
         except (
@@ -306,7 +306,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
                 error = error.replace(job.github_token, "[token]")
             ctx.events.emit(
                 "session.job_failed",
-                job.work_item,
+                job.work_item_id,
                 level="warning",
                 kind=job.kind,
                 error=error,

@@ -82,7 +82,7 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     git = HostGit(ctx.env, confined=ctx.config.routing.sandbox.resolved is not SandboxMode.NONE)
     checkout = prepare_checkout(
         ctx.workspace_root,
-        job.work_item,
+        job.work_item_id,
         payload.clone_url,
         token=job.github_token,
         askpass=write_askpass(ctx.state_dir),
@@ -92,13 +92,13 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     if checkout.refused:
         ctx.events.emit(
             "workspace.recloned",
-            job.work_item,
+            job.work_item_id,
             level="warning",
             checkout=str(checkout.path),
             reason=checkout.refused,
         )
     elif not checkout.reused:
-        ctx.events.emit("workspace.cloned", job.work_item, checkout=str(checkout.path))
+        ctx.events.emit("workspace.cloned", job.work_item_id, checkout=str(checkout.path))
     _on_work_branch(ctx, job, checkout, git)
     return checkout
 
@@ -118,11 +118,15 @@ def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, gi
         if not checkout.reused:
             raise
         ctx.events.emit(
-            "workspace.branch_failed", job.work_item, level="warning", branch=branch, error=str(exc)
+            "workspace.branch_failed",
+            job.work_item_id,
+            level="warning",
+            branch=branch,
+            error=str(exc),
         )
         return
     if how != "current":
-        ctx.events.emit("workspace.branch", job.work_item, branch=branch, how=how)
+        ctx.events.emit("workspace.branch", job.work_item_id, branch=branch, how=how)
 
 
 def frozen_choice(
@@ -148,7 +152,9 @@ def frozen_choice(
         raw = Choice(harness, raw.model, raw.effort)
     checked = validate_choice(ctx.config, raw, ctx.hosts, ctx.refused)
     for warning in checked.warnings:
-        ctx.events.emit("session.choice_fallback", job.work_item, level="warning", warning=warning)
+        ctx.events.emit(
+            "session.choice_fallback", job.work_item_id, level="warning", warning=warning
+        )
     return checked.choice
 
 
@@ -171,7 +177,7 @@ class Prepared:
 
 def prepare_launch(
     ctx: SpawnerContext,
-    work_item: str,
+    work_item_id: str,
     cwd: Path,
     launch: Launch,
     trust: HarnessTrust,
@@ -186,12 +192,12 @@ def prepare_launch(
     mode = ctx.config.routing.sandbox.resolved
     sandboxed = mode is not SandboxMode.NONE
     if not sandboxed:
-        ctx.events.emit("session.unsandboxed", work_item, level="warning", message=UNSANDBOXED)
+        ctx.events.emit("session.unsandboxed", work_item_id, level="warning", message=UNSANDBOXED)
     elif shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
         raise SandboxError(MISSING.format(config=ctx.config.source))
     setup = HomeSetup(
         real_home=ctx.home,
-        own_home=home_for(ctx.state_dir, item_slug(work_item)),
+        own_home=home_for(ctx.state_dir, item_slug(work_item_id)),
         sandboxed=sandboxed,
         checkout=cwd,
         workspace_root=ctx.workspace_root,
@@ -204,9 +210,9 @@ def prepare_launch(
     adapter = adapter_of(launch.harness)
     ready = adapter.prepare_home(setup)
     for failure in ready.failures:
-        ctx.events.emit("session.home_failed", work_item, level="warning", reason=failure)
+        ctx.events.emit("session.home_failed", work_item_id, level="warning", reason=failure)
     if ready.trust is not None:
-        report_trust(ctx, work_item, ready.trust)
+        report_trust(ctx, work_item_id, ready.trust)
     if not sandboxed:
         return Prepared(launch.argv, ready.home, mode.value)
     hidden = secrets(
@@ -220,12 +226,12 @@ def prepare_launch(
     try:
         managed = (adapter.write_managed(ctx.state_dir), adapter.managed_at)
         facts = {**(gate or {}), "CLAUDE_PROJECT_DIR": os.path.realpath(cwd)}
-        facts_file = write_gate_facts(ctx.state_dir, item_slug(work_item), facts)
+        facts_file = write_gate_facts(ctx.state_dir, item_slug(work_item_id), facts)
     except (OSError, ValueError) as exc:
         raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
     if not closed(ctx, network):
         warning = {"level": "warning", "message": SHARED_NETWORK}
-        ctx.events.emit("session.network_shared", work_item, **warning)
+        ctx.events.emit("session.network_shared", work_item_id, **warning)
         plan = host_plan(
             sandbox=sandbox,
             checkout=cwd,
@@ -237,7 +243,7 @@ def prepare_launch(
         )
         return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
     model_url = model.url if model is not None else None
-    net = open_network(ctx, work_item, model_url)
+    net = open_network(ctx, work_item_id, model_url)
     plan = host_plan(
         sandbox=sandbox,
         checkout=cwd,
@@ -252,14 +258,14 @@ def prepare_launch(
     return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
 
 
-def report_trust(ctx: SpawnerContext, work_item: str, outcome: TrustOutcome) -> None:
+def report_trust(ctx: SpawnerContext, work_item_id: str, outcome: TrustOutcome) -> None:
     trust = ctx.config.routing.harness_trust
     for failure in outcome.failures:
-        ctx.events.emit("workspace.trust_failed", work_item, level="warning", reason=failure)
+        ctx.events.emit("workspace.trust_failed", work_item_id, level="warning", reason=failure)
     if outcome.directories:
         ctx.events.emit(
             "workspace.trusted",
-            work_item,
+            work_item_id,
             directories=outcome.directories,
             scope=trust.scope.value,
             written=outcome.written,
@@ -288,12 +294,12 @@ def send_first_message(ctx: SpawnerContext, record: SessionRecord, text: str) ->
             ctx.runner, ctx.registry, emit, record, text, late=False, shown=waited.text
         )
         return waited
-    pending = ctx.registry.update(record.work_item, pending=text) or record
+    pending = ctx.registry.update(record.work_item_id, pending=text) or record
     if waited.screen is not None:
         report_stall(ctx.registry, emit, pending, waited.screen, waited.text)
     emit(
         "session.prompt_pending",
-        record.work_item,
+        record.work_item_id,
         level="warning",
         session_id=record.session_id,
         reason=waited.state.value,
@@ -321,18 +327,18 @@ def start_session(
         missing = ctx.models.missing_credential(adapter_of(launch.harness).wire)
         if missing is not None:
             raise LaunchRefused(missing)
-    model = ctx.models.for_session(job.work_item) if ctx.models is not None else None
+    model = ctx.models.for_session(job.work_item_id) if ctx.models is not None else None
     gate = {
         "THE_LOOP_WORK_ITEM": spec_id,  # what the stop gate and `check` look up in the checkout
-        "THE_LOOP_WORK_ITEM_ID": job.work_item,  # what `comment` / `ask` name to the App
+        "THE_LOOP_WORK_ITEM_ID": job.work_item_id,  # what `comment` / `ask` name to the App
         "THE_LOOP_URL": session_app_url(ctx),  # relayed into a closed network
         # The stop gate reads its cap from here rather than parsing YAML on every turn.
         "THE_LOOP_GATE_MAX_ATTEMPTS": str(ctx.config.stop_gate.max_attempts),
     }
     # Sandboxed, the gate reads these from a read-only file; the environment keeps them for
     # the session's own tools and for an unconfined session's gate.
-    prepared = prepare_launch(ctx, job.work_item, checkout, launch, trust, model, gate=gate)
-    name = item_slug(job.work_item)
+    prepared = prepare_launch(ctx, job.work_item_id, checkout, launch, trust, model, gate=gate)
+    name = item_slug(job.work_item_id)
     # git never prompts in a pane nobody watches: without a credential, it fails at once.
     env = {**gate, "GIT_TERMINAL_PROMPT": "0"}
     hidden = {"THE_LOOP_SESSION_TOKEN": job.session_token} if job.session_token else {}
@@ -343,11 +349,11 @@ def start_session(
     hidden.update(secret)
     env.update(prepared.env)  # its egress proxy, in a network of its own
     target = ctx.runner.start(
-        name, checkout, prepared.argv, owner=job.work_item, env=env, hidden_env=hidden or None
+        name, checkout, prepared.argv, owner=job.work_item_id, env=env, hidden_env=hidden or None
     )
     record = record_for(
         launch,
-        job.work_item,
+        job.work_item_id,
         name,
         target,
         checkout,
@@ -359,7 +365,7 @@ def start_session(
     ctx.registry.put(record)
     ctx.events.emit(
         event,
-        job.work_item,
+        job.work_item_id,
         harness=launch.harness,
         harness_args=list(launch.harness_args),
         model=launch.model,

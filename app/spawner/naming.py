@@ -19,18 +19,18 @@ NAME_LIMIT = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def item_hash(work_item: str) -> str:
-    return hashlib.sha256(work_item.encode()).hexdigest()[:HASH_LENGTH]
+def item_hash(work_item_id: str) -> str:
+    return hashlib.sha256(work_item_id.encode()).hexdigest()[:HASH_LENGTH]
 
 
-def item_slug(work_item: str, limit: int = NAME_LIMIT) -> str:
+def item_slug(work_item_id: str, limit: int = NAME_LIMIT) -> str:
     """`github:acme/web-api#1` → `acme-web-api-1-<hash>`; at most `limit` characters, safe
     as a tmux session name and as a directory name."""
-    tail = work_item.removeprefix(GITHUB_SCHEME)
+    tail = work_item_id.removeprefix(GITHUB_SCHEME)
     base, sep, number = tail.rpartition("#")
     if not sep or not number.isdigit():
         base, number = tail, ""
-    suffix = (f"-{number}" if number else "") + "-" + item_hash(work_item)
+    suffix = (f"-{number}" if number else "") + "-" + item_hash(work_item_id)
     readable = _UNSAFE.sub("-", base).strip("-")
     room = max(limit - len(suffix), 0)
     return (readable[:room].rstrip("-") or "item") + suffix

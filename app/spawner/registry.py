@@ -39,7 +39,7 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class SessionRecord:
-    work_item: str
+    work_item_id: str
     harness: str
     model: str
     effort: str
@@ -85,11 +85,11 @@ class SessionRecord:
 
 
 def record_for(
-    launch: Launch, work_item: str, tmux_session: str, target: str, checkout: Path, **extra: Any
+    launch: Launch, work_item_id: str, tmux_session: str, target: str, checkout: Path, **extra: Any
 ) -> SessionRecord:
     """The record of a launch: the recorded arguments exclude the deny token by construction."""
     return SessionRecord(
-        work_item=work_item,
+        work_item_id=work_item_id,
         harness=launch.harness,
         model=launch.model,
         effort=launch.effort,
@@ -163,8 +163,8 @@ class Registry:
         body = {"sessions": {k: r.to_dict() for k, r in records.items()}}
         write_json(self.path, body, 0o600)
 
-    def get(self, work_item: str) -> SessionRecord | None:
-        return self._load().get(work_item)
+    def get(self, work_item_id: str) -> SessionRecord | None:
+        return self._load().get(work_item_id)
 
     def all(self) -> list[SessionRecord]:
         return list(self._load().values())
@@ -172,23 +172,23 @@ class Registry:
     def put(self, record: SessionRecord) -> SessionRecord:
         with self._locked():
             records = self._load()
-            records[record.work_item] = record
+            records[record.work_item_id] = record
             self._save(records)
         return record
 
-    def update(self, work_item: str, **changes: Any) -> SessionRecord | None:
+    def update(self, work_item_id: str, **changes: Any) -> SessionRecord | None:
         """Change some fields of a record (None when there is none)."""
         with self._locked():
             records = self._load()
-            current = records.get(work_item)
+            current = records.get(work_item_id)
             if current is None:
                 return None
-            records[work_item] = updated = current.with_changes(**changes)
+            records[work_item_id] = updated = current.with_changes(**changes)
             self._save(records)
             return updated
 
-    def remove(self, work_item: str) -> None:
+    def remove(self, work_item_id: str) -> None:
         with self._locked():
             records = self._load()
-            if records.pop(work_item, None) is not None:
+            if records.pop(work_item_id, None) is not None:
                 self._save(records)

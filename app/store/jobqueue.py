@@ -55,10 +55,10 @@ def queue_job(session: Session, key: str, payload: JobPayload) -> Job | None:
     job = Job(
         key=key,
         kind=payload.kind,
-        work_item=payload.work_item,
+        work_item_id=payload.work_item_id,
         repo_full_name=payload.repo,
         payload=dump_payload(payload),
-        target_spawner_id=None if spawn else _host_of(session, payload.work_item),
+        target_spawner_id=None if spawn else _host_of(session, payload.work_item_id),
         # A spawn frozen on a harness goes only to a spawner that hosts it ("": any).
         harness=(payload.frozen.harness or None) if spawn else None,
     )
@@ -78,19 +78,19 @@ def _announce(session: Session, repo: str) -> None:
         )
 
 
-def _host_of(session: Session, work_item: str) -> int | None:
+def _host_of(session: Session, work_item_id: str) -> int | None:
     """The spawner whose tmux holds the item's session, when one was reported."""
-    item = session.get(WorkItem, work_item)
+    item = session.get(WorkItem, work_item_id)
     host = (item.session or {}).get("spawner_id") if item is not None else None
     return int(host) if isinstance(host, int) else None
 
 
-def retarget(session: Session, work_item: str, spawner_id: int) -> None:
+def retarget(session: Session, work_item_id: str, spawner_id: int) -> None:
     """Send the item's waiting deliver/stop jobs to the spawner that now hosts its session."""
     session.execute(
         update(Job)
         .where(
-            Job.work_item == work_item,
+            Job.work_item_id == work_item_id,
             Job.kind != JobKind.SPAWN,
             Job.state == JobState.QUEUED,
         )
@@ -111,10 +111,10 @@ def _build_claimable() -> ColumnElement[bool]:
     # A follow-up for an item whose session exited relaunches it: it needs room like a spawn.
     relaunch = and_(
         Job.kind == JobKind.DELIVER,
-        exists().where(WorkItem.id == Job.work_item, WorkItem.state == WorkItemStatus.EXITED),
+        exists().where(WorkItem.id == Job.work_item_id, WorkItem.state == WorkItemStatus.EXITED),
     )
     blocked = exists().where(
-        earlier.work_item == Job.work_item,
+        earlier.work_item_id == Job.work_item_id,
         earlier.id < Job.id,
         earlier.state.in_([JobState.QUEUED, JobState.CLAIMED]),
     )
@@ -237,9 +237,9 @@ def release(engine: Engine, job_id: int, spawner_id: int) -> None:
         wake_on_commit(session, None)
 
 
-def claimed_jobs(session: Session, work_item: str) -> list[int]:
-    """The ids of `work_item`'s jobs a spawner holds now."""
-    query = select(Job.id).where(Job.work_item == work_item, Job.state == JobState.CLAIMED)
+def claimed_jobs(session: Session, work_item_id: str) -> list[int]:
+    """The ids of `work_item_id`'s jobs a spawner holds now."""
+    query = select(Job.id).where(Job.work_item_id == work_item_id, Job.state == JobState.CLAIMED)
     return list(session.scalars(query))
 
 
@@ -277,6 +277,6 @@ def _waiting_behind(session: Session, job: Job) -> bool:
     """Whether a later job of `job`'s work item waits in the queue (jobs of one item run in
     order, so it could not be claimed until this one finished)."""
     later = select(Job.id).where(
-        Job.work_item == job.work_item, Job.id > job.id, Job.state == JobState.QUEUED
+        Job.work_item_id == job.work_item_id, Job.id > job.id, Job.state == JobState.QUEUED
     )
     return session.scalars(later.limit(1)).first() is not None

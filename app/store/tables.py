@@ -206,7 +206,7 @@ class Event(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     ts: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     event: Mapped[str] = mapped_column(String(64), index=True)
-    work_item: Mapped[str | None] = mapped_column(String(256), index=True)
+    work_item_id: Mapped[str | None] = mapped_column(String(256), index=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
@@ -284,7 +284,7 @@ class Job(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     key: Mapped[str] = mapped_column(String(256), unique=True)
     kind: Mapped[str] = mapped_column(String(16))
-    work_item: Mapped[str] = mapped_column(String(256), index=True)
+    work_item_id: Mapped[str] = mapped_column(String(256), index=True)
     repo_full_name: Mapped[str] = mapped_column(String(256), index=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)
@@ -326,7 +326,7 @@ class SessionToken(Base):
 
     __tablename__ = "session_tokens"
     token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
-    work_item: Mapped[str] = mapped_column(String(256), index=True)
+    work_item_id: Mapped[str] = mapped_column(String(256), index=True)
     job_id: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -338,7 +338,7 @@ class WorkItemUsage(Base):
     summed over every session."""
 
     __tablename__ = "work_item_usage"
-    work_item: Mapped[str] = mapped_column(String(256), primary_key=True)
+    work_item_id: Mapped[str] = mapped_column(String(256), primary_key=True)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_read_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -382,7 +382,7 @@ class SlackOutbox(Base):
 
     __tablename__ = "slack_outbox"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    work_item: Mapped[str] = mapped_column(String(256), index=True)
+    work_item_id: Mapped[str] = mapped_column(String(256), index=True)
     kind: Mapped[str] = mapped_column(String(32))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)

@@ -160,7 +160,7 @@ def _by_choice(session: Session, config: OperatorConfig) -> Iterator[Metric]:
     )
     rows = session.execute(
         select(WorkItemUsage, WorkItem.frozen, WorkItem.session).join(
-            WorkItem, WorkItem.id == WorkItemUsage.work_item
+            WorkItem, WorkItem.id == WorkItemUsage.work_item_id
         )
     )
     spent = by_choice(((u.counts(), f, s) for u, f, s in rows), config)

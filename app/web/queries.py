@@ -131,13 +131,13 @@ def _stalls(session: Session, item_ids: Iterable[str]) -> dict[str, dict[str, An
         return {}
     rows = session.scalars(
         select(Event)
-        .where(Event.event == "session.stalled", Event.work_item.in_(ids))
+        .where(Event.event == "session.stalled", Event.work_item_id.in_(ids))
         .order_by(Event.id.desc())
     )
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
-        if row.work_item is not None and row.work_item not in latest:
-            latest[row.work_item] = dict(row.data or {})
+        if row.work_item_id is not None and row.work_item_id not in latest:
+            latest[row.work_item_id] = dict(row.data or {})
     return latest
 
 
@@ -216,7 +216,7 @@ def spawners(session: Session) -> list[SpawnerRow]:
 class JobRow:
     id: int
     kind: str
-    work_item: str
+    work_item_id: str
     state: str
     spawner: str | None
     attempts: int
@@ -232,7 +232,7 @@ def pending_jobs(session: Session) -> list[JobRow]:
         JobRow(
             id=j.id,
             kind=j.kind,
-            work_item=j.work_item,
+            work_item_id=j.work_item_id,
             state=j.state,
             spawner=names.get(j.spawner_id) if j.spawner_id is not None else None,
             attempts=j.attempts,
@@ -273,25 +273,25 @@ class EventRow:
     id: int
     ts: datetime | None
     event: str
-    work_item: str | None
+    work_item_id: str | None
     details: str
 
 
 def recent_events(
-    session: Session, prefix: str = "", work_item: str = "", limit: int = EVENTS_SHOWN
+    session: Session, prefix: str = "", work_item_id: str = "", limit: int = EVENTS_SHOWN
 ) -> list[EventRow]:
     """The newest events, optionally only names starting with `prefix` or of one item."""
     query = select(Event).order_by(Event.id.desc()).limit(limit)
     if prefix:
         query = query.where(Event.event.startswith(prefix, autoescape=True))
-    if work_item:
-        query = query.where(Event.work_item == work_item)
+    if work_item_id:
+        query = query.where(Event.work_item_id == work_item_id)
     return [
         EventRow(
             id=e.id,
             ts=aware(e.ts),
             event=e.event,
-            work_item=e.work_item,
+            work_item_id=e.work_item_id,
             details=json.dumps(e.data or {}, default=str, separators=(",", ":"))[:300],
         )
         for e in session.scalars(query)

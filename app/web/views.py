@@ -115,7 +115,7 @@ def _csrf() -> str:
     return auth.csrf_token(_admin_token() or "", decision.nonce)
 
 
-def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
+def page_context(state: Any, prefix: str, work_item_id: str) -> dict[str, Any]:
     """Everything the page shows, as plain values."""
     from channels.outbox import status as outbox_status
 
@@ -128,7 +128,7 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
             "spawners": queries.spawners(session),
             "jobs": queries.pending_jobs(session),
             "parked": queries.parked_deliveries(session),
-            "events": queries.recent_events(session, prefix, work_item),
+            "events": queries.recent_events(session, prefix, work_item_id),
             "counts": queries.status_counts(session),
             "log_pass": queries.delivery_log(session),
         }
@@ -142,7 +142,7 @@ def page_context(state: Any, prefix: str, work_item: str) -> dict[str, Any]:
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)
     context["ingress"] = state.services.settings.the_loop_ingress
-    context["filters"] = {"event": prefix, "work_item": work_item}
+    context["filters"] = {"event": prefix, "work_item_id": work_item_id}
     return context
 
 
@@ -155,8 +155,8 @@ def next_steps(services: Any) -> tuple[str, ...]:
 @bp.get("/")
 def page() -> ResponseReturnValue:
     prefix = request.args.get("event", "").strip()[:64]
-    work_item = request.args.get("work_item", "").strip()[:256]
-    context = page_context(_state(), prefix, work_item)
+    work_item_id = request.args.get("work_item_id", "").strip()[:256]
+    context = page_context(_state(), prefix, work_item_id)
     return render_template(
         "status.html",
         csrf=_csrf(),
@@ -204,7 +204,7 @@ def status() -> ResponseReturnValue:
         log_pass = queries.delivery_log(session)
     body["recent"] = [
         {
-            "work_item": i.id,
+            "work_item_id": i.id,
             "status": i.status,
             "health": i.health.label,
             "note": i.health.note,

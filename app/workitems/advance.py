@@ -107,7 +107,7 @@ def move_count(session: Session, item: WorkItem) -> int:
     moves = session.scalars(
         select(func.count())
         .select_from(Event)
-        .where(Event.work_item == item.id, Event.event == "workitem.phase")
+        .where(Event.work_item_id == item.id, Event.event == "workitem.phase")
     ).one()
     return int(moves)
 

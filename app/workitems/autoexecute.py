@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from app.gate.ids import work_item_id
+from app.gate.ids import work_item_id_of
 from app.services import HandlerContext
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.decisions import Decision
@@ -46,8 +46,8 @@ def execute_on_labels(ctx: HandlerContext) -> None:
         return
     if not isinstance(issue, dict) or not isinstance(repo.get("full_name"), str):
         return
-    item_id = work_item_id(repo["full_name"], issue["number"])
-    item = ctx.session.get(WorkItem, item_id)
+    work_item_id = work_item_id_of(repo["full_name"], issue["number"])
+    item = ctx.session.get(WorkItem, work_item_id)
     if item is None or item.state != WorkItemStatus.PARKED or item.frozen is not None:
         return
     if item.checklist_comment_id is None:

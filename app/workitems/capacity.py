@@ -30,7 +30,7 @@ def sessions_held(session: Session, spawner_id: int) -> int:
     """How many work-item sessions the App counts on `spawner_id`: running or stalled items
     it hosts, and items whose spawn it has claimed and not yet reported."""
     starting = session.scalars(
-        select(Job.work_item).where(
+        select(Job.work_item_id).where(
             Job.kind == JobKind.SPAWN,
             Job.state == JobState.CLAIMED,
             Job.spawner_id == spawner_id,
@@ -39,7 +39,11 @@ def sessions_held(session: Session, spawner_id: int) -> int:
     hosted = session.execute(
         select(WorkItem.id, WorkItem.session).where(WorkItem.state.in_(HOLDING))
     ).all()
-    held = {item_id for item_id, facts in hosted if (facts or {}).get("spawner_id") == spawner_id}
+    held = {
+        work_item_id
+        for work_item_id, facts in hosted
+        if (facts or {}).get("spawner_id") == spawner_id
+    }
     return len(held | set(starting))
 
 
@@ -51,19 +55,19 @@ def has_room(session: Session, spawner_id: int, limit: int | None) -> bool:
 def waiting_items(session: Session) -> list[WorkItem]:
     """Executed items whose spawn job no spawner has taken yet, in execute order."""
     order = session.execute(
-        select(Job.work_item, func.min(Job.id))
+        select(Job.work_item_id, func.min(Job.id))
         .where(Job.kind == JobKind.SPAWN, Job.state == JobState.QUEUED)
-        .group_by(Job.work_item)
+        .group_by(Job.work_item_id)
         .order_by(func.min(Job.id))
     ).all()
-    ids = [item_id for item_id, _ in order]
+    ids = [work_item_id for work_item_id, _ in order]
     if not ids:
         return []
     rows = session.scalars(
         select(WorkItem).where(WorkItem.id.in_(ids), WorkItem.state == S.FROZEN)
     ).all()
     by_id = {row.id: row for row in rows}
-    return [by_id[item_id] for item_id in ids if item_id in by_id]
+    return [by_id[work_item_id] for work_item_id in ids if work_item_id in by_id]
 
 
 def renumber(session: Session, leaving: WorkItem | None = None) -> None:

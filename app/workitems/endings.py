@@ -52,7 +52,7 @@ def short_of_review(phase: str, status: str) -> bool:
 class Ending:
     """What the comment says, read off the item and the ending event."""
 
-    work_item: str
+    work_item_id: str
     launch: str  # which launch ended (when it started): the comment's key
     phase: str
     how: str  # "exited" | "stopped"
@@ -156,7 +156,7 @@ def ending_text(ending: Ending) -> str:
         lines += ["", "A comment here relaunches the session where it left off."]
     lines += [
         "",
-        marker(MarkerKind.NOTICE, item=ending.work_item, ended=ending.launch),
+        marker(MarkerKind.NOTICE, item=ending.work_item_id, ended=ending.launch),
     ]
     return "\n".join(lines) + "\n"
 
@@ -173,7 +173,7 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
     status = fields.get("exit_status")
     branch = item.branch or ""
     return Ending(
-        work_item=item.id,
+        work_item_id=item.id,
         launch=str(fields.get("started_at") or fields.get("session_id") or "")[:64],
         phase=item.phase or "",
         how="stopped" if name == "session.stopped" else "exited",

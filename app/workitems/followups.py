@@ -73,7 +73,7 @@ def deliver_comment(
 def record_ignored(
     services: Services,
     session: Session,
-    work_item: str,
+    work_item_id: str,
     reason: str,
     author: str,
     ref: str,
@@ -82,7 +82,7 @@ def record_ignored(
     """Something said on a work item that never reaches its session, and why."""
     services.events.emit(
         "comment.ignored",
-        work_item,
+        work_item_id,
         session=session,
         reason=reason,
         author=author,

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from app.gate.checklist import build_checklist
-from app.gate.ids import spec_id, work_item_id
+from app.gate.ids import spec_id, work_item_id_of
 from app.gate.markers import MarkerKind, is_own_comment
 from app.gate.parse import is_execute
 from app.gate.render import render_checklist
@@ -31,7 +31,7 @@ from app.workitems.review import review_reply, verdict_of
 from app.workitems.spending import raise_reply
 from app.workitems.states import Happened, is_live, transition
 
-__all__ = ["spec_id", "work_item_id"]
+__all__ = ["spec_id", "work_item_id_of"]
 
 NOT_AN_ITEM = Status.NOT_A_WORK_ITEM.value  # the reason a decision on no work item is logged
 
@@ -58,7 +58,7 @@ def _item_for(ctx: HandlerContext) -> WorkItem | None:
     ref = _issue_ref(ctx)
     if ref is None:
         return None
-    return lock_work_item(ctx.session, work_item_id(*ref))
+    return lock_work_item(ctx.session, work_item_id_of(*ref))
 
 
 def _is_trigger(ctx: HandlerContext) -> bool:
@@ -72,7 +72,7 @@ def _new_item(ctx: HandlerContext, installation_id: int) -> WorkItem:
     """Record a newly labelled issue as a work item parked at the gate."""
     repo, issue = ctx.payload["repository"], _issue_of(ctx)
     item = WorkItem(
-        id=work_item_id(repo["full_name"], issue["number"]),
+        id=work_item_id_of(repo["full_name"], issue["number"]),
         repo_full_name=repo["full_name"],
         issue_number=issue["number"],
         installation_id=installation_id,
@@ -148,10 +148,10 @@ def start_work_item(ctx: HandlerContext) -> None:
         return
     installation_id = ctx.installation_id
     if installation_id is None:
-        ctx.emit("workitem.ignored", work_item_id(*ref), reason="no-installation")
+        ctx.emit("workitem.ignored", work_item_id_of(*ref), reason="no-installation")
         return
     if _issue_of(ctx).get("state") == "closed":
-        ctx.emit("workitem.ignored", work_item_id(*ref), reason="issue-closed")
+        ctx.emit("workitem.ignored", work_item_id_of(*ref), reason="issue-closed")
         return
     item = _item_for(ctx) or _new_item(ctx, installation_id)
     if item.state in (WorkItemStatus.UNLABELED, WorkItemStatus.CLOSED):
@@ -182,7 +182,7 @@ def _cancel_queued_spawns(ctx: HandlerContext, item: WorkItem) -> list[int]:
     """Spawn jobs no spawner has claimed yet will never be needed once the issue is closed."""
     jobs = ctx.session.scalars(
         select(Job)
-        .where(Job.work_item == item.id, Job.kind == JobKind.SPAWN, Job.state == JobState.QUEUED)
+        .where(Job.work_item_id == item.id, Job.kind == JobKind.SPAWN, Job.state == JobState.QUEUED)
         .with_for_update(skip_locked=True)
     ).all()
     for job in jobs:
@@ -222,12 +222,12 @@ def freeze_on_execute(ctx: HandlerContext) -> None:
     body = comment.get("body") or ""
     if not is_execute(body, ctx.config.routing.trigger.execute_keyword):
         return
-    decision = Decision.from_comment(work_item_id(*ref), comment)
+    decision = Decision.from_comment(work_item_id_of(*ref), comment)
     outcome = execute_reply(ctx.services, ctx.session, decision, issue=ctx.payload.get("issue"))
     if outcome.status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.execute_ignored",
-            work_item_id(*ref),
+            work_item_id_of(*ref),
             who=decision.author,
             comment_id=comment["id"],
             reason=NOT_AN_ITEM,
@@ -244,7 +244,7 @@ def decide_review(ctx: HandlerContext) -> None:
     trigger = ctx.config.routing.trigger
     if verdict_of(body, trigger.approve_keyword, trigger.changes_keyword) is None:
         return
-    decision = Decision.from_comment(work_item_id(*ref), comment)
+    decision = Decision.from_comment(work_item_id_of(*ref), comment)
     if review_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.review_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
@@ -260,7 +260,7 @@ def answer_question(ctx: HandlerContext) -> None:
     body = str(comment.get("body") or "")
     if not is_execute(body, ctx.config.routing.trigger.answer_keyword):
         return
-    decision = Decision.from_comment(work_item_id(*ref), comment)
+    decision = Decision.from_comment(work_item_id_of(*ref), comment)
     if answer_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.answer_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
@@ -275,7 +275,7 @@ def raise_budget(ctx: HandlerContext) -> None:
     body = str(comment.get("body") or "")
     if not is_execute(body, ctx.config.routing.trigger.budget_keyword):
         return
-    decision = Decision.from_comment(work_item_id(*ref), comment)
+    decision = Decision.from_comment(work_item_id_of(*ref), comment)
     outcome = raise_reply(ctx.services, ctx.session, decision)
     if outcome.status is Status.NOT_A_WORK_ITEM:
         ctx.emit(

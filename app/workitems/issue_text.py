@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.ids import work_item_id
+from app.gate.ids import work_item_id_of
 from app.gate.markers import MarkerKind
 from app.gate.textpin import Change, change_markdown, change_since, digest, issue_text, pin
 from app.github.issues import IssueIO
@@ -41,7 +41,7 @@ def note_edit(ctx: HandlerContext) -> None:
         or not {"title", "body"} & set(changes)
     ):
         return
-    item = ctx.session.get(WorkItem, work_item_id(repo, number))
+    item = ctx.session.get(WorkItem, work_item_id_of(repo, number))
     if item is None or item.pinned is None or item.frozen is not None:
         return
     by = (ctx.payload.get("sender") or {}).get("login")

@@ -21,7 +21,7 @@ from app.workitems.capacity import renumber
 
 def _item_fields(item: WorkItem) -> dict[str, Any]:
     return {
-        "work_item": item.id,
+        "work_item_id": item.id,
         "spec_id": spec_id(item.issue_number),
         "repo": item.repo_full_name,
         "issue_number": item.issue_number,
@@ -104,7 +104,7 @@ def enqueue(
     if job is not None:
         services.events.emit(
             "job.queued",
-            payload.work_item,
+            payload.work_item_id,
             session=session,
             kind=payload.kind,
             key=key,

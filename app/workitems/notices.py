@@ -31,7 +31,7 @@ def _screen_words(screen: str) -> str:
 
 
 def stall_text(
-    item_id: str,
+    work_item_id: str,
     episode: int,
     executor: str,
     fields: Mapping[str, Any],
@@ -60,15 +60,15 @@ def stall_text(
     if name:
         lines += ["", f"To look at it: `tmux -L {socket} attach -t {name}` on `{spawner}`."]
     text = defuse("\n".join(lines))
-    return f"{text}\n\n{marker(MarkerKind.NOTICE, item=item_id, stall=episode)}\n"
+    return f"{text}\n\n{marker(MarkerKind.NOTICE, item=work_item_id, stall=episode)}\n"
 
 
-def moved_text(item_id: str, episode: int, was: str) -> str:
+def moved_text(work_item_id: str, episode: int, was: str) -> str:
     """The short note when the session moved past the screen (pure)."""
     return (
         defuse(f"The session moved on from the {_screen_words(was)}; it is running again.")
         + "\n\n"
-        + marker(MarkerKind.NOTICE, item=item_id, unstall=episode)
+        + marker(MarkerKind.NOTICE, item=work_item_id, unstall=episode)
         + "\n"
     )
 

@@ -101,7 +101,7 @@ def view_of(
     session = item.session or {}
     trigger = config.routing.trigger
     return ProgressView(
-        work_item=item.id,
+        work_item_id=item.id,
         status=item.state,
         walk=Walk(
             pointer=item.phase or "",
@@ -159,31 +159,31 @@ class ProgressPublisher(WakeLoop):
         if is_postgres(self.engine):
             query = query.with_for_update(skip_locked=True)
         with Session(self.engine) as session, session.begin():
-            for item_id in session.scalars(query).all():
+            for work_item_id in session.scalars(query).all():
                 taken = session.execute(
                     update(WorkItem)
-                    .where(WorkItem.id == item_id, WorkItem.progress_due_at <= now)
+                    .where(WorkItem.id == work_item_id, WorkItem.progress_due_at <= now)
                     .values(progress_due_at=now + LEASE)
                     .execution_options(synchronize_session=False)
                 )
                 if taken.rowcount == 1:  # type: ignore[attr-defined]
-                    return str(item_id)
+                    return str(work_item_id)
         return None
 
     def run_once(self) -> bool:
         """Publish one due item; False when none was due."""
-        item_id = self._claim()
-        if item_id is None:
+        work_item_id = self._claim()
+        if work_item_id is None:
             return False
         try:
-            self._publish(item_id)
+            self._publish(work_item_id)
         except (GitHubException, GitHubNotConfigured, OSError) as exc:
-            self._failed(item_id, exc)
+            self._failed(work_item_id, exc)
         return True
 
-    def _publish(self, item_id: str) -> None:
+    def _publish(self, work_item_id: str) -> None:
         with Session(self.engine, expire_on_commit=False) as session:
-            item = session.get(WorkItem, item_id)
+            item = session.get(WorkItem, work_item_id)
             if item is None or item.installation_id is None:
                 return
             revision = item.progress_rev
@@ -202,14 +202,14 @@ class ProgressPublisher(WakeLoop):
             self.services.github, item.installation_id, item.repo_full_name, item.issue_number
         )
         if comment_id is None or not io.edit(comment_id, body):
-            comment_id, adopted = io.post_once(body, MarkerKind.PROGRESS, item=item_id)
+            comment_id, adopted = io.post_once(body, MarkerKind.PROGRESS, item=work_item_id)
             if adopted:  # an older one: bring it up to date (a new one already says it)
                 io.edit(comment_id, body)
         now = self.clock()
         with Session(self.engine) as session, session.begin():
             session.execute(
                 update(WorkItem)
-                .where(WorkItem.id == item_id)
+                .where(WorkItem.id == work_item_id)
                 .values(
                     progress_comment_id=comment_id,
                     progress_posted_rev=revision,
@@ -221,24 +221,24 @@ class ProgressPublisher(WakeLoop):
                 .execution_options(synchronize_session=False)
             )
             self.services.mirror.post(
-                session, item_id, "progress", {**mirrored, "url": item.html_url}
+                session, work_item_id, "progress", {**mirrored, "url": item.html_url}
             )
 
-    def _failed(self, item_id: str, exc: BaseException) -> None:
-        log.warning("progress comment of %s failed: %s", item_id, exc)
+    def _failed(self, work_item_id: str, exc: BaseException) -> None:
+        log.warning("progress comment of %s failed: %s", work_item_id, exc)
         with Session(self.engine) as session, session.begin():
-            item = session.get(WorkItem, item_id)
+            item = session.get(WorkItem, work_item_id)
             if item is None:
                 return
             attempts = item.progress_attempts + 1
             delay = timedelta(seconds=queue_delay(attempts, base=2.0))
             session.execute(
                 update(WorkItem)
-                .where(WorkItem.id == item_id)
+                .where(WorkItem.id == work_item_id)
                 .values(progress_attempts=attempts, progress_due_at=self.clock() + delay)
                 .execution_options(synchronize_session=False)
             )
-        self.services.events.emit("progress.failed", item_id, error=str(exc)[:500])
+        self.services.events.emit("progress.failed", work_item_id, error=str(exc)[:500])
 
     def drain(self) -> int:
         count = 0

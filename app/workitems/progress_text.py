@@ -41,7 +41,7 @@ SESSION_WORDS: Mapping[str, str] = {
 class ProgressView:
     """What the comment shows, read off the work item's record."""
 
-    work_item: str
+    work_item_id: str
     status: str
     walk: Walk
     harness: str = ""
@@ -148,7 +148,10 @@ def render_progress(view: ProgressView) -> str:
     lines += [f"- {note}" for note in view.notes]
     # A stall's hint and the artifacts' names come from the session: defused, marker last.
     return (
-        defuse("\n".join(lines)) + "\n\n" + marker(MarkerKind.PROGRESS, item=view.work_item) + "\n"
+        defuse("\n".join(lines))
+        + "\n\n"
+        + marker(MarkerKind.PROGRESS, item=view.work_item_id)
+        + "\n"
     )
 
 

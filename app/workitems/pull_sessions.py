@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.gate.ids import issue_of_branch, work_item_id
+from app.gate.ids import issue_of_branch, work_item_id_of
 from app.gate.markers import MarkerKind
 from app.gate.pull_texts import fork_reply
 from app.github.issues import IssueIO
@@ -44,22 +44,22 @@ def on_labeled(ctx: HandlerContext) -> None:
         return
     repo, pr = found
     number = int(pr["number"])
-    item_id = work_item_id(repo, number)
+    work_item_id = work_item_id_of(repo, number)
     head = pr.get("head") or {}
     linked = item_for_pull(ctx.session, repo, number)
     prefix = ctx.config.routing.pull_requests.branch_prefix
-    if (linked is not None and linked.id != item_id) or (
+    if (linked is not None and linked.id != work_item_id) or (
         linked is None and issue_of_branch(prefix, str(head.get("ref") or "")) is not None
     ):
         reason = f"the pull request of {linked.id}" if linked else "opened from a work branch"
-        ctx.emit("workitem.label_ignored", item_id, reason=reason)
+        ctx.emit("workitem.label_ignored", work_item_id, reason=reason)
         return
     head_repo = str((head.get("repo") or {}).get("full_name") or "")
     if head_repo.lower() != repo.lower():
         _refuse_fork(ctx, repo, number, head_repo)
         return
     start_work_item(ctx)
-    item = ctx.session.get(WorkItem, item_id)
+    item = ctx.session.get(WorkItem, work_item_id)
     if item is not None and item.pull_number is None:
         item.branch = str(head.get("ref") or "")
         item.pull_request = pull_record(pr, "labelled")
@@ -67,14 +67,17 @@ def on_labeled(ctx: HandlerContext) -> None:
 
 
 def _refuse_fork(ctx: HandlerContext, repo: str, number: int, head_repo: str) -> None:
-    item_id = work_item_id(repo, number)
-    ctx.emit("workitem.ignored", item_id, reason="fork", head_repo=head_repo)
+    work_item_id = work_item_id_of(repo, number)
+    ctx.emit("workitem.ignored", work_item_id, reason="fork", head_repo=head_repo)
     installation = ctx.installation_id
     if installation is None:
         return
     io = IssueIO(ctx.github, installation, repo, number)
     io.post_once(
-        fork_reply(head_repo, repo, item_id), MarkerKind.NOTICE, item=item_id, event="fork"
+        fork_reply(head_repo, repo, work_item_id),
+        MarkerKind.NOTICE,
+        item=work_item_id,
+        event="fork",
     )
 
 
@@ -85,5 +88,5 @@ def close_unexecuted(ctx: HandlerContext) -> None:
     if not isinstance(repo, str) or not isinstance(pr.get("number"), int):
         return
     item = item_for_pull(ctx.session, repo, pr["number"])
-    if item is not None and item.frozen is None and item.id == work_item_id(repo, pr["number"]):
+    if item is not None and item.frozen is None and item.id == work_item_id_of(repo, pr["number"]):
         stop_on_close(ctx)

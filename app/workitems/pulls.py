@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from app.gate.ids import issue_of_branch, work_item_id
+from app.gate.ids import issue_of_branch, work_item_id_of
 from app.gate.markers import MarkerKind, is_marked
 from app.gate.pull_texts import (
     MAX_PULL_BODY,
@@ -191,9 +191,9 @@ def link_opened(ctx: HandlerContext) -> None:
     number = issue_of_branch(prefix, str(head.get("ref") or ""))
     if number is None or head_repo.lower() != repo.lower():
         return  # not a work branch of this repository
-    item = lock_work_item(ctx.session, work_item_id(repo, number))
+    item = lock_work_item(ctx.session, work_item_id_of(repo, number))
     if item is None or item.frozen is None:
-        ctx.emit("pull_request.link_ignored", work_item_id(repo, number), reason="no-work-item")
+        ctx.emit("pull_request.link_ignored", work_item_id_of(repo, number), reason="no-work-item")
         return
     if is_open(item) and item.pull_number != pr["number"]:
         ctx.emit(

@@ -169,8 +169,8 @@ def weigh_time(services: Services, session: Session, work_items: Sequence[str]) 
     least), so a session that spends time without using the model is stopped too."""
     if services.config.routing.budget.minutes is None:
         return
-    for work_item in work_items:
-        item = session.get(WorkItem, work_item)
+    for work_item_id in work_items:
+        item = session.get(WorkItem, work_item_id)
         if item is not None:
             check_spending(services, session, item, "spawner.poll")
 

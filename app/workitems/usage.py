@@ -53,23 +53,23 @@ def reported_counts(fields: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def add_usage(session: Session, work_item: str, counts: Mapping[str, int]) -> None:
-    """Add `counts` to `work_item`'s totals, inside the caller's transaction (one statement,
+def add_usage(session: Session, work_item_id: str, counts: Mapping[str, int]) -> None:
+    """Add `counts` to `work_item_id`'s totals, inside the caller's transaction (one statement,
     so two replicas adding at once both count)."""
     if not any(counts.values()):
         return
     add = {name: getattr(WorkItemUsage, name) + counts.get(name, 0) for name in FIELDS}
     changed = session.execute(
-        update(WorkItemUsage).where(WorkItemUsage.work_item == work_item).values(**add)
+        update(WorkItemUsage).where(WorkItemUsage.work_item_id == work_item_id).values(**add)
     )
     if getattr(changed, "rowcount", 0):
         return
     try:
         with session.begin_nested():
-            session.add(WorkItemUsage(work_item=work_item, **dict(counts)))
+            session.add(WorkItemUsage(work_item_id=work_item_id, **dict(counts)))
     except IntegrityError:  # another writer created the row first: add to it
         session.execute(
-            update(WorkItemUsage).where(WorkItemUsage.work_item == work_item).values(**add)
+            update(WorkItemUsage).where(WorkItemUsage.work_item_id == work_item_id).values(**add)
         )
 
 
@@ -78,9 +78,9 @@ def usage_of(session: Session, work_items: Iterable[str]) -> dict[str, dict[str,
     ids = list(work_items)
     found = (
         {
-            row.work_item: {name: int(getattr(row, name) or 0) for name in FIELDS}
+            row.work_item_id: {name: int(getattr(row, name) or 0) for name in FIELDS}
             for row in session.scalars(
-                select(WorkItemUsage).where(WorkItemUsage.work_item.in_(ids))
+                select(WorkItemUsage).where(WorkItemUsage.work_item_id.in_(ids))
             )
         }
         if ids

@@ -136,7 +136,7 @@ def test_status_reports_messages_slack_has_not_taken(
     with Session(engine) as session, session.begin():
         session.add(
             SlackOutbox(
-                work_item="github:o/r#1",
+                work_item_id="github:o/r#1",
                 kind="item_started",
                 payload={},
                 attempts=2,

@@ -144,8 +144,8 @@ def mrkdwn_texts(value: Any) -> Iterator[str]:
 def test_every_message_kind_renders_any_strings_within_slack_limits(kind: str) -> None:
     @settings(max_examples=150, deadline=None)
     @given(payloads(kind), text, text)
-    def renders(payload: dict[str, Any], work_item: str, url: str) -> None:
-        message = render(kind, payload, work_item, url)
+    def renders(payload: dict[str, Any], work_item_id: str, url: str) -> None:
+        message = render(kind, payload, work_item_id, url)
         json.dumps(message.as_kwargs())  # what the Web API is sent
         assert len(message.text) <= FALLBACK_LIMIT
         assert not MENTION.search(message.text), message.text

@@ -109,7 +109,7 @@ def test_a_failing_item_waits_in_order_while_other_items_go_on(
         "Codertocat/Hello-World#4: Issue 4 — labelled for the-loop"
     ]
     failed = events(engine, "slack.failed")
-    assert [(e["work_item"], e["status"], e["retry_in"]) for e in failed] == [(first, 500, 1.0)]
+    assert [(e["work_item_id"], e["status"], e["retry_in"]) for e in failed] == [(first, 500, 1.0)]
     assert outbox.status(engine).retrying == 1
     clock.advance(1)
     sender.drain()
@@ -259,7 +259,7 @@ def test_github_words_reach_slack_escaped_in_the_text_and_the_blocks(
 def outbox_rows(engine: Engine, item: str) -> list[tuple[str, str, str | None]]:
     with Session(engine) as session:
         rows = session.scalars(
-            select(SlackOutbox).where(SlackOutbox.work_item == item).order_by(SlackOutbox.id)
+            select(SlackOutbox).where(SlackOutbox.work_item_id == item).order_by(SlackOutbox.id)
         )
         return [(row.kind, row.state, row.last_error) for row in rows]
 

@@ -141,7 +141,7 @@ def test_a_launch_that_fails_says_why_on_the_issue_and_the_status_page(
     wait_for(lambda: running_app.events("session.job_failed"), timeout=30)  # the App took it
     bearer = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     recent = httpx.get(f"{running_app.url}/status", headers=bearer).json()["recent"]
-    shown = next(r for r in recent if r["work_item"] == ITEM)
+    shown = next(r for r in recent if r["work_item_id"] == ITEM)
     assert shown["health"] == "exited" and reason in shown["note"]
 
 

@@ -48,7 +48,7 @@ def test_a_work_item_from_execute_to_close(running_app, fake_github):
     deliver(running_app, "issue_comment", comment(reply, cid=1001), "exec-1")
 
     spawn = spawner.job(wait=5)
-    assert spawn["kind"] == "spawn" and spawn["work_item"] == ITEM
+    assert spawn["kind"] == "spawn" and spawn["work_item_id"] == ITEM
     frozen = spawn["payload"]["frozen"]
     assert (frozen["model"], frozen["effort"]) == ("opus", "high")
     assert (spawn["payload"]["gh_event"], spawn["payload"]["action"]) == (

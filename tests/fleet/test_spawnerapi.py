@@ -77,7 +77,7 @@ def test_a_queued_job_wakes_a_waiting_poll_at_once(api):
             api.queue(JobKind.STOP, "stop:wake", item, reason="test")
             thread.join(10)
             answered_at, job = answers[0]
-            assert job is not None and job["work_item"] == item
+            assert job is not None and job["work_item_id"] == item
             latencies.append(answered_at - queued_at)
     finally:
         api.flask.config.pop(POLL_CONFIG)
@@ -179,12 +179,12 @@ def test_session_tokens_are_renewed_while_the_session_lives_and_revoked_at_its_s
 
     def expiry() -> datetime:
         with api.session() as db:
-            row = db.scalars(select(SessionToken).where(SessionToken.work_item == item)).one()
+            row = db.scalars(select(SessionToken).where(SessionToken.work_item_id == item)).one()
             return row.expires_at
 
     minted = expiry()
     time.sleep(0.05)
-    spawner.events({"event": "session.stalled", "work_item": item, "screen": "trust-dialog"})
+    spawner.events({"event": "session.stalled", "work_item_id": item, "screen": "trust-dialog"})
     assert expiry() > minted  # an event about the live session renews it
     agent = api.spawner(session_token)
     assert agent.comment(item, "still working").status_code == 200
@@ -202,7 +202,7 @@ def test_a_spawner_sees_only_the_jobs_of_repositories_it_serves(api):
     assert mine.job() is None
     other = api.spawner(api.token("all"))
     other.register()
-    assert other.job()["work_item"] == theirs
+    assert other.job()["work_item_id"] == theirs
 
 
 def test_a_job_whose_spawner_died_is_offered_again_after_the_lease(api):
@@ -331,7 +331,7 @@ def test_a_session_has_one_live_token_and_it_dies_when_the_session_exits(api):
     assert second.comment(item, "the new session").status_code == 200
 
     # The session ends: its token dies with it.
-    spawner.events({"event": "session.exited", "work_item": item})
+    spawner.events({"event": "session.exited", "work_item_id": item})
     assert api.item(item).state == WorkItemStatus.EXITED
     assert second.comment(item, "after the end").status_code == 401
 

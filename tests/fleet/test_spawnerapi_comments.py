@@ -69,10 +69,10 @@ def test_a_spawner_cannot_post_outside_its_repositories(api):
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ({"work_item": "x", "kind": "shout", "body": "hi"}, "kind"),
-        ({"work_item": "x", "kind": "comment", "body": "   "}, "body"),
-        ({"kind": "comment", "body": "hi"}, "work_item"),
-        ({"work_item": "x", "kind": "comment", "body": "x" * 60_001}, "longer"),
+        ({"work_item_id": "x", "kind": "shout", "body": "hi"}, "kind"),
+        ({"work_item_id": "x", "kind": "comment", "body": "   "}, "body"),
+        ({"kind": "comment", "body": "hi"}, "work_item_id"),
+        ({"work_item_id": "x", "kind": "comment", "body": "x" * 60_001}, "longer"),
     ],
 )
 def test_bad_comment_requests_say_what_is_wrong(api, body, error):
@@ -100,7 +100,7 @@ def test_the_agents_comment_coming_back_as_a_webhook_is_not_delivered(api):
     (posted,) = api.fake.issue_comments(api.repo, 17)
     send(api, comment_delivery(api.repo, 17, posted["body"], login=posted["user"]["login"]))
     with api.session() as db:
-        assert list(db.scalars(select(Job).where(Job.work_item == item))) == []
+        assert list(db.scalars(select(Job).where(Job.work_item_id == item))) == []
     assert api.events("comment.ignored", item)
 
 
@@ -111,14 +111,19 @@ def test_reported_events_are_recorded_and_move_the_item_status(api):
     spawned = {
         "reported_ts": "2026-05-01T12:00:00+00:00",
         "event": "session.spawned",
-        "work_item": item,
+        "work_item_id": item,
         "harness": "claude",
         "harness_args": ["--dangerously-skip-permissions"],
         "gh_event": "issue_comment",
         "action": "created",
         "session": "tmux-target-clash",
     }
-    stalled = {"event": "session.stalled", "work_item": item, "screen": "trust-dialog", "id": "e2"}
+    stalled = {
+        "event": "session.stalled",
+        "work_item_id": item,
+        "screen": "trust-dialog",
+        "id": "e2",
+    }
     resp = spawner.events(spawned, stalled, stalled)
     assert resp.json() == {"accepted": 2, "duplicates": 1, "rejected": []}
     recorded = api.events("session.spawned", item)[0]
@@ -128,9 +133,9 @@ def test_reported_events_are_recorded_and_move_the_item_status(api):
     assert recorded["reported_session"] == "tmux-target-clash"
     assert recorded["spawner"] == "devbox"
     assert api.item(item).state == WorkItemStatus.STALLED
-    spawner.events({"event": "session.unstalled", "work_item": item, "screen": "trust-dialog"})
+    spawner.events({"event": "session.unstalled", "work_item_id": item, "screen": "trust-dialog"})
     assert api.item(item).state == WorkItemStatus.RUNNING
-    spawner.events({"event": "session.exited", "work_item": item, "exit_code": 0})
+    spawner.events({"event": "session.exited", "work_item_id": item, "exit_code": 0})
     assert api.item(item).state == WorkItemStatus.EXITED
     jsonl = api.state.settings.events_path.read_text()
     assert '"screen":"trust-dialog"' in jsonl
@@ -141,11 +146,11 @@ def test_a_batch_keeps_good_events_and_names_the_bad_ones(api):
     elsewhere = api.work_item(number=1, repo=f"{api.repo}-other")
     spawner = api.spawner(api.token())
     resp = spawner.events(
-        {"event": "workspace.trusted", "work_item": item, "directories": ["/w"]},
-        {"event": "Session Spawned!", "work_item": item},
+        {"event": "workspace.trusted", "work_item_id": item, "directories": ["/w"]},
+        {"event": "Session Spawned!", "work_item_id": item},
         "not an object",
-        {"event": "session.exited", "work_item": elsewhere},
-        {"event": "spawner.started", "work_item": None},
+        {"event": "session.exited", "work_item_id": elsewhere},
+        {"event": "spawner.started", "work_item_id": None},
     )
     body = resp.json()
     assert body["accepted"] == 2
@@ -163,8 +168,8 @@ def recording_mirror(api):
     original = services.mirror
 
     class OutboxMirror:
-        def post(self, session, work_item, kind, payload):
-            session.add(SlackOutbox(work_item=work_item, kind=kind, payload=payload))
+        def post(self, session, work_item_id, kind, payload):
+            session.add(SlackOutbox(work_item_id=work_item_id, kind=kind, payload=payload))
 
     services.mirror = OutboxMirror()
     yield
@@ -173,7 +178,7 @@ def recording_mirror(api):
 
 def outbox(api, item: str) -> list[SlackOutbox]:
     with api.session() as db:
-        query = select(SlackOutbox).where(SlackOutbox.work_item == item).order_by(SlackOutbox.id)
+        query = select(SlackOutbox).where(SlackOutbox.work_item_id == item).order_by(SlackOutbox.id)
         return list(db.scalars(query))
 
 
@@ -181,8 +186,8 @@ def test_session_events_and_agent_words_reach_the_mirror(api, recording_mirror):
     item = api.work_item(number=20, status=WorkItemStatus.RUNNING)
     spawner = api.spawner(api.token())
     spawner.events(
-        {"event": "session.stalled", "work_item": item, "screen": "api-key-prompt"},
-        {"event": "workspace.trusted", "work_item": item},
+        {"event": "session.stalled", "work_item_id": item, "screen": "api-key-prompt"},
+        {"event": "workspace.trusted", "work_item_id": item},
     )
     spawner.comment(item, "Which database should the tests use?", kind="ask")
     rows = wait_for(lambda: outbox(api, item))
@@ -199,7 +204,7 @@ def test_a_devbox_models_check_decides_what_the_gate_hides(api):
     spawner.register()
     checked = {
         "event": "models.checked",
-        "work_item": None,
+        "work_item_id": None,
         "verdicts": [
             {"harness": "claude", "token": "model-opus", "verdict": "ok", "detail": ""},
             {
@@ -225,23 +230,23 @@ def test_a_spawner_reports_only_within_its_scope(api):
     other = api.fresh()
     theirs = other.work_item(number=1, status=WorkItemStatus.RUNNING)
     spawner = api.spawner(api.token())
-    forged = {"event": "gate.frozen", "work_item": theirs, "by": "mallory", "harness": "x"}
+    forged = {"event": "gate.frozen", "work_item_id": theirs, "by": "mallory", "harness": "x"}
     verdict = {
         "event": "models.checked",
         "verdicts": [{"token": "model-opus", "verdict": "refused"}],
     }
     resp = spawner.events(
-        {"event": "session.stalled", "work_item": mine, "screen": "trust-dialog"},
+        {"event": "session.stalled", "work_item_id": mine, "screen": "trust-dialog"},
         forged,
-        {**forged, "work_item": mine},
-        {"event": "job.done", "work_item": mine},
-        {"event": "webhook.received", "work_item": None},
-        {"event": "session.spawn_deferred", "work_item": mine},
-        {"event": "session.stalled", "work_item": mine, "ts": "2020-01-01T00:00:00+00:00"},
-        {"event": "session.stalled", "work_item": theirs},
-        {"event": "session.stalled", "work_item": f"github:{api.repo}#999"},
+        {**forged, "work_item_id": mine},
+        {"event": "job.done", "work_item_id": mine},
+        {"event": "webhook.received", "work_item_id": None},
+        {"event": "session.spawn_deferred", "work_item_id": mine},
+        {"event": "session.stalled", "work_item_id": mine, "ts": "2020-01-01T00:00:00+00:00"},
+        {"event": "session.stalled", "work_item_id": theirs},
+        {"event": "session.stalled", "work_item_id": f"github:{api.repo}#999"},
         verdict,
-        {"event": "standing.started", "work_item": "standing:notes", "name": "notes"},
+        {"event": "standing.started", "work_item_id": "standing:notes", "name": "notes"},
     )
     body = resp.json()
     errors = {r["index"]: r["error"] for r in body["rejected"]}

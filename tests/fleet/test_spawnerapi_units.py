@@ -20,13 +20,13 @@ from app.workitems.walk import MoveRefused
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ({"event": "session.spawned", "work_item": "github:a/b#1"}, None),
+        ({"event": "session.spawned", "work_item_id": "github:a/b#1"}, None),
         ({"event": "spawner.started"}, None),
         ([], "JSON object"),
         ({"event": "spawned"}, "dotted"),
         ({"event": "Session.Spawned"}, "dotted"),
         ({"event": "session.spawned; drop"}, "dotted"),
-        ({"event": "session.exited", "work_item": 7}, "work_item"),
+        ({"event": "session.exited", "work_item_id": 7}, "work_item_id"),
         ({"event": "session.exited", "blob": "x" * 70_000}, "smaller"),
     ],
 )
@@ -38,7 +38,7 @@ def test_event_checks(raw, problem):
 def test_event_fields_keep_what_was_reported_and_name_the_spawner():
     spawner = Spawner(id=3, name="box", token_hash="h", repositories=["*"], harnesses=[])
     fields = event_fields(
-        {"event": "session.spawned", "work_item": "w", "ts": "t", "session": "s", "model": "m"},
+        {"event": "session.spawned", "work_item_id": "w", "ts": "t", "session": "s", "model": "m"},
         spawner,
     )
     assert fields == {
@@ -51,9 +51,9 @@ def test_event_fields_keep_what_was_reported_and_name_the_spawner():
 
 
 def test_agent_comment_requests_are_validated():
-    ok = parse_request({"work_item": "github:a/b#1", "kind": "ask", "body": "why?"})
+    ok = parse_request({"work_item_id": "github:a/b#1", "kind": "ask", "body": "why?"})
     assert ok == AgentComment("github:a/b#1", AgentCommentKind.ASK, "why?")
-    for bad in (None, [], {"work_item": "", "kind": "comment", "body": "x"}):
+    for bad in (None, [], {"work_item_id": "", "kind": "comment", "body": "x"}):
         with pytest.raises(CommentRefused) as caught:
             parse_request(bad)
         assert caught.value.status == 400

@@ -61,7 +61,7 @@ def test_a_link_text_cannot_end_its_code_span_or_its_link() -> None:
 
 ITEM = "github:octo/loop#7"
 VIEW = ProgressView(
-    work_item=ITEM,
+    work_item_id=ITEM,
     status=WorkItemStatus.RUNNING,
     walk=Walk(pointer="design"),
     artifacts=("requirements.md",),

@@ -157,11 +157,15 @@ def test_an_ended_session_reaches_nothing(live):
     bed = live.bed
     commit(live)
     assert agent(live.env, live.checkout, "git", "fetch", "origin").returncode == 0
-    exited = {"event": "session.exited", "work_item": ITEM, "reported_ts": "2026-01-01T00:00:00Z"}
+    exited = {
+        "event": "session.exited",
+        "work_item_id": ITEM,
+        "reported_ts": "2026-01-01T00:00:00Z",
+    }
     assert live.spawner.events(exited).status_code == 200
     wait_for(lambda: bed.item().state == WorkItemStatus.EXITED)
     with Session(bed.app.state.engine) as db:
-        assert db.scalars(select(SessionToken).where(SessionToken.work_item == ITEM)).all() == []
+        assert db.scalars(select(SessionToken).where(SessionToken.work_item_id == ITEM)).all() == []
     for argv in (("git", "fetch", "origin"), ("git", "push")):
         done = agent(live.env, live.checkout, *argv)
         assert done.returncode != 0

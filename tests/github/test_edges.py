@@ -51,7 +51,7 @@ def spawner_with_a_job(app: RunningApp) -> str:
         token = create_token(db, "devbox", [REPO])
         db.add(WorkItem(id=item, repo_full_name=REPO, issue_number=1, state=WorkItemStatus.RUNNING))
         db.flush()
-        queue_job(db, "stop:edges", StopJob(work_item=item, repo=REPO, reason="test"))
+        queue_job(db, "stop:edges", StopJob(work_item_id=item, repo=REPO, reason="test"))
     return token
 
 

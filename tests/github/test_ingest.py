@@ -298,7 +298,7 @@ def test_what_the_writer_stores_reads_back_through_the_models(database_url, tmp_
             {
                 "ts": moment.isoformat(),
                 "event": "webhook.received",
-                "work_item": None,
+                "work_item_id": None,
                 "delivery": delivery,
                 "gh_event": event,
                 "action": action,

@@ -71,7 +71,7 @@ def test_a_session_cannot_run_its_count_up_ahead(tmp_path, session, running_app)
     for _ in range(10):
         asked = httpx.post(
             f"{running_app.url}/spawner/v1/gate",
-            json={"work_item": ITEM, "node": "design"},
+            json={"work_item_id": ITEM, "node": "design"},
             headers=headers,
             timeout=10,
         )
@@ -81,7 +81,7 @@ def test_a_session_cannot_run_its_count_up_ahead(tmp_path, session, running_app)
     assert blocked.returncode == 2 and "(attempt 1/3)" in blocked.stderr
     other = httpx.post(
         f"{running_app.url}/spawner/v1/gate",
-        json={"work_item": "github:o/other#1", "node": "design"},
+        json={"work_item_id": "github:o/other#1", "node": "design"},
         headers=headers,
         timeout=10,
     )

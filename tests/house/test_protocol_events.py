@@ -50,7 +50,7 @@ def test_every_literal_emit_site_names_an_event_the_app_accepts() -> None:
 
 @pytest.mark.parametrize("name", sorted(SPAWNER_EVENTS))
 def test_the_app_accepts_every_spawner_event(name: str) -> None:
-    assert check_event({"event": name, "work_item": "o/r#1"}) is None
+    assert check_event({"event": name, "work_item_id": "o/r#1"}) is None
 
 
 def test_the_app_names_its_own_events_apart() -> None:

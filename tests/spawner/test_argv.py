@@ -142,10 +142,10 @@ def test_cli_mode_is_unchanged_by_the_deny_rule() -> None:
 
 def test_the_recorded_arguments_exclude_the_deny_token() -> None:
     cfg = config(harnesses=[{"name": "claude", "args": [FLAG]}])
-    work_item = launch(cfg)
+    launched = launch(cfg)
     cli = launch(cfg, mode=InteractionMode.CLI)
-    assert work_item.harness_args == cli.harness_args == (FLAG,)
-    assert work_item.argv[-1] == DENY_TOKEN
+    assert launched.harness_args == cli.harness_args == (FLAG,)
+    assert launched.argv[-1] == DENY_TOKEN
 
 
 def test_a_resume_uses_the_same_arguments_with_resume() -> None:

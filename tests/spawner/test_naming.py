@@ -39,7 +39,7 @@ def test_a_standing_session_keeps_its_name_readable() -> None:
 
 
 @given(st.text(min_size=0, max_size=300))
-def test_every_name_is_safe_for_tmux_and_a_directory(work_item: str) -> None:
-    name = item_slug(work_item)
+def test_every_name_is_safe_for_tmux_and_a_directory(work_item_id: str) -> None:
+    name = item_slug(work_item_id)
     assert SAFE.match(name) and len(name) <= NAME_LIMIT
     assert not name.startswith("-") and name not in (".", "..")

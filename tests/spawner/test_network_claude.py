@@ -222,6 +222,6 @@ def test_a_session_reaches_the_gateways_and_the_listed_hosts_only(
     assert "Stop hook feedback" in gate and "(attempt 1/3)" in gate
     assert "required artifact is missing (docs/specs/issue-1/" in gate
 
-    stop = StopJob(work_item=item(1), repo="o/r", issue_number=1, reason="test")
+    stop = StopJob(work_item_id=item(1), repo="o/r", issue_number=1, reason="test")
     run_ok(ctx, ClaimedJob(2, stop, 60))
     assert not sockets.exists()  # the session's sockets go with it

@@ -133,7 +133,7 @@ def test_eight_sessions_launched_at_once_all_start_without_a_trust_dialog(
                 wait_for(lambda: not model.pending(), timeout=GENEROUS)
             except AssertionError:  # say what each session's pane shows
                 records = ctx.registry.all()
-                panes = {r.work_item: ctx.runner.capture(r.tmux_session) for r in records}
+                panes = {r.work_item_id: ctx.runner.capture(r.tmux_session) for r in records}
                 raise AssertionError(f"the model never saw {model.pending()}: {panes}") from None
         model.assert_script_done()  # every session got its first message to the model
     assert events(ctx, "session.stalled") == [] and events(ctx, "session.prompt_pending") == []

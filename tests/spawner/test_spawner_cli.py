@@ -169,7 +169,7 @@ def test_sessions_shows_what_was_launched_and_what_tmux_says(tmp_path: Path, cli
     registry = Registry(tmp_path / "state" / "spawner" / "sessions.json")
     registry.put(
         SessionRecord(
-            work_item="github:o/r#7",
+            work_item_id="github:o/r#7",
             harness="claude",
             model="opus",
             effort="high",
@@ -183,7 +183,7 @@ def test_sessions_shows_what_was_launched_and_what_tmux_says(tmp_path: Path, cli
     )
     out = cli("sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}", "--json")
     (row,) = [json.loads(line) for line in out.stdout.splitlines()]
-    assert row["work_item"] == "github:o/r#7" and row["pane"] == "gone"
+    assert row["work_item_id"] == "github:o/r#7" and row["pane"] == "gone"
     table = cli("sessions", "--tmux-socket", f"none-{uuid.uuid4().hex[:6]}")
     assert "github:o/r#7" in table.stdout and "--model opus" in table.stdout
 
@@ -264,7 +264,7 @@ def test_standing_sessions_are_launched_by_the_running_spawner_with_a_pass_of_it
             started = [e for e in logged if e["event"] == "standing.started"]
             assert {e["network"] for e in started} == {"host"}
             assert all(e["model_gateway"] for e in started)
-            shared = {e["work_item"] for e in logged if e["event"] == "session.network_shared"}
+            shared = {e["work_item_id"] for e in logged if e["event"] == "session.network_shared"}
             assert shared == {"standing:supervisor", "standing:bare"}  # warned, as a work item is
 
             again = cli("standing", "--tmux-socket", socket_name, "start", "supervisor")

@@ -152,7 +152,9 @@ def test_a_followup_is_pasted_into_the_live_session(
     result = run_ok(ctx, deliver_job(origin, "handle `$(id)`; and -rf"))
     assert result == {"delivered": True, "respawned": False, "session_id": spawned["session_id"]}
     text = followup_text(
-        DeliverJob(work_item=WI, author="octocat", source="github", body="handle `$(id)`; and -rf")
+        DeliverJob(
+            work_item_id=WI, author="octocat", source="github", body="handle `$(id)`; and -rf"
+        )
     )
     wait_for(lambda: standin.stdin(WI) == pasted("Work on issue 7") + pasted(text))
     (delivered,) = events(ctx, "session.delivered")
@@ -249,7 +251,7 @@ def test_a_session_waiting_at_a_blocking_screen_is_not_pasted_into(
 def test_stop_ends_the_session(ctx: SpawnerContext, standin: StandIn, origin: Path) -> None:
     run_ok(ctx, spawn_job(origin))
     standin.wait_start(WI)
-    stop = ClaimedJob(3, StopJob(work_item=WI, repo="o/r", reason="issue closed"), 60)
+    stop = ClaimedJob(3, StopJob(work_item_id=WI, repo="o/r", reason="issue closed"), 60)
     assert run_ok(ctx, stop) == {"stopped": True, "found": True}
     assert not ctx.runner.exists(NAME)
     saved = ctx.registry.get(WI)

@@ -105,7 +105,7 @@ def make_box(
     item = f"github:o/{name}#1"
     origin = bare_repository(base / name)
     payload = {
-        "work_item": item,
+        "work_item_id": item,
         "spec_id": "issue-1",
         "repo": f"o/{name}",
         "issue_number": 1,

@@ -109,7 +109,7 @@ def test_a_dead_pane_is_exited_with_its_status_and_last_words(fleet: Fleet) -> N
     fleet.dog.tick()
     fleet.dog.tick()
     (exited,) = fleet.events_named("session.exited")
-    assert exited["work_item"] == "github:o/r#2" and exited["exit_status"] == 1
+    assert exited["work_item_id"] == "github:o/r#2" and exited["exit_status"] == 1
     assert exited["last_lines"] == ["--dangerously-skip-permissions cannot be used with root"]
     assert fleet.state("2") == SessionState.EXITED and fleet.state("3") == SessionState.RUNNING
 
@@ -205,7 +205,7 @@ def answer_context(fleet: Fleet) -> SpawnerContext:
 
 
 def answer_job(name: str, choice: int, fingerprint: str) -> tuple[ClaimedJob, AnswerJob]:
-    payload = AnswerJob(work_item=f"github:o/r#{name}", choice=choice, fingerprint=fingerprint)
+    payload = AnswerJob(work_item_id=f"github:o/r#{name}", choice=choice, fingerprint=fingerprint)
     return ClaimedJob(id=1, payload=payload), payload
 
 

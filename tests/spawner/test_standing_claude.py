@@ -192,6 +192,6 @@ def test_a_standing_session_gets_a_pass_and_a_closed_network_from_the_running_sp
     (launch,) = [e for e in logged if e["event"] == "standing.started"]
     assert launch["network"] == "gateways" and launch["model_gateway"] is True
     assert not [e for e in logged if e["event"] == "session.network_shared"]
-    usage = [e for e in logged if e["event"] == "session.usage" and e["work_item"] == ITEM]
+    usage = [e for e in logged if e["event"] == "session.usage" and e["work_item_id"] == ITEM]
     assert sum(e["requests"] for e in usage) >= 2  # counted by the gateway as the session's
     assert CANARY_KEY not in (state / "events.jsonl").read_text()

@@ -38,7 +38,7 @@ def test_events_in_a_transaction_reach_the_file_only_on_commit(tmp_path, databas
             pass
         log.emit("webhook.rejected", reason="bad-signature")
         lines = list(read_jsonl(tmp_path / "events.jsonl"))
-        assert [(r["event"], r["work_item"]) for r in lines] == [
+        assert [(r["event"], r["work_item_id"]) for r in lines] == [
             ("gate.frozen", "github:o/r#1"),
             ("webhook.rejected", None),
         ]

@@ -60,15 +60,17 @@ def repo():
 
 
 def _spawn(repo: str, number: int = 1, harness: str = "") -> SpawnJob:
-    return SpawnJob(work_item=f"github:{repo}#{number}", repo=repo, frozen=Frozen(harness=harness))
+    return SpawnJob(
+        work_item_id=f"github:{repo}#{number}", repo=repo, frozen=Frozen(harness=harness)
+    )
 
 
 def _queue(engine, repo: str, n: int, kind: JobKind = JobKind.SPAWN, item: int | None = None):
     ids = []
     with Session(engine) as session, session.begin():
         for i in range(n):
-            work_item = f"github:{repo}#{item if item is not None else i}"
-            payload = parse_payload(kind, {"work_item": work_item, "repo": repo})
+            work_item_id = f"github:{repo}#{item if item is not None else i}"
+            payload = parse_payload(kind, {"work_item_id": work_item_id, "repo": repo})
             job = queue_job(session, f"{kind}:{uuid.uuid4()}", payload)
             ids.append(job.id)
     return ids

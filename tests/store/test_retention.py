@@ -56,7 +56,7 @@ def fill(engine: Any, now: datetime) -> None:
         conn.execute(
             insert(Event),
             [
-                {"ts": now - age * day, "event": f"e.{age}", "work_item": None, "data": {}}
+                {"ts": now - age * day, "event": f"e.{age}", "work_item_id": None, "data": {}}
                 for age in (91, 95, 200, 89, 1)
             ],
         )

@@ -38,7 +38,7 @@ PARKED_DELIVERY = "parked-ping-1"
 PULL = {"number": 12, "html_url": f"https://github.com/{REPO}/pull/12"}
 
 
-def item_id(n: int) -> str:
+def work_item_id_of(n: int) -> str:
     return f"github:{REPO}#{n}"
 
 
@@ -87,7 +87,7 @@ def seed(engine: Any) -> dict[str, int]:
             spawner = (2, "gone-box") if key == "running-silent" else (1, "devbox")
             session.add(
                 WorkItem(
-                    id=item_id(n),
+                    id=work_item_id_of(n),
                     repo_full_name=REPO,
                     issue_number=n,
                     installation_id=7,
@@ -101,20 +101,20 @@ def seed(engine: Any) -> dict[str, int]:
                     updated_at=now - timedelta(minutes=n),
                 )
             )
-        stalled = item_id(numbers["stalled"])
+        stalled = work_item_id_of(numbers["stalled"])
         session.add(
             Event(
                 event="session.stalled",
-                work_item=stalled,
+                work_item_id=stalled,
                 data={"screen": "permission-prompt", "hint": "answer it in tmux"},
             )
         )
-        session.add(Event(event="gate.frozen", work_item=stalled, data={"by": "octocat"}))
+        session.add(Event(event="gate.frozen", work_item_id=stalled, data={"by": "octocat"}))
         session.add(
             Job(
                 key="spawn:x",
                 kind="spawn",
-                work_item=item_id(numbers["frozen"]),
+                work_item_id=work_item_id_of(numbers["frozen"]),
                 repo_full_name=REPO,
                 payload={},
             )
@@ -188,11 +188,11 @@ def _no_credential_no_page(
     bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     body = httpx.get(f"{app.url}/status", headers=bearer).json()
     assert body["work_items"]["stalled"] == 1
-    shown = {r["work_item"]: r for r in body["recent"]}
-    running = shown[item_id(numbers["running"])]
+    shown = {r["work_item_id"]: r for r in body["recent"]}
+    running = shown[work_item_id_of(numbers["running"])]
     assert running["url"] == f"https://github.com/{REPO}/issues/{numbers['running']}"
     assert running["pull_request"] == {"number": 12, "url": PULL["html_url"]}
-    assert shown[item_id(numbers["parked"])]["pull_request"] is None
+    assert shown[work_item_id_of(numbers["parked"])]["pull_request"] is None
 
 
 def _sign_in_drops_the_token(app: RunningApp, page: Any, context: Any) -> None:
@@ -210,7 +210,7 @@ def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -
     assert page.locator("#first-run").count() == 0  # an App is configured: no first-run steps
 
     def row(key: str) -> Any:
-        return page.locator(f'tr.work-item[data-item="{item_id(numbers[key])}"]')
+        return page.locator(f'tr.work-item[data-item="{work_item_id_of(numbers[key])}"]')
 
     stalled = row("stalled")
     assert stalled.locator(".health").inner_text() == "stalled"
@@ -260,8 +260,8 @@ def _event_filters(page: Any, numbers: dict[str, int]) -> None:
     names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
     assert names == ["session.stalled"]
     page.fill('input[name="event"]', "")
-    page.fill('input[name="work_item"]', item_id(numbers["stalled"]))
+    page.fill('input[name="work_item_id"]', work_item_id_of(numbers["stalled"]))
     page.click('button:has-text("Filter")')
-    page.wait_for_url("**work_item=*")
+    page.wait_for_url("**work_item_id=*")
     names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
     assert sorted(names) == ["gate.frozen", "session.stalled"]

@@ -109,7 +109,7 @@ def shown(request: Recorded, text: str) -> bool:
 
 def status_of(app: RunningApp) -> dict[str, Any]:
     answer = httpx.get(f"{app.url}/status", headers={"Authorization": f"Bearer {ADMIN}"})
-    return next(row for row in answer.json()["recent"] if row["work_item"] == ITEM)
+    return next(row for row in answer.json()["recent"] if row["work_item_id"] == ITEM)
 
 
 def budget_comments(fake: Any) -> list[str]:

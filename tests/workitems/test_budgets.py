@@ -108,7 +108,7 @@ def test_the_budget_line_names_each_limit() -> None:
 
 def test_a_budget_stop_says_what_was_spent_where_the_work_is_and_how_to_go_on() -> None:
     ending = Ending(
-        work_item="github:o/r#1",
+        work_item_id="github:o/r#1",
         launch="2026-01-01T00:00:00",
         phase="implementation",
         how="stopped",

@@ -36,7 +36,7 @@ def test_a_full_spawner_gets_jobs_for_its_sessions_but_no_spawn_until_one_ends(a
     assert poll(api, token, max_sessions=1).status_code == 204  # the spawn waits
     assert api.job(spawn).state == JobState.QUEUED
 
-    sent = api.spawner(token).events({"event": "session.exited", "work_item": live})
+    sent = api.spawner(token).events({"event": "session.exited", "work_item_id": live})
     assert sent.json()["accepted"] == 1
     offered = poll(api, token, max_sessions=1)
     assert offered.status_code == 200 and offered.json()["job"]["id"] == spawn
@@ -88,7 +88,7 @@ def test_waiting_items_know_their_place_and_move_up_when_the_head_launches(api: 
     assert places() == [(1, 3), (2, 3), (3, 3)]
     revisions = [api.item(i).progress_rev for i in items]
     claimed = poll(api, token).json()["job"]
-    assert claimed["work_item"] == items[0]
+    assert claimed["work_item_id"] == items[0]
     assert places() == [None, (1, 2), (2, 2)]
     assert [api.item(i).progress_rev for i in items[1:]] > revisions[1:]  # edits are due
 

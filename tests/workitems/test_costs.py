@@ -47,7 +47,7 @@ def test_the_usage_line_and_where_the_progress_comment_shows_it() -> None:
     line = usage_line(COUNTS, 3.8412)
     assert line == "**Usage:** 1.2M tokens (in 980k · out 41k · cache 210k) · $3.84 · 57 requests"
     assert "cost unknown" in usage_line(COUNTS, None)
-    view = ProgressView(work_item="github:o/r#1", status="running", walk=Walk(pointer="design"))
+    view = ProgressView(work_item_id="github:o/r#1", status="running", walk=Walk(pointer="design"))
     assert "**Usage:**" not in render_progress(view)
     shown = render_progress(ProgressView(**{**view.__dict__, "usage": line}))
     assert line in shown

@@ -13,7 +13,7 @@ from app.workitems.endings import Ending, ending_of, ending_text, short_of_revie
 
 ITEM = "github:octo/loop#7"
 BASE = Ending(
-    work_item=ITEM,
+    work_item_id=ITEM,
     launch="2026-12-03T14:00:00+00:00",
     phase="implementation",
     how="exited",

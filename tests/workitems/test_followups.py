@@ -15,7 +15,7 @@ from tests.spawnerapi_support import comment_delivery, send
 
 def deliver_jobs(api, item: str) -> list[Job]:
     with api.session() as db:
-        query = select(Job).where(Job.work_item == item, Job.kind == JobKind.DELIVER)
+        query = select(Job).where(Job.work_item_id == item, Job.kind == JobKind.DELIVER)
         return list(db.scalars(query.order_by(Job.id)))
 
 
@@ -30,7 +30,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
     assert job.key == f"deliver:{comment['id']}"
     assert job.payload == {
         "kind": "deliver",
-        "work_item": item,
+        "work_item_id": item,
         "installation_id": 1,
         "html_url": f"https://github.com/{api.repo}/issues/3",
         "spec_id": "issue-3",

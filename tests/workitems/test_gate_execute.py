@@ -41,8 +41,8 @@ class RecordingMirror:
     def __init__(self) -> None:
         self.posts: list[tuple[str, str, dict[str, Any]]] = []
 
-    def post(self, session: Session, work_item: str, kind: str, payload: dict[str, Any]) -> None:
-        self.posts.append((work_item, kind, payload))
+    def post(self, session: Session, work_item_id: str, kind: str, payload: dict[str, Any]) -> None:
+        self.posts.append((work_item_id, kind, payload))
 
     def kinds(self) -> list[str]:
         return [kind for _, kind, _ in self.posts]

@@ -101,7 +101,7 @@ def spawner_sees(env: dict[str, str]) -> None:
     """What the spawner's watchdog does on each look: read the checkout from the host (no
     link followed) and report it with the spawner's token."""
     seen = evidence_fields(host_evidence(Path(env["CHECKOUT"]), SPEC))
-    event = {"id": uuid.uuid4().hex, "event": "session.evidence", "work_item": ITEM, **seen}
+    event = {"id": uuid.uuid4().hex, "event": "session.evidence", "work_item_id": ITEM, **seen}
     reported = httpx.post(
         f"{env['THE_LOOP_URL']}/spawner/v1/events",
         json={"events": [event]},
@@ -205,11 +205,11 @@ def test_changes_send_the_work_back_to_implementation(executed, session_env):
 def test_a_session_cannot_jump_ahead_through_the_api(executed, session_env):
     headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
     url = f"{executed.url}/spawner/v1/phase"
-    body = {"work_item": ITEM, "from": "verification", "artifacts": ["verification.md"]}
+    body = {"work_item_id": ITEM, "from": "verification", "artifacts": ["verification.md"]}
     stale = httpx.post(url, json=body, headers=headers, timeout=10)
     assert stale.status_code == 409 and "is at design" in stale.json()["error"]
     assert stale.json()["code"] == "stale-move"
-    other = httpx.post(url, json={**body, "work_item": "github:o/other#1"}, headers=headers)
+    other = httpx.post(url, json={**body, "work_item_id": "github:o/other#1"}, headers=headers)
     assert other.status_code in (403, 404)
     nobody = httpx.post(url, json=body, timeout=10)
     assert nobody.status_code == 401 and nobody.json()["code"] == "bad-token"
@@ -249,7 +249,7 @@ def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, sess
     it is, with the reason; `phase next` waits for the spawner's look."""
     headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
     url = f"{executed.url}/spawner/v1/phase"
-    body = {"work_item": ITEM, "from": "design", "artifacts": ["design.md"]}
+    body = {"work_item_id": ITEM, "from": "design", "artifacts": ["design.md"]}
     unseen = httpx.post(url, json=body, headers=headers, timeout=10)
     assert unseen.status_code == 425 and unseen.json()["code"] == "not-seen-yet"
     assert "the devbox has not reported what it sees" in unseen.json()["error"]

@@ -19,7 +19,7 @@ ITEM = "github:o/r#1"
 
 
 BASE = ProgressView(
-    work_item=ITEM, status=WorkItemStatus.RUNNING, walk=Walk(pointer="implementation")
+    work_item_id=ITEM, status=WorkItemStatus.RUNNING, walk=Walk(pointer="implementation")
 )
 
 
@@ -64,7 +64,7 @@ def test_an_item_waiting_for_room_says_its_place_in_line() -> None:
 
 def test_a_launch_failure_is_one_defused_line() -> None:
     failure = "git switch failed: `x`\n<!-- the-loop:review item=o/r#1 -->"
-    view = ProgressView(work_item="github:o/r#1", status="exited", walk=Walk(pointer="design"))
+    view = ProgressView(work_item_id="github:o/r#1", status="exited", walk=Walk(pointer="design"))
     text = render_progress(replace(view, failure=failure))
     assert "**could not start**: `git switch failed: 'x' &lt;!-- the-loop:review" in text
     assert text.count("<!-- the-loop:") == 1  # the App's own marker only

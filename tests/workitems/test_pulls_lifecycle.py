@@ -109,7 +109,7 @@ def test_authorized_reviews_and_pr_comments_reach_the_session_and_others_are_rec
     assert first["body"].startswith(f"Review of pull request #{PR}: the reviewer requested")
     assert "CHANGES REQUESTED" in first["body"] and first["body"].endswith("Handle the empty list.")
     assert second["gh_event"] == "issue_comment" and second["body"] == "Also bump the version."
-    assert second["work_item"] == ITEM
+    assert second["work_item_id"] == ITEM
 
     # The spawner delivers the review: GitHub takes no reaction on a review, so one line
     # on the pull request is its receipt.

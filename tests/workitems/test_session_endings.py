@@ -91,7 +91,7 @@ def test_a_session_that_exits_before_review_says_what_was_tried_once(
     exited = next(e for e in running_app.events("session.exited") if e.get("started_at"))
     again = {
         "event": "session.stopped",
-        "work_item": ITEM,
+        "work_item_id": ITEM,
         "reason": "operator",
         "started_at": exited["started_at"],
         "id": "a-second-report",

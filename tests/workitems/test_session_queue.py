@@ -35,9 +35,9 @@ def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
 OPERATOR_YAML = operator_yaml_of
 
 
-def status_of(app: Any, item_id: str) -> str:
+def status_of(app: Any, work_item_id: str) -> str:
     with Session(app.state.engine) as session:
-        item = session.get(WorkItem, item_id)
+        item = session.get(WorkItem, work_item_id)
         return item.state if item is not None else ""
 
 
@@ -60,7 +60,7 @@ def test_a_full_devbox_queues_the_second_item_until_the_first_session_ends(
     # The devbox has been polling all along: the second item is still waiting, unlaunched.
     assert standin.starts(SECOND) == []
     assert status_of(running_app, SECOND) == WorkItemStatus.FROZEN
-    spawns = {j.work_item: j for j in jobs(running_app, JobKind.SPAWN)}
+    spawns = {j.work_item_id: j for j in jobs(running_app, JobKind.SPAWN)}
     assert spawns[SECOND].state == JobState.QUEUED
 
     first = standin_devbox.registry.get(ITEM)

@@ -28,14 +28,14 @@ pytestmark = pytest.mark.sqlite_only
 
 def report(api: Any, item: str, **counts: int) -> None:
     spawner = api.spawner(api.token())
-    event = {"event": "session.usage", "work_item": item, "id": uuid.uuid4().hex, **counts}
+    event = {"event": "session.usage", "work_item_id": item, "id": uuid.uuid4().hex, **counts}
     answer = spawner.events(event)
     assert answer.status_code == 200 and answer.json()["accepted"] == 1, answer.text
 
 
 def jobs(api: Any, item: str) -> list[tuple[str, dict[str, Any]]]:
     with api.session() as db:
-        rows = db.scalars(select(Job).where(Job.work_item == item).order_by(Job.id))
+        rows = db.scalars(select(Job).where(Job.work_item_id == item).order_by(Job.id))
         return [(row.kind, dict(row.payload)) for row in rows]
 
 

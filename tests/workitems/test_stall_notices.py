@@ -46,7 +46,7 @@ def executed_item(api, number: int) -> str:
 
 
 def event(item: str, name: str, **fields) -> dict:
-    return {"id": uuid.uuid4().hex, "event": name, "work_item": item, **fields}
+    return {"id": uuid.uuid4().hex, "event": name, "work_item_id": item, **fields}
 
 
 STALLED = {

@@ -17,7 +17,7 @@ SHARED_API = {"extra_env": {"THE_LOOP_ADMIN_TOKEN": ADMIN}}  # how serve_api run
 
 
 def usage(item: str, **counts: Any) -> dict[str, Any]:
-    return {"event": "session.usage", "work_item": item, "id": uuid.uuid4().hex, **counts}
+    return {"event": "session.usage", "work_item_id": item, "id": uuid.uuid4().hex, **counts}
 
 
 def test_reports_add_up_per_item_once_each_and_status_shows_them(api) -> None:
@@ -53,7 +53,7 @@ def test_reports_add_up_per_item_once_each_and_status_shows_them(api) -> None:
     assert totals[other]["input_tokens"] == 1 and totals[other]["requests"] == 1
     assert set(totals["github:o/r#404"].values()) == {0}
     status = httpx.get(f"{api.url}/status", headers={"Authorization": f"Bearer {ADMIN}"})
-    shown = {row["work_item"]: row["usage"] for row in status.json()["recent"]}
+    shown = {row["work_item_id"]: row["usage"] for row in status.json()["recent"]}
     assert shown[item] == {**totals[item], "cost_usd": None}  # no model frozen: no price
     assert shown[other] == {**totals[other], "cost_usd": None}
     assert api.events("session.usage", item)  # in the event log as well

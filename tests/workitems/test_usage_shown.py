@@ -44,7 +44,7 @@ def test_the_usage_line_ends_with_the_time() -> None:
 
 def test_the_slack_parent_shows_the_usage_and_the_budget() -> None:
     view = ProgressView(
-        work_item="github:o/r#1",
+        work_item_id="github:o/r#1",
         status="running",
         walk=Walk(pointer="design"),
         usage=usage_line(COUNTS, 3.8412, 12),
@@ -88,7 +88,7 @@ def test_usage_and_cost_add_up_by_harness_and_model() -> None:
 
 def test_an_item_its_budget_stopped_says_so_in_the_comment_and_in_slack() -> None:
     view = ProgressView(
-        work_item="github:o/r#1",
+        work_item_id="github:o/r#1",
         status="stopped",
         walk=Walk(pointer="implementation"),
         budget="**Budget:** tokens 10.2k of 10k",

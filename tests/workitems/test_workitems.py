@@ -66,7 +66,7 @@ def test_label_posts_exactly_one_checklist_and_closing_it_queues_nothing(running
     item = item_row(running_app)
     assert item.state == WorkItemStatus.PARKED and item.checklist_comment_id == posted[0]["id"]
     assert item.clone_url == "https://github.com/Codertocat/Hello-World.git"
-    assert [e["work_item"] for e in running_app.events("workitem.created")] == [ITEM]
+    assert [e["work_item_id"] for e in running_app.events("workitem.created")] == [ITEM]
     assert len(running_app.events("gate.checklist_posted")) == 1
     deferred = running_app.events("session.spawn_deferred")
     assert deferred and deferred[0]["reason"] == "parked-at-human-start-gate"
@@ -203,7 +203,7 @@ def test_edits_and_bots_change_nothing_and_closing_stops_the_session(running_app
     deliver(running_app, "issues", closed_payload(), "close-1")
     stop = jobs(running_app, JobKind.STOP)
     assert len(stop) == 1 and stop[0].key == "stop:close-1"
-    assert stop[0].payload["work_item"] == ITEM and stop[0].payload["reason"] == "issue-closed"
+    assert stop[0].payload["work_item_id"] == ITEM and stop[0].payload["reason"] == "issue-closed"
     spawn = jobs(running_app, JobKind.SPAWN)[0]
     assert spawn.state == JobState.DONE and spawn.result == {"cancelled": "issue-closed"}
     assert item_row(running_app).state == WorkItemStatus.STOPPED

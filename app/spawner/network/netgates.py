@@ -49,9 +49,9 @@ SUN_PATH = 100  # a unix socket's path must stay under 108 bytes
 Emit = Callable[..., Any]
 
 
-def session_dir(root: Path, work_item: str) -> Path:
+def session_dir(root: Path, work_item_id: str) -> Path:
     """The session's socket directory on the host: short, so socket paths fit."""
-    return root / hashlib.sha256(work_item.encode()).hexdigest()[:12]
+    return root / hashlib.sha256(work_item_id.encode()).hexdigest()[:12]
 
 
 def _bound(directory: Path, name: str) -> socket.socket:
@@ -76,7 +76,7 @@ def _bound(directory: Path, name: str) -> socket.socket:
 
 @dataclass
 class _Session:
-    work_item: str
+    work_item_id: str
     plan: NetPlan
     directory: Path
     servers: list[asyncio.Server] = field(default_factory=list)
@@ -120,14 +120,14 @@ class SessionNetworks:
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
 
-    def open(self, work_item: str, plan: NetPlan) -> Path:
-        """Serve `work_item`'s sockets for `plan` (replacing any it had); their directory."""
-        return Path(self._run(self._open(work_item, plan)))
+    def open(self, work_item_id: str, plan: NetPlan) -> Path:
+        """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory."""
+        return Path(self._run(self._open(work_item_id, plan)))
 
-    def close(self, work_item: str) -> None:
-        """Stop serving `work_item`'s sockets and remove their directory."""
+    def close(self, work_item_id: str) -> None:
+        """Stop serving `work_item_id`'s sockets and remove their directory."""
         if self._loop is not None:
-            self._run(self._close(work_item))
+            self._run(self._close(work_item_id))
 
     def stop(self) -> None:
         """Stop serving (the spawner ends); the directories stay for the next spawner."""
@@ -143,11 +143,11 @@ class SessionNetworks:
         loop.close()
         self._loop = self._thread = None
 
-    async def _open(self, work_item: str, plan: NetPlan) -> Path:
-        await self._close(work_item, remove=False)
-        directory = session_dir(self.root, work_item)
+    async def _open(self, work_item_id: str, plan: NetPlan) -> Path:
+        await self._close(work_item_id, remove=False)
+        directory = session_dir(self.root, work_item_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        session = _Session(work_item, plan, directory)
+        session = _Session(work_item_id, plan, directory)
         for route in plan.routes:
             handle = self._forwarder(session, route.host, route.far_port)
             server = await asyncio.start_unix_server(handle, sock=_bound(directory, route.socket))
@@ -155,15 +155,15 @@ class SessionNetworks:
         proxy = self._proxy(session)
         sock = _bound(directory, PROXY_SOCKET)
         session.servers.append(await asyncio.start_unix_server(proxy, sock=sock, limit=MAX_HEAD))
-        self._sessions[work_item] = session
+        self._sessions[work_item_id] = session
         return directory
 
-    async def _close(self, work_item: str, *, remove: bool = True) -> None:
-        session = self._sessions.pop(work_item, None)
+    async def _close(self, work_item_id: str, *, remove: bool = True) -> None:
+        session = self._sessions.pop(work_item_id, None)
         for server in session.servers if session else []:
             server.close()
         if remove:
-            shutil.rmtree(session_dir(self.root, work_item), ignore_errors=True)
+            shutil.rmtree(session_dir(self.root, work_item_id), ignore_errors=True)
 
     def _admit(self, session: _Session, writer: asyncio.StreamWriter) -> bool:
         if session.open >= MAX_CONNECTIONS:
@@ -245,10 +245,10 @@ class SessionNetworks:
             return
         session.refusals.append(now)
         folded, session.folded = session.folded, 0
-        log.info("egress refused for %s: %s:%s", session.work_item, host, port)
+        log.info("egress refused for %s: %s:%s", session.work_item_id, host, port)
         self.emit(
             REFUSED_EVENT,
-            session.work_item,
+            session.work_item_id,
             level="warning",
             host=host[:255],
             port=port,

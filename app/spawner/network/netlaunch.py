@@ -68,25 +68,25 @@ class Opened:
         return relay_argv(sys.executable, relay, self.plan, inner)
 
 
-def open_network(ctx: SpawnerContext, work_item: str, model_url: str | None) -> Opened:
-    """Serve `work_item`'s sockets (replacing any it had) for its next launch."""
+def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) -> Opened:
+    """Serve `work_item_id`'s sockets (replacing any it had) for its next launch."""
     plan = _plan(ctx, model_url)
-    return Opened(session_networks(ctx).open(work_item, plan), plan, plan.env)
+    return Opened(session_networks(ctx).open(work_item_id, plan), plan, plan.env)
 
 
-def session_over(ctx: SpawnerContext, work_item: str) -> None:
+def session_over(ctx: SpawnerContext, work_item_id: str) -> None:
     """A session ended (exited, stopped): its model pass dies, its network's sockets go."""
     if ctx.models is not None:
-        ctx.models.end(work_item)
+        ctx.models.end(work_item_id)
     if ctx.networks is not None:
-        ctx.networks.close(work_item)
+        ctx.networks.close(work_item_id)
 
 
 def restore_networks(ctx: SpawnerContext) -> None:
     """Serve again the sockets of the sessions a previous spawner left running (their
     sandboxes hold the same directory, and the same gateway and App addresses), standing
     sessions' too; remove those of sessions that ended meanwhile."""
-    live = [r.work_item for r in ctx.registry.all() if r.live]
+    live = [r.work_item_id for r in ctx.registry.all() if r.live]
     kept = {session_dir(ctx.state_dir / NETS, item) for item in live}
     root = ctx.state_dir / NETS
     for left in root.iterdir() if root.is_dir() else ():

@@ -148,7 +148,7 @@ def watch_unsent(
     if sent.confirmed:
         return
     registry.update(
-        record.work_item,
+        record.work_item_id,
         unsent=text,
         unsent_before=sent.before,
         unsent_first=first,
@@ -157,7 +157,7 @@ def watch_unsent(
     )
     emit(
         "session.paste_pending",
-        record.work_item,
+        record.work_item_id,
         level="warning",
         session_id=record.session_id,
         outcome=sent.outcome.value,
@@ -178,12 +178,12 @@ def paste_first_message(
     """Paste a session's first message and forget it as pending; `session.prompted` says
     so (`late` when it waited for the watchdog; `shown`: the pane as just seen, if it was)."""
     name, harness = record.tmux_session, record.harness
-    sent = submit(runner, name, record.work_item, text, harness, shown=shown)
-    registry.update(record.work_item, pending="")
+    sent = submit(runner, name, record.work_item_id, text, harness, shown=shown)
+    registry.update(record.work_item_id, pending="")
     note = {"removed_controls": sent.removed} if sent.removed else {}
     emit(
         "session.prompted",
-        record.work_item,
+        record.work_item_id,
         session_id=record.session_id,
         chars=len(text),
         late=late,
@@ -193,12 +193,14 @@ def paste_first_message(
 
 
 def _forget(registry: Registry, record: SessionRecord) -> None:
-    registry.update(record.work_item, unsent="", unsent_before=0, unsent_tries=0, unsent_since="")
+    registry.update(
+        record.work_item_id, unsent="", unsent_before=0, unsent_tries=0, unsent_since=""
+    )
 
 
 def _confirmed(registry: Registry, emit: Emit, record: SessionRecord, **note: Any) -> None:
     _forget(registry, record)
-    emit("session.paste_confirmed", record.work_item, session_id=record.session_id, **note)
+    emit("session.paste_confirmed", record.work_item_id, session_id=record.session_id, **note)
 
 
 def _never_sent(runner: TmuxRunner, record: SessionRecord) -> bool:
@@ -223,8 +225,8 @@ def follow_through(
         _confirmed(registry, emit, record)
         return
     if reader.unsent(screen, text) and record.unsent_tries < FOLLOW_PRESSES:
-        runner.press(record.tmux_session, ["Enter"], owner=record.work_item)
-        registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
+        runner.press(record.tmux_session, ["Enter"], owner=record.work_item_id)
+        registry.update(record.work_item_id, unsent_tries=record.unsent_tries + 1)
         return
     box = reader.input_line(screen)
     if (
@@ -234,8 +236,8 @@ def follow_through(
         and _never_sent(runner, record)
     ):
         # Nothing was ever sent to this session and its box is empty: the paste was lost.
-        registry.update(record.work_item, unsent_tries=record.unsent_tries + 1)
-        sent = submit(runner, record.tmux_session, record.work_item, text, record.harness)
+        registry.update(record.work_item_id, unsent_tries=record.unsent_tries + 1)
+        sent = submit(runner, record.tmux_session, record.work_item_id, text, record.harness)
         if sent.confirmed:
             _confirmed(registry, emit, record, pasted_again=True)
         return
@@ -244,7 +246,7 @@ def follow_through(
         _forget(registry, record)
         emit(
             "session.paste_unconfirmed",
-            record.work_item,
+            record.work_item_id,
             level="warning",
             session_id=record.session_id,
             box=box,

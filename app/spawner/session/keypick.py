@@ -27,10 +27,10 @@ class AnswerFailed(RuntimeError):
 
 
 def answer(ctx: SpawnerContext, job: ClaimedJob, payload: AnswerJob) -> dict[str, Any]:
-    record = ctx.registry.get(job.work_item)
+    record = ctx.registry.get(job.work_item_id)
     if record is None or not record.live:
         raise AnswerFailed("the item has no live session here; nothing was pressed")
-    name, owner = record.tmux_session, record.work_item
+    name, owner = record.tmux_session, record.work_item_id
     dialog = parse_dialog(ctx.runner.capture(name))
     if dialog is None:
         raise AnswerFailed("the session shows no question now; nothing was pressed")
@@ -55,7 +55,7 @@ def answer(ctx: SpawnerContext, job: ClaimedJob, payload: AnswerJob) -> dict[str
     option = dialog.options[payload.choice - 1]
     ctx.events.emit(
         "session.answered",
-        job.work_item,
+        job.work_item_id,
         session_id=record.session_id,
         choice=payload.choice,
         option=option,

@@ -160,7 +160,9 @@ class TranscriptUsage:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def report(self, reader: Reader, work_item: str, home: Path, session_id: str) -> Usage | None:
+    def report(
+        self, reader: Reader, work_item_id: str, home: Path, session_id: str
+    ) -> Usage | None:
         """Emit what `session_id` used since it was last reported; that growth, or None."""
         with _LOCK:
             kept = self._load()
@@ -175,7 +177,7 @@ class TranscriptUsage:
             now = used.to_json()
             grown = {k: max(0, v - int(before.get(k) or 0)) for k, v in now.items()}
             if any(grown.values()):
-                self.emit(USAGE_EVENT, work_item, **grown, source="transcript")
+                self.emit(USAGE_EVENT, work_item_id, **grown, source="transcript")
             kept[session_id] = {**now, SIZE_KEY: size}
             write_json(self.kept, kept, 0o600)
         return Usage(**grown)
@@ -189,6 +191,6 @@ def report_ended(
     reader = reader_for(record.harness, harness.executable if harness else record.harness)
     if reader is None or record.standing:
         return None
-    home = session_home(config, real_home, state_dir, record.work_item)
+    home = session_home(config, real_home, state_dir, record.work_item_id)
     meter = TranscriptUsage(state_dir, emit)
-    return meter.report(reader, record.work_item, home, record.session_id)
+    return meter.report(reader, record.work_item_id, home, record.session_id)

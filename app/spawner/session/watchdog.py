@@ -49,7 +49,7 @@ def report_stall(
     ):
         return
     registry.update(
-        record.work_item,
+        record.work_item_id,
         state=SessionState.STALLED.value,
         stall=screen.value,
         stall_fingerprint=fingerprint,
@@ -61,7 +61,7 @@ def report_stall(
     )
     emit(
         "session.stalled",
-        record.work_item,
+        record.work_item_id,
         screen=screen.value,
         hint=screens_of(record.harness).hints.get(screen, ""),
         session_id=record.session_id,
@@ -95,7 +95,7 @@ def await_input(
     while True:
         pane = runner.pane(record.tmux_session)
         try:
-            if pane is None or pane.owner != record.work_item:
+            if pane is None or pane.owner != record.work_item_id:
                 return Waited(Readiness.EXITED)
             if pane.dead:
                 tail = last_lines(runner.capture(record.tmux_session, history=100))
@@ -136,25 +136,25 @@ class Watchdog:
 
     def tick(self) -> None:
         live = [r for r in self.registry.all() if r.live]
-        for gone in self._reported.keys() - {r.work_item for r in live}:
+        for gone in self._reported.keys() - {r.work_item_id for r in live}:
             del self._reported[gone]  # a relaunch reports what it sees afresh
         if not live:
             return
         every = self.runner.panes()
         # A pane counts as a record's only when it is tagged with the record's work item.
         panes = {
-            r.work_item: p
+            r.work_item_id: p
             for r in live
-            if (p := every.get(r.tmux_session)) is not None and p.owner == r.work_item
+            if (p := every.get(r.tmux_session)) is not None and p.owner == r.work_item_id
         }
         running = [pane.session for pane in panes.values() if not pane.dead]
         screens = self.runner.capture_many(running)
         for seen in live:
-            with self.locks.try_hold(seen.work_item) as held:
-                record = self.registry.get(seen.work_item) if held else None
+            with self.locks.try_hold(seen.work_item_id) as held:
+                record = self.registry.get(seen.work_item_id) if held else None
                 if record is None or not record.live or record.started_at != seen.started_at:
                     continue  # a job is acting on it, or it was relaunched since the look
-                pane = panes.get(record.work_item)
+                pane = panes.get(record.work_item_id)
                 if pane is None or pane.dead:
                     self._exited(record, pane.status if pane else None, pane is not None)
                 else:
@@ -167,10 +167,10 @@ class Watchdog:
         if record.standing or not record.spec_id or not record.checkout:
             return
         seen = graph.evidence_fields(host_evidence(Path(record.checkout), record.spec_id))
-        if self._reported.get(record.work_item) == (record.session_id, seen):
+        if self._reported.get(record.work_item_id) == (record.session_id, seen):
             return
-        self._reported[record.work_item] = (record.session_id, seen)
-        self.emit("session.evidence", record.work_item, session_id=record.session_id, **seen)
+        self._reported[record.work_item_id] = (record.session_id, seen)
+        self.emit("session.evidence", record.work_item_id, session_id=record.session_id, **seen)
 
     def _exited(self, record: SessionRecord, status: int | None, pane_left: bool) -> None:
         tail: list[str] = []
@@ -179,12 +179,14 @@ class Watchdog:
                 tail = last_lines(self.runner.capture(record.tmux_session, history=200))
             except TmuxError:
                 tail = []
-        self.registry.update(record.work_item, state=SessionState.EXITED.value, exit_status=status)
+        self.registry.update(
+            record.work_item_id, state=SessionState.EXITED.value, exit_status=status
+        )
         if self.ended is not None:
-            self.ended(record.work_item)
+            self.ended(record.work_item_id)
         self.emit(
             "session.exited",
-            record.work_item,
+            record.work_item_id,
             session_id=record.session_id,
             tmux_target=record.tmux_target,
             exit_status=status,
@@ -207,11 +209,14 @@ class Watchdog:
             follow_through(self.runner, self.registry, self.emit, record, text)
         if record.state == SessionState.STALLED:
             self.registry.update(
-                record.work_item, state=SessionState.RUNNING.value, stall="", stall_fingerprint=""
+                record.work_item_id,
+                state=SessionState.RUNNING.value,
+                stall="",
+                stall_fingerprint="",
             )
             self.emit(
                 "session.unstalled",
-                record.work_item,
+                record.work_item_id,
                 was=record.stall,
                 session_id=record.session_id,
                 tmux_target=record.tmux_target,

@@ -52,9 +52,9 @@ class Checkout:
     refused: str | None = None
 
 
-def checkout_dir(root: Path, work_item: str) -> Path:
+def checkout_dir(root: Path, work_item_id: str) -> Path:
     """`<root>/<owner>-<repo>-<n>-<hash>`: one directory per work item, always inside `root`."""
-    return root / item_slug(work_item)
+    return root / item_slug(work_item_id)
 
 
 def check_clone_url(url: str) -> str:
@@ -94,7 +94,7 @@ def _scrub(text: str, token: str | None) -> str:
 
 def prepare_checkout(
     root: Path,
-    work_item: str,
+    work_item_id: str,
     clone_url: str,
     *,
     token: str | None,
@@ -110,7 +110,7 @@ def prepare_checkout(
     """
     base = os.environ if env is None else env
     git = git or HostGit(base)
-    target = checkout_dir(root, work_item)
+    target = checkout_dir(root, work_item_id)
     refused = None
     if os.path.lexists(target):
         refused = git.refusal(target)

@@ -133,14 +133,14 @@ def last_message(transcript: str) -> str:
 
 
 def session_home(
-    config: OperatorConfig, real_home: Path, state_dir: Path, work_item: str, harness: str = ""
+    config: OperatorConfig, real_home: Path, state_dir: Path, work_item_id: str, harness: str = ""
 ) -> Path:
     """The home a work item's session runs with: its own under the sandbox, else the real one
     (unless its harness keeps a home of its own either way, as Codex keeps its `CODEX_HOME`)."""
     unconfined = config.routing.sandbox.resolved is SandboxMode.NONE
     if unconfined and not (harness and adapter_of(harness).own_home_unconfined):
         return real_home
-    return home_for(state_dir, item_slug(work_item))
+    return home_for(state_dir, item_slug(work_item_id))
 
 
 def run_git(checkout: Path, git: HostGit, *args: str) -> bytes | None:
@@ -204,7 +204,7 @@ def describe_session(
 
     def describe(record: SessionRecord) -> dict[str, Any]:
         facts: dict[str, Any] = {"started_at": record.started_at}
-        home = session_home(config, real_home, state_dir, record.work_item, record.harness)
+        home = session_home(config, real_home, state_dir, record.work_item_id, record.harness)
         found = adapter_of(record.harness).transcript(home, record.session_id)
         if found is not None:
             with contextlib.suppress(OSError):  # gone or swapped since it was found
