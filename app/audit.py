@@ -18,6 +18,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session
 
+from app.protocol import current_record
 from app.store.tables import Event
 
 _PENDING = "the-loop.pending-event-lines"
@@ -105,12 +106,14 @@ class EventLog:
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Every event in a JSON-lines file, skipping a torn last line."""
+    """Every event in a JSON-lines file, skipping a torn last line; lines an older release
+    wrote read with today's keys."""
     if not path.exists():
         return
     with path.open() as fh:
         for line in fh:
             try:
-                yield json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            yield current_record(record) if isinstance(record, dict) else record

@@ -187,3 +187,15 @@ USAGE_FIELDS = (
     "tool_calls",
     "active_ms",
 )
+
+
+# The key that named a work item's id in files an older release wrote and a newer one reads:
+# a spawner's `sessions.json` and its unsent events, the App's `events.jsonl`.
+LEGACY_ITEM_KEY = "work_item"
+
+
+def current_record(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with its work item's id under `work_item_id`, whichever release wrote it."""
+    if LEGACY_ITEM_KEY not in record or "work_item_id" in record:
+        return record
+    return {("work_item_id" if k == LEGACY_ITEM_KEY else k): v for k, v in record.items()}

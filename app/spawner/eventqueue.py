@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.files import write_text_atomic
-from app.protocol import SPAWNER_EVENTS
+from app.protocol import SPAWNER_EVENTS, current_record
 from app.retry import Backoff
 from app.spawner.appclient import AppClient, AppUnavailable, Rejected, Unauthorized
 
@@ -31,8 +31,9 @@ MAX_BACKOFF = 30.0
 
 
 def outgoing(event: dict[str, Any]) -> dict[str, Any]:
-    """An event as sent: the App stamps its own `ts`; the spawner's clock is `reported_ts`."""
-    sent = {key: value for key, value in event.items() if key != "ts"}
+    """An event as sent: the App stamps its own `ts`; the spawner's clock is `reported_ts`.
+    A line an older release left unsent goes with the item's id under today's key."""
+    sent = {key: value for key, value in current_record(event).items() if key != "ts"}
     if "ts" in event:
         sent["reported_ts"] = event["ts"]
     return sent

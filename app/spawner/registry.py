@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.files import write_json
+from app.protocol import current_record
 from app.spawner.argv import Launch
 
 
@@ -78,7 +79,7 @@ class SessionRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionRecord:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in current_record(data).items() if k in known})
 
     def with_changes(self, **changes: Any) -> SessionRecord:
         return replace(self, updated_at=_now(), **changes)

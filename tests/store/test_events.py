@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog, read_jsonl
+from app.protocol import LEGACY_ITEM_KEY
 from app.store import make_engine, migrate
 from app.store.tables import Event
 
@@ -61,3 +62,21 @@ def test_events_command_filters_and_prints_json(tmp_path):
     assert [(r["event"], r["harness_args"]) for r in records] == [("session.spawned", ["--x"])]
     family = events_cli(path, "--event", "session")
     assert len(family.splitlines()) == 3
+
+
+def test_lines_an_older_release_wrote_are_found_by_their_work_item(tmp_path):
+    """An events.jsonl kept across an upgrade: its old lines name the item by the older key."""
+    path = tmp_path / "events.jsonl"
+    old = {
+        "ts": "2026-01-01T00:00:00+00:00",
+        "event": "session.spawned",
+        LEGACY_ITEM_KEY: "github:o/r#1",
+    }
+    path.write_text(json.dumps(old) + "\n")
+    EventLog(path).emit("session.delivered", "github:o/r#1")
+    out = events_cli(path, "--work-item", "github:o/r#1")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["event"], r["work_item_id"]) for r in records] == [
+        ("session.spawned", "github:o/r#1"),
+        ("session.delivered", "github:o/r#1"),
+    ]
