@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.commands.hooks import managed_command
 from app.config import HarnessTrust, parse_config
 from app.gateway.access import SessionModel
 from app.harnesses import HOSTING_ADAPTERS
@@ -145,7 +146,7 @@ def test_the_managed_requirements_hold_the_host_s_own_and_the_stop_gate(tmp_path
     data = tomllib.loads((managed / "requirements.toml").read_text())
     assert data["allowed_approval_policies"] == ["never"]
     (hook,) = data["hooks"]["Stop"][0]["hooks"]
-    assert hook["type"] == "command" and hook["command"].endswith("hooks/stop_gate.py")
+    assert hook["type"] == "command" and hook["command"] == managed_command()
     assert "features" not in data  # hooks go on from the command line (see codex_config)
     assert (managed / "managed_config.toml").read_text() == 'model = "gpt-5.1-codex"\n'
     # No host /etc/codex at all: the gate alone.
