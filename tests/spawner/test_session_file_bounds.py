@@ -29,6 +29,7 @@ BOUND = 100 * 1024 * 1024  # what the reads may add to the reader's peak memory
 STATE = "docs/specs/issue-7/work-item-state.json"
 SESSION_ID = "0b9e0bd4-7d1c-4c1e-9d4c-1f2e3a4b5c6d"
 CANARY = "canary-7f3a91"
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the child imports its app
 
 
 def sparse(path: Path, size: int = HUGE) -> None:
@@ -89,7 +90,7 @@ def test_huge_files_a_session_planted_cost_the_spawner_no_memory(tmp_path: Path)
         [sys.executable, "-c", READS, str(real), str(home), str(checkout), SESSION_ID],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.getcwd(), "HOME": str(real)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(real)},
         timeout=300,
         check=False,
     )
