@@ -6,7 +6,9 @@ a read-modify-write of a file another of our processes may edit at the same mome
 `FileLock` around it. Imports stay minimal: the stop gate loads this on every turn.
 
 A file in a tree a session can write (its checkout, its home) is read and written only
-through the `…_within` functions: below a trusted root, no link is ever followed.
+through the `…_within` functions: below a trusted root, no link is ever followed, and no
+file larger than its reader's bound (`MAX_SESSION_FILE` unless the caller expects less) is
+read at all: it raises `FileTooLarge`, so it is never half-read as if it were whole.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 _COUNTER = itertools.count()
+# The most the spawner reads of one file in a tree a session writes (its home, its
+# checkout): a larger one is refused whole, so a session cannot make the spawner hold an
+# arbitrarily large file in memory. Callers that expect less pass a smaller bound.
+MAX_SESSION_FILE = 8 * 1024 * 1024
+# The widest mode kept from such a file when it is rewritten: no setuid, setgid, sticky
+# or exec bit of the session's survives the spawner's rewrite.
+KEPT_FILE_MODE = 0o666
 
 
 def write_text_atomic(path: Path, text: str, mode: int = 0o600) -> None:
@@ -154,9 +163,17 @@ def _open_dirs(root: Path, names: list[str], *, create: bool, dir_mode: int) -> 
     return fd
 
 
-def _read_at(directory: int, name: str) -> tuple[bytes, int]:
+class FileTooLarge(OSError):
+    """A file in a tree a session writes is larger than its reader's bound: it is not read
+    at all (never half-read as if whole). The message names the file, its size and the
+    bound."""
+
+
+def _read_at(directory: int, name: str, limit: int = MAX_SESSION_FILE) -> tuple[bytes, int]:
     """(content, permission bits) of the regular file `name`; a link, a directory, a fifo
-    or a missing file raise FileNotFoundError."""
+    or a missing file raise FileNotFoundError, one of more than `limit` bytes (by its size
+    once open, or by what a read finds when it grew since) raises FileTooLarge. The bits
+    are masked to `KEPT_FILE_MODE`: a session's setuid or exec bit is never carried."""
     try:
         fd = os.open(
             name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
@@ -169,7 +186,17 @@ def _read_at(directory: int, name: str) -> tuple[bytes, int]:
         found = os.fstat(fh.fileno())
         if not stat.S_ISREG(found.st_mode):
             raise FileNotFoundError(f"{name} is not a regular file")
-        return fh.read(), stat.S_IMODE(found.st_mode)
+        if found.st_size > limit:
+            raise FileTooLarge(_too_large(name, found.st_size, limit))
+        data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise FileTooLarge(_too_large(name, len(data), limit, grew=True))
+        return data, stat.S_IMODE(found.st_mode) & KEPT_FILE_MODE
+
+
+def _too_large(name: str, size: int, limit: int, *, grew: bool = False) -> str:
+    held = "grew past" if grew else f"is {size} bytes, more than"
+    return f"{name} {held} the {limit} bytes read of a file a session writes; not read"
 
 
 def _replace_at(directory: int, name: str, data: bytes, mode: int) -> None:
@@ -222,13 +249,14 @@ def remove_within(root: Path, relative: str | PurePosixPath) -> None:
         os.close(directory)
 
 
-def read_within(root: Path, relative: str | PurePosixPath) -> str:
+def read_within(root: Path, relative: str | PurePosixPath, limit: int = MAX_SESSION_FILE) -> str:
     """The text of the regular file `root/relative`. A link anywhere below `root`, a
-    missing file or one that is not a regular file raise FileNotFoundError."""
+    missing file or one that is not a regular file raise FileNotFoundError; one of more
+    than `limit` bytes raises FileTooLarge."""
     *dirs, name = _names(relative)
     directory = _open_dirs(root, dirs, create=False, dir_mode=0o700)
     try:
-        return _read_at(directory, name)[0].decode("utf-8", "replace")
+        return _read_at(directory, name, limit)[0].decode("utf-8", "replace")
     finally:
         os.close(directory)
 
@@ -262,11 +290,14 @@ def update_within(
     relative: str | PurePosixPath,
     edit: Callable[[str], str | None],
     new_mode: int = 0o600,
+    limit: int = MAX_SESSION_FILE,
 ) -> bool:
     """Read-modify-write `root/relative` under the directory's `flock` (the lock
     `FileLock` takes): `edit` gets the current text (`""` when the file is missing or is
     not a regular file: a link is never read) and returns the new text, or None to leave
-    it. The file keeps its mode; a new one gets `new_mode`. True when it was written."""
+    it. The file keeps its mode (masked to `KEPT_FILE_MODE`); a new one gets `new_mode`.
+    True when it was written; a file of more than `limit` bytes raises FileTooLarge and is
+    left as it was."""
     import fcntl
 
     *dirs, name = _names(relative)
@@ -274,7 +305,7 @@ def update_within(
     try:
         fcntl.flock(directory, fcntl.LOCK_EX)
         try:
-            data, mode = _read_at(directory, name)
+            data, mode = _read_at(directory, name, limit)
             text = data.decode("utf-8", "replace")
         except FileNotFoundError:
             text, mode = "", new_mode

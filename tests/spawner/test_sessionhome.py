@@ -66,8 +66,7 @@ def test_the_session_home_holds_only_what_claude_code_needs(tmp_path: Path) -> N
         "customApiKeyResponses": {"approved": [PASS[-20:]], "rejected": []},
     }
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings["theme"] == "dark" and settings["env"] == {"FOO": "1"}
-    assert "apiKeyHelper" not in settings
+    assert settings == {"theme": "dark"}  # no `env`, no `apiKeyHelper`: an allow-list
     assert "hooks" not in settings  # the stop gate is in the managed settings, not here
     assert (home / ".gitconfig").read_text() == (
         "[user]\n\tname = Dev One\n\temail = dev@example.com\n"
@@ -150,9 +149,14 @@ def test_the_pure_edits() -> None:
     kept = many["customApiKeyResponses"]["approved"]
     assert kept[0] == "mine" and len(kept) == 65
     assert kept[-1] == f"{99:043d}-tlgw"[-20:] and PASS[-20:] not in kept
-    assert session_settings({"apiKeyHelper": "x", "env": {"ANTHROPIC_AUTH_TOKEN": "t"}}) == {
-        "env": {}
+    assert session_settings({"apiKeyHelper": "x", "env": {"FOO": "1"}, "model": "m"}) == {
+        "model": "m"
     }
+    rules = {"allow": ["Bash(ls)"], "defaultMode": "acceptEdits", "unknownLater": "x"}
+    assert session_settings({"permissions": rules}) == {
+        "permissions": {"allow": ["Bash(ls)"], "defaultMode": "acceptEdits"}
+    }
+    assert session_settings({"permissions": "not rules"}) == {}
     gate = {"hooks": [{"type": "command", "command": direct_command(), "timeout": 30}]}
     assert session_settings({"hooks": {"Stop": [gate]}}) == {}  # the managed settings run it
     host = {"permissions": {"deny": ["WebFetch"]}}

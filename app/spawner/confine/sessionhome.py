@@ -8,12 +8,15 @@ the session sees. It holds no credential of the operator's. Before each launch i
   runs): onboarding done and the session's own gateway pass approved, and nothing else of
   the operator's: no `primaryApiKey`, no other approved key, no account; the trust entries
   for the checkout are added by `trust.pretrust`;
-- `~/.claude/settings.json` from the operator's, minus what would hand over a credential or
-  lead around the gateway (`apiKeyHelper`, credential variables or a base URL in `env`), and
-  minus the stop gate's hook: that one lives in the managed settings (`managed_settings`),
-  shown read-only at `/etc/claude-code`, which Claude Code reads above every user or
-  project setting and which the session cannot change (a `disableAllHooks` it writes does
-  not switch managed hooks off);
+- `~/.claude/settings.json` holding only the operator's settings named in
+  `INHERITED_SETTINGS` (the model, display and transcript preferences, permission rules):
+  an allow-list, so `env` (where tokens and custom headers live), every helper that runs a
+  command for a credential (`apiKeyHelper`, `awsCredentialExport`, `awsAuthRefresh`,
+  `otelHeadersHelper`, …), hooks, status lines and any setting Claude Code adds later stay
+  out. The stop gate's hook lives in the managed settings (`managed_settings`), shown
+  read-only at `/etc/claude-code`, which Claude Code reads above every user or project
+  setting and which the session cannot change (a `disableAllHooks` it writes does not
+  switch managed hooks off);
 - the operator's login (`~/.claude/.credentials.json`) only with `routing.sandbox.shareLogin:
   true`; otherwise a copy left from an earlier launch is removed;
 - git's `user.name` / `user.email`.
@@ -28,13 +31,12 @@ never written through, and never read.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.commands.hooks import install_stop_hook, managed_command, uninstall_stop_hook
+from app.commands.hooks import install_stop_hook, managed_command
 from app.files import FileLock, remove_within, write_json, write_within
-from app.gateway.access import CREDENTIAL_VARIABLES
 from app.gateway.passes import is_pass_tail
 from app.spawner.confine.trust import (
     TrustFileError,
@@ -58,11 +60,30 @@ KEPT_PASS_APPROVALS = 64  # in the operator's own config, for unconfined session
 ACCOUNT = "oauthAccount"
 # Keys of `~/.claude.json` that hold or name the operator's credentials.
 OPERATOR_KEYS = frozenset({"primaryApiKey", APPROVALS, ACCOUNT})
-# Settings that would run or hand over a credential inside the session.
-CREDENTIAL_SETTINGS = frozenset({"apiKeyHelper", "awsCredentialExport", "awsAuthRefresh"})
-# Variables of the settings' `env` the launch sets itself: a credential, or a way around the
-# model gateway.
-LAUNCH_VARIABLES = frozenset({*CREDENTIAL_VARIABLES, "ANTHROPIC_BASE_URL"})
+# The operator's settings a session inherits: preferences that neither hold nor fetch a
+# credential, run no command and lead nowhere around the gateway. Anything else (`env`,
+# `*Helper`, `aws*`, hooks, `statusLine`, plugins, MCP servers, a key added later) stays out.
+INHERITED_SETTINGS = frozenset(
+    {
+        "$schema",
+        "model",
+        "alwaysThinkingEnabled",
+        "outputStyle",
+        "language",
+        "includeCoAuthoredBy",
+        "attribution",
+        "cleanupPeriodDays",
+        "autoCompactEnabled",
+        "spinnerTipsEnabled",
+        "respectGitignore",
+        "theme",
+        "permissions",
+    }
+)
+# Of `permissions`: the rules and mode; nothing in them names a credential.
+INHERITED_PERMISSIONS = frozenset(
+    {"allow", "ask", "deny", "defaultMode", "additionalDirectories", "disableBypassPermissionsMode"}
+)
 
 
 def home_for(state_dir: Path, name: str) -> Path:
@@ -108,13 +129,16 @@ def with_approved_key(data: dict[str, Any], api_key: str) -> dict[str, Any] | No
 
 
 def session_settings(real: dict[str, Any]) -> dict[str, Any]:
-    """The operator's settings without the stop gate (the managed settings run it) and
-    without anything that hands a session a credential (a key helper, a key in `env`)."""
-    kept = {key: value for key, value in real.items() if key not in CREDENTIAL_SETTINGS}
-    if isinstance(real.get("env"), dict):
-        kept["env"] = {k: v for k, v in real["env"].items() if k not in LAUNCH_VARIABLES}
-    settings, _ = uninstall_stop_hook(kept)
-    return settings
+    """Of the operator's settings, only `INHERITED_SETTINGS` (and of `permissions`, only
+    `INHERITED_PERMISSIONS`) (pure). No hook comes along: the managed settings run the
+    stop gate."""
+    kept = {key: value for key, value in real.items() if key in INHERITED_SETTINGS}
+    permissions = kept.get("permissions")
+    if isinstance(permissions, dict):
+        kept["permissions"] = {k: v for k, v in permissions.items() if k in INHERITED_PERMISSIONS}
+    elif "permissions" in kept:
+        del kept["permissions"]
+    return kept
 
 
 def managed_settings(host: dict[str, Any], gate_command: str) -> dict[str, Any]:
@@ -205,23 +229,35 @@ def seed_home(
     failures: list[str] = []
     try:
         account = _read_object(config).get(ACCOUNT) if share_login else None
-        update_json_file(
-            claude_config_path(home),
-            lambda data: session_config(data, api_key, account),
-            within=home,
-        )
     except (TrustFileError, OSError) as exc:
         failures.append(f"{config}: {exc}")
+    else:
+        failures += _update(
+            claude_config_path(home), home, lambda data: session_config(data, api_key, account)
+        )
     settings = config_dir / "settings.json"
     try:
         wanted = session_settings(_read_object(settings))
-        update_json_file(
-            claude_settings_path(home), lambda data: None if data == wanted else wanted, home
-        )
     except (TrustFileError, OSError, ValueError) as exc:
         failures.append(f"{settings}: {exc}")
+    else:
+        failures += _update(
+            claude_settings_path(home), home, lambda data: None if data == wanted else wanted
+        )
     failures += _login(config_dir / CREDENTIALS, home, share_login)
     return failures + write_git_identity(real_home, home)
+
+
+def _update(
+    path: Path, home: Path, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> list[str]:
+    """`edit` merged into the session home's file `path`; what went wrong, naming it (a file
+    the session made larger than the spawner reads is reported here, left as it is)."""
+    try:
+        update_json_file(path, edit, home)
+    except (TrustFileError, OSError, ValueError) as exc:
+        return [f"{path}: {exc}"]
+    return []
 
 
 def write_git_identity(real_home: Path, home: Path) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
-from app.files import FileLock, json_text, update_within, write_json
+from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
 from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"
@@ -148,7 +148,7 @@ def update_json_file(
     with FileLock(target):
         try:
             text = target.read_text()
-            mode = target.stat().st_mode & 0o7777
+            mode = target.stat().st_mode & KEPT_FILE_MODE
         except FileNotFoundError:
             text, mode = "", NEW_FILE_MODE
         updated = edit(parse_object(text, str(path)))

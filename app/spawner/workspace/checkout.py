@@ -15,6 +15,7 @@ otherwise. Git runs only through `hostgit`.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.config import NAME_RE
-from app.files import json_text, read_within, write_within
+from app.files import FileTooLarge, json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen
 from app.spawner.naming import item_slug
@@ -33,6 +34,8 @@ from app.spawner.workspace.hostgit import CheckoutError, HostGit, run_git
 from app.workstate import WorkItemState, parse_state, state_path
 
 TOKEN_VARIABLE = "THE_LOOP_GIT_TOKEN"
+MAX_STATE_BYTES = 1024 * 1024  # of a checkout's work-item-state.json (a few KiB is usual)
+LOG = logging.getLogger(__name__)
 ASKPASS = """#!/bin/sh
 # Answers git's credential prompts from the environment; holds no secret itself.
 case "$1" in
@@ -149,10 +152,11 @@ def write_frozen_state(
 
     The pointer is the App's `phase` when the job carries one (else the one already in a
     reused checkout is kept); the decisions and choices are the App's (it is the authority)
-    and replace whatever an agent wrote there.
+    and replace whatever an agent wrote there. The file is read only when no `phase` comes
+    with the job: a follow-up to a live session never reads what its session wrote.
     """
     path = state_path(checkout, _safe_spec(spec_id))
-    previous = read_checkout_state(checkout, spec_id)
+    previous = None if phase else read_checkout_state(checkout, spec_id)
     state = WorkItemState(
         workItem=spec_id,
         currentNode=phase
@@ -178,9 +182,14 @@ def _safe_spec(spec_id: str) -> str:
 
 def read_checkout_state(checkout: Path, spec_id: str) -> WorkItemState | None:
     """The state file in a checkout, read as the session left it but without following a
-    link (one reads as no file): the host never reads a file elsewhere through it."""
+    link (one reads as no file): the host never reads a file elsewhere through it. One of
+    more than `MAX_STATE_BYTES` is not read: it reads as no file (so the App's record is
+    written over it) and a warning names it."""
     relative = state_path(checkout, _safe_spec(spec_id)).relative_to(checkout).as_posix()
     try:
-        return parse_state(read_within(checkout, relative))
+        return parse_state(read_within(checkout, relative, MAX_STATE_BYTES))
     except (FileNotFoundError, NotADirectoryError):
+        return None
+    except FileTooLarge as exc:
+        LOG.warning("%s: %s; the App's record replaces it", checkout / relative, exc)
         return None
