@@ -9,6 +9,7 @@ there (tests/spawner/test_hostgit.py has the planted hooks and links)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import threading
@@ -19,16 +20,20 @@ from typing import Any
 import pytest
 
 from app.protocol import StopJob
-from app.spawner.appclient import ClaimedJob
+from app.spawner.appclient import AppClient, ClaimedJob
+from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
+from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.checkout import checkout_dir
 from app.spawner.workspace.hostgit import HOST_MEMORY, HostGit
 from app.spawner.workspace.leftovers import describe_session
+from app.store.tables import JobKind, WorkItemStatus
 from tests.jobs_support import NAME, TOKEN, WI, deliver_job, events, run_ok, spawn_job
 from tests.spawner_support import BRANCH, StandIn, bare_repository, git, on_branch
 
+SHARED_API = {"lease_seconds": 1}  # how serve_api runs this module's App
 EVENT_WAIT = 50.0  # generous: a blocked git would have held the event for its whole timeout
 
 
@@ -187,3 +192,39 @@ def test_git_blocked_by_what_refusal_cannot_see_is_a_refusal_not_an_error(tmp_pa
     hostgit = HostGit({"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
     refused = _in_time(lambda: hostgit.refusal(work))
     assert refused is not None and "did not answer" in refused and "timed out" in refused
+
+
+@pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
+def test_the_app_lets_the_session_token_die_though_its_checkout_held_a_fifo(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, api: Any
+) -> None:
+    """The whole way: the App hands out the spawn with a session token, the spawner runs it,
+    the session plants a fifo and exits, the watchdog's event reaches the App through the
+    spawner's outbox, and the token the session held stops working."""
+    token = api.token()
+    app = api.spawner(token)
+    app.register()
+    item = api.work_item(number=7)
+    api.queue(JobKind.SPAWN, "spawn:fifo", item, installation_id=1)
+    offered = app.job()
+    assert offered is not None
+    session = api.spawner(offered["session_token"])
+    client = AppClient(api.url, token)
+    ctx = dataclasses.replace(ctx, events=SpawnerEvents(ctx.state_dir, client))
+    result = run_ok(ctx, on_branch(spawn_job(origin, item=item)))
+    assert app.result(offered["id"], **result).status_code == 200
+    standin.wait_start(item)
+    _fifo_as_exclude(checkout_dir(ctx.workspace_root, item) / ".git")
+    assert session.comment(item, "still working").status_code == 200
+    describe = describe_session(ctx.config, ctx.home, ctx.state_dir, ctx.env)
+    dog = Watchdog(ctx.runner, ctx.registry, ctx.events.emit, ctx.locks, describe)
+    ctx.runner.kill(item_slug(item), owner=item)
+
+    _in_time(dog.tick)
+    assert _in_time(ctx.events.flush)
+
+    (exited,) = api.events("session.exited", item)
+    assert "(a fifo)" in exited["leftovers_unread"]
+    assert api.item(item).state == WorkItemStatus.EXITED
+    assert session.comment(item, "after the end").status_code == 401
+    client.close()
