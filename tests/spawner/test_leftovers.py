@@ -102,7 +102,9 @@ def test_changed_files_name_the_branchs_commits_and_what_was_left_uncommitted(
     assert facts["changed_base"] == "origin/HEAD"
     assert facts["changed_files"] == ["src/fix.py"]
     assert sorted(facts["uncommitted_files"]) == ["README.md", "new file.txt", "src/moved.py"]
-    assert changed_files(tmp_path / "not-a-checkout", HostGit(env)) == {}
+    assert changed_files(tmp_path / "not-a-checkout", HostGit(env)) == {
+        "leftovers_unread": "the checkout's git was not read: .git is missing"
+    }
 
 
 def test_the_checkouts_own_git_config_runs_nothing(tmp_path: Path) -> None:

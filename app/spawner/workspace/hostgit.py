@@ -9,9 +9,11 @@ profile. So, for a git command on a checkout (`HostGit.run`):
 
 1. **Refused first.** A `.git` that is a link or a file (`gitdir:` naming a repository
    elsewhere), one holding `commondir` or `objects/info/alternates` (they borrow another
-   repository), a config, `HEAD`, `packed-refs` or index that is a link or not a plain
-   file, a config naming `core.worktree`, or a repository git cannot read or use:
-   `refusal` says why, and the caller re-clones.
+   repository), anything in it (hooks aside: none runs) that is not a plain file or
+   directory — a link, a fifo, a socket, a device, where git would follow, block or read
+   without end — seen with `lstat` before any git runs; then a config naming
+   `core.worktree`, or a repository git cannot read or use, or one it does not answer about
+   in time: `refusal` says why, and the caller re-clones.
 2. **Confined.** With sessions in bubblewrap, a command that reads the index or writes the
    work tree, the index, refs or reflogs (`switch`, and anything not in `ON_THE_HOST`)
    runs in a sandbox of its own: the system directories read-only, the checkout writable,
@@ -20,7 +22,9 @@ profile. So, for a git command on a checkout (`HostGit.run`):
    further than the session itself could. Commands that only read refs and settings or
    edit `.git/config` run on the host. (With `routing.sandbox.mode: none` the session runs
    unconfined as the spawner's user, so there is no more reach to take; every command runs
-   on the host, with everything below still in force.)
+   on the host, with everything below still in force.) Git on the host has a short
+   timeout and an address-space limit, so what `refusal` cannot foresee (an include naming
+   a fifo in the work tree) costs seconds and a refusal, never the spawner's memory.
 3. **Neutralised.** Settings given through `GIT_CONFIG_COUNT` outrank every config file and
    include: hooks at `/dev/null`, no fsmonitor, every filter driver the repository's config
    names emptied and not required, no pager, no automatic gc or maintenance, no transport
@@ -37,10 +41,11 @@ The clone of a fresh checkout and the read of the operator's git identity run he
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import stat
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,8 @@ from app.spawner.confine.isolation import system_mounts, system_secrets
 from app.spawner.confine.sandbox import Bind, SandboxPlan, sandbox_argv
 
 GIT_TIMEOUT = 60
+HOST_TIMEOUT = 10  # seconds for a command on a checkout that runs on the host
+HOST_MEMORY = 1024**3  # bytes of address space git on the host may map
 NEUTRAL = (
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -57,6 +64,8 @@ NEUTRAL = (
     ("safe.bareRepository", "explicit"),
 )
 OFFLINE = (("protocol.allow", "never"),)
+# Pack windows small enough for git to work within HOST_MEMORY.
+SMALL_WINDOWS = (("core.packedGitWindowSize", "32m"), ("core.packedGitLimit", "256m"))
 KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL")
 FILTER_KEYS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
 BORROWED = ("commondir", "objects/info/alternates")
@@ -65,8 +74,9 @@ BORROWED = ("commondir", "objects/info/alternates")
 # no hook, filter or fsmonitor is reachable from them, and they write nothing else. They
 # run on the host (a sandbox costs more than the command); every other command is confined.
 ON_THE_HOST = frozenset({"config", "rev-parse", "symbolic-ref"})
-# What git itself always writes as plain files: a link or a fifo here is a session's doing.
-PLAIN_FILES = ("config", "config.worktree", "HEAD", "packed-refs", "index")
+# What git always needs, as plain files (anything else in `.git` is checked as it is found).
+NEEDED_FILES = ("config", "HEAD")
+UNREAD = frozenset({"hooks"})  # `.git`'s own entries git never reads here (hooks are off)
 REPOSITORY_SCOPES = ("local", "worktree")  # the files in `.git`, and what they include
 
 
@@ -92,9 +102,11 @@ def run_git(
     cwd: Path | None = None,
     timeout: float = GIT_TIMEOUT,
     confine: SandboxPlan | None = None,
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `git args` with `env` plus the neutral settings (and `settings`), inside
-    `confine` when given. Raises CheckoutError when git does not finish in `timeout`."""
+    `confine` when given, its address space capped at `memory` bytes when given. Raises
+    CheckoutError when git does not finish in `timeout`."""
     full = {**env, **_count_env([*NEUTRAL, *settings]), "GIT_TERMINAL_PROMPT": "0"}
     argv = ["git", *args]
     if confine is not None:
@@ -110,9 +122,21 @@ def run_git(
             timeout=timeout,
             check=False,
             start_new_session=True,
+            preexec_fn=None if memory is None else _capped(memory),
         )
     except subprocess.TimeoutExpired as exc:
         raise CheckoutError(f"git {_verb(args)} timed out after {timeout:g}s") from exc
+
+
+def _capped(memory: int) -> Callable[[], None]:
+    """What the child runs before git: its address space capped (it only calls setrlimit,
+    safe between fork and exec)."""
+    limits = (memory, memory)
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, limits)
+
+    return cap
 
 
 def _verb(args: Sequence[str]) -> str:
@@ -174,26 +198,34 @@ class HostGit:
         return env
 
     def _call(
-        self, checkout: Path, args: Sequence[str], settings: Sequence[tuple[str, str]]
+        self,
+        checkout: Path,
+        args: Sequence[str],
+        settings: Sequence[tuple[str, str]],
+        timeout: float = GIT_TIMEOUT,
     ) -> subprocess.CompletedProcess[str]:
         env = self._environment()
         # The directory itself is the spawner's (made in a parent no session writes), so
         # it is resolved once: the sandbox shows it at its real path.
         where = _real(checkout)
         place = [f"--git-dir={where / '.git'}", f"--work-tree={where}"]
-        confined = self.confined and args[0] not in ON_THE_HOST
-        confine = confinement(where, env["PATH"]) if confined else None
+        reading = args[0] in ON_THE_HOST
+        confine = confinement(where, env["PATH"]) if self.confined and not reading else None
+        on_host = confine is None
         return run_git(
             [*place, *args],
             env,
-            settings=[*OFFLINE, *settings],
+            settings=[*OFFLINE, *(SMALL_WINDOWS if on_host else ()), *settings],
             cwd=where,
             confine=confine,
+            timeout=min(timeout, HOST_TIMEOUT) if reading else timeout,
+            memory=HOST_MEMORY if on_host else None,
         )
 
     def _settings_named(self, checkout: Path) -> list[tuple[str, str]] | str:
         """(scope, name) of every setting git reads for `checkout`, includes and all, or
-        why git cannot read them. Listed once per checkout for this `HostGit`."""
+        why git cannot read them. Listed once per checkout for this `HostGit`; raises
+        CheckoutError when git does not answer in time (and nothing is kept)."""
         if checkout not in self._listed:
             args = ["config", "--list", "--show-scope", "--name-only", "-z"]
             listed = self._call(checkout, args, ())
@@ -223,11 +255,12 @@ class HostGit:
         self._listed.pop(checkout, None)
 
     def run(
-        self, checkout: Path, *args: str, check: bool = True
+        self, checkout: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT
     ) -> subprocess.CompletedProcess[str]:
         """`git args` on `checkout`, confined and neutralised as above. With `check`, a
-        failure raises CheckoutError with git's first lines."""
-        proc = self._call(checkout, args, self._filter_settings(checkout))
+        failure raises CheckoutError with git's first lines; so does git taking longer than
+        `timeout` seconds (HOST_TIMEOUT at most for a command on the host)."""
+        proc = self._call(checkout, args, self._filter_settings(checkout), timeout)
         if check and proc.returncode != 0:
             raise CheckoutError(f"git {_verb(args)} failed: {proc.stderr.strip()[:500]}")
         return proc
@@ -238,7 +271,8 @@ class HostGit:
         return run_git(args, self._environment(), cwd=Path("/")).returncode == 0
 
     def refusal(self, checkout: Path) -> str | None:
-        """Why `checkout` must not be used (it is re-cloned), or None when it may."""
+        """Why `checkout` must not be used (it is re-cloned), or None when it may. Never
+        raises: git not answering in time is a refusal too."""
         dot_git = checkout / ".git"
         mode = _kind(dot_git)
         if mode is None:
@@ -250,19 +284,62 @@ class HostGit:
         for name in BORROWED:
             if _kind(dot_git / name) is not None:
                 return f".git/{name} borrows from a repository elsewhere"
-        for name in PLAIN_FILES:
-            mode = _kind(dot_git / name)
-            if (mode is not None or name in ("config", "HEAD")) and not stat.S_ISREG(mode or 0):
+        odd = next(_not_plain(dot_git), None)
+        if odd is not None:
+            return odd
+        for name in NEEDED_FILES:
+            if not stat.S_ISREG(_kind(dot_git / name) or 0):
                 return f".git/{name} is not a regular file"
-        named = self._settings_named(checkout)
-        if isinstance(named, str):
-            return f"git cannot read its config ({named})"
-        if any(s in REPOSITORY_SCOPES and n == "core.worktree" for s, n in named):
-            return "its config names a work tree elsewhere (core.worktree)"
-        usable = self._call(checkout, ["rev-parse", "--git-dir"], ())
+        try:
+            named = self._settings_named(checkout)
+            if isinstance(named, str):
+                return f"git cannot read its config ({named})"
+            if any(s in REPOSITORY_SCOPES and n == "core.worktree" for s, n in named):
+                return "its config names a work tree elsewhere (core.worktree)"
+            usable = self._call(checkout, ["rev-parse", "--git-dir"], ())
+        except CheckoutError as exc:  # a timeout: something in it blocks git
+            return f"git did not answer about this repository ({exc})"
         if usable.returncode != 0:  # e.g. a repository format git refuses
             return f"git cannot use this repository ({_first_line(usable)})"
         return None
+
+
+KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a fifo"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _not_plain(dot_git: Path) -> Iterator[str]:
+    """Why each entry under `dot_git` that is neither a plain file nor a directory is
+    refused (hooks aside), found with lstat and never followed: a link in `refs` or
+    `logs` would have host git read where it points, a fifo would block it, a device
+    would feed it without end."""
+    pending = [dot_git]
+    while pending:
+        here = pending.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            yield f".git/{Path(here).relative_to(dot_git)} cannot be listed ({exc.strerror})"
+            continue
+        for entry in entries:
+            if here == dot_git and entry.name in UNREAD:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif not entry.is_file(follow_symlinks=False):
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    mode = 0  # gone since it was listed
+                kind = next((k for test, k in KINDS if test(mode)), "not a plain file")
+                where = Path(entry.path).relative_to(dot_git)
+                yield f".git/{where} is not a regular file ({kind})"
 
 
 def _first_line(proc: subprocess.CompletedProcess[str]) -> str:

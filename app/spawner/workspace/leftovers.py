@@ -4,10 +4,12 @@ what was tried.
 
 Everything here is read from places the session could write — its home and its checkout — so
 it is data, never instructions: the transcript is found and opened without following a link
-at any step and only its tail is read; git runs through the spawner's one safe door
-(`hostgit`: hooks, fsmonitor and filters off, confined with the sandbox); what comes back is
-cut to a size an event may carry. Usage is left to whoever counts it (the model gateway);
-this module does not.
+(and without waiting on a fifo) at any step and only its tail is read; git runs through the
+spawner's one safe door (`hostgit`: refused when the repository holds a link, fifo or device,
+hooks, fsmonitor and filters off, confined with the sandbox, on a short timeout); what comes
+back is cut to a size an event may carry. Whatever cannot be read is left out and named in
+`leftovers_unread`: describing a session never keeps its end from being reported. Usage is
+left to whoever counts it (the model gateway); this module does not.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from app.spawner.confine.sessionhome import home_for
 from app.spawner.harness import adapter_of
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord
-from app.spawner.workspace.hostgit import HostGit
+from app.spawner.workspace.hostgit import CheckoutError, HostGit
 
 MAX_MESSAGE = 3000  # characters of the last message kept (its end: where a summary is)
 MAX_FILES = 50
 MAX_PATH = 200
 TAIL_BYTES = 1024 * 1024  # how much of a transcript's end is read
-GIT_TIMEOUT = 30
+GIT_TIMEOUT = 10  # seconds for each git command on an ended session's checkout
 _SESSION_ID_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 Describe = Callable[[SessionRecord], dict[str, Any]]
@@ -144,14 +146,12 @@ def session_home(
 
 
 def run_git(checkout: Path, git: HostGit, *args: str) -> bytes | None:
-    """git's output in `checkout` through the spawner's one safe door (`hostgit`: refused
-    when the session tampered with its repository, confined and neutralised otherwise), or
-    None when it fails."""
-    if git.refusal(checkout) is not None:
-        return None
+    """git's output in `checkout` through the spawner's one safe door (`hostgit`: confined,
+    neutralised, on a short timeout), or None when it fails or does not finish. The caller
+    has seen `git.refusal` find nothing wrong with the checkout."""
     try:
-        proc = git.run(checkout, *args, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = git.run(checkout, *args, check=False, timeout=GIT_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired, CheckoutError):
         return None
     return proc.stdout.encode("utf-8", "surrogateescape") if proc.returncode == 0 else None
 
@@ -165,7 +165,11 @@ def _names(output: bytes) -> list[str]:
 def changed_files(checkout: Path, git: HostGit) -> dict[str, Any]:
     """The files committed on the checkout's branch since it left the default branch
     (`changed_files`, with `changed_base`), and those changed but not committed
-    (`uncommitted_files`); a key is missing when git cannot say."""
+    (`uncommitted_files`); a key is missing when git cannot say, and a checkout whose
+    repository the session tampered with is not read at all (`leftovers_unread` says why)."""
+    refused = git.refusal(checkout)
+    if refused is not None:
+        return {"leftovers_unread": f"the checkout's git was not read: {refused}"}
     facts: dict[str, Any] = {}
     base = "origin/HEAD"
     diff = ["diff", "--no-ext-diff", "--no-textconv", "--name-only", "-z", f"{base}...HEAD"]
@@ -202,13 +206,20 @@ def describe_session(
     confined = config.routing.sandbox.resolved is not SandboxMode.NONE
     git = HostGit(env, confined=confined)
 
-    def describe(record: SessionRecord) -> dict[str, Any]:
-        facts: dict[str, Any] = {"started_at": record.started_at}
+    def read(record: SessionRecord, facts: dict[str, Any]) -> None:
         home = session_home(config, real_home, state_dir, record.work_item_id, record.harness)
         found = adapter_of(record.harness).transcript(home, record.session_id)
         if found is not None:
             with contextlib.suppress(OSError):  # gone or swapped since it was found
                 facts["last_message"] = last_message(_tail(found))
-        return {**facts, **changed_files(Path(record.checkout), git)}
+        facts.update(changed_files(Path(record.checkout), git))
+
+    def describe(record: SessionRecord) -> dict[str, Any]:
+        facts: dict[str, Any] = {"started_at": record.started_at}
+        try:
+            read(record, facts)
+        except Exception as exc:  # the session's end is reported whatever it left
+            facts["leftovers_unread"] = f"what the session left could not be read ({exc})"[:300]
+        return facts
 
     return describe
