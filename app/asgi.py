@@ -103,7 +103,7 @@ def create_asgi_app(
     flask_app = create_app(settings, web_threads=wsgi_threads)
     state: AppState = flask_app.extensions["the-loop"]
     settle_heap()
-    fallback = WSGIMiddleware(flask_app, workers=wsgi_threads)
+    fallback = WSGIMiddleware(flask_app, workers=wsgi_threads)  # type: ignore[arg-type]
     return AsgiApp(state, fallback, wsgi_threads=wsgi_threads)  # type: ignore[arg-type]
 
 
