@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from app.ingress.sampling import PER_MINUTE
 from tests.pull_support import REPO
 from tests.support import wait_for
 
@@ -93,6 +94,10 @@ def test_a_session_trickling_git_bodies_starves_nobody(live, tricklers: Trickler
     busy = list(tricklers.answers.values())
     assert {_status(a) for a in busy} == {503}
     assert all(b"text/plain" in a and b"the-loop: too many git requests" in a for a in busy)
+    # Counted, with a sampled few stored: the refusals cost no row each.
+    rejected = [r for r in bed.events("request.rejected") if r["reason"] == "git-busy"]
+    assert rejected and all(r["cap"] == "holder" for r in rejected)
+    assert len(rejected) <= 2 * PER_MINUTE < TRICKLERS - 2
     # Meanwhile (two bodies still trickle in) the App answers everyone else.
     assert httpx.get(f"{bed.app.url}/healthz", timeout=30).status_code == 200
     assert live.spawner.poll().status_code in (200, 204)
