@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     # Bytes of not yet verified bodies (webhooks, Slack) one App process holds at once; a
     # request past it is answered 503 with Retry-After. At least one largest delivery fits.
     the_loop_unverified_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # Git gateway requests (`/git/…`) one App process serves at once for one session token,
+    # and in all (0: half the App's WSGI threads); past either, 503. Seconds a git body may
+    # go without a byte before it is cut.
+    the_loop_git_requests_per_session: int = Field(default=2, gt=0)
+    the_loop_git_requests: int = Field(default=0, ge=0)
+    the_loop_git_idle_seconds: float = Field(default=30.0, gt=0)
     # Seconds between two stop-gate attempts the App counts for one session and node: asks
     # closer together are the same attempt, so a session cannot run its count up ahead.
     the_loop_gate_attempt_gap: float = Field(default=20.0, ge=0)

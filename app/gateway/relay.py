@@ -16,6 +16,13 @@ SSE stream is never buffered), while `metering.py` reads its usage into the tall
 the pass's work item, and the tally keeps how long the item's harness was working. An item
 whose budget the App found spent is refused 400 in its API's shape (as the API refuses a
 spent credit balance), with the App's words, until a new launch of it is asked for.
+
+Sessions are not trusted, and connections are accepted before any pass is seen, so none may
+hoard them: a connection whose first request head has not come within `head_wait` seconds is
+hung up on, one pass may hold `per_pass` connections at once (a request on one more is
+refused 529, which the harness retries, and that connection closed), and past
+`max_connections` in all a new connection is closed at once. Each connection closed unserved
+is counted (`dropped`), never stored.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import h11
@@ -35,7 +42,7 @@ from app.gateway.forwarding import (
     presented_token,
     upstream_headers,
 )
-from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
+from app.gateway.metering import Tally, meter_for
 from app.gateway.passes import Passes
 from app.gateway.transport import AsyncioBackend
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
@@ -45,10 +52,11 @@ log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
 BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
 MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
+PER_PASS = 16  # connections one pass (one session) may hold at once
+HEAD_WAIT = 30.0  # seconds a new connection has to send its first request's head
 IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
 OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
 MAX_HEAD = 64 * 1024
-MAX_METERED_JSON = 8 * 1024 * 1024
 READ_SIZE = 64 * 1024
 UNKNOWN_PASS = (
     "this session's model credential is unknown or has expired (its session ended); the "
@@ -63,6 +71,7 @@ NO_OPENAI_CREDENTIAL = (
     "or routing.sandbox.openaiKeyFile in cli-config.yaml"
 )
 NO_CREDENTIAL_FOR = {MESSAGES.name: NO_CREDENTIAL, RESPONSES.name: NO_OPENAI_CREDENTIAL}
+TOO_MANY = "this session holds too many connections to the model gateway; retry on one of them"
 SPENT = "the-loop: budget spent: this work item may not use the model any more"
 NOT_FORWARDED = not_forwarded()
 JSON = [(b"content-type", b"application/json")]
@@ -99,6 +108,16 @@ class _Exchange:
         self.reader = reader
         self.writer = writer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.holder: str | None = None  # the work item whose pass this connection presented
+
+    async def _first(self) -> Any:
+        """The first request's head, within `head_wait` (a silent connection is dropped)."""
+        try:
+            async with asyncio.timeout(self.gateway.head_wait):
+                return await self._event()
+        except TimeoutError:
+            self.gateway.dropped += 1
+            raise
 
     async def _event(self) -> Any:
         while True:
@@ -119,17 +138,19 @@ class _Exchange:
 
     async def serve(self) -> None:
         try:
+            request = await self._first()
             while True:
-                request = await self._event()
                 if not isinstance(request, h11.Request):
                     return
                 await self._one(request)
                 if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
                     return
                 self.conn.start_next_cycle()
+                request = await self._event()
         except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             return
         finally:
+            self.gateway.detach(self)
             self.writer.close()
 
     async def _body(self, held: list[int]) -> bytes:
@@ -158,6 +179,8 @@ class _Exchange:
             work_item_id = self.gateway.passes.holder(presented_token(request.headers))
             if work_item_id is None:
                 raise _Refused(401, "authentication_error", UNKNOWN_PASS)
+            if not self.gateway.attach(self, work_item_id):
+                raise _Refused(529, "overloaded_error", TOO_MANY)
             if wire is None:
                 raise _Refused(403, "permission_error", NOT_FORWARDED)
             if not self.gateway.upstreams[wire.name].has_credential:
@@ -210,6 +233,9 @@ class ModelGateway:
         host: str = "127.0.0.1",
         port: int = 0,
         body_budget: int = BODIES_IN_FLIGHT,
+        max_connections: int = MAX_CONNECTIONS,
+        per_pass: int = PER_PASS,
+        head_wait: float = HEAD_WAIT,
     ) -> None:
         self.upstream = upstream  # the Messages API's
         self.upstreams: dict[str, Upstream] = {
@@ -222,6 +248,9 @@ class ModelGateway:
         self.refusals = 0
         self.held = 0  # bytes of request bodies in flight (the loop's thread only)
         self.body_budget = body_budget
+        self.max_connections, self.per_pass, self.head_wait = max_connections, per_pass, head_wait
+        self.held_by: dict[str, int] = {}  # connections open per pass holder (the loop's thread)
+        self.dropped = 0  # connections closed unserved: past a cap, or silent too long
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -291,13 +320,36 @@ class ModelGateway:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _accept(self, reader: Any, writer: Any) -> Awaitable[None] | None:
-        if len(self._tasks) >= MAX_CONNECTIONS:  # the spawner's descriptors are not for hoarding
+        if (
+            len(self._tasks) >= self.max_connections
+        ):  # the spawner's descriptors are not for hoarding
+            self.dropped += 1
             writer.close()
             return None
         task = asyncio.ensure_future(_Exchange(self, reader, writer).serve())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def attach(self, exchange: _Exchange, work_item_id: str) -> bool:
+        """Count `exchange` as `work_item_id`'s; False when that pass holds its share."""
+        if exchange.holder == work_item_id:
+            return True
+        if self.held_by.get(work_item_id, 0) >= self.per_pass:
+            self.dropped += 1
+            log.info("model gateway: %s holds %d connections already", work_item_id, self.per_pass)
+            return False
+        self.detach(exchange)
+        self.held_by[work_item_id] = self.held_by.get(work_item_id, 0) + 1
+        exchange.holder = work_item_id
+        return True
+
+    def detach(self, exchange: _Exchange) -> None:
+        holder, exchange.holder = exchange.holder, None
+        if holder is not None:
+            left = self.held_by.pop(holder, 1) - 1
+            if left > 0:
+                self.held_by[holder] = left
 
     # -- budgets (from any thread) ---------------------------------------------------------
 
@@ -356,7 +408,7 @@ class ModelGateway:
     async def _relay(self, exchange: _Exchange, answer: Any, work_item_id: str, wire: Wire) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
-        read = _meter_for(kind.decode("latin-1"), wire)
+        read = meter_for(kind.decode("latin-1"), wire)
         # The head waits for the first chunk: one write, one wake-up of the session.
         head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
         try:
@@ -370,33 +422,3 @@ class ModelGateway:
             if usage is not None:
                 self.tally.add(work_item_id, usage)
         return usage is not None and usage.tool_calls > 0
-
-
-def _meter_for(content_type: str, wire: Wire) -> Callable[[bytes | None], Usage | None]:
-    """A reader fed each chunk, then None for the usage it read."""
-    if content_type.startswith("text/event-stream"):
-        meter = StreamMeter(wire)
-
-        def stream(chunk: bytes | None) -> Usage | None:
-            if chunk is None:
-                return meter.result()
-            meter.feed(chunk)
-            return None
-
-        return stream
-    if content_type.startswith("application/json"):
-        parts: list[bytes] = []
-        size = [0]
-
-        def whole(chunk: bytes | None) -> Usage | None:
-            if chunk is None:
-                if size[0] > MAX_METERED_JSON:
-                    return None
-                return usage_of_body(b"".join(parts), wire)
-            size[0] += len(chunk)
-            if size[0] <= MAX_METERED_JSON:
-                parts.append(chunk)
-            return None
-
-        return whole
-    return lambda chunk: None

@@ -141,7 +141,7 @@ def _upstream(
     try:
         answer = client.send(outgoing, stream=True)
     except BodyCut as exc:
-        return _plain(413, str(exc))
+        return _plain(exc.status, str(exc))
     except httpx.HTTPError as exc:
         log.warning("the git gateway could not reach GitHub for %s: %s", item.id, exc)
         return _plain(502, "GitHub did not answer; try again")
@@ -236,7 +236,7 @@ def rpc(owner: str, repo: str, service: str) -> Response:
             return _relay(_upstream(item, service, service, _body(stream, b"")))
         return _push(item, stream)
     except BodyCut as exc:
-        return _plain(413, str(exc))
+        return _plain(exc.status, str(exc))
 
 
 def _push(item: WorkItem, stream: IO[bytes]) -> Response:

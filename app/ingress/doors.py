@@ -124,8 +124,20 @@ NO_SESSION = Refusal(
 )
 
 
+def git_busy(retry_after: int) -> Refusal:
+    """A session token already has its share of the git gateway's requests in flight, or the
+    process has as many as it serves at once (`app.ingress.slots`)."""
+    retry = (("Retry-After", str(retry_after)),)
+    return Refusal(503, "too many git requests in flight; retry later", "git-busy", retry)
+
+
 class BodyCut(Exception):
-    """A streamed body went past its door's limit or deadline; the message says which."""
+    """A streamed body went past its door's limit or deadline, or went quiet for too long;
+    the message says which, `status` is the answer's."""
+
+    def __init__(self, message: str, status: int = 413) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def basic_password(headers: Mapping[str, str]) -> str | None:

@@ -2,10 +2,12 @@
 `SessionNetworks`, real TCP servers behind them. A route relays bytes both ways; the proxy
 lets a listed host through and refuses the rest with a 403 and an event, folding a flood of
 refusals into a count; a directory deeper than a socket address allows still works; ending
-the session removes its sockets."""
+the session removes its sockets; one session holds at most its share of a route's
+connections, without touching another session's."""
 
 from __future__ import annotations
 
+import socket
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -14,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from app.spawner.network.netgates import REFUSALS_PER_MINUTE, SessionNetworks, session_dir
+from app.spawner.network.netgates import (
+    REFUSALS_PER_MINUTE,
+    ROUTE_CONNECTIONS,
+    SessionNetworks,
+    session_dir,
+)
 from app.spawner.network.netplan import NetPlan, Route
 from tests.spawner_support import talk_unix
 
@@ -82,3 +89,39 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
         assert not directory.exists()
     finally:
         nets.stop()
+
+
+class _Lines(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        while line := self.rfile.readline():
+            self.wfile.write(b"echo: " + line)
+
+
+def test_a_session_holds_at_most_its_share_of_a_route_and_others_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    lines = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Lines)
+    lines.daemon_threads = True
+    threading.Thread(target=lines.serve_forever, daemon=True).start()
+    nets = SessionNetworks(tmp_path / "net", lambda event, item, **f: None)
+    route = Route("lines.sock", 9999, "127.0.0.1", lines.server_address[1])
+    plan = NetPlan((route,), 3128, frozenset(), "http://127.0.0.1:9")
+    held: list[socket.socket] = []
+    try:
+        hoarder, other = nets.open(ITEM, plan), nets.open("github:o/r#2", plan)
+        for _ in range(ROUTE_CONNECTIONS + 1):
+            sock = socket.socket(socket.AF_UNIX)
+            sock.settimeout(30)
+            sock.connect(str(hoarder / "lines.sock"))
+            held.append(sock)
+        assert held[-1].recv(100) == b""  # one past its share: closed unserved
+        for sock in held[:-1]:  # the share is served, and stays open
+            sock.sendall(b"still\n")
+            assert sock.recv(100) == b"echo: still\n"
+        assert talk_unix(other / "lines.sock", b"mine\n") == b"echo: mine\n"
+    finally:
+        for sock in held:
+            sock.close()
+        nets.stop()
+        lines.shutdown()
+        lines.server_close()

@@ -44,6 +44,9 @@ REFUSED_EVENT = "session.egress_refused"
 CONNECT_TIMEOUT = 15.0
 HEAD_TIMEOUT = 30.0
 MAX_CONNECTIONS = 256  # one session's connections open at once, over all its routes
+# One route's (the model gateway's, the App's) connections open at once for one session: the
+# far end serves every session, so one may not take what the others need.
+ROUTE_CONNECTIONS = 16
 REFUSALS_PER_MINUTE = 20  # events; past it, refusals are counted into the next one
 SUN_PATH = 100  # a unix socket's path must stay under 108 bytes
 Emit = Callable[..., Any]
@@ -81,6 +84,7 @@ class _Session:
     directory: Path
     servers: list[asyncio.Server] = field(default_factory=list)
     open: int = 0  # connections now
+    dropped: int = 0  # connections closed unserved, past a cap (a count, never an event)
     refusals: list[float] = field(default_factory=list)  # when the last events were sent
     folded: int = 0  # refusals not sent as events since the last one
 
@@ -167,21 +171,30 @@ class SessionNetworks:
 
     def _admit(self, session: _Session, writer: asyncio.StreamWriter) -> bool:
         if session.open >= MAX_CONNECTIONS:
+            session.dropped += 1
             writer.close()
             return False
         session.open += 1
         return True
 
     def _forwarder(self, session: _Session, host: str, port: int) -> Any:
+        here = [0]  # this route's connections open now
+
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if here[0] >= ROUTE_CONNECTIONS:
+                session.dropped += 1
+                writer.close()
+                return
             if not self._admit(session, writer):
                 return
+            here[0] += 1
             try:
                 far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
                 await splice(reader, writer, *far)
             except (OSError, TimeoutError, asyncio.CancelledError):  # cancelled: the spawner ends
                 writer.close()
             finally:
+                here[0] -= 1
                 session.open -= 1
 
         return handle

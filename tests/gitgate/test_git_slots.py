@@ -1,0 +1,34 @@
+"""The git gateway's request caps, as bookkeeping (the served App under trickling git
+requests is in test_git_limits)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ingress.slots import Slots
+
+
+def test_a_holder_gets_its_share_and_the_total_caps_everyone():
+    slots = Slots(total=3, each=2)
+    assert slots.take("a") is None and slots.take("a") is None
+    assert slots.take("a") == "holder"  # its share is taken; the others' is not
+    assert slots.take("b") is None
+    assert slots.take("c") == "total"
+    slots.give("a")
+    assert slots.take("c") is None
+    assert slots.take("a") == "total"
+
+
+def test_a_slot_given_back_is_free_again_and_a_stray_give_changes_nothing():
+    slots = Slots(total=2, each=1)
+    assert slots.take("a") is None
+    slots.give("a")
+    slots.give("a")  # already given back
+    slots.give("nobody")
+    assert slots.in_use == 0 and slots.taken == {}
+    assert slots.take("a") is None and slots.take("b") is None
+
+
+def test_a_cap_is_a_positive_number():
+    with pytest.raises(ValueError, match="positive"):
+        Slots(total=0, each=1)
