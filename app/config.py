@@ -145,6 +145,30 @@ def _hostport(value: str) -> str:
 
 
 HostPort = Annotated[str, AfterValidator(_hostport)]
+# Server tools the model provider runs itself (`app/gateway/reach.py` keeps the same names).
+MODEL_SERVER_TOOLS = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "advisor",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use_preview",
+)
+
+
+def _model_tool(value: str) -> str:
+    """One `routing.sandbox.modelTools` entry: a server tool's name, without its version."""
+    if value in ("mcp", "mcp_toolset", "mcp_servers"):
+        raise ValueError(f"{value!r}: MCP through the model provider is never allowed")
+    if value not in MODEL_SERVER_TOOLS:
+        raise ValueError(f"{value!r} is not a server tool (one of {', '.join(MODEL_SERVER_TOOLS)})")
+    return value
+
+
+ModelTool = Annotated[str, AfterValidator(_model_tool)]
 
 
 class Sandbox(_Model):
@@ -161,7 +185,11 @@ class Sandbox(_Model):
 
     `network: gateways` (the default) gives each session a network of its own that reaches
     only the App, the model gateway and the `egress` hosts (`host:port`, through the
-    spawner's allow-listing proxy); `network: host` shares the devbox's network."""
+    spawner's allow-listing proxy); `network: host` shares the devbox's network.
+
+    `modelTools` lists the server tools (run by the model provider, beyond the session's
+    network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
+    WebSearch; by default none, and MCP through the provider never."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
@@ -171,6 +199,7 @@ class Sandbox(_Model):
     network: NetworkMode = NetworkMode.GATEWAYS
     egress: list[HostPort] = Field(default_factory=list)
     openai_key_file: Path | None = None
+    model_tools: list[ModelTool] = Field(default_factory=list)
 
     @property
     def resolved(self) -> SandboxMode:

@@ -205,3 +205,36 @@ class Tally:
                         **{**usage.to_json(), "active_ms": usage.active_ms + active}
                     )
             return taken
+
+
+MAX_METERED_JSON = 8 * 1024 * 1024  # a whole JSON answer larger than this is not read
+
+
+def meter_for(content_type: str, wire: Wire) -> Callable[[bytes | None], Usage | None]:
+    """A reader fed each chunk, then None for the usage it read."""
+    if content_type.startswith("text/event-stream"):
+        meter = StreamMeter(wire)
+
+        def stream(chunk: bytes | None) -> Usage | None:
+            if chunk is None:
+                return meter.result()
+            meter.feed(chunk)
+            return None
+
+        return stream
+    if content_type.startswith("application/json"):
+        parts: list[bytes] = []
+        size = [0]
+
+        def whole(chunk: bytes | None) -> Usage | None:
+            if chunk is None:
+                if size[0] > MAX_METERED_JSON:
+                    return None
+                return usage_of_body(b"".join(parts), wire)
+            size[0] += len(chunk)
+            if size[0] <= MAX_METERED_JSON:
+                parts.append(chunk)
+            return None
+
+        return whole
+    return lambda chunk: None
