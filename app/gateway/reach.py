@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
+from app.config import MODEL_SERVER_TOOLS
 from app.gateway.wires import MESSAGES, Wire
 
-# The names an operator may allow are `app.config.MODEL_SERVER_TOOLS`.
 MCP_TOOLS = frozenset({"mcp", "mcp_toolset"})
 # Tool types the client runs, or that only search the request's own tool list.
 _MESSAGES_CLIENT = frozenset(
@@ -108,6 +108,37 @@ def _responses_parts(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) -> str | None:
+    """Why a `tools` list asks the provider to reach out, or None. A `namespace` (a group of
+    the client's tools) is looked into."""
+    pending = [tools]
+    while pending:
+        listed = pending.pop()
+        for tool in listed if isinstance(listed, list) else ():
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if not isinstance(kind, str):
+                continue  # a Messages custom tool names no type
+            name = tool_name(kind)
+            if name == "namespace":
+                pending.append(tool.get("tools"))
+            elif name in MCP_TOOLS:
+                return f"a tool of type {kind!r}: the model provider would connect to an MCP server"
+            elif name in client or name in allowed:
+                continue
+            elif name in MODEL_SERVER_TOOLS:
+                return (
+                    f"a server tool of type {kind!r}: the model provider would run it for the "
+                    f"session; the operator allows it by listing {name!r} in "
+                    "routing.sandbox.modelTools"
+                )
+            else:
+                return (
+                    f"a tool of unknown type {kind!r}: the gateway forwards only tools the "
+                    "harness runs itself and the server tools the operator lists"
+                )
+    return None
+
+
 def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> str | None:
     """Why `body` may not go upstream on `wire` with the server tools `allowed`, or None."""
     try:
@@ -119,20 +150,9 @@ def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> str | None:
     if parsed.get("mcp_servers"):
         return "mcp_servers: the model provider would connect to an MCP server for the session"
     client = _MESSAGES_CLIENT if wire is MESSAGES else _RESPONSES_CLIENT
-    tools = parsed.get("tools")
-    for tool in tools if isinstance(tools, list) else ():
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if not isinstance(kind, str):
-            continue  # a Messages custom tool names no type
-        name = tool_name(kind)
-        if name in MCP_TOOLS:
-            return f"a tool of type {kind!r}: the model provider would connect to an MCP server"
-        if name not in client and name not in allowed:
-            return (
-                f"a server tool of type {kind!r}: the model provider would run it for the "
-                f"session; the operator allows it by listing {name!r} in "
-                "routing.sandbox.modelTools"
-            )
+    why = _tools_refusal(parsed.get("tools"), client, allowed)
+    if why is not None:
+        return why
     media = _messages_blocks(parsed) if wire is MESSAGES else _responses_parts(parsed)
     if media is not None:
         return media + ": the model provider would download it for the session"

@@ -91,6 +91,11 @@ def test_what_reaches_out_is_named_and_what_the_client_runs_passes() -> None:
         assert kind in (why(_responses(tools=[{"type": kind}]), RESPONSES) or "")
     shell = [{"type": "local_shell"}, {"type": "custom", "name": "apply_patch"}]
     assert why(_responses(tools=shell), RESPONSES) is None
+    group = {"type": "namespace", "name": "mcp__x", "tools": [{"type": "function", "name": "f"}]}
+    assert why(_responses(tools=[group]), RESPONSES) is None
+    hidden = {**group, "tools": [mcp]}
+    assert "MCP" in (why(_responses(tools=[hidden]), RESPONSES) or "")
+    assert "unknown" in (why(_responses(tools=[{"type": "browser_2031"}]), RESPONSES) or "")
     part = {"type": "input_image", "image_url": "https://evil.example/a.png"}
     by_url = [{"type": "message", "role": "user", "content": [part]}]
     assert "URL" in (why(_responses(input=by_url), RESPONSES) or "")
