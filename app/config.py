@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
+from app.gateway.reach import SERVER_TOOLS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
@@ -145,26 +146,14 @@ def _hostport(value: str) -> str:
 
 
 HostPort = Annotated[str, AfterValidator(_hostport)]
-# Server tools the model provider runs itself (`app/gateway/reach.py` keeps the same names).
-MODEL_SERVER_TOOLS = (
-    "web_search",
-    "web_fetch",
-    "code_execution",
-    "advisor",
-    "web_search_preview",
-    "file_search",
-    "code_interpreter",
-    "image_generation",
-    "computer_use_preview",
-)
 
 
 def _model_tool(value: str) -> str:
     """One `routing.sandbox.modelTools` entry: a server tool's name, without its version."""
     if value in ("mcp", "mcp_toolset", "mcp_servers"):
         raise ValueError(f"{value!r}: MCP through the model provider is never allowed")
-    if value not in MODEL_SERVER_TOOLS:
-        raise ValueError(f"{value!r} is not a server tool (one of {', '.join(MODEL_SERVER_TOOLS)})")
+    if value not in SERVER_TOOLS:
+        raise ValueError(f"{value!r} is not a server tool (one of {', '.join(SERVER_TOOLS)})")
     return value
 
 

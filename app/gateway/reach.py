@@ -25,9 +25,21 @@ from typing import Any
 
 import orjson
 
-from app.config import MODEL_SERVER_TOOLS
 from app.gateway.wires import MESSAGES, Wire
 
+# Server tools an operator may allow (`routing.sandbox.modelTools`, checked by `app.config`):
+# the Messages API's, then the Responses API's.
+SERVER_TOOLS = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "advisor",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use_preview",
+)
 MCP_TOOLS = frozenset({"mcp", "mcp_toolset"})
 # Tool types the client runs, or that only search the request's own tool list.
 _MESSAGES_CLIENT = frozenset(
@@ -125,7 +137,7 @@ def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) 
                 return f"a tool of type {kind!r}: the model provider would connect to an MCP server"
             elif name in client or name in allowed:
                 continue
-            elif name in MODEL_SERVER_TOOLS:
+            elif name in SERVER_TOOLS:
                 return (
                     f"a server tool of type {kind!r}: the model provider would run it for the "
                     f"session; the operator allows it by listing {name!r} in "
