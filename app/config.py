@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
+from app.gateway.reach import SERVER_TOOLS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
@@ -147,6 +148,18 @@ def _hostport(value: str) -> str:
 HostPort = Annotated[str, AfterValidator(_hostport)]
 
 
+def _model_tool(value: str) -> str:
+    """One `routing.sandbox.modelTools` entry: a server tool's name, without its version."""
+    if value in ("mcp", "mcp_toolset", "mcp_servers"):
+        raise ValueError(f"{value!r}: MCP through the model provider is never allowed")
+    if value not in SERVER_TOOLS:
+        raise ValueError(f"{value!r} is not a server tool (one of {', '.join(SERVER_TOOLS)})")
+    return value
+
+
+ModelTool = Annotated[str, AfterValidator(_model_tool)]
+
+
 class Sandbox(_Model):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
@@ -161,7 +174,11 @@ class Sandbox(_Model):
 
     `network: gateways` (the default) gives each session a network of its own that reaches
     only the App, the model gateway and the `egress` hosts (`host:port`, through the
-    spawner's allow-listing proxy); `network: host` shares the devbox's network."""
+    spawner's allow-listing proxy); `network: host` shares the devbox's network.
+
+    `modelTools` lists the server tools (run by the model provider, beyond the session's
+    network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
+    WebSearch; by default none, and MCP through the provider never."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
@@ -171,6 +188,7 @@ class Sandbox(_Model):
     network: NetworkMode = NetworkMode.GATEWAYS
     egress: list[HostPort] = Field(default_factory=list)
     openai_key_file: Path | None = None
+    model_tools: list[ModelTool] = Field(default_factory=list)
 
     @property
     def resolved(self) -> SandboxMode:

@@ -9,13 +9,17 @@ own requests are forwarded (403 for anything else of the account), before anythi
 upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API —
 picks its upstream, its error shape and how its usage reads (`wires.py`); the rest is one. A
 request's body is read whole before it goes on (a slow sender holds no upstream connection),
-within a budget for all bodies held at once: past it, a 529 the harness retries. An upstream
+within a budget for all bodies held at once: past it, a 529 the harness retries. A body that
+would make the provider's servers reach out for the session (MCP, server tools the operator did
+not allow, media by URL: `reach.py`) is refused 403 in its API's shape. An upstream
 that fails before answering is a 502 in that shape; one that breaks off mid-answer closes the
 session's connection. The answer is relayed as it arrives, chunk by chunk and byte for byte (an
 SSE stream is never buffered), while `metering.py` reads its usage into the tally, charged to
-the pass's work item, and the tally keeps how long the item's harness was working. An item
-whose budget the App found spent is refused 400 in its API's shape (as the API refuses a
-spent credit balance), with the App's words, until a new launch of it is asked for.
+the pass's work item (a session that leaves mid-answer does not end the reading: the rest is
+read for its usage, within bounds), and the tally keeps how long the item's harness was
+working. An item whose budget the App found spent is refused 400 in its API's shape (as the
+API refuses a spent credit balance), with the App's words, until a new launch of it is asked
+for.
 
 Sessions are not trusted, and connections are accepted before any pass is seen, so none may
 hoard them: a connection whose first request head has not come within `head_wait` seconds is
@@ -28,9 +32,10 @@ is counted (`dropped`), never stored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
@@ -42,8 +47,9 @@ from app.gateway.forwarding import (
     presented_token,
     upstream_headers,
 )
-from app.gateway.metering import Tally, meter_for
+from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
+from app.gateway.reach import reaching_headers_dropped, refusal
 from app.gateway.transport import AsyncioBackend
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
@@ -58,6 +64,10 @@ IDLE = 900.0  # seconds a connection may stay silent, between requests or within
 OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
 MAX_HEAD = 64 * 1024
 READ_SIZE = 64 * 1024
+# After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
+# for this long and this much at most; what was read by then is charged.
+DRAIN_SECONDS = 120.0
+DRAIN_BYTES = 16 * 1024 * 1024
 UNKNOWN_PASS = (
     "this session's model credential is unknown or has expired (its session ended); the "
     "spawner gives a new one when it relaunches the session"
@@ -201,6 +211,7 @@ class _Exchange:
             if self.conn.they_are_waiting_for_100_continue:
                 await self.send(h11.InformationalResponse(status_code=100, headers=[]))
             body = await self._body(held)
+            self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
         except _Refused as refused:
             refused.shape = wire
@@ -230,6 +241,7 @@ class ModelGateway:
         tally: Tally | None = None,
         *,
         responses: Upstream | None = None,
+        model_tools: frozenset[str] = frozenset(),
         host: str = "127.0.0.1",
         port: int = 0,
         body_budget: int = BODIES_IN_FLIGHT,
@@ -243,6 +255,9 @@ class ModelGateway:
             RESPONSES.name: responses or Upstream(RESPONSES.public_base),
         }
         self.passes = passes or Passes()
+        self.model_tools = model_tools  # server tools the operator allows (`reach.py`)
+        self.reach_refused: dict[str, int] = {}  # per item: requests refused by `reach.py`
+        self.drained = 0  # answers read on for their usage after their session left
         self.tally = tally or Tally()
         self.host, self.port = host, port
         self.refusals = 0
@@ -377,6 +392,16 @@ class ModelGateway:
         self.held += size
         return True
 
+    def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
+        """Refuse (403) a body that would make the provider's servers reach out for the
+        session (`reach.py`); the operator sees it in the spawner's log."""
+        why = refusal(body, wire, self.model_tools)
+        if why is None:
+            return
+        self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1
+        log.warning("model gateway refused a request of %s: %s", work_item_id, why)
+        raise _Refused(403, "permission_error", "the-loop model gateway: " + why)
+
     async def forward(
         self, exchange: _Exchange, request: h11.Request, body: bytes, work_item_id: str, wire: Wire
     ) -> bool:
@@ -389,7 +414,9 @@ class ModelGateway:
             async with self._pool.stream(
                 request.method,
                 url,
-                headers=upstream_headers(request.headers, upstream),
+                headers=reaching_headers_dropped(
+                    upstream_headers(request.headers, upstream), self.model_tools
+                ),
                 content=body,
                 extensions={"timeout": TIMEOUTS},
             ) as answer:
@@ -411,14 +438,33 @@ class ModelGateway:
         read = meter_for(kind.decode("latin-1"), wire)
         # The head waits for the first chunk: one write, one wake-up of the session.
         head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
+        chunks = answer.aiter_stream()
         try:
-            async for chunk in answer.aiter_stream():
-                read(chunk)
-                await exchange.send(h11.Data(data=chunk), head or b"")
-                head = b""
-            await exchange.send(h11.EndOfMessage(), head or b"")
+            try:
+                async for chunk in chunks:
+                    read(chunk)
+                    await exchange.send(h11.Data(data=chunk), head or b"")
+                    head = b""
+                await exchange.send(h11.EndOfMessage(), head or b"")
+            except ConnectionError:
+                # The session left mid-answer: the rest is read for its usage, not relayed.
+                self.drained += 1
+                await _drain(chunks, read)
+                raise
         finally:
             usage = read(None)
             if usage is not None:
                 self.tally.add(work_item_id, usage)
         return usage is not None and usage.tool_calls > 0
+
+
+async def _drain(chunks: Any, read: Callable[[bytes | None], Usage | None]) -> None:
+    """Read what is left of an answer into `read`, within `DRAIN_SECONDS` and `DRAIN_BYTES`."""
+    size = 0
+    with contextlib.suppress(TimeoutError, *UPSTREAM_FAILURES):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in chunks:
+                read(chunk)
+                size += len(chunk)
+                if size > DRAIN_BYTES:
+                    return

@@ -109,6 +109,7 @@ def test_the_session_s_config_points_at_the_gateway_trusts_the_checkout_and_hold
     }
     assert (data["approval_policy"], data["sandbox_mode"]) == ("never", "danger-full-access")
     assert data["check_for_update_on_startup"] is False and data["allow_login_shell"] is False
+    assert data["web_search"] == "disabled"  # the gateway refuses hosted search unless listed
     assert data["analytics"] == {"enabled": False} and data["features"] == {"plugins": False}
     checkout = str(setup.checkout.resolve())
     assert data["projects"] == {checkout: {"trust_level": "trusted"}}

@@ -143,6 +143,10 @@ def session_config(setup: CodexSetup) -> str:
         "sandbox_mode": "danger-full-access",
         "check_for_update_on_startup": False,
         "allow_login_shell": False,
+        # OpenAI's hosted search runs beyond the session's network; the model gateway refuses
+        # it unless `routing.sandbox.modelTools` lists it (then `-c web_search="live"` in
+        # `routing.harnessArgs` turns it back on).
+        "web_search": "disabled",
     }
     provider: dict[str, Value] = {
         **setup.provider,

@@ -1,0 +1,197 @@
+"""What a session's request may make the model provider's own servers do. Pure.
+
+A session writes its whole request, and the provider acts on some of it from its servers, past
+the session's closed network: an MCP server it connects to (`mcp_servers`, an `mcp_toolset` or
+`mcp` tool), server tools that search, fetch or run code (`web_search_…`, `web_fetch_…`,
+`code_execution_…`; on the Responses API `web_search`, `file_search`, `code_interpreter`,
+`image_generation`, `computer_use_preview`), and media named by URL, which the provider
+downloads. So the gateway reads each body once (it holds it whole already) and refuses:
+
+- a body that is not a JSON object;
+- any MCP (never allowed: it is a host of the session's choosing);
+- a server tool whose name (its `type` without the version suffix) the operator did not list in
+  `routing.sandbox.modelTools`; tools the client runs (`custom`, `function`, `bash`,
+  `text_editor`, …) and the tool search tools, which look only inside the request, always pass;
+- an image, document or file given by an http(s) URL instead of its bytes.
+
+`anthropic-beta` values that switch on MCP or a server tool that is not allowed are dropped
+before the request goes on, so no header opens what the body may not.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from app.gateway.wires import MESSAGES, Wire
+
+# Server tools an operator may allow (`routing.sandbox.modelTools`, checked by `app.config`):
+# the Messages API's, then the Responses API's.
+SERVER_TOOLS = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "advisor",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use_preview",
+)
+MCP_TOOLS = frozenset({"mcp", "mcp_toolset"})
+# Tool types the client runs, or that only search the request's own tool list.
+_MESSAGES_CLIENT = frozenset(
+    {
+        "custom",
+        "bash",
+        "text_editor",
+        "computer",
+        "memory",
+        "tool_search_tool_regex",
+        "tool_search_tool_bm25",
+    }
+)
+_RESPONSES_CLIENT = frozenset({"function", "custom", "local_shell", "shell", "apply_patch"})
+_VERSION = re.compile(r"(?:_\d{8}|_\d{4}_\d{2}_\d{2})$")
+# `anthropic-beta` prefixes and the server tool each switches on (None: MCP, never).
+_BETAS: tuple[tuple[bytes, str | None], ...] = (
+    (b"mcp-client-", None),
+    (b"web-fetch-", "web_fetch"),
+    (b"web-search-", "web_search"),
+    (b"code-execution-", "code_execution"),
+    (b"advisor-tool-", "advisor"),
+)
+NOT_JSON = "the model gateway forwards only a request body that is a JSON object"
+
+
+def tool_name(kind: str) -> str:
+    """A tool `type` without its version: `web_fetch_20250910` → `web_fetch`."""
+    return _VERSION.sub("", kind)
+
+
+def _url(value: Any) -> bool:
+    return isinstance(value, str) and value[:8].lower().startswith(("http://", "https://"))
+
+
+def _messages_blocks(body: dict[str, Any]) -> str | None:
+    """Why a Messages body's media makes the provider fetch a URL, or None."""
+    messages = body.get("messages")
+    pending = (
+        [m.get("content") for m in messages if isinstance(m, dict)]
+        if isinstance(messages, list)
+        else []
+    )
+    pending.append(body.get("system"))
+    while pending:
+        content = pending.pop()
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            source = block.get("source")
+            if isinstance(source, dict) and (
+                source.get("type") == "url" or _url(source.get("url"))
+            ):
+                return f"a {block.get('type', 'content')} block given by URL"
+            inner = block.get("content")
+            if isinstance(inner, list):
+                pending.append(inner)
+    return None
+
+
+def _responses_parts(body: dict[str, Any]) -> str | None:
+    """Why a Responses body's input makes the provider fetch a URL, or None."""
+    given = body.get("input")
+    pending = [given] if isinstance(given, list) else []
+    while pending:
+        for part in pending.pop():
+            if not isinstance(part, dict):
+                continue
+            for key in ("image_url", "file_url"):
+                if _url(part.get(key)):
+                    return f"an input {key.removesuffix('_url')} given by URL"
+            for key in ("content", "output"):
+                inner = part.get(key)
+                if isinstance(inner, list):
+                    pending.append(inner)
+    return None
+
+
+def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) -> str | None:
+    """Why a `tools` list asks the provider to reach out, or None. A `namespace` (a group of
+    the client's tools) is looked into."""
+    pending = [tools]
+    while pending:
+        listed = pending.pop()
+        for tool in listed if isinstance(listed, list) else ():
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if not isinstance(kind, str):
+                continue  # a Messages custom tool names no type
+            name = tool_name(kind)
+            if name == "namespace":
+                pending.append(tool.get("tools"))
+            elif name in MCP_TOOLS:
+                return f"a tool of type {kind!r}: the model provider would connect to an MCP server"
+            elif name in client or name in allowed:
+                continue
+            elif name in SERVER_TOOLS:
+                return (
+                    f"a server tool of type {kind!r}: the model provider would run it for the "
+                    f"session; the operator allows it by listing {name!r} in "
+                    "routing.sandbox.modelTools"
+                )
+            else:
+                return (
+                    f"a tool of unknown type {kind!r}: the gateway forwards only tools the "
+                    "harness runs itself and the server tools the operator lists"
+                )
+    return None
+
+
+def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> str | None:
+    """Why `body` may not go upstream on `wire` with the server tools `allowed`, or None."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return NOT_JSON
+    if not isinstance(parsed, dict):
+        return NOT_JSON
+    if parsed.get("mcp_servers"):
+        return "mcp_servers: the model provider would connect to an MCP server for the session"
+    client = _MESSAGES_CLIENT if wire is MESSAGES else _RESPONSES_CLIENT
+    why = _tools_refusal(parsed.get("tools"), client, allowed)
+    if why is not None:
+        return why
+    media = _messages_blocks(parsed) if wire is MESSAGES else _responses_parts(parsed)
+    if media is not None:
+        return media + ": the model provider would download it for the session"
+    return None
+
+
+def kept_betas(value: bytes, allowed: frozenset[str]) -> bytes:
+    """An `anthropic-beta` header's value without the betas that switch on MCP or a server
+    tool not `allowed` (b"" when none is left)."""
+    kept = []
+    for beta in value.split(b","):
+        flag = beta.strip()
+        switched = next((tool for prefix, tool in _BETAS if flag.startswith(prefix)), "")
+        if flag and (switched == "" or (switched is not None and switched in allowed)):
+            kept.append(flag)
+    return b",".join(kept)
+
+
+def reaching_headers_dropped(
+    headers: list[tuple[bytes, bytes]], allowed: frozenset[str]
+) -> list[tuple[bytes, bytes]]:
+    """`headers` with each `anthropic-beta` value's reaching betas dropped."""
+    out = []
+    for name, value in headers:
+        if name.lower() == b"anthropic-beta":
+            value = kept_betas(value, allowed)
+            if not value:
+                continue
+        out.append((name, value))
+    return out
