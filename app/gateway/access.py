@@ -31,9 +31,10 @@ from typing import Any
 
 from app.config import ConfigError, OperatorConfig
 from app.files import write_json
+from app.gateway.exchange import NO_CREDENTIAL_FOR
 from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
-from app.gateway.relay import NO_CREDENTIAL_FOR, ModelGateway
+from app.gateway.relay import ModelGateway
 from app.gateway.wires import RESPONSES
 from app.protocol import USAGE_EVENT
 

@@ -41,50 +41,29 @@ from typing import Any
 import h11
 import httpcore
 
+from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,
     downstream_headers,
-    presented_token,
     upstream_headers,
 )
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
 from app.gateway.reach import reaching_headers_dropped, refusal
 from app.gateway.transport import AsyncioBackend
-from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
+from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
 BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
 MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
 PER_PASS = 16  # connections one pass (one session) may hold at once
 HEAD_WAIT = 30.0  # seconds a new connection has to send its first request's head
-IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
-OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
-MAX_HEAD = 64 * 1024
-READ_SIZE = 64 * 1024
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0
 DRAIN_BYTES = 16 * 1024 * 1024
-UNKNOWN_PASS = (
-    "this session's model credential is unknown or has expired (its session ended); the "
-    "spawner gives a new one when it relaunches the session"
-)
-NO_CREDENTIAL = (
-    "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
-    "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
-)
-NO_OPENAI_CREDENTIAL = (
-    "the devbox has no OpenAI credential to answer with: set OPENAI_API_KEY for the spawner, "
-    "or routing.sandbox.openaiKeyFile in cli-config.yaml"
-)
-NO_CREDENTIAL_FOR = {MESSAGES.name: NO_CREDENTIAL, RESPONSES.name: NO_OPENAI_CREDENTIAL}
-TOO_MANY = "this session holds too many connections to the model gateway; retry on one of them"
 SPENT = "the-loop: budget spent: this work item may not use the model any more"
-NOT_FORWARDED = not_forwarded()
-JSON = [(b"content-type", b"application/json")]
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
 UPSTREAM_FAILURES = (
     httpcore.NetworkError,
@@ -94,13 +73,6 @@ UPSTREAM_FAILURES = (
 )
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
-        self.shape: Wire = MESSAGES  # whose error shape the refusal takes
-
-
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop  # the App's own event loop, when installed
@@ -108,127 +80,6 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()
-
-
-class _Exchange:
-    """One HTTP/1.1 connection from a session, request after request."""
-
-    def __init__(self, gateway: ModelGateway, reader: Any, writer: Any) -> None:
-        self.gateway = gateway
-        self.reader = reader
-        self.writer = writer
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-        self.holder: str | None = None  # the work item whose pass this connection presented
-
-    async def _first(self) -> Any:
-        """The first request's head, within `head_wait` (a silent connection is dropped)."""
-        try:
-            async with asyncio.timeout(self.gateway.head_wait):
-                return await self._event()
-        except TimeoutError:
-            self.gateway.dropped += 1
-            raise
-
-    async def _event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            # A session that goes quiet mid-request, or idles for long, is hung up on.
-            async with asyncio.timeout(IDLE):
-                data = await self.reader.read(READ_SIZE)
-            self.conn.receive_data(data)
-
-    async def send(self, event: Any, ahead: bytes = b"") -> None:
-        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
-        data = ahead + (self.conn.send(event) or b"")
-        if data:
-            self.writer.write(data)
-            await self.writer.drain()
-
-    async def serve(self) -> None:
-        try:
-            request = await self._first()
-            while True:
-                if not isinstance(request, h11.Request):
-                    return
-                await self._one(request)
-                if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
-                    return
-                self.conn.start_next_cycle()
-                request = await self._event()
-        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
-            return
-        finally:
-            self.gateway.detach(self)
-            self.writer.close()
-
-    async def _body(self, held: list[int]) -> bytes:
-        """The whole request body. What it holds is counted against the gateway's budget for
-        bodies in flight (`held[0]`, given back by the caller), so many large requests at once
-        are turned away rather than taking the spawner's memory."""
-        parts: list[bytes] = []
-        while True:
-            event = await self._event()
-            if isinstance(event, h11.Data):
-                size = len(event.data)
-                if held[0] + size > MAX_BODY:
-                    raise _Refused(413, "request_too_large", "the request body is too large")
-                if not self.gateway.hold(size):
-                    raise _Refused(529, "overloaded_error", OVERLOADED)
-                held[0] += size
-                parts.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return b"".join(parts)
-            else:
-                raise h11.RemoteProtocolError("the connection ended inside a request body")
-
-    async def _one(self, request: h11.Request) -> None:
-        wire = wire_for(request.method, request.target)
-        try:
-            work_item_id = self.gateway.passes.holder(presented_token(request.headers))
-            if work_item_id is None:
-                raise _Refused(401, "authentication_error", UNKNOWN_PASS)
-            if not self.gateway.attach(self, work_item_id):
-                raise _Refused(529, "overloaded_error", TOO_MANY)
-            if wire is None:
-                raise _Refused(403, "permission_error", NOT_FORWARDED)
-            if not self.gateway.upstreams[wire.name].has_credential:
-                raise _Refused(401, "authentication_error", NO_CREDENTIAL_FOR[wire.name])
-            spent = self.gateway.spent.get(work_item_id)
-            if spent is not None:
-                self.gateway.spent_refused[work_item_id] = (
-                    self.gateway.spent_refusals(work_item_id) + 1
-                )
-                raise _Refused(400, "invalid_request_error", spent)  # as a spent balance is
-        except _Refused as refused:
-            refused.shape = wire or shape_for(request.target)
-            await self.refuse(refused)
-            return
-        held, tools = [0], False
-        self.gateway.tally.started(work_item_id)
-        try:
-            if self.conn.they_are_waiting_for_100_continue:
-                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
-            body = await self._body(held)
-            self.gateway.check_reach(body, work_item_id, wire)
-            tools = await self.gateway.forward(self, request, body, work_item_id, wire)
-        except _Refused as refused:
-            refused.shape = wire
-            await self.refuse(refused)
-        finally:
-            self.gateway.hold(-held[0])
-            self.gateway.tally.finished(work_item_id, tools)
-
-    async def refuse(self, refused: _Refused) -> None:
-        self.gateway.refusals += 1
-        log.info("model gateway refused a request: %s", refused.message)
-        payload = refused.shape.error_body(refused.kind, refused.message)
-        length = str(len(payload)).encode()
-        headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
-        await self.send(h11.Response(status_code=refused.status, headers=headers))
-        await self.send(h11.Data(data=payload))
-        await self.send(h11.EndOfMessage())
 
 
 class ModelGateway:
@@ -341,12 +192,12 @@ class ModelGateway:
             self.dropped += 1
             writer.close()
             return None
-        task = asyncio.ensure_future(_Exchange(self, reader, writer).serve())
+        task = asyncio.ensure_future(SessionExchange(self, reader, writer).serve())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def attach(self, exchange: _Exchange, work_item_id: str) -> bool:
+    def attach(self, exchange: SessionExchange, work_item_id: str) -> bool:
         """Count `exchange` as `work_item_id`'s; False when that pass holds its share."""
         if exchange.holder == work_item_id:
             return True
@@ -359,7 +210,7 @@ class ModelGateway:
         exchange.holder = work_item_id
         return True
 
-    def detach(self, exchange: _Exchange) -> None:
+    def detach(self, exchange: SessionExchange) -> None:
         holder, exchange.holder = exchange.holder, None
         if holder is not None:
             left = self.held_by.pop(holder, 1) - 1
@@ -400,10 +251,15 @@ class ModelGateway:
             return
         self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1
         log.warning("model gateway refused a request of %s: %s", work_item_id, why)
-        raise _Refused(403, "permission_error", "the-loop model gateway: " + why)
+        raise GatewayRefusal(403, "permission_error", "the-loop model gateway: " + why)
 
     async def forward(
-        self, exchange: _Exchange, request: h11.Request, body: bytes, work_item_id: str, wire: Wire
+        self,
+        exchange: SessionExchange,
+        request: h11.Request,
+        body: bytes,
+        work_item_id: str,
+        wire: Wire,
     ) -> bool:
         """Send the request to `wire`'s upstream and relay the answer, counting its usage;
         whether the answer asked for tool calls (the harness goes on working)."""
@@ -427,12 +283,14 @@ class ModelGateway:
                 # Part of the answer went out already: only closing the connection says so.
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
-            refused = _Refused(502, "api_error", message)
+            refused = GatewayRefusal(502, "api_error", message)
             refused.shape = wire
             await exchange.refuse(refused)
             return False
 
-    async def _relay(self, exchange: _Exchange, answer: Any, work_item_id: str, wire: Wire) -> bool:
+    async def _relay(
+        self, exchange: SessionExchange, answer: Any, work_item_id: str, wire: Wire
+    ) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = meter_for(kind.decode("latin-1"), wire)

@@ -1,0 +1,173 @@
+"""One session's HTTP/1.1 connection to the model gateway, request after request: the
+request read (its head within the gateway's `head_wait`, its body counted against the bodies
+in flight), the pass checked and the connection attached to its holder, every refusal
+answered in the wire's own error shape. What a request then becomes upstream is the
+gateway's (`relay.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import h11
+
+from app.gateway.forwarding import presented_token
+from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
+
+if TYPE_CHECKING:
+    from app.gateway.relay import ModelGateway
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
+IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
+OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
+MAX_HEAD = 64 * 1024
+READ_SIZE = 64 * 1024
+UNKNOWN_PASS = (
+    "this session's model credential is unknown or has expired (its session ended); the "
+    "spawner gives a new one when it relaunches the session"
+)
+NO_CREDENTIAL = (
+    "the devbox has no model credential to answer with: set ANTHROPIC_API_KEY for the "
+    "spawner, or routing.sandbox.apiKeyFile (or shareLogin) in cli-config.yaml"
+)
+NO_OPENAI_CREDENTIAL = (
+    "the devbox has no OpenAI credential to answer with: set OPENAI_API_KEY for the spawner, "
+    "or routing.sandbox.openaiKeyFile in cli-config.yaml"
+)
+NO_CREDENTIAL_FOR = {MESSAGES.name: NO_CREDENTIAL, RESPONSES.name: NO_OPENAI_CREDENTIAL}
+TOO_MANY = "this session holds too many connections to the model gateway; retry on one of them"
+NOT_FORWARDED = not_forwarded()
+JSON = [(b"content-type", b"application/json")]
+
+
+class GatewayRefusal(Exception):
+    """A request the gateway answers itself, in the wire's own error shape."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+        self.shape: Wire = MESSAGES  # whose error shape the refusal takes
+
+
+class SessionExchange:
+    """One HTTP/1.1 connection from a session, request after request."""
+
+    def __init__(self, gateway: ModelGateway, reader: Any, writer: Any) -> None:
+        self.gateway = gateway
+        self.reader = reader
+        self.writer = writer
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.holder: str | None = None  # the work item whose pass this connection presented
+
+    async def _first(self) -> Any:
+        """The first request's head, within `head_wait` (a silent connection is dropped)."""
+        try:
+            async with asyncio.timeout(self.gateway.head_wait):
+                return await self._event()
+        except TimeoutError:
+            self.gateway.dropped += 1
+            raise
+
+    async def _event(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            # A session that goes quiet mid-request, or idles for long, is hung up on.
+            async with asyncio.timeout(IDLE):
+                data = await self.reader.read(READ_SIZE)
+            self.conn.receive_data(data)
+
+    async def send(self, event: Any, ahead: bytes = b"") -> None:
+        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
+        data = ahead + (self.conn.send(event) or b"")
+        if data:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def serve(self) -> None:
+        try:
+            request = await self._first()
+            while True:
+                if not isinstance(request, h11.Request):
+                    return
+                await self._one(request)
+                if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+                    return
+                self.conn.start_next_cycle()
+                request = await self._event()
+        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            return
+        finally:
+            self.gateway.detach(self)
+            self.writer.close()
+
+    async def _body(self, held: list[int]) -> bytes:
+        """The whole request body. What it holds is counted against the gateway's budget for
+        bodies in flight (`held[0]`, given back by the caller), so many large requests at once
+        are turned away rather than taking the spawner's memory."""
+        parts: list[bytes] = []
+        while True:
+            event = await self._event()
+            if isinstance(event, h11.Data):
+                size = len(event.data)
+                if held[0] + size > MAX_BODY:
+                    raise GatewayRefusal(413, "request_too_large", "the request body is too large")
+                if not self.gateway.hold(size):
+                    raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
+                held[0] += size
+                parts.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            else:
+                raise h11.RemoteProtocolError("the connection ended inside a request body")
+
+    async def _one(self, request: h11.Request) -> None:
+        wire = wire_for(request.method, request.target)
+        try:
+            work_item_id = self.gateway.passes.holder(presented_token(request.headers))
+            if work_item_id is None:
+                raise GatewayRefusal(401, "authentication_error", UNKNOWN_PASS)
+            if not self.gateway.attach(self, work_item_id):
+                raise GatewayRefusal(529, "overloaded_error", TOO_MANY)
+            if wire is None:
+                raise GatewayRefusal(403, "permission_error", NOT_FORWARDED)
+            if not self.gateway.upstreams[wire.name].has_credential:
+                raise GatewayRefusal(401, "authentication_error", NO_CREDENTIAL_FOR[wire.name])
+            spent = self.gateway.spent.get(work_item_id)
+            if spent is not None:
+                self.gateway.spent_refused[work_item_id] = (
+                    self.gateway.spent_refusals(work_item_id) + 1
+                )
+                raise GatewayRefusal(400, "invalid_request_error", spent)  # as a spent balance is
+        except GatewayRefusal as refused:
+            refused.shape = wire or shape_for(request.target)
+            await self.refuse(refused)
+            return
+        held, tools = [0], False
+        self.gateway.tally.started(work_item_id)
+        try:
+            if self.conn.they_are_waiting_for_100_continue:
+                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
+            body = await self._body(held)
+            self.gateway.check_reach(body, work_item_id, wire)
+            tools = await self.gateway.forward(self, request, body, work_item_id, wire)
+        except GatewayRefusal as refused:
+            refused.shape = wire
+            await self.refuse(refused)
+        finally:
+            self.gateway.hold(-held[0])
+            self.gateway.tally.finished(work_item_id, tools)
+
+    async def refuse(self, refused: GatewayRefusal) -> None:
+        self.gateway.refusals += 1
+        log.info("model gateway refused a request: %s", refused.message)
+        payload = refused.shape.error_body(refused.kind, refused.message)
+        length = str(len(payload)).encode()
+        headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
+        await self.send(h11.Response(status_code=refused.status, headers=headers))
+        await self.send(h11.Data(data=payload))
+        await self.send(h11.EndOfMessage())
