@@ -35,7 +35,6 @@ import pytest
 
 from app.commands.hooks import install_stop_hook, read_settings, write_settings
 from app.config import HarnessTrust, TrustScope, parse_config
-from app.gateway.access import open_model_access, without_credentials
 from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
 from app.spawner.confine.trust import (
     claude_config_path,
@@ -43,12 +42,11 @@ from app.spawner.confine.trust import (
     pretrust,
     update_json_file,
 )
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
+from tests.spawner_support import gateway_context
 from tests.support import wait_for
 
 DUMMY_KEY = "sk-ant-api03-scripted-model-dummy-key-000000"
@@ -292,21 +290,8 @@ def sandboxed_devbox(
             },
         }
     )
-    state = tmp_path / "state"
-    runner = TmuxRunner(f"the-loop-sbx-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
-    events = SpawnerEvents(state)
-    return SpawnerContext(
-        config=config,
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=events,
-        home=home,
-        state_dir=state,
-        app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude"}),
-        env=without_credentials(env),
-        ready_timeout=GENEROUS,
-        models=open_model_access(config, env, events.emit),
+    return gateway_context(
+        config, env, home, tmp_path / "state", tmux="the-loop-sbx", ready_timeout=GENEROUS
     )
 
 

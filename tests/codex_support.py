@@ -13,19 +13,15 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.config import parse_config
-from app.gateway.access import open_model_access, without_credentials
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.session.tmux import TmuxRunner
 from tests.fakes.responses_api import FakeResponses
+from tests.spawner_support import gateway_context
 
 DUMMY_OPENAI_KEY = "sk-proj-scripted-model-dummy-key-000000"
 
@@ -71,19 +67,7 @@ def sandboxed_codex_devbox(tmp_path: Path, model: FakeResponses, **settings: Any
             **settings,
         }
     )
-    state = tmp_path / "state"
-    runner = TmuxRunner(f"the-loop-cx-{uuid.uuid4().hex[:8]}", env=env, size=(160, 50))
-    events = SpawnerEvents(state)
-    return SpawnerContext(
-        config=config,
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=events,
-        home=home,
-        state_dir=state,
-        app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude", "codex"}),
-        env=without_credentials(env),
-        ready_timeout=90.0,
-        models=open_model_access(config, env, events.emit),
+    hosts = frozenset({"claude", "codex"})
+    return gateway_context(
+        config, env, home, tmp_path / "state", tmux="the-loop-cx", hosts=hosts, ready_timeout=90.0
     )

@@ -9,7 +9,6 @@ import copy
 import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,16 +22,13 @@ from sqlalchemy.orm import Session
 from app.commands.hooks import direct_command
 from app.config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
-from app.gateway.access import open_model_access, without_credentials
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.confine.trust import claude_config_path, update_json_file
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
-from app.spawner.registry import Registry
-from app.spawner.session.tmux import TmuxRunner
 from tests.claude_support import DUMMY_KEY, approve_key, claude_env, install_stop_command
 from tests.gate_support import REPO, comment, deliver, labeled
+from tests.spawner_support import gateway_context
 from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,19 +84,16 @@ def running_devbox(
         token = create_token(session, "devbox", [repo])
     client = AppClient(app_url, token)
     state = home.parent / "devbox-state"
-    runner = TmuxRunner(f"the-loop-devbox-{uuid.uuid4().hex[:8]}", env=dict(env), size=size)
-    events = SpawnerEvents(state, client)
-    ctx = SpawnerContext(
-        config=config,
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=events,
-        home=home,
-        state_dir=state,
-        app_url=app_url,
+    ctx = gateway_context(
+        config,
+        env,
+        home,
+        state,
+        tmux="the-loop-devbox",
+        size=size,
         hosts=hosts,
-        env=without_credentials(env),  # as `the-loop spawner` keeps it: the key read once
-        models=open_model_access(config, env, events.emit),
+        app_url=app_url,
+        client=client,
     )
     options = AgentOptions(
         name="devbox", wait=2, watchdog_interval=1, transcript_interval=transcript_interval
@@ -117,7 +110,7 @@ def running_devbox(
         if ctx.models is not None:
             ctx.models.close()
         client.close()
-        runner.kill_server()
+        ctx.runner.kill_server()
 
 
 STANDIN_MODEL_KEY = "sk-ant-api03-a-stand-in-devbox-model-key-0000"

@@ -20,8 +20,11 @@ import httpx
 import pytest
 
 from app.audit import read_jsonl
+from app.config import OperatorConfig
+from app.gateway.access import open_model_access, without_credentials
 from app.spawner.appclient import ClaimedJob
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Watchdog
@@ -357,3 +360,38 @@ def ask_model(gateway: str, key: str) -> httpx.Response:
         "messages": [{"role": "user", "content": "hi"}],
     }
     return httpx.post(gateway + "/v1/messages", headers={"x-api-key": key}, json=body, timeout=60)
+
+
+def gateway_context(
+    config: OperatorConfig,
+    env: Mapping[str, str],
+    home: Path,
+    state: Path,
+    *,
+    tmux: str,
+    size: tuple[int, int] = (160, 50),
+    hosts: frozenset[str] = frozenset({"claude"}),
+    app_url: str = "http://127.0.0.1:9",
+    client: Any = None,
+    upstream_env: Mapping[str, str] | None = None,
+    **options: Any,
+) -> SpawnerContext:
+    """A spawner's context as `the-loop spawner` builds it: its own tmux server (`tmux`-<id>),
+    registry and event queue under `state`, the operator's model credential read once from
+    `upstream_env` (default `env`) into its model gateway and kept out of what sessions
+    inherit."""
+    runner = TmuxRunner(f"{tmux}-{uuid.uuid4().hex[:8]}", env=dict(env), size=size)
+    events = SpawnerEvents(state, client)
+    return SpawnerContext(
+        config=config,
+        runner=runner,
+        registry=Registry(state / "sessions.json"),
+        events=events,
+        home=home,
+        state_dir=state,
+        app_url=app_url,
+        hosts=hosts,
+        env=without_credentials(env),
+        models=open_model_access(config, upstream_env or env, events.emit),
+        **options,
+    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,19 +16,15 @@ import pytest
 
 from app.audit import read_jsonl
 from app.config import parse_config
-from app.gateway.access import open_model_access, without_credentials
 from app.protocol import SpawnJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
-from app.spawner.registry import Registry
 from app.spawner.session.screens import PROMPT_MARK
-from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Watchdog
 from tests.claude_support import QUIET_ENV
-from tests.spawner_support import bare_repository
+from tests.spawner_support import bare_repository, gateway_context
 from tests.support import wait_for
 
 pytestmark = [
@@ -85,22 +80,16 @@ def make_box(
         **QUIET_ENV,  # never let a test's claude auto-update the machine's shared install
         **env,
     }
-    runner = TmuxRunner(f"the-loop-test-{uuid.uuid4().hex[:8]}", env=full_env, size=(120, 36))
-    state = base / name / "state"
-    events = SpawnerEvents(state)
-    ctx = SpawnerContext(
-        config=config,
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=events,
-        home=home,
-        state_dir=state,
-        app_url="http://127.0.0.1:9",
-        hosts=frozenset({"claude"}),
-        env=without_credentials(full_env),  # as `the-loop spawner` keeps it: the key read once
-        # Its gateway: upstream is an address nothing answers (no model is needed to see the
-        # screens a session shows before its first answer).
-        models=open_model_access(config, {**full_env, "ANTHROPIC_BASE_URL": DEAD}, events.emit),
+    # Its gateway's upstream is an address nothing answers: no model is needed to see the
+    # screens a session shows before its first answer.
+    ctx = gateway_context(
+        config,
+        full_env,
+        home,
+        base / name / "state",
+        tmux="the-loop-test",
+        size=(120, 36),
+        upstream_env={**full_env, "ANTHROPIC_BASE_URL": DEAD},
     )
     item = f"github:o/{name}#1"
     origin = bare_repository(base / name)
@@ -117,7 +106,7 @@ def make_box(
     }
     ok, _, error = run_job(ctx, ClaimedJob(1, SpawnJob.model_validate(payload), 60))
     assert ok, error
-    return Box(ctx, Watchdog(runner, ctx.registry, ctx.events.emit), item)
+    return Box(ctx, Watchdog(ctx.runner, ctx.registry, ctx.events.emit), item)
 
 
 @pytest.fixture
