@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 import httpcore
@@ -98,15 +98,8 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port, local_addr=local)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(str(exc)) from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        opening = asyncio.open_connection(host, port, local_addr=local)
+        return await _connected(opening, timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -114,15 +107,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_unix_connection(path)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(str(exc)) from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        return await _connected(asyncio.open_unix_connection(path), timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -133,3 +118,20 @@ def _apply(writer: asyncio.StreamWriter, options: Iterable[Any] | None) -> None:
     for option in options or ():
         if sock is not None:
             sock.setsockopt(*option)
+
+
+async def _connected(
+    opening: Coroutine[Any, Any, tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+    timeout: float | None,
+    socket_options: Iterable[Any] | None,
+) -> AsyncioStream:
+    """The stream `opening` makes, within `timeout`; failures in httpcore's own terms."""
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await opening
+    except TimeoutError as exc:
+        raise httpcore.ConnectTimeout(str(exc)) from exc
+    except OSError as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
+    _apply(writer, socket_options)
+    return AsyncioStream(reader, writer)

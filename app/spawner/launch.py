@@ -229,31 +229,24 @@ def prepare_launch(
         facts_file = write_gate_facts(ctx.state_dir, item_slug(work_item_id), facts)
     except (OSError, ValueError) as exc:
         raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
-    if not closed(ctx, network):
+    net = None
+    if closed(ctx, network):
+        net = open_network(ctx, work_item_id, model.url if model is not None else None)
+    else:
         warning = {"level": "warning", "message": SHARED_NETWORK}
         ctx.events.emit("session.network_shared", work_item_id, **warning)
-        plan = host_plan(
-            sandbox=sandbox,
-            checkout=cwd,
-            home=ready.home,
-            env=ctx.env,
-            hidden=hidden,
-            managed=managed,
-            facts=facts_file,
-        )
-        return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
-    model_url = model.url if model is not None else None
-    net = open_network(ctx, work_item_id, model_url)
     plan = host_plan(
         sandbox=sandbox,
         checkout=cwd,
         home=ready.home,
         env=ctx.env,
         hidden=hidden,
-        sockets=net.sockets,
+        sockets=net.sockets if net is not None else None,
         managed=managed,
         facts=facts_file,
     )
+    if net is None:
+        return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
     argv = confined_argv(plan, launch.argv, ctx.env, net.wrap)
     return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
 

@@ -23,12 +23,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.fakes.model_script import Reply, Step, UserTurn
+from tests.fakes.server import ServedInThread
 from tests.support import wait_for
 
 Blocks = list[dict[str, Any]]
 
 
-class ScriptedModel:
+class ScriptedModel(ServedInThread):
     """A scripted model API on 127.0.0.1 with an ephemeral port. Subclasses provide the wire:
     `handler`, `turn_of`, `is_main`, `side_reply`, `render`, `digest`, `unmatched_reply` and
     `describe_main`."""
@@ -39,12 +40,10 @@ class ScriptedModel:
         self.requests: list[Any] = []
         self._answered: dict[str, tuple[int, Blocks]] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        server.daemon_threads = True
+        super().__init__(server)
+        self.url = f"http://127.0.0.1:{server.server_port}"
 
     # the wire (a subclass's)
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -70,22 +69,6 @@ class ScriptedModel:
 
     def describe_main(self, record: Any) -> str:
         raise NotImplementedError
-
-    # lifecycle
-    def start(self) -> Any:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Any:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def add(self, *steps: Step) -> None:
         """Append steps while a session runs."""

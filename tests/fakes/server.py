@@ -1,25 +1,24 @@
-"""Run a WSGI app on a real loopback port in a background thread."""
+"""Run a server on a real loopback port in a background thread."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Self
 
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import make_server
 
 
-class LiveServer:
-    """A threaded WSGI server on 127.0.0.1 with an ephemeral port."""
+class ServedInThread:
+    """The lifecycle of a socketserver-style server (`serve_forever`, `shutdown`,
+    `server_close`) run in a daemon thread: `start()`, `stop()`, or a `with` block."""
 
-    def __init__(self, wsgi_app: Any) -> None:
-        self._server: BaseWSGIServer = make_server("127.0.0.1", 0, wsgi_app, threaded=True)
-        self.port = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, server: Any) -> None:
+        self._server = server
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    def start(self) -> LiveServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -28,8 +27,17 @@ class LiveServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> LiveServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LiveServer(ServedInThread):
+    """A threaded WSGI server on 127.0.0.1 with an ephemeral port."""
+
+    def __init__(self, wsgi_app: Any) -> None:
+        super().__init__(make_server("127.0.0.1", 0, wsgi_app, threaded=True))
+        self.port = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"

@@ -41,11 +41,10 @@ The clone of a fresh checkout and the read of the operator's git identity run he
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,6 +108,10 @@ def run_git(
     CheckoutError when git does not finish in `timeout`."""
     full = {**env, **_count_env([*NEUTRAL, *settings]), "GIT_TERMINAL_PROMPT": "0"}
     argv = ["git", *args]
+    if memory is not None:
+        # The shell caps its own address space, then becomes git: no Python runs between fork
+        # and exec, which a process with threads (the spawner's job pool) must not risk.
+        argv = ["/bin/sh", "-c", 'ulimit -v "$0" && exec "$@"', str(memory // 1024), *argv]
     if confine is not None:
         argv = sandbox_argv(confine, argv)
     try:
@@ -122,21 +125,9 @@ def run_git(
             timeout=timeout,
             check=False,
             start_new_session=True,
-            preexec_fn=None if memory is None else _capped(memory),
         )
     except subprocess.TimeoutExpired as exc:
         raise CheckoutError(f"git {_verb(args)} timed out after {timeout:g}s") from exc
-
-
-def _capped(memory: int) -> Callable[[], None]:
-    """What the child runs before git: its address space capped (it only calls setrlimit,
-    safe between fork and exec)."""
-    limits = (memory, memory)
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, limits)
-
-    return cap
 
 
 def _verb(args: Sequence[str]) -> str:
