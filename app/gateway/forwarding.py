@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import urlsplit
+
+import httpcore
 
 from app.gateway.wires import MESSAGES, wire_for
 
@@ -25,7 +29,14 @@ _HOP = frozenset(
         b"upgrade",
     }
 )
-_REQUEST_DROPPED = _HOP | {b"host", b"content-length", b"x-api-key", b"authorization", b"cookie"}
+_REQUEST_DROPPED = _HOP | {
+    b"host",
+    b"content-length",
+    b"x-api-key",
+    b"authorization",
+    b"cookie",
+    b"accept-encoding",
+}
 _RESPONSE_DROPPED = _HOP | {b"set-cookie"}
 Headers = list[tuple[bytes, bytes]]
 
@@ -41,6 +52,21 @@ class Upstream:
     @property
     def has_credential(self) -> bool:
         return bool(self.credential)
+
+    @cached_property
+    def origin(self) -> tuple[httpcore.URL, bytes, bytes]:
+        """`base_url` parsed once, as (its origin, its path, the `Host` header naming it):
+        each request's URL is built from them rather than parsed whole again."""
+        url = httpcore.URL(self.base_url)
+        default = {b"http": 80, b"https": 443}.get(url.scheme)
+        host = url.host if url.port in (None, default) else b"%b:%d" % (url.host, url.port)
+        return url, urlsplit(self.base_url.encode("latin-1")).path, host
+
+    def url(self, path: bytes) -> httpcore.URL:
+        """The upstream URL of `path` (origin form, query allowed) below `base_url`."""
+        origin, base, _ = self.origin
+        target = base + path.split(b"#", 1)[0]
+        return httpcore.URL(scheme=origin.scheme, host=origin.host, port=origin.port, target=target)
 
 
 def forwarded(method: bytes, target: bytes) -> bool:
@@ -62,16 +88,20 @@ def presented_token(headers: Iterable[tuple[bytes, bytes]]) -> str:
     return bearer
 
 
-def upstream_headers(headers: Iterable[tuple[bytes, bytes]], upstream: Upstream) -> Headers:
-    """A session's request headers as sent upstream: its credential replaced by the
-    operator's, hop-by-hop headers dropped, answers asked for uncompressed (so the usage in
-    them can be read on the way back)."""
-    kept = [
-        (name, value)
-        for name, value in headers
-        if name.lower() not in _REQUEST_DROPPED and name.lower() != b"accept-encoding"
+def upstream_headers(
+    headers: Iterable[tuple[bytes, bytes]], upstream: Upstream, length: int
+) -> Headers:
+    """A session's request headers as sent upstream with a body of `length` bytes: the
+    upstream's `Host`, its credential replaced by the operator's, hop-by-hop headers dropped,
+    answers asked for uncompressed (so the usage in them can be read on the way back)."""
+    kept = [(name, value) for name, value in headers if name.lower() not in _REQUEST_DROPPED]
+    return [
+        (b"host", upstream.origin[2]),
+        *kept,
+        *upstream.credential,
+        (b"accept-encoding", b"identity"),
+        (b"content-length", b"%d" % length),
     ]
-    return [*kept, *upstream.credential, (b"accept-encoding", b"identity")]
 
 
 def downstream_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:

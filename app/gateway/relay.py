@@ -65,6 +65,7 @@ DRAIN_SECONDS = 120.0
 DRAIN_BYTES = 16 * 1024 * 1024
 SPENT = "the-loop: budget spent: this work item may not use the model any more"
 TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
+EXTENSIONS = {"timeout": TIMEOUTS}
 UPSTREAM_FAILURES = (
     httpcore.NetworkError,
     httpcore.TimeoutException,
@@ -265,18 +266,23 @@ class ModelGateway:
         whether the answer asked for tool calls (the harness goes on working)."""
         assert self._pool is not None
         upstream = self.upstreams[wire.name]
-        url = upstream.base_url + wire.upstream_path(request.target)
+        headers = upstream_headers(request.headers, upstream, len(body))
         try:
-            async with self._pool.stream(
-                request.method,
-                url,
-                headers=reaching_headers_dropped(
-                    upstream_headers(request.headers, upstream), self.model_tools
-                ),
-                content=body,
-                extensions={"timeout": TIMEOUTS},
-            ) as answer:
+            # The pool's own entry, with the URL and headers built here: its `stream()` would
+            # parse the whole URL again and look through the headers for Host and length.
+            answer = await self._pool.handle_async_request(
+                httpcore.Request(
+                    request.method,
+                    upstream.url(wire.upstream_target(request.target)),
+                    headers=reaching_headers_dropped(headers, self.model_tools),
+                    content=body,
+                    extensions=EXTENSIONS,
+                )
+            )
+            try:
                 return await self._relay(exchange, answer, work_item_id, wire)
+            finally:
+                await answer.aclose()
         except UPSTREAM_FAILURES as exc:
             log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:

@@ -113,10 +113,9 @@ class Wire:
     public_base: str
     forwarded_text: str  # what a refused path is told
 
-    def upstream_path(self, target: bytes) -> str:
-        """The session's request target as appended to the upstream base."""
-        path = target[len(self.prefix) :] if target.startswith(self.prefix) else target
-        return path.decode("latin-1")
+    def upstream_target(self, target: bytes) -> bytes:
+        """The session's request target as appended to the upstream base's path."""
+        return target[len(self.prefix) :] if target.startswith(self.prefix) else target
 
 
 MESSAGES = Wire(

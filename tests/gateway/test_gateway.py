@@ -195,22 +195,34 @@ def test_a_key_file_wins_and_one_that_cannot_be_read_names_its_key_and_file(
 
 
 def test_a_session_s_credential_headers_never_go_upstream() -> None:
-    up = Upstream("http://x", ((b"x-api-key", b"real"),), "env")
+    up = Upstream("http://x:8080", ((b"x-api-key", b"real"),), "env")
     sent = upstream_headers(
         [
+            (b"Host", b"127.0.0.1:9"),
             (b"x-api-key", b"pass"),
             (b"authorization", b"Bearer pass"),
             (b"accept-encoding", b"gzip"),
             (b"anthropic-version", b"2023-06-01"),
             (b"connection", b"keep-alive"),
+            (b"content-length", b"99"),
         ],
         up,
+        12,
     )
     assert sent == [
+        (b"host", b"x:8080"),
         (b"anthropic-version", b"2023-06-01"),
         (b"x-api-key", b"real"),
         (b"accept-encoding", b"identity"),
+        (b"content-length", b"12"),
     ]
+    assert upstream_headers([], Upstream("https://api.openai.com/v1"), 0)[0] == (
+        b"host",
+        b"api.openai.com",
+    )
+    assert bytes(Upstream("https://api.openai.com/v1").url(b"/responses?a=1#f")) == (
+        b"https://api.openai.com/v1/responses?a=1"
+    )
     assert presented_token([(b"Authorization", b"Bearer abc")]) == "abc"
     assert presented_token([(b"x-api-key", b"k"), (b"authorization", b"Bearer b")]) == "k"
 
