@@ -29,6 +29,15 @@ from tests.support import wait_for
 Blocks = list[dict[str, Any]]
 
 
+class _ModelServer(ThreadingHTTPServer):
+    """The scripted model's listening socket. Many connections may open at once (a harness's
+    parallel requests, a gateway's pool, a benchmark's streams); with the standard backlog of
+    5 the kernel drops the SYNs past it, and each such client waits a 1 s retransmission."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+
 class ScriptedModel(ServedInThread):
     """A scripted model API on 127.0.0.1 with an ephemeral port. Subclasses provide the wire:
     `handler`, `turn_of`, `is_main`, `side_reply`, `render`, `digest`, `unmatched_reply` and
@@ -40,8 +49,7 @@ class ScriptedModel(ServedInThread):
         self.requests: list[Any] = []
         self._answered: dict[str, tuple[int, Blocks]] = {}
         self._lock = threading.Lock()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        server.daemon_threads = True
+        server = _ModelServer(("127.0.0.1", 0), self.handler())
         super().__init__(server)
         self.url = f"http://127.0.0.1:{server.server_port}"
 
