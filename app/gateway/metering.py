@@ -12,11 +12,12 @@ was read per work item until the reporter drains it. Pure but for `Tally`'s lock
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+
+import orjson
 
 from app.gateway.wires import MESSAGES, Wire
 
@@ -68,7 +69,7 @@ def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
 def usage_of_body(body: bytes, wire: Wire = MESSAGES) -> Usage | None:
     """The usage of a whole (non-streamed) response body of `wire`'s API."""
     try:
-        data = json.loads(body)
+        data = orjson.loads(body)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -116,7 +117,7 @@ class StreamMeter:
         if self._event not in wanted and (self._event or not any(w in line for w in wanted)):
             return
         try:
-            data = json.loads(line[5:])
+            data = orjson.loads(line[5:])
         except ValueError:
             return
         if not isinstance(data, dict):
