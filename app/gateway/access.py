@@ -220,15 +220,21 @@ def open_model_access(
         return None
     saved = state_dir / GATEWAY_FILE if state_dir is not None else None
     kept = _kept(saved)
-    tools = frozenset(config.routing.sandbox.model_tools)
-    gateway = ModelGateway(upstream, responses=responses, model_tools=tools)
+    caps = config.routing.sandbox.gateway
+    options: dict[str, Any] = {
+        "responses": responses,
+        "model_tools": frozenset(config.routing.sandbox.model_tools),
+        "per_pass": caps.connections_per_session,
+        "head_wait": caps.head_timeout_seconds,
+    }
+    gateway = ModelGateway(upstream, **options)
     port = kept.get("port")
     if isinstance(port, int) and 0 < port < 65536:
         gateway.port = port
     try:
         gateway.start()
     except (RuntimeError, OSError):  # the old port is taken: a new one
-        gateway = ModelGateway(upstream, responses=responses, model_tools=tools).start()
+        gateway = ModelGateway(upstream, **options).start()
     found = kept.get("passes")
     passes: dict[str, Any] = found if isinstance(found, dict) else {}
     for item in set(live) & set(passes):
