@@ -50,7 +50,7 @@ from app.gateway.forwarding import (
 )
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
-from app.gateway.reach import reaching_headers_dropped, refusal
+from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
 from app.gateway.transport import AsyncioBackend
 from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
@@ -111,6 +111,7 @@ class ModelGateway:
         self.passes = passes or Passes()
         self.model_tools = model_tools  # server tools the operator allows (`reach.py`)
         self.reach_refused: dict[str, int] = {}  # per item: requests refused by `reach.py`
+        self.refusal_log = RefusalLog()  # what of them the App is told (`access.py`)
         self.drained = 0  # answers read on for their usage after their session left
         self.tally = tally or Tally()
         self.host, self.port = host, port
@@ -248,13 +249,14 @@ class ModelGateway:
 
     def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
         """Refuse (403) a body that would make the provider's servers reach out for the
-        session (`reach.py`); the operator sees it in the spawner's log."""
+        session (`reach.py`); the operator sees it in the spawner's log, the App as an event."""
         why = refusal(body, wire, self.model_tools)
         if why is None:
             return
         self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1
+        self.refusal_log.note(work_item_id, why)
         log.warning("model gateway refused a request of %s: %s", work_item_id, why)
-        raise GatewayRefusal(403, "permission_error", "the-loop model gateway: " + why)
+        raise GatewayRefusal(403, "permission_error", "the-loop model gateway: " + why.reason)
 
     async def forward(
         self,
