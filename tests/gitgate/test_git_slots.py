@@ -1,10 +1,11 @@
-"""The git gateway's request caps, as bookkeeping (the served App under trickling git
-requests is in test_git_limits)."""
+"""The git gateway's request caps and a streamed body's clock, as bookkeeping (the served App
+under trickling git requests is in test_git_limits)."""
 
 from __future__ import annotations
 
 import pytest
 
+from app.ingress.doors import BodyClock
 from app.ingress.slots import Slots
 
 
@@ -32,3 +33,15 @@ def test_a_slot_given_back_is_free_again_and_a_stray_give_changes_nothing():
 def test_a_cap_is_a_positive_number():
     with pytest.raises(ValueError, match="positive"):
         Slots(total=0, each=1)
+
+
+def test_the_body_clock_waits_for_the_idle_gap_then_for_what_is_left_of_the_deadline():
+    now = [100.0]
+    clock = BodyClock(seconds=10, idle=3, clock=lambda: now[0])
+    assert clock.wait() == 3
+    assert "no byte of the body came for 3 seconds" in str(clock.cut())
+    now[0] = 108.0  # two seconds of the deadline left: less than the idle gap
+    assert clock.wait() == 2
+    assert str(clock.cut()) == "the body did not arrive in time" and clock.cut().status == 408
+    now[0] = 111.0
+    assert clock.wait() == 0
