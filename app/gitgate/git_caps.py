@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -55,13 +56,29 @@ GLANCE_BYTES = 1024 * 1024
 
 class IdleInput:
     """A WSGI body stream whose reads wait on the client's socket only as long as `clock`
-    allows; a read that times out raises the clock's `BodyCut` (the view answers it)."""
+    allows; a read that times out raises the clock's `BodyCut` (the view answers it).
 
-    def __init__(self, stream: Any, sock: socket.socket, clock: BodyClock) -> None:
+    A server's read may loop until it has all the bytes it was asked for, and a client that
+    sends one byte just inside each idle gap would keep it looping past the whole body's
+    deadline; with `guard`, a timer ends the socket's reading side at that deadline, so such
+    a read ends and is cut too. `close` stops the timer and gives the socket back as it was."""
+
+    def __init__(
+        self, stream: Any, sock: socket.socket, clock: BodyClock, guard: bool = False
+    ) -> None:
         self.stream = stream
         self.sock = sock
         self.clock = clock
         self.prior = sock.gettimeout()
+        self.timer: threading.Timer | None = None
+        if guard:
+            self.timer = threading.Timer(max(clock.left(), 0.0), self._stop_reading)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def _stop_reading(self) -> None:
+        with contextlib.suppress(OSError):  # the client is gone
+            self.sock.shutdown(socket.SHUT_RD)
 
     def _bounded(self, read: Callable[[], bytes]) -> bytes:
         self.sock.settimeout(max(self.clock.wait(), 0.001))
@@ -69,8 +86,14 @@ class IdleInput:
             data = read()
         except TimeoutError:
             raise self.clock.cut() from None
+        except Exception:
+            if self.clock.left() <= 0:  # the guard ended the reading side
+                raise self.clock.cut() from None
+            raise
         finally:
             self.restore()
+        if self.clock.left() <= 0:
+            raise self.clock.cut()
         return data
 
     def read(self, size: int = -1) -> bytes:
@@ -83,6 +106,11 @@ class IdleInput:
         """The socket as the server had it (its answer is sent without our clock)."""
         with contextlib.suppress(OSError):  # the client is gone
             self.sock.settimeout(self.prior)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.restore()
 
 
 class GitCaps:
@@ -111,20 +139,25 @@ class GitCaps:
                 given = True
                 self.slots.give(holder)
 
-        self.bound_body(environ)
+        body = self.bound_body(environ)
+        done = [give, body.close] if body is not None else [give]
         try:
-            return ClosingIterator(self.app(environ, start_response), give)
+            return ClosingIterator(self.app(environ, start_response), done)
         except BaseException:
-            give()
+            for step in done:
+                step()
             raise
 
-    def bound_body(self, environ: WSGIEnvironment) -> None:
+    def bound_body(self, environ: WSGIEnvironment) -> IdleInput | None:
         """Under a WSGI server that hands over its socket: the body read on the body's clock."""
         sock = _socket(environ)
-        if sock is not None:
-            idle = self.state.settings.the_loop_git_idle_seconds
-            clock = BodyClock(GIT_BODY_SECONDS, idle)
-            environ["wsgi.input"] = IdleInput(environ["wsgi.input"], sock, clock)
+        if sock is None:
+            return None
+        idle = self.state.settings.the_loop_git_idle_seconds
+        clock = BodyClock(GIT_BODY_SECONDS, idle)
+        body = IdleInput(environ["wsgi.input"], sock, clock, guard=True)
+        environ["wsgi.input"] = body
+        return body
 
     def refuse(
         self, environ: WSGIEnvironment, start_response: StartResponse, cap: str

@@ -157,6 +157,10 @@ class BodyClock:
         """Seconds the next read may wait (never below 0)."""
         return max(min(self.due - self.clock(), self.idle), 0.0)
 
+    def left(self) -> float:
+        """Seconds until the whole body must have come (below 0: it is late)."""
+        return self.due - self.clock()
+
     def cut(self) -> BodyCut:
         """The refusal for a read that waited `wait()` in vain: the whole body's deadline
         or the idle gap, whichever ran out."""

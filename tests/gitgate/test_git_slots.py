@@ -3,9 +3,15 @@ under trickling git requests is in test_git_limits)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
+
 import pytest
 
-from app.ingress.doors import BodyClock
+from app.gitgate.git_caps import IdleInput
+from app.ingress.doors import BodyClock, BodyCut
 from app.ingress.slots import Slots
 
 
@@ -45,3 +51,31 @@ def test_the_body_clock_waits_for_the_idle_gap_then_for_what_is_left_of_the_dead
     assert str(clock.cut()) == "the body did not arrive in time" and clock.cut().status == 408
     now[0] = 111.0
     assert clock.wait() == 0
+
+
+def test_a_body_that_trickles_inside_each_idle_gap_is_still_cut_at_its_deadline():
+    """A server's read loops until it has what it was asked for (as gunicorn's does); a
+    client that sends a byte just inside each idle gap is cut once the whole body is late."""
+    server, client = socket.socketpair()
+    alive = threading.Event()
+    alive.set()
+
+    def trickle() -> None:
+        while alive.is_set():
+            with contextlib.suppress(OSError):
+                client.sendall(b"x")
+            time.sleep(0.1)
+
+    sender = threading.Thread(target=trickle, daemon=True)
+    sender.start()
+    body = IdleInput(server.makefile("rb"), server, BodyClock(seconds=1, idle=0.5), guard=True)
+    try:
+        with pytest.raises(BodyCut, match="did not arrive in time") as cut:
+            body.read(64 * 1024)  # never whole: a byte every 0.1 s
+        assert cut.value.status == 408
+    finally:
+        alive.clear()
+        sender.join(timeout=10)
+        body.close()
+        server.close()
+        client.close()
