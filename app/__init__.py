@@ -36,6 +36,7 @@ def create_app(
     from app.fleet.api import bp as spawner_bp
     from app.fleet.phase_api import bp as phase_bp
     from app.fleet.pull_api import bp as pulls_bp
+    from app.gitgate.git_caps import GitCaps
     from app.gitgate.git_gateway import bp as git_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
     from app.runtime import build_state
@@ -55,6 +56,10 @@ def create_app(
     app.config[LEASE_CONFIG] = settings.the_loop_job_lease_seconds
     app.extensions["the-loop"] = state
     app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
+    # /git/…: the git gateway's caps per process, under any front (half the threads in all).
+    git_total = settings.the_loop_git_requests or max(1, web_threads // 2)
+    each = settings.the_loop_git_requests_per_session
+    app.wsgi_app = GitCaps(app.wsgi_app, state, git_total, each)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(web_bp)  # the status page and /status, for the operator only
     app.register_blueprint(metrics_bp)  # /metrics: the operator or a scrape token

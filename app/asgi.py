@@ -16,10 +16,11 @@ held open by strangers cost at most the budget. Bodies behind a live token (spaw
 sessions, and sessions are not trusted either) have a budget of their own of the same size,
 so neither kind can crowd the other out.
 
-A git request holds a Flask thread while its body streams, so git requests take a slot
-(`app.ingress.slots`): a few per session token, and in all fewer than the threads; past
-either cap they are answered 503 in git's text/plain. A git body that goes quiet between
-chunks for `the_loop_git_idle_seconds` is cut (408), freeing its thread.
+A git request holds a Flask thread while its body streams: its caps (a few per session
+token, fewer than the threads in all) are the App's own, `app.gitgate.git_caps`, a WSGI
+middleware that holds under any front. Here its body streams from the event loop, and one
+that goes quiet between chunks for `the_loop_git_idle_seconds` is cut (408), freeing its
+thread.
 
 `gunicorn 'app:create_app()'` still serves the same App as plain WSGI.
 """
@@ -54,7 +55,6 @@ from app.ingress import doors
 from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
 from app.ingress.doors import GIT_BODY_SECONDS
 from app.ingress.sampling import cut
-from app.ingress.slots import Slots
 
 if TYPE_CHECKING:
     from app.runtime import AppState
@@ -104,20 +104,13 @@ def create_asgi_app(
     state: AppState = flask_app.extensions["the-loop"]
     settle_heap()
     fallback = WSGIMiddleware(flask_app, workers=wsgi_threads)  # type: ignore[arg-type]
-    return AsgiApp(state, fallback, wsgi_threads=wsgi_threads)  # type: ignore[arg-type]
+    return AsgiApp(state, fallback)  # type: ignore[arg-type]
 
 
 class AsgiApp:
-    def __init__(
-        self, state: AppState, fallback: ASGIApp, *, wsgi_threads: int = WSGI_THREADS
-    ) -> None:
+    def __init__(self, state: AppState, fallback: ASGIApp) -> None:
         self.state = state
         self.fallback = fallback
-        settings = state.settings
-        self.git_slots = Slots(
-            settings.the_loop_git_requests or max(1, wsgi_threads // 2),
-            settings.the_loop_git_requests_per_session,
-        )
         self.deadlines = Deadlines(state.settings.the_loop_body_deadline)
         self.budget = BodyBudget(state.settings.the_loop_unverified_body_bytes, MAX_BODY)
         self.vouched_budget = BodyBudget(
@@ -206,7 +199,7 @@ class AsgiApp:
         }
         refusal = await self.admit(door, headers)
         if refusal is None and door.streamed:
-            await self.git(scope, receive, send, doors.basic_password(headers) or "")
+            await self.git(scope, receive, send)
             return
         hold: Hold | None = None
         if refusal is None:
@@ -237,19 +230,12 @@ class AsgiApp:
             if hold is not None:  # a Slack body is verified by Bolt, behind the fallback
                 hold.release()
 
-    async def git(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:
-        """A git request behind a live session token: a slot (per token and in all), then
-        its body streamed to Flask, cut when it goes quiet or runs long."""
-        refused = self.git_slots.take(token)
-        if refused is not None:
-            await self.refuse(scope, send, doors.git_busy(RETRY_AFTER_SECONDS), cap=refused)
-            return
-        try:
-            idle = self.state.settings.the_loop_git_idle_seconds
-            body = streamed(receive, doors.GIT_MAX_BODY, GIT_BODY_SECONDS, idle)
-            await self.fallback(scope, body, send)
-        finally:
-            self.git_slots.give(token)
+    async def git(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A git request behind a live session token: its body streamed to Flask (where its
+        slot is taken), cut when it goes quiet or runs long."""
+        idle = self.state.settings.the_loop_git_idle_seconds
+        body = streamed(receive, doors.GIT_MAX_BODY, GIT_BODY_SECONDS, idle)
+        await self.fallback(scope, body, send)
 
     async def admit(self, door: doors.Door, headers: dict[str, str]) -> doors.Refusal | None:
         """The door's checks that need no body: its credential, then the declared length."""
@@ -270,13 +256,12 @@ class AsgiApp:
         length = doors.declared_length(headers, door)
         return length if isinstance(length, doors.Refusal) else None
 
-    async def refuse(self, scope: Scope, send: Send, refusal: doors.Refusal, **more: str) -> None:
+    async def refuse(self, scope: Scope, send: Send, refusal: doors.Refusal) -> None:
         client = scope.get("client")
         fields = {
             "reason": refusal.reason,
             "path": cut(scope["path"]),
             "remote": client[0] if client else None,
-            **more,
         }
         rows = self.state.sampled.note(refusal.reason, "request.rejected", fields)
         if rows:
@@ -306,20 +291,17 @@ async def _respond(send: Send, status: int, payload: bytes, headers: list[tuple[
 
 def streamed(receive: Receive, limit: int, seconds: float, idle: float) -> Receive:
     """The client's own `receive`, cut off (`doors.BodyCut`, raised where the body is read)
-    once more than `limit` bytes came, the body is not whole `seconds` after the start, or
-    `idle` seconds pass without a chunk of it."""
+    once more than `limit` bytes came, or when `doors.BodyClock` says a wait ran out (the
+    body not whole `seconds` after the start, or `idle` seconds without a chunk)."""
     size = 0
-    due = time.monotonic() + seconds
+    clock = doors.BodyClock(seconds, idle)
 
     async def bounded() -> Message:
         nonlocal size
-        left = due - time.monotonic()
         try:
-            message = await asyncio.wait_for(receive(), max(min(left, idle), 0.0))
+            message = await asyncio.wait_for(receive(), clock.wait())
         except TimeoutError:
-            if left <= idle:
-                raise doors.BodyCut("the body did not arrive in time", 408) from None
-            raise doors.BodyCut(f"no byte of the body came for {idle:g} seconds", 408) from None
+            raise clock.cut() from None
         size += len(message.get("body", b""))
         if size > limit:
             raise doors.BodyCut(f"the body may be at most {limit} bytes")

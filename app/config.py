@@ -160,6 +160,16 @@ def _model_tool(value: str) -> str:
 ModelTool = Annotated[str, AfterValidator(_model_tool)]
 
 
+class SandboxGateway(_Model):
+    """`routing.sandbox.gateway`: what one session may hold of the spawner's model gateway.
+    `connectionsPerSession` connections at once (one more is refused 529, which the harness
+    retries); `headTimeoutSeconds` for a new connection's first request head to come before
+    it is hung up on."""
+
+    connections_per_session: int = Field(default=16, gt=0, le=512)
+    head_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+
+
 class Sandbox(_Model):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
@@ -189,6 +199,7 @@ class Sandbox(_Model):
     egress: list[HostPort] = Field(default_factory=list)
     openai_key_file: Path | None = None
     model_tools: list[ModelTool] = Field(default_factory=list)
+    gateway: SandboxGateway = SandboxGateway()
 
     @property
     def resolved(self) -> SandboxMode:

@@ -22,6 +22,7 @@ JobKindName = Literal["spawn", "deliver", "stop", "answer"]
 SPAWNER_EVENTS = frozenset(
     {
         "config.conflict",
+        "gateway.refused",
         "models.checked",
         "spawner.started",
         "session.answered",
@@ -175,6 +176,9 @@ def dump_payload(payload: JobPayload) -> dict[str, Any]:
     return payload.model_dump(mode="json")
 
 
+# A request the model gateway refused for what it would make the provider's servers do
+# (`app.gateway.reach`): its reason, kind and tool or media, never the request's body.
+REACH_EVENT = "gateway.refused"
 # What a spawner's model gateway reports, per work item, since its last report: the counts
 # of `USAGE_FIELDS` as fields of one event (the App adds them to the item's totals).
 USAGE_EVENT = "session.usage"

@@ -47,6 +47,9 @@ from tests.support import RunningApp, fixture_json, with_installation
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data" / "github"
 REPO = "Codertocat/Hello-World"
+# The threads of the App under plain gunicorn (`indirect` "gunicorn"): fewer than the git
+# requests a test opens, more than a session may hold.
+GUNICORN_THREADS = 8
 ITEM = f"github:{REPO}#1"
 SPEC = "issue-1"
 BRANCH = "the-loop/issue-1"
@@ -162,12 +165,20 @@ def pull_app(
 ) -> Iterator[RunningApp]:
     """The App with the Slack mirror on and this bed's operator config, as plain WSGI, or
     (`indirect` "asgi") as `the-loop serve` deploys it: gunicorn's asgi worker, whose front
-    checks the git door and streams the bodies."""
+    checks the git door and streams the bodies; or (`indirect` "gunicorn") as plain WSGI
+    under gunicorn's stock threaded worker, with `GUNICORN_THREADS` threads."""
     from tests.slack_support import slack_env
-    from tests.support import served_app, wsgi_app
+    from tests.support import gunicorn_app, served_app, wsgi_app
 
     env = slack_env(settings_env, fake_slack[1], pull_config)
-    with served_app(env) if getattr(request, "param", "") == "asgi" else wsgi_app(env) as app:
+    front = getattr(request, "param", "")
+    if front == "asgi":
+        served = served_app(env)
+    elif front == "gunicorn":
+        served = gunicorn_app(env, GUNICORN_THREADS)
+    else:
+        served = wsgi_app(env)
+    with served as app:
         yield app
 
 

@@ -202,16 +202,39 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
     """`the-loop serve` (gunicorn's asgi worker, as deployed) in its own process group on a
     free port; `state.engine` reads the same database. Stopped with SIGTERM, and the exit
     status checked: a clean shutdown is part of what is tested."""
+    with _app_process(env, ["-m", "app.cli", "serve", "--workers", "1", *args]) as app:
+        yield app
+
+
+@contextmanager
+def gunicorn_app(env: dict[str, str], threads: int) -> Iterator[RunningApp]:
+    """The App as plain WSGI under gunicorn's stock threaded worker (`gunicorn -k gthread
+    'app:create_app()'`, one process of `threads` threads), stopped like `served_app`."""
+    command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads), "app:create_app()"]
+    with _app_process(env, command, bind=True) as app:
+        yield app
+
+
+@contextmanager
+def _app_process(
+    env: dict[str, str], command: list[str], bind: bool = False
+) -> Iterator[RunningApp]:
+    """`python <command>` serving the App on a free port (`--bind` added, or PORT set)."""
     from app.store import make_engine
 
     port = free_port()
     log = Path(env["THE_LOOP_CONFIG"]).parent / "serve.log"
-    proc = start_the_loop(
-        ["serve", "--workers", "1", *args],
-        Path(__file__).resolve().parents[1],
-        {**os.environ, **env, "PORT": str(port)},
-        log,
-    )
+    root = Path(__file__).resolve().parents[1]
+    argv = [*command, "--bind", f"127.0.0.1:{port}"] if bind else command
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=root,
+            env={**os.environ, **env, "PORT": str(port)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     engine = make_engine(env["DATABASE_URL"])
     try:

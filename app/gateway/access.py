@@ -15,7 +15,9 @@ the harness is handed them is its adapter's business (Claude Code: `ANTHROPIC_BA
 `ANTHROPIC_API_KEY`); when the session ends the pass is
 revoked and what the item used so far is reported at once. Between those moments the counts
 go out every few seconds, as one event per item that used the model (the App adds them up),
-so a stream never waits on a report.
+so a stream never waits on a report. Requests the gateway refused for what they would make
+the provider's servers do (`reach.py`) go out with them as `gateway.refused` events: the
+reason, the kind, the tool's type or the media, how often; never the request's body.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from app.gateway.forwarding import PUBLIC_API, Upstream
 from app.gateway.metering import Usage
 from app.gateway.relay import ModelGateway
 from app.gateway.wires import RESPONSES
-from app.protocol import USAGE_EVENT
+from app.protocol import REACH_EVENT, USAGE_EVENT
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ CREDENTIAL_VARIABLES = (
     "CODEX_API_KEY",
 )
 Emit = Callable[..., Any]
+REASON_LIMIT = 300  # characters of a refusal's reason the App records (a type may be long)
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,25 @@ class ModelAccess:
         self.report(work_item_id)
 
     def report(self, work_item_id: str | None = None) -> int:
-        """Emit what was counted since the last report (one item, or all); how many events."""
+        """Emit what was counted since the last report (one item, or all) and the requests
+        refused meanwhile; how many usage events."""
         with self._report_lock:
             counted = self.gateway.tally.drain(work_item_id)
             for item, usage in counted.items():
                 self._emit(item, usage)
+            for item, (refusals, folded) in self.gateway.refusal_log.take(work_item_id).items():
+                for refused, times in refusals.items():
+                    self.emit(
+                        REACH_EVENT,
+                        item,
+                        level="warning",
+                        reason=refused.reason[:REASON_LIMIT],
+                        kind=refused.kind,
+                        what=refused.what,
+                        times=times,
+                        folded=folded,
+                    )
+                    folded = 0  # told once
         return len(counted)
 
     def _emit(self, work_item_id: str, usage: Usage) -> None:
@@ -220,15 +237,21 @@ def open_model_access(
         return None
     saved = state_dir / GATEWAY_FILE if state_dir is not None else None
     kept = _kept(saved)
-    tools = frozenset(config.routing.sandbox.model_tools)
-    gateway = ModelGateway(upstream, responses=responses, model_tools=tools)
+    caps = config.routing.sandbox.gateway
+    options: dict[str, Any] = {
+        "responses": responses,
+        "model_tools": frozenset(config.routing.sandbox.model_tools),
+        "per_pass": caps.connections_per_session,
+        "head_wait": caps.head_timeout_seconds,
+    }
+    gateway = ModelGateway(upstream, **options)
     port = kept.get("port")
     if isinstance(port, int) and 0 < port < 65536:
         gateway.port = port
     try:
         gateway.start()
     except (RuntimeError, OSError):  # the old port is taken: a new one
-        gateway = ModelGateway(upstream, responses=responses, model_tools=tools).start()
+        gateway = ModelGateway(upstream, **options).start()
     found = kept.get("passes")
     passes: dict[str, Any] = found if isinstance(found, dict) else {}
     for item in set(live) & set(passes):

@@ -21,6 +21,8 @@ before the request goes on, so no header opens what the body may not.
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -41,6 +43,24 @@ SERVER_TOOLS = (
     "computer_use_preview",
 )
 MCP_TOOLS = frozenset({"mcp", "mcp_toolset"})
+# The longest tool type a refusal names in what it reports (the session chose it).
+TYPE_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a body may not go upstream: `reason` (what the session is told), `kind` (`mcp`,
+    `server_tool`, `unknown_tool`, `media_by_url` or `not_json`) and `what` (the tool's type,
+    `mcp_servers`, or the media given by URL), both short enough to record."""
+
+    reason: str
+    kind: str
+    what: str | None = None
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 # Tool types the client runs, or that only search the request's own tool list.
 _MESSAGES_CLIENT = frozenset(
     {
@@ -120,7 +140,7 @@ def _responses_parts(body: dict[str, Any]) -> str | None:
     return None
 
 
-def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) -> str | None:
+def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) -> Refused | None:
     """Why a `tools` list asks the provider to reach out, or None. A `namespace` (a group of
     the client's tools) is looked into."""
     pending = [tools]
@@ -134,41 +154,79 @@ def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) 
             if name == "namespace":
                 pending.append(tool.get("tools"))
             elif name in MCP_TOOLS:
-                return f"a tool of type {kind!r}: the model provider would connect to an MCP server"
+                why = f"a tool of type {kind!r}: the model provider would connect to an MCP server"
+                return Refused(why, "mcp", kind[:TYPE_LIMIT])
             elif name in client or name in allowed:
                 continue
             elif name in SERVER_TOOLS:
-                return (
+                why = (
                     f"a server tool of type {kind!r}: the model provider would run it for the "
                     f"session; the operator allows it by listing {name!r} in "
                     "routing.sandbox.modelTools"
                 )
+                return Refused(why, "server_tool", kind[:TYPE_LIMIT])
             else:
-                return (
+                why = (
                     f"a tool of unknown type {kind!r}: the gateway forwards only tools the "
                     "harness runs itself and the server tools the operator lists"
                 )
+                return Refused(why, "unknown_tool", kind[:TYPE_LIMIT])
     return None
 
 
-def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> str | None:
+def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> Refused | None:
     """Why `body` may not go upstream on `wire` with the server tools `allowed`, or None."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return NOT_JSON
+        return Refused(NOT_JSON, "not_json")
     if not isinstance(parsed, dict):
-        return NOT_JSON
+        return Refused(NOT_JSON, "not_json")
     if parsed.get("mcp_servers"):
-        return "mcp_servers: the model provider would connect to an MCP server for the session"
+        why = "mcp_servers: the model provider would connect to an MCP server for the session"
+        return Refused(why, "mcp", "mcp_servers")
     client = _MESSAGES_CLIENT if wire is MESSAGES else _RESPONSES_CLIENT
-    why = _tools_refusal(parsed.get("tools"), client, allowed)
-    if why is not None:
-        return why
+    refused = _tools_refusal(parsed.get("tools"), client, allowed)
+    if refused is not None:
+        return refused
     media = _messages_blocks(parsed) if wire is MESSAGES else _responses_parts(parsed)
     if media is not None:
-        return media + ": the model provider would download it for the session"
+        why = media + ": the model provider would download it for the session"
+        return Refused(why, "media_by_url", media[:TYPE_LIMIT])
     return None
+
+
+class RefusalLog:
+    """The refusals of each work item since they were last taken (`take`), for the App: a
+    few distinct ones with how often each came, the rest only counted (`folded`), so a
+    session that keeps asking costs a counter, not an event a try. Written on the gateway's
+    loop, taken by the spawner's reporter thread."""
+
+    KEPT = 4  # distinct refusals per item between two reports
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[Refused, int]] = {}
+        self._folded: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def note(self, work_item_id: str, refused: Refused) -> None:
+        with self._lock:
+            seen = self._seen.setdefault(work_item_id, {})
+            if refused in seen or len(seen) < self.KEPT:
+                seen[refused] = seen.get(refused, 0) + 1
+            else:
+                self._folded[work_item_id] = self._folded.get(work_item_id, 0) + 1
+
+    def take(self, work_item_id: str | None = None) -> dict[str, tuple[dict[Refused, int], int]]:
+        """Per item (one, or all): its refusals with their counts, and how many were folded;
+        forgotten here."""
+        with self._lock:
+            items = [work_item_id] if work_item_id is not None else list(self._seen)
+            return {
+                item: (self._seen.pop(item), self._folded.pop(item, 0))
+                for item in items
+                if item in self._seen
+            }
 
 
 def kept_betas(value: bytes, allowed: frozenset[str]) -> bytes:

@@ -41,6 +41,7 @@ from typing import Any
 import h11
 import httpcore
 
+from app.config import SandboxGateway
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,
@@ -49,7 +50,7 @@ from app.gateway.forwarding import (
 )
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
-from app.gateway.reach import reaching_headers_dropped, refusal
+from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
 from app.gateway.transport import AsyncioBackend
 from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
@@ -57,8 +58,10 @@ log = logging.getLogger(__name__)
 
 BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
 MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
-PER_PASS = 16  # connections one pass (one session) may hold at once
-HEAD_WAIT = 30.0  # seconds a new connection has to send its first request's head
+# Connections one pass (one session) may hold at once, and seconds a new connection has to
+# send its first request's head: `routing.sandbox.gateway`'s defaults.
+PER_PASS = SandboxGateway().connections_per_session
+HEAD_WAIT = SandboxGateway().head_timeout_seconds
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0
@@ -109,6 +112,7 @@ class ModelGateway:
         self.passes = passes or Passes()
         self.model_tools = model_tools  # server tools the operator allows (`reach.py`)
         self.reach_refused: dict[str, int] = {}  # per item: requests refused by `reach.py`
+        self.refusal_log = RefusalLog()  # what of them the App is told (`access.py`)
         self.drained = 0  # answers read on for their usage after their session left
         self.tally = tally or Tally()
         self.host, self.port = host, port
@@ -246,13 +250,14 @@ class ModelGateway:
 
     def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
         """Refuse (403) a body that would make the provider's servers reach out for the
-        session (`reach.py`); the operator sees it in the spawner's log."""
+        session (`reach.py`); the operator sees it in the spawner's log, the App as an event."""
         why = refusal(body, wire, self.model_tools)
         if why is None:
             return
         self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1
+        self.refusal_log.note(work_item_id, why)
         log.warning("model gateway refused a request of %s: %s", work_item_id, why)
-        raise GatewayRefusal(403, "permission_error", "the-loop model gateway: " + why)
+        raise GatewayRefusal(403, "permission_error", "the-loop model gateway: " + why.reason)
 
     async def forward(
         self,

@@ -12,7 +12,8 @@ limit, rather than reading them first. Pure: the caller looks tokens up and read
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -138,6 +139,34 @@ class BodyCut(Exception):
     def __init__(self, message: str, status: int = 413) -> None:
         super().__init__(message)
         self.status = status
+
+
+class BodyClock:
+    """When a streamed body's next byte must have come: `seconds` after the start for the
+    whole body, `idle` after the last chunk. Both fronts ask it how long a read may wait
+    (`wait`) and what to answer once a wait ran out (`cut`)."""
+
+    def __init__(
+        self, seconds: float, idle: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.idle = idle
+        self.clock = clock
+        self.due = clock() + seconds
+
+    def wait(self) -> float:
+        """Seconds the next read may wait (never below 0)."""
+        return max(min(self.due - self.clock(), self.idle), 0.0)
+
+    def left(self) -> float:
+        """Seconds until the whole body must have come (below 0: it is late)."""
+        return self.due - self.clock()
+
+    def cut(self) -> BodyCut:
+        """The refusal for a read that waited `wait()` in vain: the whole body's deadline
+        or the idle gap, whichever ran out."""
+        if self.due - self.clock() <= self.idle:
+            return BodyCut("the body did not arrive in time", 408)
+        return BodyCut(f"no byte of the body came for {self.idle:g} seconds", 408)
 
 
 def basic_password(headers: Mapping[str, str]) -> str | None:

@@ -4,11 +4,13 @@ A git request (`/git/…`) holds one of the App's WSGI threads while its body st
 its answer streams out; a session's token is not trusted, so one session could otherwise
 hold every thread with requests that trickle. `Slots` caps those requests per holder (a
 session's token) and in all (below the thread count, so `/healthz` and the spawners' claims
-keep threads of their own); a request past either cap is refused rather than queued. Pure
-bookkeeping, used from the event loop.
+keep threads of their own); a request past either cap is refused rather than queued.
+Bookkeeping under a lock: the request threads of one process share it.
 """
 
 from __future__ import annotations
+
+import threading
 
 
 class Slots:
@@ -21,25 +23,28 @@ class Slots:
         self.each = each
         self.taken: dict[str, int] = {}
         self.in_use = 0
+        self._lock = threading.Lock()
 
     def take(self, holder: str) -> str | None:
         """None when `holder` got a slot (give it back with `give`), else which cap refused:
         "holder" (its own share is taken) or "total"."""
-        held = self.taken.get(holder, 0)
-        if held >= self.each:
-            return "holder"
-        if self.in_use >= self.total:
-            return "total"
-        self.taken[holder] = held + 1
-        self.in_use += 1
-        return None
+        with self._lock:
+            held = self.taken.get(holder, 0)
+            if held >= self.each:
+                return "holder"
+            if self.in_use >= self.total:
+                return "total"
+            self.taken[holder] = held + 1
+            self.in_use += 1
+            return None
 
     def give(self, holder: str) -> None:
-        held = self.taken.get(holder, 0)
-        if held <= 0:
-            return
-        if held == 1:
-            del self.taken[holder]
-        else:
-            self.taken[holder] = held - 1
-        self.in_use -= 1
+        with self._lock:
+            held = self.taken.get(holder, 0)
+            if held <= 0:
+                return
+            if held == 1:
+                del self.taken[holder]
+            else:
+                self.taken[holder] = held - 1
+            self.in_use -= 1

@@ -1,7 +1,8 @@
 """One session cannot take the model gateway's connections from the others: a pass holds at
 most its share of connections (one more is refused 529 and closed), and connections that
 never send a request head are hung up on, so the total cap frees up again. Meanwhile another
-session's streamed answer comes through whole.
+session's streamed answer comes through whole. The per-session cap and the head's wait
+are the operator's settings (`routing.sandbox.gateway`), which the spawner's gateway obeys.
 
 A real gateway on loopback in front of the scripted Messages API; the hoarding session's
 connections are raw sockets."""
@@ -11,12 +12,15 @@ from __future__ import annotations
 import select
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from app.config import ConfigError, load_config, parse_config
+from app.gateway.access import open_model_access
 from app.gateway.forwarding import Upstream
-from app.gateway.relay import PER_PASS, ModelGateway
+from app.gateway.relay import HEAD_WAIT, PER_PASS, ModelGateway
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything
 from tests.support import wait_for
 
@@ -105,3 +109,66 @@ def test_connections_that_never_send_a_head_are_hung_up_on(
         for sock in opened:
             assert sock.recv(1) == b""  # hung up on, never answered
         assert gw.dropped >= 32
+
+
+# -- the operator's settings ---------------------------------------------------------------
+
+
+def test_the_operator_s_lower_connection_cap_holds_in_the_spawner_s_gateway(
+    model: FakeAnthropic, opened: list[socket.socket], tmp_path: Path
+) -> None:
+    """`routing.sandbox.gateway` in cli-config.yaml (2 connections, a head within 1 s): the
+    gateway the spawner opens refuses a session's third connection, and only that one, and
+    hangs up on a connection that stays silent (the default would wait 30 s)."""
+    path = tmp_path / "cli-config.yaml"
+    settings = "connectionsPerSession: 2\n      headTimeoutSeconds: 1"
+    path.write_text(f"routing:\n  sandbox:\n    gateway:\n      {settings}\n")
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": model.url}
+    access = open_model_access(load_config(path), env, lambda *a, **k: None)
+    assert access is not None
+    try:
+        hoarder, other = access.for_session(HOARDER).key, access.for_session(OTHER).key
+        head = (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {hoarder}\r\n"
+            "content-type: application/json\r\ncontent-length: 1000\r\n\r\n{"
+        )
+        port = access.gateway.port
+        for _ in range(5):  # every one a request whose body never comes
+            opened.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+            opened[-1].sendall(head.encode())
+        answers: dict[int, bytes] = {}
+        assert wait_for(lambda: _answered(opened, answers) >= 3, timeout=30)
+        assert all(a.startswith(b"HTTP/1.1 529 ") for a in answers.values())
+        streamed = _ask(access.gateway.url, other)
+        assert streamed.status_code == 200 and "streamed through" in streamed.text
+        assert _answered(opened, answers) == 3  # the hoarder's two are still held
+        silent = socket.create_connection(("127.0.0.1", port), timeout=20)
+        opened.append(silent)
+        assert silent.recv(1) == b""  # hung up on, well before the default's 30 s
+    finally:
+        access.gateway.stop()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("connectionsPerSession", "0"),
+        ("connectionsPerSession", "many"),
+        ("headTimeoutSeconds", "-1"),
+    ],
+)
+def test_a_bad_gateway_setting_names_its_key_and_file(
+    tmp_path: Path, setting: str, value: str
+) -> None:
+    path = tmp_path / "cli-config.yaml"
+    path.write_text(f"routing:\n  sandbox:\n    gateway:\n      {setting}: {value}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(path) in str(raised.value)
+    assert f"routing.sandbox.gateway.{setting}" in str(raised.value)
+
+
+def test_the_gateway_s_defaults_are_unchanged_without_settings() -> None:
+    caps = parse_config({}, "cfg.yaml").routing.sandbox.gateway
+    assert (caps.connections_per_session, caps.head_timeout_seconds) == (PER_PASS, HEAD_WAIT)
+    assert (PER_PASS, HEAD_WAIT) == (16, 30.0)

@@ -71,7 +71,8 @@ def test_a_tool_s_name_is_its_type_without_the_version() -> None:
 
 def test_what_reaches_out_is_named_and_what_the_client_runs_passes() -> None:
     def why(body: dict[str, Any], wire: Any = MESSAGES, allowed: frozenset[str] = frozenset()):
-        return refusal(json.dumps(body).encode(), wire, allowed)
+        refused = refusal(json.dumps(body).encode(), wire, allowed)
+        return refused.reason if refused is not None else None
 
     client_tools = [{"type": "bash_20250124", "name": "bash"}, {"name": "Edit", "input_schema": {}}]
     assert why(_messages(tools=client_tools)) is None

@@ -11,10 +11,8 @@ every file the session wrote. What the model was shown after trying to stop is t
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -59,36 +57,6 @@ for target in ("/etc/codex/requirements.toml", "/etc/codex/config.toml"):
         report[target] = type(exc).__name__
 print("REWROTE", json.dumps(report))
 PY"""
-
-
-class _App(BaseHTTPRequestHandler):
-    """The App as the stop gate sees it: counts each attempt it is asked to count."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        hits: list[str] = self.server.hits  # type: ignore[attr-defined]
-        hits.append(self.path)
-        body = json.dumps({"attempt": len(hits)}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def gate_counting_app() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _App)
-    server.hits = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def the_script() -> list[Step]:
