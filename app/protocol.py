@@ -43,6 +43,7 @@ SPAWNER_EVENTS = frozenset(
         "session.spawned",
         "session.stalled",
         "session.stopped",
+        "session.unlimited",
         "session.unsandboxed",
         "session.unstalled",
         "session.usage",

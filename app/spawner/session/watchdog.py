@@ -14,7 +14,7 @@ them as `session.evidence` whenever they change: what the App moves the item's p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -123,7 +123,7 @@ class Watchdog:
         emit: Emit,
         locks: ItemLocks | None = None,
         describe: Describe | None = None,
-        ended: Callable[[str], None] | None = None,
+        ended: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.runner = runner
         self.registry = registry
@@ -182,8 +182,8 @@ class Watchdog:
         self.registry.update(
             record.work_item_id, state=SessionState.EXITED.value, exit_status=status
         )
-        if self.ended is not None:
-            self.ended(record.work_item_id)
+        # Its pass dies; what its limits counted (a memory kill, refused forks) joins the event.
+        limits = self.ended(record.work_item_id) if self.ended is not None else None
         self.emit(
             "session.exited",
             record.work_item_id,
@@ -192,6 +192,7 @@ class Watchdog:
             exit_status=status,
             last_lines=tail,
             reason="process exited" if pane_left else "tmux session is gone",
+            **(limits or {}),
             **(self.describe(record) if self.describe is not None else {}),
         )
 
