@@ -1,0 +1,211 @@
+"""A hostile session against its limits, through the real spawn path (real tmux, bubblewrap
+and cgroups, a stand-in harness that fork-bombs or allocates): it stays within
+`routing.sandbox.limits`, the spawner keeps answering, the end says which limit the session
+met, and its cgroup is gone.
+
+The limits are low (64 processes, 256 MiB) and the hostile harness bounds itself too (300
+forks at most, each child a `sleep`), so a broken mechanism costs the machine little; the
+context's teardown kills whatever is left in the session's cgroups."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.protocol import StopJob
+from app.spawner.appclient import ClaimedJob
+from app.spawner.confine.cgroups import SessionLimiter
+from app.spawner.confine.limits import HostOffer, Mechanism
+from app.spawner.confine.sessionlimits import limiter_of
+from app.spawner.launch import SpawnerContext
+from app.spawner.naming import item_slug
+from app.spawner.network.netlaunch import session_over
+from app.spawner.session.watchdog import Watchdog
+from tests.jobs_support import NAME, TOKEN, WI, events, make_config, run_ok, spawn_job
+from tests.spawner_support import StandIn
+from tests.support import wait_for
+
+PROCESSES, MEMORY = 64, 256 << 20
+CALM = "github:o/r#8"
+WAIT = 120.0  # generous: a loaded machine starts sandboxes slowly
+HOG = 1 << 30  # what the memory hog tries to hold, in 16 MiB pieces
+
+# The hostile harness: what it does is in `mode` in its work item's folder; what it saw,
+# in `seen.json` there.
+HOSTILE = r"""#!{python}
+import json, os, sys, time, urllib.parse
+item = os.environ["THE_LOOP_WORK_ITEM_ID"]
+out = os.path.join({records!r}, urllib.parse.quote(item, safe=""))
+mode = open(os.path.join(out, "mode")).read().strip()
+def seen(**facts):
+    with open(os.path.join(out, ".tmp"), "w") as fh:
+        json.dump(facts, fh)
+    os.replace(os.path.join(out, ".tmp"), os.path.join(out, "seen.json"))
+if mode == "forks":
+    made = refused = 0
+    for _ in range(300):  # bounded even where nothing else bounds it
+        try:
+            pid = os.fork()
+        except OSError:
+            refused += 1
+            continue
+        if pid == 0:
+            try:
+                os.execv("/bin/sleep", ["sleep", "600"])
+            finally:
+                os._exit(0)
+        made += 1
+    seen(made=made, refused=refused)
+elif mode == "memory":
+    held = []
+    try:
+        while len(held) * (16 << 20) < (1 << 30):
+            held.append(b"x" * (16 << 20))  # written, so really resident
+            seen(held=len(held) * (16 << 20))
+    except MemoryError:
+        seen(held=len(held) * (16 << 20), refused=True)
+    else:
+        seen(held=len(held) * (16 << 20), survived=True)
+else:
+    seen(calm=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> StandIn:
+    return StandIn(tmp_path / "hostile", HOSTILE)
+
+
+@pytest.fixture
+def bounded(ctx: SpawnerContext, hostile: StandIn, tmp_path: Path) -> Iterator[SpawnerContext]:
+    """The test's context with low limits, running the hostile harness."""
+    sandbox = {**hostile.sandbox, "limits": {"memory": "256MiB", "processes": PROCESSES}}
+    made = dataclasses.replace(ctx, config=make_config(hostile, tmp_path, sandbox=sandbox))
+    yield made
+    if made.limiter is not None:  # whatever the session left, killed; its cgroups gone
+        made.limiter.release()
+
+
+def _mode(standin: StandIn, item: str, mode: str) -> None:
+    standin.folder(item).mkdir(parents=True, exist_ok=True)
+    (standin.folder(item) / "mode").write_text(mode)
+
+
+def _seen(standin: StandIn, item: str) -> dict[str, Any] | None:
+    path = standin.folder(item) / "seen.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _done(seen: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the memory hog saw, once it knows how its allocation ended."""
+    return seen if seen is not None and ("refused" in seen or "survived" in seen) else None
+
+
+def _cgroups(ctx: SpawnerContext, item: str) -> dict[str, Path]:
+    return {key: parent / item_slug(item) for key, parent in limiter_of(ctx).plan.parents.items()}
+
+
+def _needs_cgroup(ctx: SpawnerContext) -> None:
+    if limiter_of(ctx).plan.mechanism not in (Mechanism.CGROUP1, Mechanism.CGROUP2):
+        pytest.skip("this machine offers the spawner no writable cgroup (rlimit tests run)")
+
+
+def _stop(ctx: SpawnerContext, item: str) -> dict[str, Any]:
+    repo, _, number = item.removeprefix("github:").rpartition("#")
+    stop = StopJob(work_item_id=item, repo=repo, issue_number=int(number), reason="asked")
+    return run_ok(ctx, ClaimedJob(9, stop, 60, TOKEN, None))
+
+
+def test_a_fork_bomb_stays_under_the_process_limit_and_its_cgroup_goes_at_its_stop(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path
+) -> None:
+    ctx = bounded
+    _needs_cgroup(ctx)
+    _mode(hostile, WI, "forks")
+    _mode(hostile, CALM, "calm")
+    run_ok(ctx, spawn_job(origin))
+    pids = _cgroups(ctx, WI)["" if "" in _cgroups(ctx, WI) else "pids"]
+    counts: list[int] = []
+
+    def bombed() -> dict[str, Any] | None:
+        counts.append(int((pids / "pids.current").read_text()))
+        return _seen(hostile, WI)
+
+    forks = wait_for(bombed, timeout=WAIT)
+    peak = max(counts)
+    assert forks is not None and forks["refused"] > 0 and forks["made"] < PROCESSES
+    if (pids / "pids.peak").exists():  # the kernel's own high-water mark
+        peak = int((pids / "pids.peak").read_text())
+    assert 0 < peak <= PROCESSES
+
+    run_ok(ctx, spawn_job(origin, item=CALM))  # the spawner still launches
+    assert wait_for(lambda: _seen(hostile, CALM), timeout=WAIT) == {"calm": True}
+
+    assert _stop(ctx, WI) == {"stopped": True, "found": True}
+    (stopped,) = events(ctx, "session.stopped")
+    assert stopped["limit"] == "processes" and stopped["forks_refused"] > 0
+    assert all(not path.exists() for path in _cgroups(ctx, WI).values())
+    assert ctx.runner.pane(NAME) is None
+    assert all(path.exists() for path in _cgroups(ctx, CALM).values())  # the other stays
+
+
+def test_a_memory_hog_is_killed_alone_and_its_end_says_so(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path
+) -> None:
+    ctx = bounded
+    _needs_cgroup(ctx)
+    _mode(hostile, WI, "memory")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run_ok(ctx, spawn_job(origin))
+    over = Watchdog(
+        ctx.runner,
+        ctx.registry,
+        ctx.events.emit,
+        ctx.locks,
+        None,
+        ended=lambda i: session_over(ctx, i),
+    )
+
+    def exited() -> list[dict[str, Any]]:
+        over.tick()
+        return events(ctx, "session.exited")
+
+    (ended,) = wait_for(exited, timeout=WAIT)
+    assert ended["limit"] == "memory" and ended["oom_kills"] >= 1
+    seen = _seen(hostile, WI)
+    assert seen is not None and "survived" not in seen and seen["held"] < HOG
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    assert grew < 64 << 20  # the spawner (this process) held none of it
+    assert all(not path.exists() for path in _cgroups(ctx, WI).values())
+
+
+def test_without_a_cgroup_the_sandbox_bounds_each_process_and_warns_of_the_rest(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path
+) -> None:
+    ctx = bounded
+    root = os.geteuid() == 0
+    limits = ctx.config.routing.sandbox.limits
+    ctx.limiter = SessionLimiter.for_host(HostOffer(root=root), limits, sandboxed=True)
+    assert ctx.limiter.plan.mechanism is Mechanism.RLIMIT
+    _mode(hostile, WI, "memory")
+    _mode(hostile, CALM, "forks")
+    run_ok(ctx, spawn_job(origin))
+    seen = wait_for(lambda: _done(_seen(hostile, WI)), timeout=WAIT)
+    assert seen.get("refused") is True and seen["held"] < MEMORY  # RLIMIT_AS, per process
+    run_ok(ctx, spawn_job(origin, item=CALM))
+    forks = wait_for(lambda: _seen(hostile, CALM), timeout=WAIT)
+    warned = events(ctx, "session.unlimited")
+    if root:  # the kernel never applies RLIMIT_NPROC to root: every launch says so
+        assert [w["unenforced"] for w in warned] == [["processes"], ["processes"]]
+        assert all(w["level"] == "warning" and "root" in w["message"] for w in warned)
+    else:  # counted in the session's own user namespace
+        assert warned == [] and forks["refused"] > 0 and forks["made"] < PROCESSES
+    assert _stop(ctx, CALM) == {"stopped": True, "found": True}
