@@ -45,7 +45,10 @@ def test_v1_controllers_serve_when_v2_lacks_one() -> None:
     plan = choose_plan(offer, LIMITS, sandboxed=True)
     assert plan.mechanism is Mechanism.CGROUP1 and plan.parents == V1
     assert cgroup_settings(plan) == {
-        "memory": {"memory.limit_in_bytes": str(256 * MIB)},
+        "memory": {
+            "memory.limit_in_bytes": str(256 * MIB),
+            "memory.memsw.limit_in_bytes": str(256 * MIB),
+        },
         "pids": {"pids.max": "64"},
     }
     assert rlimit_args(plan) == []

@@ -74,7 +74,7 @@ elif mode == "memory":
     else:
         seen(held=len(held) * (16 << 20), survived=True)
 else:
-    seen(calm=True)
+    seen(calm=True, cgroup=open("/proc/self/cgroup").read())
 time.sleep(600)
 """
 
@@ -147,7 +147,7 @@ def test_a_fork_bomb_stays_under_the_process_limit_and_its_cgroup_goes_at_its_st
     assert 0 < peak <= PROCESSES
 
     run_ok(ctx, spawn_job(origin, item=CALM))  # the spawner still launches
-    assert wait_for(lambda: _seen(hostile, CALM), timeout=WAIT) == {"calm": True}
+    assert wait_for(lambda: _seen(hostile, CALM), timeout=WAIT)["calm"] is True
 
     assert _stop(ctx, WI) == {"stopped": True, "found": True}
     (stopped,) = events(ctx, "session.stopped")
@@ -155,6 +155,31 @@ def test_a_fork_bomb_stays_under_the_process_limit_and_its_cgroup_goes_at_its_st
     assert all(not path.exists() for path in _cgroups(ctx, WI).values())
     assert ctx.runner.pane(NAME) is None
     assert all(path.exists() for path in _cgroups(ctx, CALM).values())  # the other stays
+
+
+def test_the_harness_runs_in_its_own_cgroups_with_the_cpu_share_asked_for(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    limits = {"memory": "256MiB", "processes": PROCESSES, "cpu": 0.5}
+    sandbox = {**hostile.sandbox, "limits": limits}
+    ctx = dataclasses.replace(bounded, config=make_config(hostile, tmp_path, sandbox=sandbox))
+    _needs_cgroup(ctx)
+    bounded.limiter = ctx.limiter  # released by the fixture
+    _mode(hostile, WI, "calm")
+    run_ok(ctx, spawn_job(origin))
+    seen = wait_for(lambda: _seen(hostile, WI), timeout=WAIT)
+    inside = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in seen["cgroup"].split()}
+    dirs = _cgroups(ctx, WI)
+    for key, directory in dirs.items():  # the path the kernel shows ends in the session's own
+        assert directory.as_posix().endswith(inside.get(key, inside.get("cpu,cpuacct", "?")))
+    if "cpu" in dirs:
+        assert (dirs["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    elif "" in dirs:
+        assert (dirs[""] / "cpu.max").read_text().split() == ["50000", "100000"]
+    else:
+        assert [name for name, _ in limiter_of(ctx).plan.unenforced] == ["cpu"]
+    assert _stop(ctx, WI) == {"stopped": True, "found": True}
+    assert all(not path.exists() for path in dirs.values())
 
 
 def test_a_memory_hog_is_killed_alone_and_its_end_says_so(

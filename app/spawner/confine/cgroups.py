@@ -26,6 +26,7 @@ from pathlib import Path
 from app.config import SessionLimits
 from app.spawner.confine.limits import (
     CONTROLLER,
+    SWAP_FILES,
     Counters,
     HostOffer,
     LimitPlan,
@@ -187,6 +188,8 @@ class SessionLimiter:
         for key, directory in self._dirs(slug).items():
             directory.mkdir()
             for name, value in settings.get(key, {}).items():
+                if name in SWAP_FILES and not (directory / name).exists():
+                    continue
                 _write(directory / name, value)
             procs.append(directory / "cgroup.procs")
         return procs

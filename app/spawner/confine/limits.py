@@ -134,8 +134,14 @@ def _rlimit_plan(
     return LimitPlan(Mechanism.RLIMIT, limits, {}, tuple(enforced), tuple(unenforced))
 
 
+# Files a kernel without swap accounting lacks: no swap to bound then.
+SWAP_FILES = frozenset({"memory.swap.max", "memory.memsw.limit_in_bytes"})
+
+
 def cgroup_settings(plan: LimitPlan) -> dict[str, dict[str, str]]:
-    """Controller → {file: value} a session's cgroup is given (`""` for v2's one directory)."""
+    """Controller → {file: value} a session's cgroup is given (`""` for v2's one directory),
+    in the order they are written. Swap is bounded with memory: a session never swaps past
+    its memory limit (`SWAP_FILES`, where the kernel accounts swap)."""
     limits = plan.limits
     v2 = plan.mechanism is Mechanism.CGROUP2
     files: dict[str, dict[str, str]] = {}
@@ -147,8 +153,9 @@ def cgroup_settings(plan: LimitPlan) -> dict[str, dict[str, str]]:
         if v2:
             put("memory", "memory.max", str(int(limits.memory)))
             put("memory", "memory.swap.max", "0")
-        else:
+        else:  # memory first: memory+swap may never be set below it
             put("memory", "memory.limit_in_bytes", str(int(limits.memory)))
+            put("memory", "memory.memsw.limit_in_bytes", str(int(limits.memory)))
     if PROCESSES in plan.enforced and limits.processes is not None:
         put("pids", "pids.max", str(limits.processes))
     if CPU in plan.enforced and limits.cpu is not None:
