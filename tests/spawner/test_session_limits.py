@@ -23,16 +23,18 @@ from app.protocol import StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.limits import HostOffer, Mechanism
-from app.spawner.confine.sessionlimits import limiter_of
+from app.spawner.confine.sessionlimits import clean_stale_limits, limiter_of
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
+from app.spawner.registry import SessionState
 from app.spawner.session.watchdog import Watchdog
 from tests.jobs_support import NAME, TOKEN, WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
 from tests.support import wait_for
 
 PROCESSES, MEMORY = 64, 256 << 20
+LIMITS = {"memory": "256MiB", "processes": PROCESSES}
 CALM = "github:o/r#8"
 WAIT = 120.0  # generous: a loaded machine starts sandboxes slowly
 HOG = 1 << 30  # what the memory hog tries to hold, in 16 MiB pieces
@@ -87,7 +89,7 @@ def hostile(tmp_path: Path) -> StandIn:
 @pytest.fixture
 def bounded(ctx: SpawnerContext, hostile: StandIn, tmp_path: Path) -> Iterator[SpawnerContext]:
     """The test's context with low limits, running the hostile harness."""
-    sandbox = {**hostile.sandbox, "limits": {"memory": "256MiB", "processes": PROCESSES}}
+    sandbox = {**hostile.sandbox, "limits": LIMITS}
     made = dataclasses.replace(ctx, config=make_config(hostile, tmp_path, sandbox=sandbox))
     yield made
     if made.limiter is not None:  # whatever the session left, killed; its cgroups gone
@@ -124,10 +126,13 @@ def _stop(ctx: SpawnerContext, item: str) -> dict[str, Any]:
     return run_ok(ctx, ClaimedJob(9, stop, 60, TOKEN, None))
 
 
+@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
 def test_a_fork_bomb_stays_under_the_process_limit_and_its_cgroup_goes_at_its_stop(
-    bounded: SpawnerContext, hostile: StandIn, origin: Path
+    bounded: SpawnerContext, hostile: StandIn, origin: Path, tmp_path: Path, mode: str
 ) -> None:
-    ctx = bounded
+    sandbox = {**hostile.sandbox, "mode": mode, "limits": LIMITS}
+    ctx = dataclasses.replace(bounded, config=make_config(hostile, tmp_path, sandbox=sandbox))
+    bounded.limiter = limiter_of(ctx)  # released by the fixture
     _needs_cgroup(ctx)
     _mode(hostile, WI, "forks")
     _mode(hostile, CALM, "calm")
@@ -234,3 +239,25 @@ def test_without_a_cgroup_the_sandbox_bounds_each_process_and_warns_of_the_rest(
     else:  # counted in the session's own user namespace
         assert warned == [] and forks["refused"] > 0 and forks["made"] < PROCESSES
     assert _stop(ctx, CALM) == {"stopped": True, "found": True}
+
+
+def test_a_restarted_spawner_removes_the_cgroups_of_sessions_no_longer_live(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path
+) -> None:
+    ctx = bounded
+    _needs_cgroup(ctx)
+    for item in (WI, CALM):
+        _mode(hostile, item, "calm")
+        run_ok(ctx, spawn_job(origin, item=item))
+        wait_for(lambda item=item: _seen(hostile, item), timeout=WAIT)
+    # The spawner went away between the registry's word and the cgroup's removal.
+    ctx.registry.update(WI, state=SessionState.EXITED.value)
+    again = dataclasses.replace(ctx, limiter=None)  # the next spawner on the same state
+
+    assert clean_stale_limits(again) == [NAME]
+
+    assert all(not path.exists() for path in _cgroups(again, WI).values())
+    assert wait_for(lambda: (pane := ctx.runner.pane(NAME)) is None or pane.dead)  # killed
+    assert all(path.exists() for path in _cgroups(again, CALM).values())
+    calm = ctx.runner.pane(item_slug(CALM))
+    assert calm is not None and not calm.dead
