@@ -24,6 +24,7 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.limits import HostOffer, Mechanism
 from app.spawner.confine.sessionlimits import clean_stale_limits, limiter_of
+from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
@@ -261,3 +262,20 @@ def test_a_restarted_spawner_removes_the_cgroups_of_sessions_no_longer_live(
     assert all(path.exists() for path in _cgroups(again, CALM).values())
     calm = ctx.runner.pane(item_slug(CALM))
     assert calm is not None and not calm.dead
+
+
+def test_a_session_whose_cgroup_cannot_be_made_is_refused_rather_than_run_unbounded(
+    bounded: SpawnerContext, hostile: StandIn, origin: Path
+) -> None:
+    ctx = bounded
+    _needs_cgroup(ctx)
+    _mode(hostile, WI, "calm")
+    for parent in limiter_of(ctx).plan.parents.values():
+        parent.rmdir()  # gone under the spawner (an operator's cleanup, say)
+
+    ok, _, error = run_job(ctx, spawn_job(origin))
+
+    assert not ok and error is not None and "cgroup cannot be made" in error
+    (failed,) = events(ctx, "session.job_failed")
+    assert "cgroup cannot be made" in failed["error"]
+    assert ctx.runner.pane(NAME) is None and _seen(hostile, WI) is None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app.config import SandboxMode
 from app.spawner.confine import enter_limits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
+from app.spawner.confine.isolation import SandboxError
 from app.spawner.confine.limits import Mechanism, describe_plan, ending_facts, rlimit_args
 from app.spawner.naming import item_slug
 
@@ -25,8 +26,9 @@ _MADE = threading.Lock()
 Wrap = Callable[[list[str]], list[str]]
 
 
-class LimitsError(RuntimeError):
-    """A session's cgroup cannot be made: the launch is refused rather than run unbounded."""
+class LimitsError(SandboxError):
+    """A session's cgroup cannot be made: the launch is refused (a failed job, with this
+    reason) rather than run unbounded."""
 
 
 def limiter_of(ctx: SpawnerContext) -> SessionLimiter:
