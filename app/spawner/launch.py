@@ -66,8 +66,7 @@ class SpawnerContext:
     budget_grace: float = 30.0
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
-    # Each session's memory and process bounds (made on first use, from what the host offers).
-    limiter: SessionLimiter | None = None
+    limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
 
     @property
     def workspace_root(self) -> Path:
