@@ -22,7 +22,12 @@ def spawners_cgroups_released(tmp_path_factory: pytest.TempPathFactory) -> Itera
     with its tmux server. Other runs' spawners (other tags) are never touched."""
     yield
     roots = [tmp_path_factory.getbasetemp(), Path(os.environ["HOME"])]  # the tests' HOME
-    tags = {spawner_tag(path) for root in roots for path in root.rglob("*") if path.is_dir()}
+    tags = {
+        spawner_tag(Path(top) / name)
+        for root in roots
+        for top, names, _ in os.walk(root)  # no link followed
+        for name in names
+    }
     offer = probe("-")
     mine = [path.parent for path in offer.cgroup1.values()]
     mine += [offer.cgroup2.parent] if offer.cgroup2 is not None else []
