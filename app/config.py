@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
@@ -170,6 +170,26 @@ class SandboxGateway(_Model):
     head_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
 
+MIN_SESSION_MEMORY = 64 * 1024 * 1024
+
+
+def _session_memory(value: ByteSize) -> ByteSize:
+    if value < MIN_SESSION_MEMORY:
+        raise ValueError(f"{value} bytes is too little for a session (at least 64MiB)")
+    return value
+
+
+class SessionLimits(_Model):
+    """`routing.sandbox.limits`: what one session's processes may take of the devbox, all
+    together — `memory` (bytes, or `4GiB`, `512MiB`…), `processes` (tasks at once) and `cpu`
+    (cores' worth of time, e.g. `1.5`). `null` lifts one. Enforced by the best mechanism the
+    devbox offers (`spawner/confine/limits.py`); `the-loop doctor` says which."""
+
+    memory: Annotated[ByteSize, AfterValidator(_session_memory)] | None = ByteSize(4 << 30)
+    processes: int | None = Field(default=512, ge=8, strict=True)
+    cpu: float | None = Field(default=None, gt=0)
+
+
 class Sandbox(_Model):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
@@ -188,7 +208,9 @@ class Sandbox(_Model):
 
     `modelTools` lists the server tools (run by the model provider, beyond the session's
     network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
-    WebSearch; by default none, and MCP through the provider never."""
+    WebSearch; by default none, and MCP through the provider never.
+
+    `limits` bounds each session's memory, processes and CPU (`SessionLimits`)."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
@@ -200,6 +222,7 @@ class Sandbox(_Model):
     openai_key_file: Path | None = None
     model_tools: list[ModelTool] = Field(default_factory=list)
     gateway: SandboxGateway = SandboxGateway()
+    limits: SessionLimits = SessionLimits()
 
     @property
     def resolved(self) -> SandboxMode:

@@ -44,6 +44,7 @@ SPAWNER_EVENTS = frozenset(
         "session.spawned",
         "session.stalled",
         "session.stopped",
+        "session.unlimited",
         "session.unsandboxed",
         "session.unstalled",
         "session.usage",

@@ -4,6 +4,7 @@ any work item (`item`), built the way the App builds them."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,11 @@ def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> SpawnerContext:
+def ctx(
+    tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path
+) -> Iterator[SpawnerContext]:
     state = tmp_path / "state"
-    return SpawnerContext(
+    made = SpawnerContext(
         config=make_config(standin, tmp_path),
         runner=runner,
         registry=Registry(state / "sessions.json"),
@@ -61,6 +64,9 @@ def ctx(tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path) -> Spa
         hosts=frozenset({"claude"}),
         env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
     )
+    yield made
+    if made.limiter is not None:  # its sessions' cgroups, and its own, go with the test
+        made.limiter.release()
 
 
 @pytest.fixture

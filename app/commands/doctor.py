@@ -158,6 +158,20 @@ def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
     return dc.check_openai_credential(source if upstream.has_credential else None, None)
 
 
+def session_limits(config: Any, settings: Any) -> Check:
+    """The limits each session would get here (the host probed; nothing is made)."""
+    from app.config import SandboxMode
+    from app.spawner import devbox_checks as dc
+    from app.spawner.assembly import spawner_state_dir
+    from app.spawner.confine.cgroups import probe, spawner_tag
+    from app.spawner.confine.limits import choose_plan
+
+    sandbox = config.routing.sandbox
+    offer = probe(spawner_tag(spawner_state_dir(settings)))
+    sandboxed = sandbox.resolved is not SandboxMode.NONE
+    return dc.check_limits(choose_plan(offer, sandbox.limits, sandboxed=sandboxed), offer)
+
+
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS
@@ -184,6 +198,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
     closed = try_sandbox(bwrap, env, "--unshare-net")
     checks.append(dc.check_network(config.routing.sandbox, *closed))
+    checks.append(session_limits(config, settings))
     for harness in hostable_harnesses(config, env):
         executable = adapter_for(config, harness).executable
         checks.append(

@@ -29,6 +29,7 @@ from app.spawner.appclient import (
     Unauthorized,
 )
 from app.spawner.argv import adapter_for
+from app.spawner.confine.sessionlimits import clean_stale_limits
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netlaunch import restore_networks, session_over
@@ -78,12 +79,14 @@ class Agent:
             ended=self._ended,
         )
 
-    def _ended(self, work_item_id: str) -> None:
-        """A session ended: its pass and network go; without the gateway, its usage is read
-        back from its transcript."""
-        session_over(self.ctx, work_item_id)
+    def _ended(self, work_item_id: str) -> dict[str, Any]:
+        """A session ended: its pass, network and cgroup go (what its limits counted is
+        returned for its end's event); without the gateway, its usage is read back from
+        its transcript."""
+        counted = session_over(self.ctx, work_item_id)
         if self.ctx.models is None:
             self._transcript_ended(work_item_id)
+        return counted
 
     def _transcript_ended(self, work_item_id: str) -> None:
         """A session that ran without the gateway ended: its usage is read back from its
@@ -113,6 +116,7 @@ class Agent:
                 threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
             )
         restore_networks(self.ctx)  # live sessions' sockets, served again
+        clean_stale_limits(self.ctx)  # the cgroups of sessions that ended meanwhile go
         control = self._control()
         for thread in helpers:
             thread.start()

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from app.config import HarnessTrust, NetworkMode, Sandbox, SandboxMode
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
 from app.spawner.confine.installs import Exposure
+from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted
 from app.spawner.confine.trust import BYPASS_SETTING, should_accept_bypass
 from app.spawner.probes import Result, Verdict
 
@@ -124,6 +125,18 @@ def check_network(sandbox: Sandbox, works: bool | None, error: str = "") -> Chec
         fix = "let bwrap create a network namespace, or set routing.sandbox.network: host"
         return Check(name, Level.FAIL, f"gateways, but --unshare-net fails: {error}", fix)
     return Check(name, Level.OK, f"gateways: the App, the model gateway; egress: {listed}")
+
+
+def check_limits(plan: LimitPlan, offer: HostOffer) -> Check:
+    """Each session's bounds (`routing.sandbox.limits`): the mechanism in force and what it
+    enforces; a limit asked for and not enforced is a warning."""
+    name, detail = "session limits", describe_plan(plan)
+    if not wanted(plan.limits):
+        return Check(name, Level.WARN, detail, "set routing.sandbox.limits.memory / .processes")
+    if plan.mechanism is Mechanism.NONE or plan.weak:
+        fix = "give the spawner a writable cgroup (v2 delegated, or v1 memory and pids)"
+        return Check(name, Level.WARN, f"{detail}; {offer.why}".rstrip("; "), fix)
+    return Check(name, Level.OK, detail)
 
 
 def check_exposure(exposure: Exposure | None, harness: str) -> Check:

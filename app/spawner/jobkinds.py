@@ -256,7 +256,7 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
     if payload.reason == BUDGET_REASON:
         _refuse_then_wait(ctx, job, payload)
     record = ctx.registry.get(job.work_item_id)
-    session_over(ctx, job.work_item_id)  # its pass and its sockets die first, whatever is found
+    counted = session_over(ctx, job.work_item_id)  # pass, sockets, cgroup die first
     if record is None:
         return {"stopped": True, "found": False}
     ctx.runner.kill(record.tmux_session, owner=record.work_item_id)
@@ -270,6 +270,7 @@ def stop(ctx: SpawnerContext, job: ClaimedJob, payload: StopJob) -> dict[str, An
         session_id=record.session_id,
         reason=payload.reason,
         was_live=record.live,
+        **counted,
         **left,
     )
     return {"stopped": True, "found": True}

@@ -17,12 +17,12 @@ from app.config import HarnessTrust, NetworkMode, OperatorConfig, SandboxMode
 from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
+from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
-from app.spawner.confine.trust import (
-    TrustOutcome,
-)
+from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
+from app.spawner.confine.trust import TrustOutcome
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.harness import HomeSetup, adapter_of
 from app.spawner.locks import ItemLocks
@@ -66,6 +66,7 @@ class SpawnerContext:
     budget_grace: float = 30.0
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
+    limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
 
     @property
     def workspace_root(self) -> Path:
@@ -214,7 +215,8 @@ def prepare_launch(
     if ready.trust is not None:
         report_trust(ctx, work_item_id, ready.trust)
     if not sandboxed:
-        return Prepared(launch.argv, ready.home, mode.value)
+        argv = inner_wrap(ctx)(list(launch.argv))
+        return Prepared(enter_session_limits(ctx, work_item_id, argv), ready.home, mode.value)
     hidden = secrets(
         state_dir=ctx.state_dir,
         real_home=ctx.home,
@@ -245,9 +247,10 @@ def prepare_launch(
         managed=managed,
         facts=facts_file,
     )
+    argv = confined_argv(plan, launch.argv, ctx.env, inner_wrap(ctx, net.wrap if net else None))
+    argv = enter_session_limits(ctx, work_item_id, argv)  # the last step: nothing fails after
     if net is None:
-        return Prepared(confined_argv(plan, launch.argv, ctx.env), ready.home, mode.value)
-    argv = confined_argv(plan, launch.argv, ctx.env, net.wrap)
+        return Prepared(argv, ready.home, mode.value)
     return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
 
 

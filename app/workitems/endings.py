@@ -35,6 +35,11 @@ REVIEW_NODE = "review"
 BUDGET_REASON = "budget"  # a stop job's reason when the item's budget ran out
 MAX_MESSAGE = 3000
 MAX_FILES_SHOWN = 50
+# What the spawner's `limit` field means (`routing.sandbox.limits`); any other value is dropped.
+LIMIT_WORDS = {
+    "memory": "killed at its memory limit (`routing.sandbox.limits.memory`)",
+    "processes": "its forks refused at its process limit (`routing.sandbox.limits.processes`)",
+}
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _FENCE_RUN_RE = re.compile(r"`{3,}|~{3,}")
 
@@ -58,6 +63,7 @@ class Ending:
     how: str  # "exited" | "stopped"
     exit_status: int | None = None
     reason: str = ""  # why it was stopped
+    limit: str = ""  # the devbox limit the session met (`LIMIT_WORDS`), as its spawner saw
     last_message: str = ""
     changed_base: str = ""
     changed_files: Sequence[str] | None = None  # None: not known
@@ -82,11 +88,12 @@ def _fenced(text: str) -> list[str]:
 
 
 def _how(ending: Ending) -> str:
+    limit = f", {LIMIT_WORDS[ending.limit]}," if ending.limit in LIMIT_WORDS else ""
     if ending.how == "stopped":
         why = f" ({ending.reason.replace('-', ' ')})" if ending.reason else ""
-        return f"was **stopped**{why}"
+        return f"was **stopped**{why}{limit}"
     status = f" with status {ending.exit_status}" if ending.exit_status is not None else ""
-    return f"**exited**{status}"
+    return f"**exited**{status}{limit}"
 
 
 def _listed(names: Sequence[str]) -> list[str]:
@@ -179,6 +186,7 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
         how="stopped" if name == "session.stopped" else "exited",
         exit_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         reason=str(fields.get("reason") or "")[:64] if name == "session.stopped" else "",
+        limit=str(fields.get("limit")) if fields.get("limit") in LIMIT_WORDS else "",
         last_message=str(fields.get("last_message") or ""),
         changed_base=str(fields.get("changed_base") or "")[:64],
         changed_files=_files_of(fields, "changed_files"),

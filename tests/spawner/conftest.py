@@ -21,6 +21,8 @@ def stopped() -> Iterator[list[SpawnerContext]]:
     yield made
     for ctx in made:
         ctx.runner.kill_server()
+        if ctx.limiter is not None:
+            ctx.limiter.release()
         if ctx.models is not None:
             ctx.models.close()
 

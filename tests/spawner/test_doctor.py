@@ -117,6 +117,7 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
         "git": "ok",
         "sandbox (bwrap)": "ok",
         "network": "ok",
+        "session limits": "ok",
         "sandbox shows claude": "ok",
         "App reachable": "ok",
         "spawner token": "ok",
@@ -129,6 +130,8 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
     assert checks["tmux"]["detail"].startswith("tmux ")
     assert "bubblewrap" in checks["sandbox (bwrap)"]["detail"]
     assert checks["network"]["detail"] == "gateways: the App, the model gateway; egress: none"
+    limits = checks["session limits"]["detail"]  # the defaults, by a cgroup of its own
+    assert limits.startswith("cgroup") and limits.endswith(": memory 4.0GiB, processes 512")
     claude = os.path.realpath(shutil.which("claude") or "claude")
     assert f"-> {claude}" in checks["sandbox shows claude"]["detail"]
     assert "spawner devbox-1" in checks["spawner token"]["detail"]

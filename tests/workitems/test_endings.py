@@ -111,3 +111,14 @@ def test_an_event_becomes_an_ending_of_its_item() -> None:
     stopped = ending_of(item, "session.stopped", {"reason": "issue-closed", "exit_status": True})
     assert (stopped.how, stopped.reason, stopped.exit_status) == ("stopped", "issue-closed", None)
     assert stopped.changed_files is None
+
+
+def test_an_ending_at_a_devbox_limit_says_which() -> None:
+    item = WorkItem(id=ITEM, repo_full_name="octo/loop", issue_number=7, phase="design")
+    fields = {"exit_status": 137, "limit": "memory", "oom_kills": 1}
+    text = ending_text(ending_of(item, "session.exited", fields))
+    assert "**exited** with status 137, killed at its memory limit" in text
+    assert "`routing.sandbox.limits.memory`), at phase `design`" in text
+    stopped = ending_of(item, "session.stopped", {"reason": "asked", "limit": "processes"})
+    assert "(asked), its forks refused at its process limit" in ending_text(stopped)
+    assert ending_of(item, "session.exited", {"limit": "**bold** words"}).limit == ""

@@ -13,9 +13,10 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.config import NetworkMode, SandboxMode
+from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
@@ -74,12 +75,14 @@ def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) 
     return Opened(session_networks(ctx).open(work_item_id, plan), plan, plan.env)
 
 
-def session_over(ctx: SpawnerContext, work_item_id: str) -> None:
-    """A session ended (exited, stopped): its model pass dies, its network's sockets go."""
+def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:
+    """A session ended (exited, stopped): its model pass dies, its network's sockets go, its
+    cgroup is emptied and removed; returns what its limits counted, for its end's event."""
     if ctx.models is not None:
         ctx.models.end(work_item_id)
     if ctx.networks is not None:
         ctx.networks.close(work_item_id)
+    return close_session_limits(ctx, work_item_id)
 
 
 def restore_networks(ctx: SpawnerContext) -> None:

@@ -14,7 +14,7 @@ them as `session.evidence` whenever they change: what the App moves the item's p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -123,7 +123,7 @@ class Watchdog:
         emit: Emit,
         locks: ItemLocks | None = None,
         describe: Describe | None = None,
-        ended: Callable[[str], None] | None = None,
+        ended: Callable[[str], object] | None = None,
     ) -> None:
         self.runner = runner
         self.registry = registry
@@ -131,7 +131,9 @@ class Watchdog:
         self.locks = locks or ItemLocks()
         # What an ended session left behind (its last message, its changed files).
         self.describe = describe
-        self.ended = ended  # told the work item of every session seen ended (its pass dies)
+        # Told the work item of every session seen ended (its pass dies); a mapping it returns
+        # (what the session's limits counted) joins `session.exited`.
+        self.ended = ended
         self._reported: dict[str, tuple[str, dict[str, Any]]] = {}  # item → (session, seen)
 
     def tick(self) -> None:
@@ -182,8 +184,9 @@ class Watchdog:
         self.registry.update(
             record.work_item_id, state=SessionState.EXITED.value, exit_status=status
         )
-        if self.ended is not None:
-            self.ended(record.work_item_id)
+        # Its pass dies; what its limits counted (a memory kill, refused forks) joins the event.
+        said = self.ended(record.work_item_id) if self.ended is not None else None
+        limits = said if isinstance(said, Mapping) else {}
         self.emit(
             "session.exited",
             record.work_item_id,
@@ -192,6 +195,7 @@ class Watchdog:
             exit_status=status,
             last_lines=tail,
             reason="process exited" if pane_left else "tmux session is gone",
+            **limits,
             **(self.describe(record) if self.describe is not None else {}),
         )
 
