@@ -138,10 +138,16 @@ def system_secrets() -> list[Secret]:
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
 
 
+def trusted_by_variable(env: Mapping[str, str]) -> dict[str, Path]:
+    """Each of `CA_VARIABLES` that `env` sets, to the real path of what it names, where that
+    exists: what a sandbox shows, and where it shows it."""
+    named = {name: _real(Path(env[name])) for name in CA_VARIABLES if env.get(name)}
+    return {name: path for name, path in named.items() if path.exists()}
+
+
 def trusted_certificates(env: Mapping[str, str]) -> list[Path]:
     """The certificate files and directories `env` names (`CA_VARIABLES`) that exist."""
-    named = (_real(Path(env[name])) for name in CA_VARIABLES if env.get(name))
-    return sorted({path for path in named if path.exists()})
+    return sorted(set(trusted_by_variable(env).values()))
 
 
 def shared_plan(
