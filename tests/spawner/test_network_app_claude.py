@@ -5,7 +5,8 @@ through the spawner's allow-listing proxy. The spawner trusts the CA through `SS
 alone. Claude Code, launched by the spawner's own spawn path in bubblewrap with
 `routing.sandbox.network: gateways` and driven offline by the scripted model (through the
 relayed model gateway), runs `the-loop comment` through its Bash tool: what the model is
-shown is the comment's address, and the comment is on the issue."""
+shown is the comment's address, and the comment is on the issue; its stop, at a phase
+whose artifact is missing, meets the stop gate, which counted the attempt on the App."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from app.fleet.tokens import mint_session_token
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.store.tables import WorkItemStatus
+from app.workitems.gate_counts import KEY
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, tool_result_for
 from tests.fakes.model_script import contains
@@ -46,7 +48,8 @@ def test_real_claude_comments_through_the_proxy_on_an_app_behind_a_private_ca(
     script = [
         Step(contains("Say where you are"), Reply("Commenting.", (bash(COMMAND),)), name="say"),
         Step(tool_result_for("Bash", "COMMENT-EXIT="), Reply("Done."), name="shown"),
-        *[Step(anything, Reply("Stopping here.")) for _ in range(4)],  # a stop gate's turns
+        Step(anything, Reply("Stopping here."), name="gate"),  # what the stop gate said
+        *[Step(anything, Reply("Stopping here.")) for _ in range(4)],
     ]
     trust = {"SSL_CERT_FILE": str(tls_app.ca), "PYTHONPATH": str(ROOT)}
     with FakeAnthropic(script) as model:
@@ -54,9 +57,13 @@ def test_real_claude_comments_through_the_proxy_on_an_app_behind_a_private_ca(
         stopped.append(ctx)
         ctx.app_url = tls_app.url
         job = spawn_job(bare_repository(tmp_path), item=item, prompt="Say where you are.", model="")
+        # At a phase whose artifact is missing, so its stop is gated: the gate counts the
+        # attempt on the App, over the same proxy and TLS.
+        at_a_phase = job.payload.model_copy(update={"phase": "requirements-definition"})
         try:
-            run_ok(ctx, replace(job, session_token=token))
+            run_ok(ctx, replace(job, payload=at_a_phase, session_token=token))
             shown = model.wait_for_step(1, timeout=GENEROUS).turn.text
+            gate = model.wait_for_step(2, timeout=GENEROUS).turn.text
             sockets = sorted(p.name for p in session_dir(ctx.state_dir / "net", item).iterdir())
         finally:
             if ctx.networks is not None:
@@ -67,6 +74,9 @@ def test_real_claude_comments_through_the_proxy_on_an_app_behind_a_private_ca(
     assert "COMMENT-EXIT=0" in shown, shown
     (posted,) = comments_saying(api, NUMBER, SAID)
     assert posted["html_url"] in shown  # what `the-loop comment` told the model
+    assert "Stop hook feedback" in gate and "(attempt 1/3)" in gate
+    counted = (api.item(item).session or {}).get(KEY) or {}
+    assert counted.get("attempts") == 1  # kept on the App's row: the gate reached it
     # The App was let through; what Claude Code tries of its own accord (its update and
     # plugin hosts, nobody listed them) is refused, and none of it is the App.
     app_port = tls_app.url.rsplit(":", 1)[1]
