@@ -157,7 +157,8 @@ def shared_plan(
     system, this installation's Python and code, the certificates the spawner's environment
     trusts, the directories under `routing.sandbox`, and a PATH with this installation's
     Python first. Certificates are shown as the operator's directories are: never from
-    among the secrets."""
+    among the secrets; each variable naming one names its real path, which is where the
+    sandbox shows it (a link to it may lie where the sandbox shows nothing)."""
     system, links = system_mounts()
     binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
     binds += [Bind(p, own=False) for p in trusted_certificates(env)]
@@ -171,7 +172,7 @@ def shared_plan(
         binds=tuple(binds),
         secrets=tuple(hidden),
         symlinks=tuple(links),
-        setenv=(("PATH", path),),
+        setenv=(("PATH", path), *((k, str(p)) for k, p in trusted_by_variable(env).items())),
         unsetenv=UNSET,
     )
 
