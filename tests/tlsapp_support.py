@@ -133,14 +133,18 @@ class TlsApp:
 
 
 def host_name() -> tuple[str, str]:
-    """This machine's host name and the address it resolves to here."""
+    """This machine's host name and the address it resolves to here (a test by name is
+    skipped, saying why, where the name does not resolve)."""
     name = socket.gethostname().lower()
     if name in LOOPBACK_NAMES:
         pytest.fail(f"the host name {name!r} is a loopback name: the App would be relayed")
     try:
         address = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
-    except OSError as exc:
-        pytest.fail(f"this machine's host name {name!r} does not resolve here: {exc}")
+    except OSError as exc:  # the machine's setup, not the code: said, not failed
+        pytest.skip(
+            f"this machine's host name {name!r} does not resolve here ({exc}), so an App by "
+            "name (through the egress proxy) cannot be served: add it to /etc/hosts"
+        )
     return name, str(address)
 
 
