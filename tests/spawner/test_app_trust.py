@@ -12,7 +12,7 @@ import pytest
 
 from app.spawner.confine.isolation import trusted_by_variable
 from app.spawner.workspace.hostgit import HostGit
-from app.spawner.workspace.workbranch import app_trust, configure_push
+from app.spawner.workspace.workbranch import CA_KEYS_REMOVED, app_trust, configure_push
 from tests.spawner_support import bare_repository, git
 
 BUNDLE = Path("/srv/ca/bundle.pem")
@@ -101,3 +101,18 @@ def test_a_relaunch_leaves_only_its_own_app_trusted(tmp_path: Path) -> None:
     # An App on http: nothing of the kind is left.
     configure_push(work, HostGit(env), "http://127.0.0.1:8000/git/o/r.git")
     assert _local_ca_settings(work, env) == ""
+    # What the session wrote there itself (the config is its writing) costs the spawner a
+    # bounded number of git runs (what lies past the bound stays), and the App's own key is
+    # set whatever it planted: here, past the bound, that key given twice, which a plain
+    # `git config` would refuse to overwrite.
+    planted = f"{work}/.git/config"
+    for port in range(CA_KEYS_REMOVED + 1):
+        key = f"http.https://127.0.0.1:{50000 + port}/.sslCAInfo"
+        git("config", "--file", planted, key, "/planted/ca.pem", cwd=work)
+    for value in ("/planted/one.pem", "/planted/two.pem"):
+        git("config", "--file", planted, "--add", f"http.{second}/.sslCAInfo", value, cwd=work)
+    configure_push(work, HostGit(env), f"{second}/git/o/r.git", trust=app_trust(second, trusted))
+    assert set(_local_ca_settings(work, env).splitlines()) == {
+        f"http.https://127.0.0.1:{50000 + CA_KEYS_REMOVED}/.sslcainfo /planted/ca.pem",
+        f"http.{second}/.sslcainfo {BUNDLE}",
+    }

@@ -42,6 +42,9 @@ GIT_CA_VARIABLES = ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
 CA_FILE_VARIABLES = ("SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 CA_DIR_VARIABLES = ("SSL_CERT_DIR",)
 CA_KEYS = r"^http\..+\.sslca(info|path)$"  # what `app_trust` writes, for any URL
+# At most this many of those are removed at a launch: the config is the session's writing,
+# and a session that planted thousands must not cost the spawner a git run for each.
+CA_KEYS_REMOVED = 16
 
 
 def helper_command(python: str = sys.executable) -> str:
@@ -78,15 +81,15 @@ def app_trust(app_url: str, trusted: Mapping[str, Path]) -> list[tuple[str, str]
 
 
 def _trust_app(path: Path, git: HostGit, trust: Sequence[tuple[str, str]]) -> None:
-    """Replace whatever CA settings the checkout's config has (an earlier launch's, for an
-    App URL since changed) with `trust`."""
+    """Replace the CA settings the checkout's config has (an earlier launch's, for an App URL
+    since changed, or a bundle since dropped) with `trust`; `trust` is set in any case."""
     named = _git(
         path, git, "config", "--local", "--name-only", "--get-regexp", CA_KEYS, check=False
     )
-    for key in dict.fromkeys(named.stdout.split()):
+    for key in list(dict.fromkeys(named.stdout.splitlines()))[:CA_KEYS_REMOVED]:
         _git(path, git, "config", "--local", "--unset-all", key, check=False)
     for key, value in trust:
-        _git(path, git, "config", "--local", key, value)
+        _git(path, git, "config", "--local", "--replace-all", key, value)
 
 
 def configure_push(
