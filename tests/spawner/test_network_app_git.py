@@ -6,8 +6,8 @@ tokens the fake GitHub minted as the repository the gateway forwards to; the spa
 spawn path launching a stand-in harness in bubblewrap with `routing.sandbox.network:
 gateways`, which runs the real git in its checkout.
 
-The spawner trusts the CA through `SSL_CERT_FILE` alone, which git built on libcurl with a
-fixed CA bundle (this machine's) does not read. The session fetches, commits and pushes its
+The spawner trusts the CA through `SSL_CERT_FILE` alone, which git built on libcurl with
+GnuTLS (this machine's) does not read. The session fetches, commits and pushes its
 work branch, and the commit lands on the git server; with git's own bundle in force instead
 (`GIT_SSL_CAINFO` at the system's public CAs) the same remote is refused for its
 certificate: verification is on, and the private CA is what passes it."""

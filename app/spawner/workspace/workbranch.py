@@ -14,11 +14,11 @@ to the gateway only. `credential.useHttpPath` makes git say which repository it 
 
 An App served over https with a certificate from a private CA is trusted by the spawner
 through `SSL_CERT_FILE` (or `SSL_CERT_DIR`, `CURL_CA_BUNDLE`, `REQUESTS_CA_BUNDLE`), which
-the sandbox shows and the session inherits. Git built on libcurl with a fixed CA bundle
-(Debian's git, for one) reads none of those, only `GIT_SSL_CAINFO` or `http.sslCAInfo`; so
-the checkout's config names the same bundle for the App's URL alone
-(`http.<App URL>.sslCAInfo`), leaving every other host to git's own bundle. Verification
-stays on.
+the sandbox shows and the session inherits. Git built on libcurl with GnuTLS (Debian's
+git, for one: its own trust store, no variable) reads none of those, only `GIT_SSL_CAINFO`
+or `http.sslCAInfo`; so the checkout's config names the same bundle for the App's URL
+alone (`http.<App URL>.sslCAInfo`), leaving every other host to git's own bundle.
+Verification stays on.
 
 The checkout is its session's writing: every git command here goes through
 `hostgit.HostGit` (refused, confined and neutralised there), never straight to git.
@@ -37,7 +37,7 @@ from app.spawner.workspace.hostgit import CheckoutError, HostGit
 
 # Git reads these itself: a session that inherits one needs nothing in its config.
 GIT_CA_VARIABLES = ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
-# What the spawner's other TLS clients trust and git with a fixed bundle does not read: a
+# What the spawner's other TLS clients trust and git on libcurl-gnutls does not read: a
 # bundle file (the first one set), else a directory of certificates.
 CA_FILE_VARIABLES = ("SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 CA_DIR_VARIABLES = ("SSL_CERT_DIR",)
