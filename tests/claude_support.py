@@ -270,16 +270,21 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 def sandboxed_devbox(
-    tmp_path: Path, model: FakeAnthropic, mode: str = "bubblewrap", **sandbox: Any
+    tmp_path: Path,
+    model: FakeAnthropic,
+    mode: str = "bubblewrap",
+    env: dict[str, str] | None = None,
+    **sandbox: Any,
 ) -> SpawnerContext:
     """A spawner context whose sessions run the real claude against `model`, through the
-    spawner's model gateway."""
+    spawner's model gateway; `env` adds to the spawner's environment."""
     home = tmp_path / "devbox-home"
     home.mkdir()
     update_json_file(claude_config_path(home), lambda data: approve_key(data, DUMMY_KEY))
     env = {
         **claude_env(model.url, home),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        **(env or {}),
     }
     config = parse_config(
         {

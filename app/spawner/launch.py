@@ -18,7 +18,14 @@ from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.cgroups import SessionLimiter
-from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
+from app.spawner.confine.isolation import (
+    MISSING,
+    SandboxError,
+    confined_argv,
+    host_plan,
+    secrets,
+    trusted_by_variable,
+)
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
 from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
@@ -35,7 +42,7 @@ from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Readiness, Waited, await_input, report_stall
 from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
 from app.spawner.workspace.hostgit import HostGit
-from app.spawner.workspace.workbranch import configure_push, gateway_remote, switch_to
+from app.spawner.workspace.workbranch import app_trust, configure_push, gateway_remote, switch_to
 
 RUNNER = "tmux"
 
@@ -105,11 +112,13 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
 
 
 def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, git: HostGit) -> None:
-    """`origin` at the App's git gateway with the push helper in the checkout's config, and
-    the checkout on the job's branch. A reused checkout that cannot switch (local changes in
-    the way) is left where it is."""
-    remote = gateway_remote(session_app_url(ctx), job.payload.repo)  # as the session sees it
-    configure_push(checkout.path, git, remote)
+    """`origin` at the App's git gateway with the push helper (and the App's CA, when the
+    spawner trusts a private one) in the checkout's config, and the checkout on the job's
+    branch. A reused checkout that cannot switch (local changes in the way) is left where
+    it is."""
+    app_url = session_app_url(ctx)  # as the session sees it
+    trust = app_trust(app_url, trusted_by_variable(ctx.env))
+    configure_push(checkout.path, git, gateway_remote(app_url, job.payload.repo), trust=trust)
     branch = job.payload.branch
     if not branch:
         return

@@ -166,6 +166,21 @@ def test_the_certificates_the_spawner_trusts_are_shown_but_never_from_its_secret
     assert state / "stolen.pem" not in shown and tmp_path / "absent" not in shown
 
 
+def test_a_certificate_named_through_a_link_is_named_where_the_sandbox_shows_it(
+    tmp_path: Path,
+) -> None:
+    checkout, home, certs, elsewhere = (tmp_path / n for n in ("item", "home", "certs", "op"))
+    for folder in (checkout, home, certs, elsewhere):
+        folder.mkdir()
+    (certs / "ca.pem").write_text("a CA")
+    (elsewhere / "ca.pem").symlink_to(certs / "ca.pem")  # in a directory no sandbox shows
+    env = {"SSL_CERT_FILE": str(elsewhere / "ca.pem"), "PATH": "/usr/bin"}
+    found = host_plan(sandbox=Sandbox(), checkout=checkout, home=home, env=env, hidden=())
+    assert certs / "ca.pem" in {b.path for b in kept_binds(found)}
+    assert elsewhere not in {b.path for b in found.binds}
+    assert dict(found.setenv)["SSL_CERT_FILE"] == str((certs / "ca.pem").resolve())
+
+
 def test_the_secrets_found_are_the_ones_that_exist(tmp_path: Path) -> None:
     state, home, work, sockets = (tmp_path / n for n in ("state", "home", "work", "tmux"))
     for folder in (state, home / ".ssh", work):

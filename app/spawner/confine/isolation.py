@@ -138,10 +138,16 @@ def system_secrets() -> list[Secret]:
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
 
 
+def trusted_by_variable(env: Mapping[str, str]) -> dict[str, Path]:
+    """Each of `CA_VARIABLES` that `env` sets, to the real path of what it names, where that
+    exists: what a sandbox shows, and where it shows it."""
+    named = {name: _real(Path(env[name])) for name in CA_VARIABLES if env.get(name)}
+    return {name: path for name, path in named.items() if path.exists()}
+
+
 def trusted_certificates(env: Mapping[str, str]) -> list[Path]:
     """The certificate files and directories `env` names (`CA_VARIABLES`) that exist."""
-    named = (_real(Path(env[name])) for name in CA_VARIABLES if env.get(name))
-    return sorted({path for path in named if path.exists()})
+    return sorted(set(trusted_by_variable(env).values()))
 
 
 def shared_plan(
@@ -151,7 +157,8 @@ def shared_plan(
     system, this installation's Python and code, the certificates the spawner's environment
     trusts, the directories under `routing.sandbox`, and a PATH with this installation's
     Python first. Certificates are shown as the operator's directories are: never from
-    among the secrets."""
+    among the secrets; each variable naming one names its real path, which is where the
+    sandbox shows it (a link to it may lie where the sandbox shows nothing)."""
     system, links = system_mounts()
     binds = [*system, *(Bind(p) for p in code_dirs() if p.exists())]
     binds += [Bind(p, own=False) for p in trusted_certificates(env)]
@@ -165,7 +172,7 @@ def shared_plan(
         binds=tuple(binds),
         secrets=tuple(hidden),
         symlinks=tuple(links),
-        setenv=(("PATH", path),),
+        setenv=(("PATH", path), *((k, str(p)) for k, p in trusted_by_variable(env).items())),
         unsetenv=UNSET,
     )
 

@@ -12,6 +12,14 @@ those could otherwise store the token on disk); the helper gives the session's o
 to the gateway only. `credential.useHttpPath` makes git say which repository it wants.
 `push.autoSetupRemote` lets a plain `git push` publish a new branch.
 
+An App served over https with a certificate from a private CA is trusted by the spawner
+through `SSL_CERT_FILE` (or `SSL_CERT_DIR`, `CURL_CA_BUNDLE`, `REQUESTS_CA_BUNDLE`), which
+the sandbox shows and the session inherits. Git built on libcurl with GnuTLS (Debian's
+git, for one: its own trust store, no variable) reads none of those, only `GIT_SSL_CAINFO`
+or `http.sslCAInfo`; so the checkout's config names the same bundle for the App's URL
+alone (`http.<App URL>.sslCAInfo`), leaving every other host to git's own bundle.
+Verification stays on.
+
 The checkout is its session's writing: every git command here goes through
 `hostgit.HostGit` (refused, confined and neutralised there), never straight to git.
 """
@@ -21,9 +29,22 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from app.spawner.workspace.hostgit import CheckoutError, HostGit
+
+# Git reads these itself: a session that inherits one needs nothing in its config.
+GIT_CA_VARIABLES = ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
+# What the spawner's other TLS clients trust and git on libcurl-gnutls does not read: a
+# bundle file (the first one set), else a directory of certificates.
+CA_FILE_VARIABLES = ("SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
+CA_DIR_VARIABLES = ("SSL_CERT_DIR",)
+CA_KEYS = r"^http\..+\.sslca(info|path)$"  # what `app_trust` writes, for any URL
+# At most this many of those are removed at a launch: the config is the session's writing,
+# and a session that planted thousands must not cost the spawner a git run for each.
+CA_KEYS_REMOVED = 16
 
 
 def helper_command(python: str = sys.executable) -> str:
@@ -44,11 +65,45 @@ def gateway_remote(app_url: str, repo: str) -> str:
     return f"{app_url.rstrip('/')}/git/{repo}.git"
 
 
-def configure_push(path: Path, git: HostGit, remote: str, helper: str | None = None) -> None:
-    """Point `origin` at `remote` (the App's gateway) and name the-loop's credential helper
-    (and only it) in the checkout's local config."""
+def app_trust(app_url: str, trusted: Mapping[str, Path]) -> list[tuple[str, str]]:
+    """The checkout's settings that make git trust the App's certificate as the spawner's
+    environment does: `http.<app_url>.sslCAInfo` naming the bundle (or `.sslCAPath` the
+    directory) that `trusted` (variable → real path, see `isolation.trusted_by_variable`)
+    has. None for an App on http, or when git's own variables already say (pure)."""
+    if urlsplit(app_url).scheme != "https" or any(n in trusted for n in GIT_CA_VARIABLES):
+        return []
+    scope = f"http.{app_url.rstrip('/')}/"
+    for names, key in ((CA_FILE_VARIABLES, "sslCAInfo"), (CA_DIR_VARIABLES, "sslCAPath")):
+        found = [trusted[name] for name in names if name in trusted]
+        if found:
+            return [(f"{scope}.{key}", str(found[0]))]
+    return []
+
+
+def _trust_app(path: Path, git: HostGit, trust: Sequence[tuple[str, str]]) -> None:
+    """Replace the CA settings the checkout's config has (an earlier launch's, for an App URL
+    since changed, or a bundle since dropped) with `trust`; `trust` is set in any case."""
+    named = _git(
+        path, git, "config", "--local", "--name-only", "--get-regexp", CA_KEYS, check=False
+    )
+    for key in list(dict.fromkeys(named.stdout.splitlines()))[:CA_KEYS_REMOVED]:
+        _git(path, git, "config", "--local", "--unset-all", key, check=False)
+    for key, value in trust:
+        _git(path, git, "config", "--local", "--replace-all", key, value)
+
+
+def configure_push(
+    path: Path,
+    git: HostGit,
+    remote: str,
+    helper: str | None = None,
+    trust: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Point `origin` at `remote` (the App's gateway), name the-loop's credential helper
+    (and only it) and `trust` (`app_trust`'s settings) in the checkout's local config."""
     if _git(path, git, "remote", "set-url", "origin", remote, check=False).returncode != 0:
         _git(path, git, "remote", "add", "origin", remote)  # a session removed it
+    _trust_app(path, git, trust)
     _git(path, git, "config", "--local", "--unset-all", "credential.helper", check=False)
     _git(path, git, "config", "--local", "--add", "credential.helper", "")
     _git(path, git, "config", "--local", "--add", "credential.helper", helper or helper_command())
