@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import SessionLimits
+from app.config_sandbox import SessionLimits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
 from app.spawner.confine.limits import LimitPlan, Mechanism
 

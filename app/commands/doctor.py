@@ -108,7 +108,7 @@ def harness_exposure(
     """What a session's sandbox would show of `executable` on this devbox (None when
     sessions run unconfined): the plan every session shares, without its own checkout and
     home, and this devbox's secrets."""
-    from app.config import SandboxMode
+    from app.config_sandbox import SandboxMode
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.confine import isolation
 
@@ -160,7 +160,7 @@ def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
 
 def session_limits(config: Any, settings: Any) -> Check:
     """The limits each session would get here (the host probed; nothing is made)."""
-    from app.config import SandboxMode
+    from app.config_sandbox import SandboxMode
     from app.spawner import devbox_checks as dc
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.confine.cgroups import probe, spawner_tag

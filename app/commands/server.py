@@ -160,7 +160,8 @@ def ensure_admin_token(env_file: Path) -> str | None:
 def sandbox_line(settings: Any) -> tuple[str, bool]:
     """What `up` says about how sessions are confined, and whether it may go on."""
     from app.commands.spawner import sandbox_problem
-    from app.config import SandboxMode, load_config
+    from app.config import load_config
+    from app.config_sandbox import SandboxMode
 
     config = load_config(settings.the_loop_config)
     sandbox = config.routing.sandbox

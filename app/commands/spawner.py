@@ -134,7 +134,7 @@ def spawner_token(args: argparse.Namespace, from_env: str | None) -> str:
 def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
     """Why sessions cannot be launched as configured here, or None. With the sandbox off
     there is nothing to check (every launch then warns)."""
-    from app.config import SandboxMode
+    from app.config_sandbox import SandboxMode
     from app.spawner.confine.isolation import bubblewrap_problem
 
     if config.routing.sandbox.resolved is SandboxMode.NONE:

@@ -41,7 +41,7 @@ from typing import Any
 import h11
 import httpcore
 
-from app.config import SandboxGateway
+from app.config_sandbox import SandboxGateway
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,

@@ -18,7 +18,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.config import HarnessTrust, NetworkMode, Sandbox, SandboxMode
+from app.config import HarnessTrust
+from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted

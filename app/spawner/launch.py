@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import HarnessTrust, NetworkMode, OperatorConfig, SandboxMode
+from app.config import HarnessTrust, OperatorConfig
+from app.config_sandbox import NetworkMode, SandboxMode
 from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice

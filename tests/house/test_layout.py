@@ -88,6 +88,7 @@ FLAT = {
     "cli",
     "config",
     "config_compat",
+    "config_sandbox",
     "files",
     "graph",
     "harnesses",

@@ -284,7 +284,7 @@ def test_pure_verdicts_on_the_edges():
 
 
 def test_the_network_check_says_the_mode():
-    from app.config import Sandbox
+    from app.config_sandbox import Sandbox
     from app.spawner import devbox_checks as dc
 
     listed = Sandbox(egress=["pypi.org:443"])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, SessionLimits, parse_config
+from app.config import ConfigError, parse_config
+from app.config_sandbox import SessionLimits
 from app.spawner.confine.cgroups import cgroup_mounts, own_cgroups
 from app.spawner.confine.limits import (
     Counters,

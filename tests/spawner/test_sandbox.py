@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Sandbox, parse_config
+from app.config import parse_config
+from app.config_sandbox import Sandbox
 from app.spawner.confine.isolation import (
     MISSING,
     SandboxError,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import app
 import hooks
-from app.config import Sandbox
+from app.config_sandbox import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
 from app.spawner.network.netplan import INSIDE_DIR

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import SandboxMode
+from app.config_sandbox import SandboxMode
 from app.spawner.confine import enter_limits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
 from app.spawner.confine.isolation import SandboxError

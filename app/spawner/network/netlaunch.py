@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import NetworkMode, SandboxMode
+from app.config_sandbox import NetworkMode, SandboxMode
 from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.config import OperatorConfig, SandboxMode
+from app.config import OperatorConfig
+from app.config_sandbox import SandboxMode
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.harness import adapter_of
 from app.spawner.naming import item_slug
