@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,12 +51,23 @@ pytestmark = pytest.mark.skipif(
 
 
 def _as_nobody_in_a_sandbox(words: list[str]) -> dict[str, object]:
-    script = str(Path(enter_limits.__file__).resolve())
-    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    argv += [BWRAP, "--ro-bind", "/", "/", *ISOLATION, "--"]
-    argv += [PYTHON, "-S", script, *words, "--", PYTHON, "-S", "-c", HOSTILE]
-    # The sleeps die with the sandbox's PID namespace when its first process exits.
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    # `nobody` must read the wrapper wherever the repository lies (under /root, or under
+    # /tmp, which the sandbox replaces with its own): a world-readable copy, bound in.
+    shelf = Path(tempfile.mkdtemp(prefix="the-loop-rlimit-"))
+    try:
+        shelf.chmod(0o755)
+        script = shelf / "enter_limits.py"
+        shutil.copyfile(enter_limits.__file__, script)
+        script.chmod(0o644)
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        argv += [BWRAP, "--ro-bind", "/", "/", *ISOLATION]
+        argv += ["--ro-bind", str(script), "/tmp/enter_limits.py", "--"]
+        argv += [PYTHON, "-S", "/tmp/enter_limits.py", *words]
+        argv += ["--", PYTHON, "-S", "-c", HOSTILE]
+        # The sleeps die with the sandbox's PID namespace when its first process exits.
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        shutil.rmtree(shelf)
     assert done.returncode == 0, done.stderr
     found: dict[str, object] = json.loads(done.stdout)
     return found
