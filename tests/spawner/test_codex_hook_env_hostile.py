@@ -21,34 +21,19 @@ model gateway; what the model was shown after trying to stop is the proof."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from tests.claude_support import GENEROUS
-from tests.codex_support import sandboxed_codex_devbox
-from tests.fakes.responses_api import (
-    FakeResponses,
-    Reply,
-    Step,
-    anything,
-    contains,
-    exec_command,
-    tool_result_for,
-)
-from tests.jobs_support import deliver_job, events, run_ok, spawn_job
-from tests.spawner_support import bare_repository
+from tests.codex_support import GATE_ITEM, GATE_MISSING, hostile_gate_run, hostile_gate_script
+from tests.fakes.responses_api import FakeResponses
 from tests.support import wait_for
 
 pytestmark = pytest.mark.claude
-ITEM = "github:o/r#1"
-MISSING = "required artifact is missing (docs/specs/issue-1/"
 RAN = "profile-ran"  # what the planted library or start-up file writes when it runs in the gate
 HOSTILE = r"""python3 - <<'PY'
 import json, os, subprocess
@@ -96,64 +81,25 @@ print("PLANTED", json.dumps({"written": written, "built": built, "shell": os.env
 PY"""
 
 
-def the_script() -> list[Step]:
-    return [
-        Step(contains("Plant your start-up files"), Reply("On it.", (exec_command(HOSTILE),))),
-        Step(tool_result_for("exec_command", "PLANTED"), Reply("Planted; stopping.")),
-        Step(contains(MISSING), Reply("Stopping anyway."), name="gated in place"),
-        Step(contains("Are you still there?"), Reply("Yes; stopping."), name="relaunched"),
-        Step(contains(MISSING), Reply("Stopping anyway."), name="gated after relaunch"),
-        *[Step(anything, Reply("Stopping.")) for _ in range(4)],
-    ]
-
-
-def shown(model: FakeResponses, name: str, ctx: SpawnerContext, hits: list[str]) -> Any:
-    """The request of step `name`; on a timeout, the error shows the pane and the App's
-    gate calls too."""
-    index = next(i for i, s in enumerate(model.steps) if s.name == name)
-    try:
-        return model.wait_for_step(index, timeout=GENEROUS)
-    except AssertionError as exc:
-        record = ctx.registry.get(ITEM)
-        screen = ctx.runner.capture(record.tmux_session) if record else "(no session)"
-        raise AssertionError(f"{exc}\n{screen}\nthe App was asked: {hits}") from None
-
-
 def test_a_codex_session_cannot_reach_into_its_gate_s_process(
     tmp_path: Path, stopped: list[SpawnerContext], gate_counting_app: ThreadingHTTPServer
 ) -> None:
-    origin = bare_repository(tmp_path)
-    hits: list[str] = gate_counting_app.hits  # type: ignore[attr-defined]
-    home = tmp_path / "state" / "homes" / item_slug(ITEM)
-    with FakeResponses(the_script()) as model:
-        ctx = sandboxed_codex_devbox(tmp_path, model, stop_gate={"max_attempts": 1})
-        stopped.append(ctx)
-        ctx.app_url = f"http://127.0.0.1:{gate_counting_app.server_address[1]}"
-        job = spawn_job(
-            origin, item=ITEM, prompt="Plant your start-up files.", harness="codex", model=""
-        )
-        at_a_phase = job.payload.model_copy(update={"phase": "requirements-definition"})
-        run_ok(ctx, replace(job, payload=at_a_phase))
-        gated = shown(model, "gated in place", ctx, hits)
-        planted = next(r for r in model.main_requests() if "PLANTED" in r.turn.text)
-        report = json.loads(planted.turn.text.split("PLANTED", 1)[1].strip().splitlines()[0])
+    home = tmp_path / "state" / "homes" / item_slug(GATE_ITEM)
+    script = hostile_gate_script("Plant your start-up files", HOSTILE, "PLANTED")
+    with FakeResponses(script) as model:
+        run = hostile_gate_run(tmp_path, model, gate_counting_app)
+        stopped.append(run.ctx)
+        run.start("Plant your start-up files.")
+        gated = run.shown("gated in place")
+        report = run.report("PLANTED")
         assert ".profile" in report["written"]  # the session could write its start-up files
         assert report["built"] is True  # and build a library that would approve in its place
         assert "(attempt 1/1)" in gated.turn.text
         assert not (home / RAN).exists()  # the gate's shell never read them
-        wait_for(lambda: len(hits) == 2, timeout=GENEROUS)  # the second stop ended the turn
+        wait_for(lambda: len(run.hits) == 2, timeout=GENEROUS)  # the second stop ended the turn
 
-        # Relaunched, Codex reads what the session wrote: still gated.
-        record = ctx.registry.get(ITEM)
-        assert record is not None
-        ctx.runner.kill(record.tmux_session, owner=ITEM)
-        wait_for(lambda: (p := ctx.runner.pane(item_slug(ITEM))) is None or p.dead)
-        hits.clear()
-        result = run_ok(ctx, deliver_job(origin, "Are you still there?", item=ITEM))
-        assert result["respawned"] is True
-        (respawned,) = events(ctx, "session.respawned")
-        assert "resume" in respawned["argv"]
-        again = shown(model, "gated after relaunch", ctx, hits)
-        assert "(attempt 1/1)" in again.turn.text and MISSING in again.turn.text
-        assert hits[0] == "/spawner/v1/gate"
+        run.relaunch()  # Codex now reads every file the session wrote: still gated.
+        again = run.shown("gated after relaunch")
+        assert "(attempt 1/1)" in again.turn.text and GATE_MISSING in again.turn.text
+        assert run.hits[0] == "/spawner/v1/gate"
         assert not (home / RAN).exists()
