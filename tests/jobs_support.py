@@ -48,22 +48,39 @@ def make_config(standin: StandIn, tmp_path: Path, **routing: Any) -> Any:
     )
 
 
-@pytest.fixture
-def ctx(
-    tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path
-) -> Iterator[SpawnerContext]:
+def standin_context(
+    tmp_path: Path,
+    standin: StandIn,
+    runner: TmuxRunner,
+    home: Path,
+    *,
+    app_url: str,
+    env: dict[str, str],
+    ready_timeout: float = 30.0,
+) -> SpawnerContext:
+    """A spawner context whose sessions run `standin` (`make_config`), its state under
+    `tmp_path/state`."""
     state = tmp_path / "state"
-    made = SpawnerContext(
+    return SpawnerContext(
         config=make_config(standin, tmp_path),
         runner=runner,
         registry=Registry(state / "sessions.json"),
         events=SpawnerEvents(state),
         home=home,
         state_dir=state,
-        app_url="http://127.0.0.1:9",
+        app_url=app_url,
         hosts=frozenset({"claude"}),
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"},
+        env=env,
+        ready_timeout=ready_timeout,
     )
+
+
+@pytest.fixture
+def ctx(
+    tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path
+) -> Iterator[SpawnerContext]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    made = standin_context(tmp_path, standin, runner, home, app_url="http://127.0.0.1:9", env=env)
     yield made
     if made.limiter is not None:  # its sessions' cgroups, and its own, go with the test
         made.limiter.release()

@@ -27,12 +27,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from werkzeug.serving import make_server
 
-from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netplan import LOOPBACK_NAMES
-from app.spawner.registry import Registry
 from app.spawner.session.tmux import TmuxRunner
-from tests.jobs_support import make_config
+from tests.jobs_support import standin_context
 from tests.spawner_support import StandIn
 from tests.spawnerapi_support import Api, serve_api
 
@@ -200,18 +198,8 @@ def tls_spawner(
     home.mkdir()
     trusted = trusting_env(home, app.ca, **env)
     runner = TmuxRunner(f"the-loop-tls-{uuid.uuid4().hex[:8]}", env=trusted)
-    state = tmp_path / "state"
-    ctx = SpawnerContext(
-        config=make_config(standin, tmp_path),
-        runner=runner,
-        registry=Registry(state / "sessions.json"),
-        events=SpawnerEvents(state),
-        home=home,
-        state_dir=state,
-        app_url=app.url,
-        hosts=frozenset({"claude"}),
-        env=trusted,
-        ready_timeout=60,
+    ctx = standin_context(
+        tmp_path, standin, runner, home, app_url=app.url, env=trusted, ready_timeout=60
     )
     try:
         yield ctx
