@@ -37,7 +37,7 @@ from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
-from app.spawner.session.tmux import TmuxError
+from app.spawner.session.tmux import Pane, TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
@@ -84,8 +84,12 @@ def _alive(ctx: SpawnerContext, record: SessionRecord | None) -> bool:
     """A live record whose pane runs and is tagged as the record's own."""
     if record is None or not record.live:
         return False
-    pane = ctx.runner.pane(record.tmux_session)
-    return pane is not None and not pane.dead and pane.owner == record.work_item_id
+    return _runs(record, ctx.runner.pane(record.tmux_session))
+
+
+def _runs(record: SessionRecord, pane: Pane | None) -> bool:
+    """`pane` runs and is tagged as live `record`'s own."""
+    return record.live and pane is not None and not pane.dead and pane.owner == record.work_item_id
 
 
 def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, Any]:
@@ -105,7 +109,10 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
 def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[str, Any]:
     text = followup_text(payload)
     record = ctx.registry.get(job.work_item_id)
-    if record is None or not _alive(ctx, record):
+    # The pane and what it shows, in one look: whether the session runs, and the screen the
+    # paste is judged against.
+    pane, shown = ctx.runner.look(record.tmux_session) if record and record.live else (None, "")
+    if record is None or not _runs(record, pane):
         reason = "no session on this spawner" if record is None else "session ended"
         return _respawn(ctx, job, record, text, reason=reason)
     # A relaunch keeps its session's harness and runs the App's frozen model and effort.
@@ -120,7 +127,6 @@ def deliver(ctx: SpawnerContext, job: ClaimedJob, payload: DeliverJob) -> dict[s
         write_frozen_state(
             Path(record.checkout), record.spec_id, payload.frozen, payload.phase, payload.gates
         )
-    shown = ctx.runner.capture(record.tmux_session)
     screen = screens_of(record.harness).classify(shown)
     if screen is not None:
         report_stall(ctx.registry, ctx.events.emit, record, screen, shown)

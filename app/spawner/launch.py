@@ -183,7 +183,8 @@ class Prepared:
     home: Path
     sandbox: str
     network: str = "host"  # `gateways`: a network of its own, `host`: the devbox's
-    env: dict[str, str] = field(default_factory=dict)  # what the session's env adds (proxy)
+    # What the session's env adds in a network of its own (the proxy, the harness's quiet).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def prepare_launch(
@@ -261,7 +262,8 @@ def prepare_launch(
     argv = enter_session_limits(ctx, work_item_id, argv)  # the last step: nothing fails after
     if net is None:
         return Prepared(argv, ready.home, mode.value)
-    return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, net.env)
+    env = {**net.env, **adapter.closed_network_env}
+    return Prepared(argv, ready.home, mode.value, NetworkMode.GATEWAYS.value, env)
 
 
 def report_trust(ctx: SpawnerContext, work_item_id: str, outcome: TrustOutcome) -> None:

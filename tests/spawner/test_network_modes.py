@@ -24,6 +24,8 @@ def test_by_default_a_session_gets_a_closed_network_and_its_proxy(
     env = standin.wait_start(WI)["env"]
     assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://127.0.0.1:3128"
     assert env["NO_PROXY"] == "127.0.0.1,localhost,::1"
+    # Claude Code's own update and telemetry calls could not get out: they are switched off.
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     # The App's port 9 cannot be bound inside (no capability): it is relayed from 10009.
     assert ctx.app_url == "http://127.0.0.1:9" and env["THE_LOOP_URL"] == "http://127.0.0.1:10009"
     checkout = checkout_dir(ctx.workspace_root, WI)
@@ -42,6 +44,7 @@ def test_a_shared_network_warns_on_every_launch(
     run_ok(ctx, spawn_job(origin, item="github:o/r#8"))
     env = standin.wait_start(WI)["env"]
     assert "HTTPS_PROXY" not in env and "http_proxy" not in env
+    assert "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC" not in env  # the operator's to choose
     warned = events(ctx, "session.network_shared")
     assert len(warned) == 2 and all(w["level"] == "warning" for w in warned)
     assert "shares the devbox's network" in warned[0]["message"]

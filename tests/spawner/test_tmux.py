@@ -178,6 +178,21 @@ def test_capture_many_returns_each_pane(runner: TmuxRunner, tmp_path: Path) -> N
     }
 
 
+def test_one_look_gives_a_sessions_pane_its_owner_and_its_text(
+    runner: TmuxRunner, tmp_path: Path
+) -> None:
+    runner.start("o-r-10", tmp_path, ["sh", "-c", "echo ready-here; sleep 30"], owner=WI)
+    runner.start("o-r-1", tmp_path, ["sh", "-c", "echo the-other; exit 4"], owner="y")
+    pane, text = wait_for(
+        lambda: (seen := runner.look("o-r-10")) and "ready-here" in seen[1] and seen
+    )
+    assert pane is not None and pane.session == "o-r-10" and pane.owner == WI and not pane.dead
+    assert "the-other" not in text
+    dead = wait_for(lambda: (seen := runner.look("o-r-1")[0]) and seen.dead and seen)
+    assert dead.owner == "y"
+    assert runner.look("o-r") == (None, "")  # no prefix matching, and no such session
+
+
 def test_no_server_means_no_panes(runner: TmuxRunner) -> None:
     assert runner.panes() == {}
 

@@ -59,6 +59,9 @@ class HarnessAdapter(Protocol):
     own_home_unconfined: bool  # its home is its own even when sessions run unconfined
     enter_after: float  # seconds a paste must settle before its Enter
     enter_when_shown: bool  # whether the Enter waits until the box shows the paste
+    # What its environment gains in a network of its own: the traffic of its own that could
+    # not get out there (updates, telemetry) switched off rather than refused at the proxy.
+    closed_network_env: Mapping[str, str]
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]: ...
 

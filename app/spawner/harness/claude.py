@@ -39,6 +39,9 @@ class ClaudeAdapter:
     screens = CLAUDE_SCREENS
     enter_after = 0.0
     enter_when_shown = True  # its box shows a paste before it is taken in
+    # Documented as DISABLE_AUTOUPDATER, DISABLE_BUG_COMMAND, DISABLE_ERROR_REPORTING and
+    # DISABLE_TELEMETRY at once; it also spares the start-up its calls to those hosts.
+    closed_network_env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     managed_at = HOST_MANAGED.parent
 
     def write_managed(self, state_dir: Path) -> Path:

@@ -90,6 +90,7 @@ class CodexAdapter:
     # Codex just started takes a paste in without showing it (for seconds): the Enter goes
     # `enter_after` behind the paste, not once the box shows it.
     enter_when_shown = False
+    closed_network_env: dict[str, str] = {}
     managed_at = MANAGED_AT
 
     def write_managed(self, state_dir: Path, host: Path = MANAGED_AT) -> Path:

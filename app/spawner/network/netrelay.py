@@ -4,23 +4,29 @@
 `HOST:PORT` of the namespace's own loopback (`localhost` means 127.0.0.1 and ::1), then runs
 `argv` (the harness) as its child on the same terminal, and hands each connection to the
 unix socket `D/SOCKET`, which the spawner serves on the host. Listening comes first, so the
-harness never starts before its way out exists. The relay ends with the harness's exit
-status; it ignores the terminal's interrupt (the harness answers Ctrl-C itself) and passes
-a hang-up or a termination on to it.
+harness never starts before its way out exists: a connection it makes before the relay
+serves waits in the socket's backlog. The relay ends with the harness's exit status; it
+ignores the terminal's interrupt (the harness answers Ctrl-C itself) and passes a hang-up or
+a termination on to it.
 
 Standard library only and started with `-S`: it runs on every launch, inside the sandbox.
+The harness is started before asyncio is imported (importing it takes several times longer
+than binding the sockets), so the harness's own start-up overlaps it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 CHUNK = 64 * 1024
 
@@ -43,6 +49,8 @@ async def splice(
     other_writer: asyncio.StreamWriter,
 ) -> None:
     """Copy both ways until both sides are done, then close both."""
+    import asyncio
+
     try:
         await asyncio.gather(_pipe(reader, other_writer), _pipe(other_reader, writer))
     finally:
@@ -51,6 +59,8 @@ async def splice(
 
 
 def _handler(path: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    import asyncio
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             far_reader, far_writer = await asyncio.open_unix_connection(path)
@@ -82,24 +92,41 @@ def parse_routes(words: Sequence[str]) -> tuple[str, list[tuple[str, int, str]],
     return directory, routes, child
 
 
-async def _listen(directory: str, routes: list[tuple[str, int, str]]) -> list[asyncio.Server]:
-    servers = []
+def _bind(routes: list[tuple[str, int, str]]) -> list[tuple[socket.socket, str]]:
+    """A listening socket for every route's address, with the unix socket it leads to (as
+    asyncio's own server would bind it: the address reused, IPv6 only on IPv6)."""
+    bound: list[tuple[socket.socket, str]] = []
     for host, port, name in routes:
-        path = os.path.join(directory, name)
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
         for one in hosts:
             try:
-                servers.append(await asyncio.start_server(_handler(path), one, port))
+                bound.append((_listening(one, port), name))
             except OSError:
                 if one != "::1":  # a namespace without IPv6 still has 127.0.0.1
                     raise
-    return servers
+    return bound
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(100)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     directory, routes, child = parse_routes(sys.argv[1:] if argv is None else argv)
-    loop = asyncio.new_event_loop()
-    servers = loop.run_until_complete(_listen(directory, routes))
+    bound = _bind(routes)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         proc = subprocess.Popen(child)
@@ -113,6 +140,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
+    import asyncio
+    import threading
+
+    loop = asyncio.new_event_loop()
+    servers = [
+        loop.run_until_complete(
+            asyncio.start_server(_handler(os.path.join(directory, name)), sock=sock)
+        )
+        for sock, name in bound
+    ]
     done = asyncio.Event()
     threading.Thread(
         target=lambda: (proc.wait(), loop.call_soon_threadsafe(done.set)), daemon=True

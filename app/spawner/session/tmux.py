@@ -95,6 +95,30 @@ def _int(text: str) -> int | None:
 _OWNER_FORMAT = f"#{{{OWNER_OPTION}}}"
 
 
+_PANE_FIELDS = (
+    "session_name",
+    "pane_active",
+    "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
+    "pane_pid",
+)
+# tmux names never hold ":"; the owner (which may) comes last.
+_PANE_FORMAT = ":".join(f"#{{{f}}}" for f in _PANE_FIELDS) + ":" + _OWNER_FORMAT
+
+
+def _read_panes(listing: str) -> dict[str, Pane]:
+    """Each session's active pane from `list-panes -F _PANE_FORMAT` output."""
+    panes: dict[str, Pane] = {}
+    for line in listing.splitlines():
+        parts = line.split(":", len(_PANE_FIELDS))
+        name, active, dead, status, signal, pid, owner = (parts + [""] * 7)[:7]
+        if active != "1" and name in panes:
+            continue
+        panes[name] = Pane(name, dead == "1", _int(status), _int(signal), _int(pid), owner)
+    return panes
+
+
 def _target(name: str) -> str:
     """An exact-match target for the session's active pane (no prefix matching)."""
     return f"={name}:"
@@ -238,30 +262,37 @@ class TmuxRunner:
         return panes
 
     def _list_panes(self) -> dict[str, Pane]:
-        fields = (
-            "session_name",
-            "pane_active",
-            "pane_dead",
-            "pane_dead_status",
-            "pane_dead_signal",
-            "pane_pid",
-        )
-        # tmux names never hold ":"; the owner (which may) comes last.
-        fmt = ":".join(f"#{{{f}}}" for f in fields) + ":" + _OWNER_FORMAT
-        proc = self._run(["list-panes", "-a", "-F", fmt], check=False)
-        if proc.returncode != 0:
-            return {}
-        panes: dict[str, Pane] = {}
-        for line in proc.stdout.splitlines():
-            parts = line.split(":", len(fields))
-            name, active, dead, status, signal, pid, owner = (parts + [""] * 7)[:7]
-            if active != "1" and name in panes:
-                continue
-            panes[name] = Pane(name, dead == "1", _int(status), _int(signal), _int(pid), owner)
-        return panes
+        proc = self._run(["list-panes", "-a", "-F", _PANE_FORMAT], check=False)
+        return _read_panes(proc.stdout) if proc.returncode == 0 else {}
 
     def pane(self, name: str) -> Pane | None:
         return self.panes().get(name)
+
+    def look(self, name: str) -> tuple[Pane | None, str]:
+        """Session `name`'s active pane and its visible text, with one tmux call (a launch
+        looks often while it waits for the input box); (None, "") when there is no such
+        session. A dead pane's status may lag here, as in `panes` before it reaps."""
+        target = _target(name)
+        listing = ["list-panes", "-t", target, "-F", _PANE_FORMAT]
+        proc = self._run(
+            [
+                *listing,
+                ";",
+                "display-message",
+                "-p",
+                _MARK,
+                ";",
+                "capture-pane",
+                "-p",
+                "-t",
+                target,
+            ],
+            check=False,
+        )
+        head, marked, text = proc.stdout.partition(_MARK + "\n")
+        if proc.returncode != 0 or not marked:
+            return None, ""
+        return _read_panes(head).get(name), text
 
     def capture(self, name: str, history: int = 0) -> str:
         """The visible text of the session's pane, plus `history` lines scrolled above it

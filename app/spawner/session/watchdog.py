@@ -31,7 +31,7 @@ from app.spawner.session.tmux import TmuxError, TmuxRunner
 from app.spawner.workspace.evidence import host_evidence
 from app.spawner.workspace.leftovers import Describe
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.025  # between looks at a session just launched (one tmux call each)
 
 
 def report_stall(
@@ -93,16 +93,15 @@ def await_input(
     deadline = time.monotonic() + timeout
     reader = screens_of(record.harness)
     while True:
-        pane = runner.pane(record.tmux_session)
-        try:
-            if pane is None or pane.owner != record.work_item_id:
-                return Waited(Readiness.EXITED)
-            if pane.dead:
-                tail = last_lines(runner.capture(record.tmux_session, history=100))
-                return Waited(Readiness.EXITED, last_lines=tail)
-            text = runner.capture(record.tmux_session)
-        except TmuxError:  # gone between the two looks
+        pane, text = runner.look(record.tmux_session)
+        if pane is None or pane.owner != record.work_item_id:
             return Waited(Readiness.EXITED)
+        if pane.dead:
+            try:
+                tail = last_lines(runner.capture(record.tmux_session, history=100))
+            except TmuxError:  # gone since the look
+                return Waited(Readiness.EXITED)
+            return Waited(Readiness.EXITED, last_lines=tail)
         screen = reader.classify(text)
         if screen is not None:
             return Waited(Readiness.BLOCKED, screen, text=text)
