@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.gateway.reach import SERVER_TOOLS
+from app.gateway.relay import HEAD_WAIT, PER_PASS
 
 
 class ConfigModel(BaseModel):
@@ -70,8 +71,8 @@ class SandboxGateway(ConfigModel):
     retries); `headTimeoutSeconds` for a new connection's first request head to come before
     it is hung up on."""
 
-    connections_per_session: int = Field(default=16, gt=0, le=512)
-    head_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    connections_per_session: int = Field(default=PER_PASS, gt=0, le=512)
+    head_timeout_seconds: float = Field(default=HEAD_WAIT, gt=0, le=3600)
 
 
 MIN_SESSION_MEMORY = 64 * 1024 * 1024

@@ -41,7 +41,6 @@ from typing import Any
 import h11
 import httpcore
 
-from app.config_sandbox import SandboxGateway
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,
@@ -59,9 +58,10 @@ log = logging.getLogger(__name__)
 BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
 MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
 # Connections one pass (one session) may hold at once, and seconds a new connection has to
-# send its first request's head: `routing.sandbox.gateway`'s defaults.
-PER_PASS = SandboxGateway().connections_per_session
-HEAD_WAIT = SandboxGateway().head_timeout_seconds
+# send its first request's head: the defaults of `routing.sandbox.gateway` (the gateway's
+# process never loads the operator config's models, so the config takes them from here).
+PER_PASS = 16
+HEAD_WAIT = 30.0
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0
