@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchkit import free_port, percentile, start_process, wait_healthy  # noqa: E402
 
 from app.gate.markers import MARKER_PREFIX, MarkerKind  # noqa: E402
+from app.spawner.confine.cgroups import release_spawners_under  # noqa: E402
 from app.spawner.session.tmux import TmuxRunner  # noqa: E402
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem  # noqa: E402
 from tests.fakes.server import LiveServer  # noqa: E402
@@ -250,6 +251,7 @@ class Stack:
                 self.spawner.kill()
             self._log.close()
         TmuxRunner(self.socket).kill_server()
+        release_spawners_under([self.tmp])  # its sessions' cgroups end with the bench
         if self.app_process is not None:
             os.killpg(self.app_process.pid, signal.SIGTERM)
             self.app_process.wait(timeout=30)

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_sandbox import SessionLimits
-from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
-from app.spawner.confine.limits import LimitPlan, Mechanism
+from app.spawner.confine.cgroups import release_spawners_under
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -21,18 +19,4 @@ def spawners_cgroups_released(tmp_path_factory: pytest.TempPathFactory) -> Itera
     removed: a spawner leaves its live sessions' cgroups behind, and a test's sessions die
     with its tmux server. Other runs' spawners (other tags) are never touched."""
     yield
-    roots = [tmp_path_factory.getbasetemp(), Path(os.environ["HOME"])]  # the tests' HOME
-    tags = {
-        spawner_tag(Path(top) / name)
-        for root in roots
-        for top, names, _ in os.walk(root)  # no link followed
-        for name in names
-    }
-    offer = probe("-")
-    mine = [path.parent for path in offer.cgroup1.values()]
-    mine += [offer.cgroup2.parent] if offer.cgroup2 is not None else []
-    for directory in mine:
-        for parent in directory.glob("the-loop.*"):
-            if parent.name.removeprefix("the-loop.") in tags:
-                plan = LimitPlan(Mechanism.CGROUP1, SessionLimits(), {"": parent})
-                SessionLimiter(plan).release()
+    release_spawners_under([tmp_path_factory.getbasetemp(), Path(os.environ["HOME"])])

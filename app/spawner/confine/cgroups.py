@@ -282,3 +282,24 @@ def _remove(directory: Path) -> None:
             return
         except OSError:
             time.sleep(0.05)
+
+
+def release_spawners_under(roots: Iterable[Path]) -> None:
+    """The cgroups of every spawner whose state directory lies under `roots` (a test run's
+    or a bench's temporary directories) emptied and removed: such a spawner's sessions end
+    with its tmux server, while a spawner leaves its live sessions' cgroups behind. Other
+    spawners' cgroups (other tags) are never touched; no link is followed looking."""
+    tags = {
+        spawner_tag(Path(top) / name)
+        for root in roots
+        for top, names, _ in os.walk(root)
+        for name in names
+    }
+    offer = probe("-")
+    mine = [path.parent for path in offer.cgroup1.values()]
+    mine += [offer.cgroup2.parent] if offer.cgroup2 is not None else []
+    for directory in mine:
+        for parent in directory.glob("the-loop.*"):
+            if parent.name.removeprefix("the-loop.") in tags:
+                plan = LimitPlan(Mechanism.CGROUP1, SessionLimits(), {"": parent})
+                SessionLimiter(plan).release()
