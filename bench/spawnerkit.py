@@ -205,6 +205,9 @@ class Stack:
             "THE_LOOP_SPAWNER_TOKEN": token,
             "THE_LOOP_CONFIG": self.env["THE_LOOP_CONFIG"],
             "THE_LOOP_STATE_DIR": str(self.tmp / "spawner-state"),
+            # The stand-in harness never asks the model, but a launch needs a credential for
+            # the model gateway to answer with, as on any devbox.
+            "ANTHROPIC_API_KEY": "sk-ant-bench-stand-in-never-sent-000000",
         }
         (self.tmp / "home").mkdir()
         self._log = open(self.tmp / "spawner.log", "wb")  # noqa: SIM115 (closed in __exit__)
