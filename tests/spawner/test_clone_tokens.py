@@ -2,22 +2,28 @@
 spawner agent (tmux, git, bubblewrap) with a stand-in harness, against the fake GitHub that
 records every installation token it mints and revokes. A first spawn clones with one token,
 revoked once the job is over; a follow-up pasted into the live session asks for none; a
-relaunch whose checkout is gone asks again and clones afresh."""
+relaunch whose checkout is gone asks again and clones afresh. A spawner that does not hold
+the job is refused the token, and its job fails saying so."""
 
 from __future__ import annotations
 
 import shutil
+from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.audit import read_jsonl
+from app.spawner.appclient import AppClient
+from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
-from app.store.tables import WorkItemStatus
+from app.store.tables import JobKind, WorkItemStatus
 from tests.devbox_support import release, standin_yaml
 from tests.gate_support import ITEM, comment, deliver, item_row
+from tests.jobs_support import WI, spawn_job
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
 
@@ -85,3 +91,33 @@ def test_only_a_clone_gets_a_github_token_and_the_job_s_end_revokes_it(
     tokens = clone_tokens(fake)
     assert len(tokens) == 2 and tokens[1]["repositories"] == ["Hello-World"]
     wait_for(lambda: tokens[1]["revoked"], timeout=30)  # the deliver's end revoked it
+
+
+@pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
+def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
+    api: Any, ctx: SpawnerContext, origin: Path
+) -> None:
+    holder, other = api.token("holder"), api.token("other")
+    api.spawner(holder).register()
+    api.spawner(other).register()
+    item = api.work_item(number=11)
+    job_id = api.queue(JobKind.SPAWN, "spawn:refused", item, installation_id=1)
+    assert api.spawner(holder).job()["id"] == job_id
+    before = clone_tokens(api.fake)
+    job = replace(spawn_job(origin), id=job_id)  # the job as the spawner runs it
+    with closing(AppClient(api.url, other)) as stranger:
+        ctx.ask_token = stranger.job_token
+        ok, _, error = run_job(ctx, job)
+    assert not ok and error is not None
+    assert "the App gave no token to clone" in error and "not held by this spawner" in error
+    assert clone_tokens(api.fake) == before  # nothing minted for a stranger
+    assert not checkout_dir(ctx.workspace_root, WI).exists()
+
+    with closing(AppClient(api.url, holder)) as owner:
+        ctx.ask_token = owner.job_token
+        ok, _, error = run_job(ctx, job)
+    assert ok, error
+    (minted,) = [t for t in clone_tokens(api.fake) if t not in before]
+    assert minted["repositories"] == ["Hello-World"] and not minted["revoked"]
+    assert api.spawner(holder).result(job_id, session_id="s", tmux_target="t").status_code == 200
+    assert minted["revoked"]

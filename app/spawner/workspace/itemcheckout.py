@@ -40,15 +40,29 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
     and `workspace.recloned` (a warning, with the reason) when the tree there was refused."""
     payload = job.payload
     git = HostGit(ctx.env, confined=ctx.config.routing.sandbox.resolved is not SandboxMode.NONE)
-    checkout = prepare_checkout(
-        ctx.workspace_root,
-        job.work_item_id,
-        payload.clone_url,
-        ask_token=lambda: ask_clone_token(ctx, job),
-        askpass=write_askpass(ctx.state_dir),
-        env=ctx.env,
-        git=git,
-    )
+    asked: list[str] = []
+
+    def ask() -> str | None:
+        token = ask_clone_token(ctx, job)
+        if token:
+            asked.append(token)
+        return token
+
+    try:
+        checkout = prepare_checkout(
+            ctx.workspace_root,
+            job.work_item_id,
+            payload.clone_url,
+            ask_token=ask,
+            askpass=write_askpass(ctx.state_dir),
+            env=ctx.env,
+            git=git,
+        )
+    except (CheckoutError, OSError) as exc:  # what the job's failure says never shows the token
+        said = str(exc)
+        for token in asked:
+            said = said.replace(token, "[token]")
+        raise CheckoutError(said) from None
     if checkout.refused:
         ctx.events.emit(
             "workspace.recloned",
