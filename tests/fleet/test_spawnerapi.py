@@ -11,6 +11,7 @@ import pytest
 
 from app.fleet.api import LEASE_CONFIG, POLL_CONFIG
 from app.store.tables import JobKind, JobState, WorkItemStatus
+from tests.spawnerapi_support import serve_api
 
 # Behaviour that does not depend on the backend runs on SQLite; claiming, leases, wake-ups and
 # repository scoping run on both (the store-level tests cover both for every queue operation).
@@ -494,3 +495,22 @@ def test_every_spawner_api_route_answers_refusals_in_the_one_shape(api):
         assert ApiError in flask.error_handler_spec[name][None]
     unknown = api.spawner(api.token()).client.post("/jobs/999999/heartbeat")
     assert unknown.status_code == 404 and unknown.json()["code"] == "not-found"
+
+
+def test_an_app_with_no_github_identity_answers_a_token_request_with_none(
+    tmp_path_factory: pytest.TempPathFactory, app_private_key: str
+) -> None:
+    directory = tmp_path_factory.mktemp("no-identity")
+    unset = {"GITHUB_APP_ID": "", "GITHUB_PRIVATE_KEY": ""}
+    served = serve_api("sqlite", directory, app_private_key, extra_env=unset)
+    api = next(served)
+    try:
+        spawner = api.spawner(api.token())
+        spawner.register()
+        job_id = api.queue(JobKind.SPAWN, "spawn:bare", api.work_item(), installation_id=1)
+        assert spawner.job()["id"] == job_id
+        asked = spawner.clone_token(job_id)
+        assert asked.status_code == 200 and asked.json() == {"github_token": None}
+        assert api.job(job_id).github_token is None and api.fake.tokens == {}
+    finally:
+        next(served, None)  # the App's workers stopped, its server closed
