@@ -164,7 +164,6 @@ def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_re
     assert spawner.clone_token(job_id).status_code == 409  # the job is over
 
 
-@SQLITE_ONLY
 def test_asking_again_replaces_the_token_and_revokes_the_first(api):
     spawner = api.spawner(api.token())
     spawner.register()
