@@ -4,7 +4,7 @@ any work item (`item`), built the way the App builds them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,10 @@ def standin_context(
     app_url: str,
     env: dict[str, str],
     ready_timeout: float = 30.0,
+    ask_token: Callable[[int], str | None] | None = None,
 ) -> SpawnerContext:
     """A spawner context whose sessions run `standin` (`make_config`), its state under
-    `tmp_path/state`."""
+    `tmp_path/state`; `ask_token` stands for the App's answer to a clone's token request."""
     state = tmp_path / "state"
     return SpawnerContext(
         config=make_config(standin, tmp_path),
@@ -72,6 +73,7 @@ def standin_context(
         hosts=frozenset({"claude"}),
         env=env,
         ready_timeout=ready_timeout,
+        ask_token=ask_token,
     )
 
 
@@ -80,7 +82,15 @@ def ctx(
     tmp_path: Path, runner: TmuxRunner, standin: StandIn, home: Path
 ) -> Iterator[SpawnerContext]:
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
-    made = standin_context(tmp_path, standin, runner, home, app_url="http://127.0.0.1:9", env=env)
+    made = standin_context(
+        tmp_path,
+        standin,
+        runner,
+        home,
+        app_url="http://127.0.0.1:9",
+        env=env,
+        ask_token=lambda job_id: TOKEN,  # what the App would mint for a clone
+    )
     yield made
     if made.limiter is not None:  # its sessions' cgroups, and its own, go with the test
         made.limiter.release()
@@ -122,7 +132,7 @@ def spawn_job(
         "action": "created",
         "prompt": prompt,
     }
-    return ClaimedJob(1, SpawnJob.model_validate(payload), 60, TOKEN, SESSION_TOKEN)
+    return ClaimedJob(1, SpawnJob.model_validate(payload), 60, SESSION_TOKEN)
 
 
 def deliver_job(
@@ -144,7 +154,7 @@ def deliver_job(
         "action": "created",
         "frozen": frozen or {},
     }
-    return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, TOKEN, "tlss_second")
+    return ClaimedJob(jid, DeliverJob.model_validate(payload), 60, "tlss_second")
 
 
 START_PASTE, END_PASTE, CLEAR_LINE = b"\x1b[200~", b"\x1b[201~", b"\x15"

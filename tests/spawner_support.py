@@ -377,7 +377,8 @@ def gateway_context(
     **options: Any,
 ) -> SpawnerContext:
     """A spawner's context as `the-loop spawner` builds it: its own tmux server (`tmux`-<id>),
-    registry and event queue under `state`, the operator's model credential read once from
+    registry and event queue under `state`, clone tokens asked of the App through `client`,
+    the operator's model credential read once from
     `upstream_env` (default `env`) into its model gateway and kept out of what sessions
     inherit."""
     runner = TmuxRunner(f"{tmux}-{uuid.uuid4().hex[:8]}", env=dict(env), size=size)
@@ -393,5 +394,6 @@ def gateway_context(
         hosts=hosts,
         env=without_credentials(env),
         models=open_model_access(config, upstream_env or env, events.emit),
+        ask_token=client.job_token if client is not None else None,
         **options,
     )

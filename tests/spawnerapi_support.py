@@ -140,6 +140,9 @@ class SpawnerClient:
     def heartbeat(self, job_id: int) -> httpx.Response:
         return self.client.post(f"/jobs/{job_id}/heartbeat")
 
+    def clone_token(self, job_id: int) -> httpx.Response:
+        return self.client.post(f"/jobs/{job_id}/token")
+
     def result(
         self, job_id: int, ok: bool = True, error: str | None = None, **result: Any
     ) -> httpx.Response:

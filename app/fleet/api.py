@@ -19,7 +19,14 @@ from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, guard, json_body, loop_state
 from app.fleet.comments import parse_request, post
-from app.fleet.handover import OfferError, prepare_offer, revoke, take_token
+from app.fleet.handover import (
+    JobNotHeld,
+    MintFailed,
+    mint_clone_token,
+    prepare_offer,
+    revoke,
+    take_token,
+)
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
 from app.fleet.tokens import (
@@ -35,7 +42,7 @@ from app.fleet.tokens import (
 from app.github.client import GitHubNotConfigured
 from app.store import jobqueue as jobs
 from app.store import jobwake
-from app.store.tables import Job, JobKind, Spawner, WorkItem, aware
+from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
 from app.workitems.spending import weigh_time
 
@@ -209,11 +216,7 @@ def _claim(
     job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease, hosts, room)
     if job is None:
         return None
-    try:
-        return prepare_offer(state.services, state.engine, job, spawner, lease).to_json()
-    except OfferError as exc:
-        jobs.release(state.engine, job.id, spawner.id)
-        raise ApiError(503, str(exc)) from exc
+    return prepare_offer(state.services, state.engine, job, spawner, lease).to_json()
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")
@@ -226,6 +229,28 @@ def heartbeat(job_id: int) -> Response:
         if not jobs.heartbeat(session, job_id, spawner.id, state.services.clock(), lease):
             raise ApiError(409, f"job {job_id} is no longer claimed by this spawner")
     return jsonify(ok=True, lease_seconds=int(lease.total_seconds()))
+
+
+@bp.post("/jobs/<int:job_id>/token")
+def job_token(job_id: int) -> Response:
+    """A fresh installation token that can read the job's one repository, for a spawner that
+    holds the job and must clone for it (null without a GitHub identity). Asking again
+    replaces (and revokes) the one handed out before; the job's end revokes it."""
+    state = loop_state()
+    with Session(state.engine, expire_on_commit=False) as session:
+        spawner = _spawner(session)
+        job = _held_job(session, job_id, spawner)
+        if job.state != JobState.CLAIMED:
+            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner")
+        if job.kind not in (JobKind.SPAWN, JobKind.DELIVER):
+            raise ApiError(409, f"a {job.kind} job clones nothing")
+    try:
+        token = mint_clone_token(state.services, state.engine, job, spawner.id)
+    except MintFailed as exc:
+        raise ApiError(502, str(exc)) from exc
+    except JobNotHeld as exc:
+        raise ApiError(409, str(exc)) from exc
+    return jsonify(github_token=token)
 
 
 def _report(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,13 @@
 """Handing a claimed job to its spawner: the credentials it needs, and the bookkeeping.
 
-A spawn or deliver job goes out with a fresh installation token that can only read its one
-repository (a deliver may need to respawn and fetch) and a session token for the agent's
-`the-loop comment` / `ask`. A spawn whose token cannot be minted goes back to the queue:
-without it a private repository could not be fetched.
+A spawn or deliver job goes out with a session token for the agent's `the-loop comment` /
+`ask`, and no GitHub token: most of them never clone (a follow-up to a live session, a
+relaunch in the checkout that is there). The spawner asks for one (`mint_clone_token`) only
+when it must clone: a fresh installation token that can only read the job's one repository.
 
 The installation token is kept on the job row only until the App revokes it: when the job's
-result arrives, when the job is given up, or when it is offered again with a new token.
+result arrives, when the job is given up, when it is offered again, or when the spawner asks
+again (the new one replaces it).
 Every job handed out also renews the session tokens of its work item (its session is live);
 a spawn or deliver carries a new session token for the session it may start, tied to the
 job (`app.fleet.tokens` keeps one live token per session).
@@ -26,15 +27,20 @@ from sqlalchemy.orm import Session
 from app.fleet.tokens import keep_job_token, mint_session_token, renew_session_tokens
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
-from app.store.tables import Job, JobKind, Spawner, WorkItem
+from app.store import is_postgres
+from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.capacity import renumber
 from app.workitems.states import Happened, transition
 
 log = logging.getLogger(__name__)
 
 
-class OfferError(RuntimeError):
-    """The App could not prepare a claimed job; it was handed back to the queue."""
+class MintFailed(RuntimeError):
+    """GitHub would not mint a job's repository token."""
+
+
+class JobNotHeld(RuntimeError):
+    """The job stopped being the asking spawner's while its token was minted."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,6 @@ class JobOffer:
 
     job: Job
     lease: timedelta
-    github_token: dict[str, str] | None
     session_token: str | None
 
     def to_json(self) -> dict[str, Any]:
@@ -55,7 +60,6 @@ class JobOffer:
             "repo": job.repo_full_name,
             "payload": job.payload,
             "lease_seconds": int(self.lease.total_seconds()),
-            "github_token": self.github_token,
             "session_token": self.session_token,
         }
 
@@ -94,28 +98,44 @@ def revoke(services: Services, token: str | None) -> None:
         log.warning("could not revoke a job's installation token: %s", exc)
 
 
+def mint_clone_token(
+    services: Services, engine: Engine, job: Job, spawner_id: int
+) -> dict[str, str] | None:
+    """Mint the repository token a spawner needs to clone for `job`, which it holds, and
+    record it on the job's row, so the job's end revokes it. A token asked for before is
+    replaced and revoked: a job has at most one live token. None without a GitHub identity.
+
+    Raises MintFailed when GitHub refuses, JobNotHeld when the job was given up or claimed by
+    another spawner meanwhile (the token just minted is revoked at once)."""
+    try:
+        minted = repository_token(services, engine, job)
+    except (GitHubException, GitHubNotConfigured) as exc:
+        log.warning("installation token for %s failed: %s", job.repo_full_name, exc)
+        raise MintFailed(f"could not mint an installation token: {exc}") from exc
+    if minted is None:
+        return None
+    with Session(engine) as session, session.begin():
+        row = session.get(Job, job.id, with_for_update=is_postgres(engine))
+        held = row is not None and row.spawner_id == spawner_id and row.state == JobState.CLAIMED
+        spent: str | None = minted.token
+        if row is not None and held:
+            spent = take_token(row)
+            row.github_token = minted.token
+    revoke(services, spent)
+    if not held:
+        raise JobNotHeld(f"job {job.id} is no longer held by this spawner")
+    return {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
+
+
 def prepare_offer(
     services: Services, engine: Engine, job: Job, spawner: Spawner, lease: timedelta
 ) -> JobOffer:
-    """Credentials and bookkeeping for a job just claimed by `spawner`.
-
-    Raises OfferError when a spawn job cannot get its repository token: a spawn without it
-    could not fetch a private repository, so the job goes back to the queue instead.
-    """
-    minted = None
-    if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
-        try:
-            minted = repository_token(services, engine, job)
-        except (GitHubException, GitHubNotConfigured) as exc:
-            log.warning("installation token for %s failed: %s", job.repo_full_name, exc)
-            if job.kind == JobKind.SPAWN:
-                raise OfferError(f"could not mint an installation token: {exc}") from exc
+    """Credentials and bookkeeping for a job just claimed by `spawner` (no GitHub token:
+    the spawner asks for one with `mint_clone_token` when it must clone)."""
     now = services.clock()
     with Session(engine) as session, session.begin():
         row = session.get(Job, job.id)
         previous = take_token(row) if row is not None else None
-        if row is not None and minted is not None:
-            row.github_token = minted.token
         session_token = None
         if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
             renew_session_tokens(session, [job.work_item_id], now)
@@ -137,7 +157,4 @@ def prepare_offer(
             attempt=job.attempts,
         )
     revoke(services, previous)  # the token of an earlier claim whose lease ran out
-    github_token = None
-    if minted is not None:
-        github_token = {"token": minted.token, "expires_at": minted.expires_at.isoformat()}
-    return JobOffer(job=job, lease=lease, github_token=github_token, session_token=session_token)
+    return JobOffer(job=job, lease=lease, session_token=session_token)

@@ -56,7 +56,6 @@ class ClaimedJob:
     id: int
     payload: JobPayload
     lease_seconds: int = 60
-    github_token: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
 
     @property
@@ -74,7 +73,6 @@ class ClaimedJob:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClaimedJob:
         """Parse a job as `/jobs` hands it over; raises PayloadError for a malformed one."""
-        token = data.get("github_token")
         raw = data.get("payload")
         fields = raw if isinstance(raw, dict) else {}
         payload = {"work_item_id": data.get("work_item_id"), "repo": data.get("repo", ""), **fields}
@@ -82,7 +80,6 @@ class ClaimedJob:
             id=int(data["id"]),
             payload=parse_payload(str(data.get("kind")), payload),
             lease_seconds=int(data.get("lease_seconds") or 60),
-            github_token=token.get("token") if isinstance(token, dict) else None,
             session_token=data.get("session_token") or None,
         )
 
@@ -173,6 +170,14 @@ class AppClient:
             return ClaimedJob.from_json(job)
         except (PayloadError, KeyError, TypeError, ValueError) as exc:
             raise MalformedJob(int(job.get("id") or 0), str(exc)) from exc
+
+    def job_token(self, job_id: int) -> str | None:
+        """A fresh token that can read the repository of job `job_id` (which this spawner
+        holds), for a clone; None when the App has no GitHub identity to mint one."""
+        data = self._call("POST", f"/jobs/{job_id}/token").json()
+        token = data.get("github_token") if isinstance(data, dict) else None
+        value = token.get("token") if isinstance(token, dict) else None
+        return value if isinstance(value, str) and value else None
 
     def heartbeat(self, job_id: int) -> None:
         self._call("POST", f"/jobs/{job_id}/heartbeat")

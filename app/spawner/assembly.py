@@ -68,4 +68,5 @@ def build_context(
         hosts=hosts,
         refused=refused_tokens(probes, verdict_cache(settings)),
         env=env,
+        ask_token=client.job_token if client is not None else None,
     )

@@ -28,7 +28,6 @@ from app.spawner.harness import screens_of
 from app.spawner.launch import (
     LaunchRefused,
     SpawnerContext,
-    checkout_for,
     frozen_choice,
     session_result,
     start_session,
@@ -41,6 +40,7 @@ from app.spawner.session.tmux import Pane, TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
+from app.spawner.workspace.itemcheckout import checkout_for
 from app.spawner.workspace.leftovers import describe_session, session_home, transcript_tail
 
 NOTICE_SOURCE = "notice"  # the App's own words, not a person's
@@ -309,8 +309,6 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
             ValueError,
         ) as exc:
             error = str(exc)
-            if job.github_token:
-                error = error.replace(job.github_token, "[token]")
             ctx.events.emit(
                 "session.job_failed",
                 job.work_item_id,

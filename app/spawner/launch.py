@@ -1,14 +1,14 @@
-"""The steps every launch of a work item's session shares: the checkout, the App's frozen
-choice re-validated, the trust pre-seed, the tmux session, the registry record, the
-`session.spawned` / `session.respawned` event that says exactly what was launched, and the
-first message, pasted once the session shows its input box (kept as pending, and pasted by
-the watchdog, when it is not ready in time)."""
+"""The steps every launch of a work item's session shares once its checkout is ready
+(`workspace.itemcheckout`): the App's frozen choice re-validated, the trust pre-seed, the
+tmux session, the registry record, the `session.spawned` / `session.respawned` event that
+says exactly what was launched, and the first message, pasted once the session shows its
+input box (kept as pending, and pasted by the watchdog, when it is not ready in time)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,14 +19,7 @@ from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.cgroups import SessionLimiter
-from app.spawner.confine.isolation import (
-    MISSING,
-    SandboxError,
-    confined_argv,
-    host_plan,
-    secrets,
-    trusted_by_variable,
-)
+from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
 from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
@@ -41,9 +34,6 @@ from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
 from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Readiness, Waited, await_input, report_stall
-from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
-from app.spawner.workspace.hostgit import HostGit
-from app.spawner.workspace.workbranch import app_trust, configure_push, gateway_remote, switch_to
 
 RUNNER = "tmux"
 
@@ -75,69 +65,12 @@ class SpawnerContext:
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
     limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
+    # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
+    ask_token: Callable[[int], str | None] | None = None
 
     @property
     def workspace_root(self) -> Path:
         return self.config.routing.workspace.resolved_root
-
-
-def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
-    """Clone (or reuse) the work item's tree; reports `workspace.cloned` on a fresh clone
-    and `workspace.recloned` (a warning, with the reason) when the tree there was refused.
-
-    Git on the tree runs through one `HostGit` for this launch: confined in a sandbox of
-    its own unless sessions themselves run unconfined."""
-    payload = job.payload
-    git = HostGit(ctx.env, confined=ctx.config.routing.sandbox.resolved is not SandboxMode.NONE)
-    checkout = prepare_checkout(
-        ctx.workspace_root,
-        job.work_item_id,
-        payload.clone_url,
-        token=job.github_token,
-        askpass=write_askpass(ctx.state_dir),
-        env=ctx.env,
-        git=git,
-    )
-    if checkout.refused:
-        ctx.events.emit(
-            "workspace.recloned",
-            job.work_item_id,
-            level="warning",
-            checkout=str(checkout.path),
-            reason=checkout.refused,
-        )
-    elif not checkout.reused:
-        ctx.events.emit("workspace.cloned", job.work_item_id, checkout=str(checkout.path))
-    _on_work_branch(ctx, job, checkout, git)
-    return checkout
-
-
-def _on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, git: HostGit) -> None:
-    """`origin` at the App's git gateway with the push helper (and the App's CA, when the
-    spawner trusts a private one) in the checkout's config, and the checkout on the job's
-    branch. A reused checkout that cannot switch (local changes in the way) is left where
-    it is."""
-    app_url = session_app_url(ctx)  # as the session sees it
-    trust = app_trust(app_url, trusted_by_variable(ctx.env))
-    configure_push(checkout.path, git, gateway_remote(app_url, job.payload.repo), trust=trust)
-    branch = job.payload.branch
-    if not branch:
-        return
-    try:
-        how = switch_to(checkout.path, branch, git)
-    except CheckoutError as exc:
-        if not checkout.reused:
-            raise
-        ctx.events.emit(
-            "workspace.branch_failed",
-            job.work_item_id,
-            level="warning",
-            branch=branch,
-            error=str(exc),
-        )
-        return
-    if how != "current":
-        ctx.events.emit("workspace.branch", job.work_item_id, branch=branch, how=how)
 
 
 def frozen_choice(

@@ -226,17 +226,6 @@ def heartbeat(
     return result.rowcount == 1  # type: ignore[attr-defined]
 
 
-def release(engine: Engine, job_id: int, spawner_id: int) -> None:
-    """Hand a claimed job back at once (the App could not prepare it for the spawner)."""
-    with Session(engine) as session, session.begin():
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.spawner_id == spawner_id, Job.state == JobState.CLAIMED)
-            .values(state=JobState.QUEUED, lease_until=None, attempts=Job.attempts - 1)
-        )
-        wake_on_commit(session, None)
-
-
 def claimed_jobs(session: Session, work_item_id: str) -> list[int]:
     """The ids of `work_item_id`'s jobs a spawner holds now."""
     query = select(Job.id).where(Job.work_item_id == work_item_id, Job.state == JobState.CLAIMED)

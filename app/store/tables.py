@@ -295,8 +295,8 @@ class Job(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # The installation token handed out with the current claim, kept only until it is
-    # revoked (the job finished, failed or was offered again).
+    # The installation token the current claim's spawner asked for to clone, kept only until
+    # it is revoked (the job finished, failed, was offered again, or a new one replaced it).
     github_token: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(

@@ -55,7 +55,9 @@ def test_a_work_item_from_execute_to_close(running_app, fake_github):
         "issue_comment",
         "created",
     )
-    assert fake.tokens[spawn["github_token"]["token"]]["repositories"] == ["Hello-World"]
+    assert "github_token" not in spawn  # asked for only by a spawner that must clone
+    clone = spawner.clone_token(spawn["id"]).json()["github_token"]["token"]
+    assert fake.tokens[clone]["repositories"] == ["Hello-World"]
     assert item_row(running_app).state == WorkItemStatus.SPAWNING
     session = {
         "session_id": "5d0c",
@@ -69,7 +71,7 @@ def test_a_work_item_from_execute_to_close(running_app, fake_github):
     }
     assert spawner.result(spawn["id"], **session).status_code == 200
     assert item_row(running_app).state == WorkItemStatus.RUNNING
-    assert fake.tokens[spawn["github_token"]["token"]]["revoked"]  # the clone is done
+    assert fake.tokens[clone]["revoked"]  # the clone is done
     own = [t for t in fake.tokens.values() if t["repositories"] is None]  # the App's calls
     assert own and all(t["permissions"] == {"issues": "write", "metadata": "read"} for t in own)
 

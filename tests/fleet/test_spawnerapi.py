@@ -11,6 +11,7 @@ import pytest
 
 from app.fleet.api import LEASE_CONFIG, POLL_CONFIG
 from app.store.tables import JobKind, JobState, WorkItemStatus
+from tests.spawnerapi_support import serve_api
 
 # Behaviour that does not depend on the backend runs on SQLite; claiming, leases, wake-ups and
 # repository scoping run on both (the store-level tests cover both for every queue operation).
@@ -120,23 +121,35 @@ def test_finishing_a_job_wakes_the_poll_waiting_for_the_next_job_of_its_item(api
     assert answered - reported < 10  # well before the poll's 20 s were up
 
 
+def clone_tokens(api) -> list[str]:
+    """The repository tokens the fake GitHub minted for clones (the App's own are for every
+    repository of the installation)."""
+    return [t for t, facts in api.fake.tokens.items() if facts["repositories"] is not None]
+
+
 @SQLITE_ONLY
-def test_a_spawn_job_carries_a_token_for_its_one_repository(api):
+def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_repository(api):
     spawner = api.spawner(api.token())
     spawner.register()
     item = api.work_item()
     job_id = api.queue(JobKind.SPAWN, "spawn:1", item, installation_id=1)
+    before = clone_tokens(api)
     job = spawner.job()
     assert job["id"] == job_id and job["kind"] == "spawn" and job["repo"] == api.repo
-    assert job["lease_seconds"] == 1
-    token = job["github_token"]["token"]
+    assert job["lease_seconds"] == 1 and "github_token" not in job
+    assert clone_tokens(api) == before  # claiming minted nothing
+    assert job["session_token"].startswith("tlss_")
+    assert api.item(item).state == WorkItemStatus.SPAWNING
+    assert api.events("job.claimed", item)[0]["spawner"] == "devbox"
+    asked = spawner.clone_token(job_id)
+    assert asked.status_code == 200, asked.text
+    token = asked.json()["github_token"]["token"]
+    assert asked.json()["github_token"]["expires_at"]
+    assert clone_tokens(api) == [*before, token]
     minted = api.fake.tokens[token]
     assert minted["installation"] == 1
     assert minted["repositories"] == ["Hello-World"]
     assert minted["permissions"] == {"contents": "read", "metadata": "read"}
-    assert job["session_token"].startswith("tlss_")
-    assert api.item(item).state == WorkItemStatus.SPAWNING
-    assert api.events("job.claimed", item)[0]["spawner"] == "devbox"
     # the token can read its repository, nothing else: not comment, not another repository
     github = httpx.Client(base_url=api.fake_url, headers={"Authorization": f"token {token}"})
     comment = github.post(f"/repos/{api.repo}/issues/1/comments", json={"body": "hi"})
@@ -148,6 +161,51 @@ def test_a_spawn_job_carries_a_token_for_its_one_repository(api):
     assert spawner.result(job_id, session_id="s-1", tmux_target="t:1").status_code == 200
     assert minted["revoked"] and api.fake.calls("DELETE", "^/installation/token$")
     assert github.get(f"/repos/{api.repo}/collaborators/x/permission").status_code == 401
+    assert spawner.clone_token(job_id).status_code == 409  # the job is over
+
+
+def test_asking_again_replaces_the_token_and_revokes_the_first(api):
+    spawner = api.spawner(api.token())
+    spawner.register()
+    item = api.work_item(number=2)
+    job_id = api.queue(JobKind.SPAWN, "spawn:again", item, installation_id=1)
+    assert spawner.job()["id"] == job_id
+    first = spawner.clone_token(job_id).json()["github_token"]["token"]
+    second = spawner.clone_token(job_id).json()["github_token"]["token"]
+    assert first != second
+    assert api.fake.tokens[first]["revoked"] and not api.fake.tokens[second]["revoked"]
+    assert api.job(job_id).github_token == second  # what the job's end revokes
+    spawner.result(job_id, session_id="s-2", tmux_target="t:2")
+    assert api.fake.tokens[second]["revoked"]
+
+
+@SQLITE_ONLY
+def test_only_the_holder_of_a_spawn_or_deliver_job_gets_a_token(api):
+    holder, other = api.spawner(api.token("holder")), api.spawner(api.token("other"))
+    holder.register()
+    other.register()
+    item = api.work_item(number=3)
+    job_id = api.queue(JobKind.SPAWN, "spawn:held", item, installation_id=1)
+    before = clone_tokens(api)
+    assert other.clone_token(job_id).status_code == 409  # queued: nobody holds it
+    assert holder.job()["id"] == job_id
+    refused = other.clone_token(job_id)
+    assert refused.status_code == 409 and refused.json()["code"] == "conflict"
+    assert "not held by this spawner" in refused.json()["error"]
+    missing = holder.clone_token(job_id + 10_000)
+    assert missing.status_code == 404 and missing.json()["code"] == "not-found"
+    with api.session() as db, db.begin():
+        from app.fleet.tokens import mint_session_token
+
+        session_token = mint_session_token(db, item, datetime.now(UTC))
+    assert api.spawner(session_token).clone_token(job_id).status_code == 403
+    assert clone_tokens(api) == before  # no refusal minted anything
+    holder.result(job_id, session_id="s-3", tmux_target="t:3")
+    stop = api.queue(JobKind.STOP, "stop:held", item, reason="test")
+    assert holder.job(wait=5)["id"] == stop
+    clones_nothing = holder.clone_token(stop)
+    assert clones_nothing.status_code == 409 and "clones nothing" in clones_nothing.json()["error"]
+    assert clone_tokens(api) == before
 
 
 @SQLITE_ONLY
@@ -156,11 +214,14 @@ def test_a_job_offered_again_revokes_the_token_of_the_lapsed_claim(api):
     dead.register()
     alive.register()
     item = api.work_item(number=4)
-    api.queue(JobKind.SPAWN, "spawn:revoke", item, installation_id=1)
-    first = dead.job()["github_token"]["token"]
-    second = alive.job(wait=5)["github_token"]["token"]
-    assert first != second
-    assert api.fake.tokens[first]["revoked"] and not api.fake.tokens[second]["revoked"]
+    job_id = api.queue(JobKind.SPAWN, "spawn:revoke", item, installation_id=1)
+    assert dead.job()["id"] == job_id
+    first = dead.clone_token(job_id).json()["github_token"]["token"]
+    assert alive.job(wait=5)["id"] == job_id  # the dead spawner's lease ran out
+    assert api.fake.tokens[first]["revoked"]
+    assert dead.clone_token(job_id).status_code == 409  # no longer its job
+    second = alive.clone_token(job_id).json()["github_token"]["token"]
+    assert first != second and not api.fake.tokens[second]["revoked"]
 
 
 @SQLITE_ONLY
@@ -269,7 +330,7 @@ def test_a_spawn_result_makes_the_item_running_and_follow_ups_go_to_its_host(api
     assert other.job() is None  # the session lives in host's tmux
     offered = host.job()
     assert offered["id"] == deliver and offered["payload"]["body"] == "hi"
-    assert offered["session_token"] and offered["github_token"]
+    assert offered["session_token"] and "github_token" not in offered
 
 
 @SQLITE_ONLY
@@ -346,7 +407,7 @@ def test_stop_result_stops_the_item_and_withdraws_its_session_tokens(api):
     spawner.result(spawn, session_id="s")
     stop = api.queue(JobKind.STOP, "stop:1", item, reason="issue closed")
     job = spawner.job()
-    assert job["id"] == stop and job["github_token"] is None and job["session_token"] is None
+    assert job["id"] == stop and "github_token" not in job and job["session_token"] is None
     assert spawner.result(stop, stopped=True).status_code == 200
     assert api.item(item).state == WorkItemStatus.STOPPED
     refused = api.spawner(session_token).comment(item, "still here?")
@@ -433,3 +494,22 @@ def test_every_spawner_api_route_answers_refusals_in_the_one_shape(api):
         assert ApiError in flask.error_handler_spec[name][None]
     unknown = api.spawner(api.token()).client.post("/jobs/999999/heartbeat")
     assert unknown.status_code == 404 and unknown.json()["code"] == "not-found"
+
+
+def test_an_app_with_no_github_identity_answers_a_token_request_with_none(
+    tmp_path_factory: pytest.TempPathFactory, app_private_key: str
+) -> None:
+    directory = tmp_path_factory.mktemp("no-identity")
+    unset = {"GITHUB_APP_ID": "", "GITHUB_PRIVATE_KEY": ""}
+    served = serve_api("sqlite", directory, app_private_key, extra_env=unset)
+    api = next(served)
+    try:
+        spawner = api.spawner(api.token())
+        spawner.register()
+        job_id = api.queue(JobKind.SPAWN, "spawn:bare", api.work_item(), installation_id=1)
+        assert spawner.job()["id"] == job_id
+        asked = spawner.clone_token(job_id)
+        assert asked.status_code == 200 and asked.json() == {"github_token": None}
+        assert api.job(job_id).github_token is None and api.fake.tokens == {}
+    finally:
+        next(served, None)  # the App's workers stopped, its server closed

@@ -30,7 +30,7 @@ from app.spawner.workspace.checkout import checkout_dir
 from app.spawner.workspace.hostgit import HOST_MEMORY, HostGit
 from app.spawner.workspace.leftovers import describe_session
 from app.store.tables import JobKind, WorkItemStatus
-from tests.jobs_support import NAME, TOKEN, WI, deliver_job, events, run_ok, spawn_job
+from tests.jobs_support import NAME, WI, deliver_job, events, run_ok, spawn_job
 from tests.spawner_support import BRANCH, StandIn, bare_repository, git, on_branch
 
 SHARED_API = {"lease_seconds": 1}  # how serve_api runs this module's App
@@ -123,7 +123,7 @@ def test_a_fifo_in_git_does_not_keep_a_stop_from_being_reported(
     checkout, reason = _started_then_planted(ctx, standin, origin, plant)
     stop = StopJob(work_item_id=WI, repo="o/r", issue_number=7, reason="asked")
 
-    result = _in_time(lambda: run_ok(ctx, ClaimedJob(3, stop, 60, TOKEN, None)))
+    result = _in_time(lambda: run_ok(ctx, ClaimedJob(3, stop, 60)))
 
     assert result == {"stopped": True, "found": True}
     (stopped,) = events(ctx, "session.stopped")

@@ -30,7 +30,7 @@ from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionState
 from app.spawner.session.watchdog import Watchdog
-from tests.jobs_support import NAME, TOKEN, WI, events, make_config, run_ok, spawn_job
+from tests.jobs_support import NAME, WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
 from tests.support import wait_for
 
@@ -124,7 +124,7 @@ def _needs_cgroup(ctx: SpawnerContext) -> None:
 def _stop(ctx: SpawnerContext, item: str) -> dict[str, Any]:
     repo, _, number = item.removeprefix("github:").rpartition("#")
     stop = StopJob(work_item_id=item, repo=repo, issue_number=int(number), reason="asked")
-    return run_ok(ctx, ClaimedJob(9, stop, 60, TOKEN, None))
+    return run_ok(ctx, ClaimedJob(9, stop, 60))
 
 
 @pytest.mark.parametrize("mode", ["bubblewrap", "none"])

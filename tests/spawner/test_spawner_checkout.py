@@ -37,15 +37,22 @@ def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
     origin = bare_repository(tmp_path)
     root = tmp_path / "work"
     askpass = write_askpass(tmp_path / "state")
+    asked: list[str] = []
+
+    def ask() -> None:
+        asked.append("token")
+
     first = prepare_checkout(
-        root, "github:o/r#7", str(origin), token=None, askpass=askpass, env=env(tmp_path)
+        root, "github:o/r#7", str(origin), ask_token=ask, askpass=askpass, env=env(tmp_path)
     )
+    assert asked == ["token"]  # a clone asks for its token
     assert first.path == root / item_slug("github:o/r#7") and not first.reused
     assert (first.path / "README.md").read_text() == "hello\n"
     (first.path / "work-in-progress.txt").write_text("kept")
     again = prepare_checkout(
-        root, "github:o/r#7", str(origin), token=None, askpass=askpass, env=env(tmp_path)
+        root, "github:o/r#7", str(origin), ask_token=ask, askpass=askpass, env=env(tmp_path)
     )
+    assert asked == ["token"]  # a reused tree needs none
     assert again.reused and (again.path / "work-in-progress.txt").read_text() == "kept"
     assert [p.name for p in root.iterdir()] == [first.path.name]  # no staging leftovers
 
@@ -57,7 +64,7 @@ def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
             root,
             "github:o/r#7",
             str(tmp_path / "missing.git"),
-            token=None,
+            ask_token=None,
             askpass=write_askpass(tmp_path),
             env=env(tmp_path),
         )
@@ -74,7 +81,7 @@ def test_a_dangerous_clone_url_is_refused(tmp_path: Path, url: str) -> None:
             tmp_path / "w",
             "github:o/r#7",
             url,
-            token=None,
+            ask_token=None,
             askpass=write_askpass(tmp_path),
             env=env(tmp_path),
         )
@@ -111,7 +118,7 @@ def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
             tmp_path / "work",
             "github:o/r#9",
             url,
-            token=TOKEN,
+            ask_token=lambda: TOKEN,
             askpass=write_askpass(tmp_path / "state"),
             env=env(tmp_path),
         )
@@ -120,7 +127,7 @@ def test_the_token_authenticates_over_http_and_is_never_in_ps_config_or_errors(
                 tmp_path / "work",
                 "github:o/r#10",
                 url,
-                token="ghs_wrong",
+                ask_token=lambda: "ghs_wrong",
                 askpass=write_askpass(tmp_path / "state"),
                 env=env(tmp_path),
             )

@@ -140,7 +140,7 @@ def test_a_follow_up_reaches_the_spawner_and_gets_a_receipt(api):
     send(api, payload)
     job = spawner.job(wait=5)
     assert job["kind"] == "deliver" and job["payload"]["body"] == "Use the existing helper instead."
-    assert job["github_token"] is not None and job["session_token"].startswith("tlss_")
+    assert "github_token" not in job and job["session_token"].startswith("tlss_")
     resp = spawner.result(job["id"], delivered=True, respawned=False, session_id="s-10")
     assert resp.json()["receipt"] is True
     receipts = [r for r in api.fake.reactions if r["target_id"] == payload["comment"]["id"]]

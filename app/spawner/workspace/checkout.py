@@ -2,7 +2,8 @@
 `clone_url` and reused on every respawn. Its directory is named by `item_slug`, so two work
 items never share a tree.
 
-The job's installation token reaches git only through the environment: `GIT_ASKPASS` names a
+A clone asks for its token (`ask_token`) only once it knows it must clone: a reused tree
+needs none. The token reaches git only through the environment: `GIT_ASKPASS` names a
 small script (no secret in it) that prints the token from `THE_LOOP_GIT_TOKEN`. The token is
 never in an argv (visible in `ps`), never in a git config, never in a log line; a URL that
 carries credentials of its own is refused. `credential.helper` is emptied for the clone so no
@@ -19,7 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,13 +101,14 @@ def prepare_checkout(
     work_item_id: str,
     clone_url: str,
     *,
-    token: str | None,
+    ask_token: Callable[[], str | None] | None,
     askpass: Path,
     env: Mapping[str, str] | None = None,
     git: HostGit | None = None,
 ) -> Checkout:
     """Clone into the work item's directory, or reuse the tree already there when `git`
-    finds nothing in it to refuse (a refused tree is removed and cloned afresh).
+    finds nothing in it to refuse (a refused tree is removed and cloned afresh). `ask_token`
+    is called only for a clone, for the token it authenticates with (None: none needed).
 
     The clone goes to a temporary sibling and is renamed into place, so a half-finished clone
     never looks like a checkout.
@@ -120,6 +122,7 @@ def prepare_checkout(
         if refused is None:
             return Checkout(target, reused=True)
     check_clone_url(clone_url)
+    token = ask_token() if ask_token is not None else None
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
     command = ["-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]

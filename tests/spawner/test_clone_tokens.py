@@ -1,0 +1,123 @@
+"""A GitHub token reaches the devbox only for a clone, end to end: the App and a real
+spawner agent (tmux, git, bubblewrap) with a stand-in harness, against the fake GitHub that
+records every installation token it mints and revokes. A first spawn clones with one token,
+revoked once the job is over; a follow-up pasted into the live session asks for none; a
+relaunch whose checkout is gone asks again and clones afresh. A spawner that does not hold
+the job is refused the token, and its job fails saying so."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import closing
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.audit import read_jsonl
+from app.spawner.appclient import AppClient
+from app.spawner.jobkinds import run_job
+from app.spawner.launch import SpawnerContext
+from app.spawner.workspace.checkout import checkout_dir
+from app.store.tables import JobKind, WorkItemStatus
+from tests.devbox_support import release, standin_yaml
+from tests.gate_support import ITEM, comment, deliver, item_row
+from tests.jobs_support import WI, spawn_job
+from tests.spawner_support import StandIn, bare_repository
+from tests.support import wait_for
+
+SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
+def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
+    return standin_yaml(standin, tmp_path / "work")
+
+
+OPERATOR_YAML = operator_yaml_of
+
+
+def clone_tokens(fake: Any) -> list[dict[str, Any]]:
+    """What the fake GitHub minted for one repository (the App's own tokens are for all)."""
+    return [facts for facts in fake.tokens.values() if facts["repositories"] is not None]
+
+
+def events(ctx: SpawnerContext, name: str) -> list[dict[str, Any]]:
+    return [e for e in read_jsonl(ctx.events.path) if e["event"] == name]
+
+
+def delivered(ctx: SpawnerContext, count: int) -> bool:
+    return len(events(ctx, "session.delivered")) >= count
+
+
+@SQLITE
+def test_only_a_clone_gets_a_github_token_and_the_job_s_end_revokes_it(
+    running_app: Any,
+    fake_github: Any,
+    standin_devbox: SpawnerContext,
+    standin: StandIn,
+    tmp_path: Path,
+) -> None:
+    fake, _ = fake_github
+    release(running_app, fake, bare_repository(tmp_path), "the-loop execute")
+    standin.wait_start(ITEM, timeout=30)
+    wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING, timeout=30)
+    (first,) = clone_tokens(fake)  # the first spawn cloned with exactly one
+    assert first["repositories"] == ["Hello-World"]
+    assert first["permissions"] == {"contents": "read", "metadata": "read"}
+    wait_for(lambda: first["revoked"], timeout=30)  # revoked with the spawn's result
+    assert len(events(standin_devbox, "workspace.cloned")) == 1
+
+    # A follow-up pasted into the live session: no token minted for it.
+    deliver(running_app, "issue_comment", comment("please also cover the empty list", cid=7), "c-7")
+    wait_for(lambda: b"please also cover the empty list" in standin.stdin(ITEM), timeout=30)
+    wait_for(lambda: any(r["target_id"] == 7 for r in fake.reactions), timeout=30)
+    assert len(clone_tokens(fake)) == 1
+    assert [e["respawned"] for e in events(standin_devbox, "session.delivered")] == [False]
+
+    # The session gone, and its checkout with it: the next follow-up relaunches it, and the
+    # clone that needs asks for a token of its own.
+    checkout = checkout_dir(tmp_path / "work", ITEM)
+    record = standin_devbox.registry.get(ITEM)
+    assert record is not None
+    standin_devbox.runner.kill(record.tmux_session, owner=ITEM)
+    wait_for(lambda: item_row(running_app).state == WorkItemStatus.EXITED, timeout=30)
+    shutil.rmtree(checkout)
+    deliver(running_app, "issue_comment", comment("start again from main", cid=8), "c-8")
+    wait_for(lambda: delivered(standin_devbox, 2), timeout=60)
+    assert events(standin_devbox, "session.delivered")[-1]["respawned"] is True
+    assert (checkout / "README.md").read_text() == "hello\n"  # cloned afresh
+    assert len(events(standin_devbox, "workspace.cloned")) == 2
+    tokens = clone_tokens(fake)
+    assert len(tokens) == 2 and tokens[1]["repositories"] == ["Hello-World"]
+    wait_for(lambda: tokens[1]["revoked"], timeout=30)  # the deliver's end revoked it
+
+
+@pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
+def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
+    api: Any, ctx: SpawnerContext, origin: Path
+) -> None:
+    holder, other = api.token("holder"), api.token("other")
+    api.spawner(holder).register()
+    api.spawner(other).register()
+    item = api.work_item(number=11)
+    job_id = api.queue(JobKind.SPAWN, "spawn:refused", item, installation_id=1)
+    assert api.spawner(holder).job()["id"] == job_id
+    before = clone_tokens(api.fake)
+    job = replace(spawn_job(origin), id=job_id)  # the job as the spawner runs it
+    with closing(AppClient(api.url, other)) as stranger:
+        ctx.ask_token = stranger.job_token
+        ok, _, error = run_job(ctx, job)
+    assert not ok and error is not None
+    assert "the App gave no token to clone" in error and "not held by this spawner" in error
+    assert clone_tokens(api.fake) == before  # nothing minted for a stranger
+    assert not checkout_dir(ctx.workspace_root, WI).exists()
+
+    with closing(AppClient(api.url, holder)) as owner:
+        ctx.ask_token = owner.job_token
+        ok, _, error = run_job(ctx, job)
+    assert ok, error
+    (minted,) = [t for t in clone_tokens(api.fake) if t not in before]
+    assert minted["repositories"] == ["Hello-World"] and not minted["revoked"]
+    assert api.spawner(holder).result(job_id, session_id="s", tmux_target="t").status_code == 200
+    assert minted["revoked"]
