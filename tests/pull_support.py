@@ -271,11 +271,20 @@ def spawner_context(
     )
 
 
+def _clone_token(spawner: SpawnerClient, job_id: int) -> str | None:
+    """The token the App mints for a clone of job `job_id`'s repository (None: no identity)."""
+    answer = spawner.clone_token(job_id)
+    assert answer.status_code == 200, answer.text
+    token = answer.json().get("github_token")
+    return token.get("token") if isinstance(token, dict) else None
+
+
 def run_next_job(bed: Bed, spawner: SpawnerClient, ctx: SpawnerContext) -> dict[str, Any]:
     """Claim the next job over HTTP, run it with the spawner's own code, report the result."""
     raw = spawner.job(wait=5)
     assert raw is not None, "no job was offered"
     job = ClaimedJob.from_json(raw)
+    ctx.ask_token = lambda job_id: _clone_token(spawner, job_id)  # as the agent's client asks
     ok, result, error = run_job(ctx, job)
     assert ok, error
     answer = spawner.result(job.id, ok=True, **result)

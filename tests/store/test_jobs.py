@@ -26,7 +26,6 @@ from app.store.jobqueue import (
     give_up_expired,
     heartbeat,
     queue_job,
-    release,
 )
 from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
@@ -176,14 +175,6 @@ def test_heartbeat_moves_the_lease_forward(queue_engine, repo):
     assert (
         claim_job(queue_engine, 2, [repo], later + LEASE + timedelta(seconds=1), LEASE).id == job_id
     )
-
-
-def test_released_jobs_are_offered_again_at_once(queue_engine, repo):
-    (job_id,) = _queue(queue_engine, repo, 1)
-    claim_job(queue_engine, 1, [repo], T0, LEASE)
-    release(queue_engine, job_id, 1)
-    again = claim_job(queue_engine, 2, [repo], T0, LEASE)
-    assert again.id == job_id and again.attempts == 1
 
 
 def test_scope_limits_what_a_spawner_sees(queue_engine, repo):
