@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from app.audit import read_jsonl
-from app.spawner.appclient import AppClient
+from app.spawner.appclient import AppClient, AppUnavailable
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
@@ -121,3 +121,36 @@ def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
     assert minted["repositories"] == ["Hello-World"] and not minted["revoked"]
     assert api.spawner(holder).result(job_id, session_id="s", tmux_target="t").status_code == 200
     assert minted["revoked"]
+
+
+def test_a_token_the_app_could_not_mint_is_asked_again_and_the_clone_goes_on(
+    ctx: SpawnerContext, origin: Path
+) -> None:
+    """The App away or GitHub not minting (a 5xx: `AppUnavailable`) is asked again; a refusal
+    (above) is not."""
+    asks: list[int] = []
+
+    def ask(job_id: int) -> str | None:
+        asks.append(job_id)
+        if len(asks) < 3:
+            raise AppUnavailable("POST /jobs/1/token: 502 could not mint an installation token")
+        return None  # the local origin needs no token
+
+    ctx.ask_token = ask
+    ok, _, error = run_job(ctx, spawn_job(origin))
+    assert ok, error
+    assert len(asks) == 3
+    assert (checkout_dir(ctx.workspace_root, WI) / "README.md").read_text() == "hello\n"
+
+
+def test_a_mint_that_keeps_failing_fails_the_job_saying_why(
+    ctx: SpawnerContext, origin: Path
+) -> None:
+    def ask(job_id: int) -> str | None:
+        raise AppUnavailable("POST /jobs/1/token: 502 could not mint an installation token")
+
+    ctx.ask_token = ask
+    ok, _, error = run_job(ctx, spawn_job(origin))
+    assert not ok and error is not None
+    assert "no token to clone" in error and "could not mint" in error
+    assert not checkout_dir(ctx.workspace_root, WI).exists()

@@ -9,10 +9,12 @@ launch: confined in a sandbox of its own unless sessions themselves run unconfin
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from app.config_sandbox import SandboxMode
-from app.spawner.appclient import AppError, ClaimedJob
+from app.retry import Backoff
+from app.spawner.appclient import AppError, AppUnavailable, ClaimedJob
 from app.spawner.confine.isolation import trusted_by_variable
 from app.spawner.network.netlaunch import session_app_url
 from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
@@ -23,16 +25,28 @@ if TYPE_CHECKING:
     from app.spawner.launch import SpawnerContext
 
 
+ASK_ATTEMPTS = 4  # asks for a clone's token while the App or GitHub is briefly away
+
+
 def ask_clone_token(ctx: SpawnerContext, job: ClaimedJob) -> str | None:
     """The token the clone for `job` authenticates with, asked of the App now (None: the
-    App has no GitHub identity, or this spawner talks to no App). A refusal fails the job:
-    without it a private repository cannot be cloned."""
+    App has no GitHub identity, or this spawner talks to no App). The App being away or
+    GitHub not minting (`AppUnavailable`) is asked again, ASK_ATTEMPTS times in all with
+    growing pauses; a refusal, or the last failure, fails the job: without a token a private
+    repository cannot be cloned."""
     if ctx.ask_token is None:
         return None
-    try:
-        return ctx.ask_token(job.id)
-    except AppError as exc:
-        raise CheckoutError(f"the App gave no token to clone {job.repo} with: {exc}") from exc
+    backoff = Backoff(first=0.5, cap=4.0)
+    for attempt in range(1, ASK_ATTEMPTS + 1):
+        try:
+            return ctx.ask_token(job.id)
+        except AppUnavailable as exc:
+            if attempt == ASK_ATTEMPTS:
+                raise CheckoutError(f"no token to clone {job.repo} with: {exc}") from exc
+            time.sleep(backoff.next())
+        except AppError as exc:
+            raise CheckoutError(f"the App gave no token to clone {job.repo} with: {exc}") from exc
+    return None  # not reached: the last attempt returns or raises
 
 
 def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
