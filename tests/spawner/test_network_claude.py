@@ -218,7 +218,9 @@ def test_a_session_reaches_the_gateways_and_the_listed_hosts_only(
 
     # Its own settings switched every hook off; the managed ones it cannot touch still gate.
     assert report["managed_written"] in ("OSError", "PermissionError")
-    assert app.hits == ["/spawner/v1/gate"]  # counted on the App, through its relay
+    # Counted on the App, through its relay (the next stop, after "Stopping here.", may
+    # already be counting too).
+    assert app.hits and set(app.hits) == {"/spawner/v1/gate"}
     assert "Stop hook feedback" in gate and "(attempt 1/3)" in gate
     assert "required artifact is missing (docs/specs/issue-1/" in gate
 
