@@ -228,9 +228,16 @@ class SessionLimiter:
     def release(self) -> None:
         """Every session's cgroup emptied and removed, and this spawner's directories too
         (the end of a spawner whose sessions end with it, as in a test)."""
-        self.clean_stale(())
         for parent in self.plan.parents.values():
-            _remove(parent)
+            _release_parent(parent)
+
+
+def _release_parent(parent: Path) -> None:
+    """A spawner's cgroup directory gone with every session's cgroup in it."""
+    children = [p for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+    for child in children:
+        _remove(child)
+    _remove(parent)
 
 
 def _count(path: Path, key: str) -> int:
@@ -301,5 +308,4 @@ def release_spawners_under(roots: Iterable[Path]) -> None:
     for directory in mine:
         for parent in directory.glob("the-loop.*"):
             if parent.name.removeprefix("the-loop.") in tags:
-                plan = LimitPlan(Mechanism.CGROUP1, SessionLimits(), {"": parent})
-                SessionLimiter(plan).release()
+                _release_parent(parent)

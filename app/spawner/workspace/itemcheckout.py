@@ -36,17 +36,17 @@ def ask_clone_token(ctx: SpawnerContext, job: ClaimedJob) -> str | None:
     repository cannot be cloned."""
     if ctx.ask_token is None:
         return None
-    backoff = Backoff(first=0.5, cap=4.0)
-    for attempt in range(1, ASK_ATTEMPTS + 1):
+    backoff, attempt = Backoff(first=0.5, cap=4.0), 1
+    while True:
         try:
             return ctx.ask_token(job.id)
         except AppUnavailable as exc:
             if attempt == ASK_ATTEMPTS:
                 raise CheckoutError(f"no token to clone {job.repo} with: {exc}") from exc
-            time.sleep(backoff.next())
         except AppError as exc:
             raise CheckoutError(f"the App gave no token to clone {job.repo} with: {exc}") from exc
-    return None  # not reached: the last attempt returns or raises
+        time.sleep(backoff.next())
+        attempt += 1
 
 
 def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
