@@ -3,7 +3,8 @@
 lets a listed host through and refuses the rest with a 403 and an event, folding a flood of
 refusals into a count; a directory deeper than a socket address allows still works; ending
 the session removes its sockets; one session holds at most its share of a route's
-connections, without touching another session's."""
+connections, without touching another session's; a far end that is down closes the
+connection and leaves a line in the spawner's log."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class _Echo(socketserver.StreamRequestHandler):
 
 @pytest.fixture
 def echo() -> Iterator[int]:
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    server = _Listener(("127.0.0.1", 0), _Echo)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
@@ -91,6 +92,14 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
         nets.stop()
 
 
+class _Listener(socketserver.ThreadingTCPServer):
+    """A far end that takes a burst of connections at once: the default listen backlog of 5
+    drops the rest of a burst's handshakes, to be retried a second or more later."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+
 class _Lines(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         while line := self.rfile.readline():
@@ -100,8 +109,7 @@ class _Lines(socketserver.StreamRequestHandler):
 def test_a_session_holds_at_most_its_share_of_a_route_and_others_keep_theirs(
     tmp_path: Path,
 ) -> None:
-    lines = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Lines)
-    lines.daemon_threads = True
+    lines = _Listener(("127.0.0.1", 0), _Lines)
     threading.Thread(target=lines.serve_forever, daemon=True).start()
     nets = SessionNetworks(tmp_path / "net", lambda event, item, **f: None)
     route = Route("lines.sock", 9999, "127.0.0.1", lines.server_address[1])
@@ -125,3 +133,20 @@ def test_a_session_holds_at_most_its_share_of_a_route_and_others_keep_theirs(
         nets.stop()
         lines.shutdown()
         lines.server_close()
+
+
+def test_a_far_end_that_is_down_closes_the_connection_and_says_so_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        down = probe.getsockname()[1]
+    nets = SessionNetworks(tmp_path / "net", lambda event, item, **f: None)
+    plan = NetPlan((Route("down.sock", 9999, "127.0.0.1", down),), 3128, frozenset(), "")
+    try:
+        directory = nets.open(ITEM, plan)
+        with caplog.at_level("WARNING", logger="app.spawner.network.netgates"):
+            assert talk_unix(directory / "down.sock", b"anyone?\n") == b""
+        assert f"{ITEM}: 127.0.0.1:{down} unreachable" in caplog.text
+    finally:
+        nets.stop()

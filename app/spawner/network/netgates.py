@@ -189,15 +189,34 @@ class SessionNetworks:
                 return
             here[0] += 1
             try:
-                far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
-                await splice(reader, writer, *far)
-            except (OSError, TimeoutError, asyncio.CancelledError):  # cancelled: the spawner ends
-                writer.close()
+                await self._relay(session, reader, writer, host, port)
             finally:
                 here[0] -= 1
                 session.open -= 1
 
         return handle
+
+    async def _relay(
+        self,
+        session: _Session,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+    ) -> None:
+        try:
+            far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as exc:  # the far end is down: the log says so
+            log.warning("%s: %s:%s unreachable: %r", session.work_item_id, host, port, exc)
+            writer.close()
+            return
+        except asyncio.CancelledError:  # the spawner ends
+            writer.close()
+            return
+        try:
+            await splice(reader, writer, *far)
+        except (OSError, asyncio.CancelledError):
+            writer.close()
 
     def _proxy(self, session: _Session) -> Any:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
