@@ -5,8 +5,8 @@ App (`create_app`, its inbox worker and spawner API, SQLite) in this process, or
 `Stack(serve=True)` as a `the-loop serve` process (gunicorn, two workers, inbox workers on,
 SQLite or `database_url`), and `the-loop spawner` as its own process on its own tmux
 socket. The harness is a tiny shell script standing in for `claude`: it records the moment
-it was exec'd, then appends what reaches its terminal to a file, so launch and delivery
-times are read from the files it writes.
+it was exec'd, then appends each message sent to it (pasted, then its Enter) to a file, so
+launch and delivery times are read from the files it writes.
 
 Issues are released the way a human releases them: the labelled webhook, then an
 `issue_comment` "the-loop execute" from an authorized user, both signed.
@@ -47,24 +47,39 @@ USER = "Codertocat"
 SECRET = "bench-webhook-secret"
 HARNESS = r"""#!/bin/sh
 # Stands in for claude: note when it was exec'd, show an input box (where the spawner pastes
-# the first message), then keep what reaches the terminal. Like claude it asks for bracketed
-# paste and shows each message sent as one transcript line (its first non-empty line) above
-# a fresh, empty input box: the spawner confirms a paste from that line.
+# the first message), then keep each message sent to it. Like claude it asks for bracketed
+# paste and holds a paste in its box (its first non-empty line shows there) until the Enter
+# after it; then the message shows as one transcript line above a fresh, empty box and is
+# appended to a file. The spawner presses Enter once the box shows the paste and confirms it
+# from that line. The terminal is read a line at a time, so a paste shows in the box once its
+# first line ends: a one-line paste only with its Enter (which then comes seconds late).
 date +%s.%N > "$BENCH_DIR/$THE_LOOP_WORK_ITEM.start"
 esc=$(printf '\033')
-box() { printf '%s\n\342\235\257 \n%s\n' "$RULE" "$RULE"; }
+box() { printf '%s\n\342\235\257 %.60s\n%s\n' "$RULE" "$1" "$RULE"; }
+redraw() { printf '\033[3A\033[J'; }  # the cursor sits under the box: back to its top rule
 stty -echo
 printf '\033[?2004hstand-in\n'
-box
+box ""
+pasting=no msg="" first=""
 while IFS= read -r line; do
   case $line in
-    "$esc[200~"*) line=${line#"$esc[200~"}; first=yes ;;
+    "$esc[200~"*) line=${line#"$esc[200~"}; pasting=yes msg="" first="" ;;
   esac
-  line=${line%"$esc[201~"}
-  printf '%s\n' "$line" >> "$BENCH_DIR/$THE_LOOP_WORK_ITEM.stdin"
-  if [ "$first" = yes ] && [ -n "$line" ]; then
-    printf '\342\235\257 %s\n' "$line"; box; first=no
+  case $line in
+    *"$esc[201~") line=${line%"$esc[201~"}; pasting=no ;;  # this line ended with the Enter
+  esac
+  msg="$msg$line
+"
+  if [ -z "$first" ] && [ -n "$line" ]; then
+    first=$line
+    if [ "$pasting" = yes ]; then redraw; box "$first"; fi
   fi
+  [ "$pasting" = yes ] && continue
+  if [ -n "$first" ]; then
+    printf '%s' "$msg" >> "$BENCH_DIR/$THE_LOOP_WORK_ITEM.stdin"
+    redraw; printf '\342\235\257 %.60s\n' "$first"; box ""
+  fi
+  msg="" first=""
 done
 """
 RULE = "\u2500" * 40
