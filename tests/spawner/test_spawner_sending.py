@@ -17,8 +17,10 @@ from tests.support import wait_for
 # in the box (its first line) until an Enter sends it into the transcript above. `drop`
 # loses the first paste; `hold:N` ignores the first N Enters after a paste; `tall` shows a
 # sent message whole in the transcript, as Claude Code does, so a long one pushes its own
-# first line off the pane. Every message it takes is appended to the file in its second
-# argument, so a test counts what was really sent.
+# first line off the pane; `queued` draws, as each paste arrives, an earlier message with the
+# same first line moving from its queue into the transcript (claude does so when it takes up
+# a message queued while it was busy). Every message it takes is appended to the file in its
+# second argument, so a test counts what was really sent.
 SLOW_TUI = r"""
 import os, sys, tty
 tty.setraw(0)
@@ -26,6 +28,7 @@ mode = sys.argv[1]
 drop = mode == "drop"
 deaf = int(mode.split(":")[1]) if mode.startswith("hold:") else 0
 tall = mode == "tall"
+queued = mode == "queued"
 sent_log = sys.argv[2]
 rule = "\u2500" * 40
 transcript, held, whole = [], "", ""
@@ -56,6 +59,8 @@ while True:
                 continue
             whole = text.strip("\n")
             held = next((ln for ln in text.splitlines() if ln.strip()), "")
+            if queued:
+                transcript.append(whole)
             draw()
         elif buf.startswith(b"\r"):
             buf = buf[1:]
@@ -153,6 +158,16 @@ def test_a_paste_never_seen_sent_is_reported_once_it_is_given_up(
     assert messages(fleet, "4") == ["first"]  # a session with a transcript is never re-pasted
     after = fleet.registry.get("github:o/r#4")
     assert after is not None and after.unsent == ""
+
+
+def test_a_like_message_leaving_the_queue_before_the_enter_does_not_pass_for_this_one(
+    fleet: Fleet,
+) -> None:
+    slow_tui(fleet, "7", "queued")
+    text = "Follow-up from @octocat on GitHub:\n\nplease also fix the docs"
+    sent = submit(fleet.runner, "7", "github:o/r#7", text)
+    assert sent.confirmed
+    assert taken(fleet, "7") == [text]  # its own Enter went: the TUI took it
 
 
 LONG = "Work on the long issue.\n" + "".join(f"line {n} of the issue body\n" for n in range(80))

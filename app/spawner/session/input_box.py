@@ -107,18 +107,18 @@ def submit(
         except TmuxError:
             outcome = PasteOutcome.NO_BOX
             break
-        # A harness whose Enter does not wait for the box counts from the screen just before
-        # its Enter: a resumed Codex draws its history after its box, and a message of that
-        # history like this one must not read as this one sent.
-        if (entered or adapter.enter_when_shown) and echoes(screen, text) > before:
+        # Only the Enter sends the paste, so only a message like it that shows after the Enter
+        # is it, counted from the screen just before the Enter: a resumed Codex draws its
+        # history after its box, and a message with the same first line taken from the
+        # harness's queue may reach the transcript while this paste waits in the box.
+        if entered and echoes(screen, text) > before:
             outcome = PasteOutcome.ECHOED
             break
         held, box = unsent(screen, text), input_line(screen)
         if not entered:
             waited = time.monotonic() - start >= SHOW_WINDOW
             if held or box is None or not adapter.enter_when_shown or waited:
-                if not adapter.enter_when_shown:
-                    before = echoes(screen, text)
+                before = echoes(screen, text)
                 runner.press(name, ["Enter"], owner=owner)
                 entered, seen_held = True, held
             if box is None:
