@@ -172,11 +172,14 @@ class UpstreamPool:
         self, origin: UpstreamOrigin, method: bytes, target: bytes, headers: Headers, body: bytes
     ) -> UpstreamAnswer:
         """Send one request (its `Host` among `headers`) and read the answer's head."""
-        try:
-            async with asyncio.timeout(self.timeouts.pool):
-                await self._slots.acquire()
-        except TimeoutError as exc:
-            raise PoolTimeout("no upstream connection came free") from exc
+        if self._slots.locked():  # only a wait for a free slot needs its timer
+            try:
+                async with asyncio.timeout(self.timeouts.pool):
+                    await self._slots.acquire()
+            except TimeoutError as exc:
+                raise PoolTimeout("no upstream connection came free") from exc
+        else:
+            await self._slots.acquire()
         try:
             connection = self._reused(origin) or await self._open(origin)
         except BaseException:
@@ -254,10 +257,14 @@ class UpstreamPool:
         raise AssertionError("unreachable")
 
     async def _write(self, connection: _Connection, data: bytes) -> None:
+        writer = connection.writer
         try:
+            writer.write(data)
+            if not writer.transport.get_write_buffer_size():
+                await writer.drain()  # the socket took it all: nothing to wait for
+                return
             async with asyncio.timeout(self.timeouts.write):
-                connection.writer.write(data)
-                await connection.writer.drain()
+                await writer.drain()
         except TimeoutError as exc:
             raise WriteTimeout("writing to the upstream") from exc
         except SOCKET_ERRORS as exc:

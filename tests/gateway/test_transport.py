@@ -17,6 +17,7 @@ import pytest
 from app.gateway.forwarding import Upstream
 from app.gateway.transport import (
     ConnectError,
+    PoolTimeout,
     RemoteProtocolError,
     Timeouts,
     UpstreamPool,
@@ -129,6 +130,21 @@ def test_an_answer_cut_short_is_an_error_and_its_connection_dropped(plain: str) 
             return pool.idle
 
     assert asyncio.run(run()) == 0
+
+
+def test_a_request_past_the_connections_in_use_waits_for_one_then_gives_up(plain: str) -> None:
+    async def run() -> tuple[int, bytes]:
+        async with UpstreamPool(max_connections=1, timeouts=Timeouts(read=10, pool=0.2)) as pool:
+            upstream = Upstream(plain)
+            held = await pool.request(
+                upstream.origin[0], b"GET", b"/held", [(b"host", upstream.origin[2])], b""
+            )
+            with pytest.raises(PoolTimeout):  # the one connection is still in use
+                await _get(pool, f"{plain}/waiting")
+            await held.aclose()
+            return await _get(pool, f"{plain}/after")
+
+    assert asyncio.run(run()) == (200, b"hello /after")
 
 
 def test_nothing_listening_is_a_connect_error() -> None:
