@@ -58,10 +58,13 @@ class Upstream:
         it): each request's target is built from them rather than parsed whole again."""
         parts = urlsplit(self.base_url)
         scheme = parts.scheme.lower()
-        if scheme not in _PORTS or not parts.hostname:
-            raise UnsupportedProtocol(f"the upstream is not an http(s) URL: {self.base_url}")
-        port = parts.port or _PORTS[scheme]
-        host = parts.hostname.encode("idna")
+        try:
+            if scheme not in _PORTS or not parts.hostname:
+                raise ValueError("not an http(s) URL")
+            port = parts.port or _PORTS[scheme]
+            host = parts.hostname.encode("idna")
+        except ValueError as exc:  # a scheme, port or host name no request can go to
+            raise UnsupportedProtocol(f"the upstream {self.base_url!r}: {exc}") from exc
         host = b"[%b]" % host if b":" in host else host
         named = host if port == _PORTS[scheme] else b"%b:%d" % (host, port)
         return UpstreamOrigin(scheme, parts.hostname, port), parts.path.encode("latin-1"), named

@@ -5,6 +5,7 @@ connection, answers cut short, and the errors the relay maps to a 502."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -12,9 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from app.gateway.forwarding import Upstream
+from app.gateway.relay import ModelGateway
 from app.gateway.transport import (
     ConnectError,
     PoolTimeout,
@@ -154,3 +157,37 @@ def test_nothing_listening_is_a_connect_error() -> None:
 
     with pytest.raises(ConnectError):
         asyncio.run(run())
+
+
+def _breaking_upstream(server: socket.socket) -> None:
+    """Answers each request with a head that announces 1000 bytes, sends 10, and hangs up."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: 1000\r\n\r\nevent: mes"
+            )
+
+
+def test_an_upstream_that_breaks_off_an_answer_closes_the_session_s_connection() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_breaking_upstream, args=(server,), daemon=True).start()
+    up = Upstream(f"http://127.0.0.1:{server.getsockname()[1]}", ((b"x-api-key", b"k"),), "env")
+    try:
+        with ModelGateway(up) as gateway:
+            token = gateway.passes.mint("github:o/r#1")
+            for _ in range(2):  # the gateway goes on serving after one
+                with pytest.raises(httpx.RemoteProtocolError):  # the answer ends short
+                    httpx.post(
+                        gateway.url + "/v1/messages",
+                        headers={"x-api-key": token},
+                        json={"model": "m", "messages": []},
+                        timeout=30,
+                    )
+    finally:
+        server.close()
