@@ -168,6 +168,7 @@ class SessionExchange:
         payload = refused.shape.error_body(refused.kind, refused.message)
         length = str(len(payload)).encode()
         headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
-        await self.send(h11.Response(status_code=refused.status, headers=headers))
-        await self.send(h11.Data(data=payload))
+        # One write for the whole answer: a client that reads once sees all of it.
+        head = self.conn.send(h11.Response(status_code=refused.status, headers=headers)) or b""
+        await self.send(h11.Data(data=payload), head)
         await self.send(h11.EndOfMessage())

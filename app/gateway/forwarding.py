@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
 
-import httpcore
-
+from app.gateway.transport import Headers, UnsupportedProtocol, UpstreamOrigin
 from app.gateway.wires import MESSAGES, wire_for
 
 PUBLIC_API = "https://api.anthropic.com"
+_PORTS = {"http": 80, "https": 443}
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones the gateway sets itself.
 _HOP = frozenset(
     {
@@ -38,7 +38,6 @@ _REQUEST_DROPPED = _HOP | {
     b"accept-encoding",
 }
 _RESPONSE_DROPPED = _HOP | {b"set-cookie"}
-Headers = list[tuple[bytes, bytes]]
 
 
 @dataclass(frozen=True)
@@ -54,19 +53,26 @@ class Upstream:
         return bool(self.credential)
 
     @cached_property
-    def origin(self) -> tuple[httpcore.URL, bytes, bytes]:
-        """`base_url` parsed once, as (its origin, its path, the `Host` header naming it):
-        each request's URL is built from them rather than parsed whole again."""
-        url = httpcore.URL(self.base_url)
-        default = {b"http": 80, b"https": 443}.get(url.scheme)
-        host = url.host if url.port in (None, default) else b"%b:%d" % (url.host, url.port)
-        return url, urlsplit(self.base_url.encode("latin-1")).path, host
+    def origin(self) -> tuple[UpstreamOrigin, bytes, bytes]:
+        """`base_url` parsed once, as (where to connect, its path, the `Host` header naming
+        it): each request's target is built from them rather than parsed whole again."""
+        parts = urlsplit(self.base_url)
+        scheme = parts.scheme.lower()
+        try:
+            if scheme not in _PORTS or not parts.hostname:
+                raise ValueError("not an http(s) URL")
+            port = parts.port or _PORTS[scheme]
+            host = parts.hostname.encode("idna")
+        except ValueError as exc:  # a scheme, port or host name no request can go to
+            raise UnsupportedProtocol(f"the upstream {self.base_url!r}: {exc}") from exc
+        host = b"[%b]" % host if b":" in host else host
+        named = host if port == _PORTS[scheme] else b"%b:%d" % (host, port)
+        return UpstreamOrigin(scheme, parts.hostname, port), parts.path.encode("latin-1"), named
 
-    def url(self, path: bytes) -> httpcore.URL:
-        """The upstream URL of `path` (origin form, query allowed) below `base_url`."""
-        origin, base, _ = self.origin
-        target = base + path.split(b"#", 1)[0]
-        return httpcore.URL(scheme=origin.scheme, host=origin.host, port=origin.port, target=target)
+    def target(self, path: bytes) -> bytes:
+        """The upstream request target of `path` (origin form, query allowed) below
+        `base_url`'s path."""
+        return self.origin[1] + path.split(b"#", 1)[0]
 
 
 def forwarded(method: bytes, target: bytes) -> bool:

@@ -1,9 +1,9 @@
 """The model gateway's server: sessions' model API requests in, the operator's upstream out.
 
 One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the wire;
-it is already here as httpx's own parser) and forwards each request through one
-`httpcore.AsyncConnectionPool` (httpx's own transport, without httpx's client layer: less
-memory and work per request; a failed connect is tried once more). A request must present a
+it is already here as httpx's own parser) and forwards each request through one pool of
+kept-alive upstream connections, h11 on the client side too (`transport.py`; a failed connect
+is tried once more). A request must present a
 live pass (`passes.py`) or it is refused 401 in the API's error shape, and only a model API's
 own requests are forwarded (403 for anything else of the account), before anything goes
 upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API —
@@ -39,7 +39,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
-import httpcore
 
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
@@ -50,7 +49,7 @@ from app.gateway.forwarding import (
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
 from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
-from app.gateway.transport import AsyncioBackend
+from app.gateway.transport import Timeouts, UpstreamAnswer, UpstreamError, UpstreamPool
 from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
 log = logging.getLogger(__name__)
@@ -67,14 +66,7 @@ HEAD_WAIT = 30.0
 DRAIN_SECONDS = 120.0
 DRAIN_BYTES = 16 * 1024 * 1024
 SPENT = "the-loop: budget spent: this work item may not use the model any more"
-TIMEOUTS = {"connect": 15.0, "read": 600.0, "write": 60.0, "pool": 60.0}
-EXTENSIONS = {"timeout": TIMEOUTS}
-UPSTREAM_FAILURES = (
-    httpcore.NetworkError,
-    httpcore.TimeoutException,
-    httpcore.ProtocolError,
-    httpcore.UnsupportedProtocol,
-)
+TIMEOUTS = Timeouts(connect=15.0, read=600.0, write=60.0, pool=60.0)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -126,7 +118,7 @@ class ModelGateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
-        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._pool: UpstreamPool | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Items whose budget the App found spent, with what their session is told; read on
         # every request (one dict lookup), written by the spawner's job threads.
@@ -173,11 +165,8 @@ class ModelGateway:
 
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        async with httpcore.AsyncConnectionPool(
-            max_connections=200,
-            max_keepalive_connections=40,
-            retries=1,
-            network_backend=AsyncioBackend(),
+        async with UpstreamPool(
+            max_connections=200, max_idle=40, timeouts=TIMEOUTS, retries=1
         ) as pool:
             self._pool = pool
             server = await asyncio.start_server(self._accept, self.host, self.port)
@@ -271,24 +260,20 @@ class ModelGateway:
         whether the answer asked for tool calls (the harness goes on working)."""
         assert self._pool is not None
         upstream = self.upstreams[wire.name]
-        headers = upstream_headers(request.headers, upstream, len(body))
         try:
-            # The pool's own entry, with the URL and headers built here: its `stream()` would
-            # parse the whole URL again and look through the headers for Host and length.
-            answer = await self._pool.handle_async_request(
-                httpcore.Request(
-                    request.method,
-                    upstream.url(wire.upstream_target(request.target)),
-                    headers=reaching_headers_dropped(headers, self.model_tools),
-                    content=body,
-                    extensions=EXTENSIONS,
-                )
+            headers = upstream_headers(request.headers, upstream, len(body))
+            answer = await self._pool.request(
+                upstream.origin[0],
+                request.method,
+                upstream.target(wire.upstream_target(request.target)),
+                reaching_headers_dropped(headers, self.model_tools),
+                body,
             )
             try:
                 return await self._relay(exchange, answer, work_item_id, wire)
             finally:
                 await answer.aclose()
-        except UPSTREAM_FAILURES as exc:
+        except UpstreamError as exc:
             log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
             if exchange.conn.our_state is not h11.SEND_RESPONSE:
                 # Part of the answer went out already: only closing the connection says so.
@@ -300,14 +285,14 @@ class ModelGateway:
             return False
 
     async def _relay(
-        self, exchange: SessionExchange, answer: Any, work_item_id: str, wire: Wire
+        self, exchange: SessionExchange, answer: UpstreamAnswer, work_item_id: str, wire: Wire
     ) -> bool:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = meter_for(kind.decode("latin-1"), wire)
         # The head waits for the first chunk: one write, one wake-up of the session.
         head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
-        chunks = answer.aiter_stream()
+        chunks = answer.chunks()
         try:
             try:
                 async for chunk in chunks:
@@ -330,7 +315,7 @@ class ModelGateway:
 async def _drain(chunks: Any, read: Callable[[bytes | None], Usage | None]) -> None:
     """Read what is left of an answer into `read`, within `DRAIN_SECONDS` and `DRAIN_BYTES`."""
     size = 0
-    with contextlib.suppress(TimeoutError, *UPSTREAM_FAILURES):
+    with contextlib.suppress(TimeoutError, UpstreamError):
         async with asyncio.timeout(DRAIN_SECONDS):
             async for chunk in chunks:
                 read(chunk)

@@ -27,6 +27,7 @@ from app.gateway.forwarding import PUBLIC_API, Upstream, presented_token, upstre
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body
 from app.gateway.passes import Passes
 from app.gateway.relay import ModelGateway
+from app.gateway.transport import UpstreamError
 from app.protocol import USAGE_FIELDS
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, ToolCall, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
@@ -220,9 +221,13 @@ def test_a_session_s_credential_headers_never_go_upstream() -> None:
         b"host",
         b"api.openai.com",
     )
-    assert bytes(Upstream("https://api.openai.com/v1").url(b"/responses?a=1#f")) == (
-        b"https://api.openai.com/v1/responses?a=1"
+    assert Upstream("https://api.openai.com/v1").target(b"/responses?a=1#f") == (
+        b"/v1/responses?a=1"
     )
+    assert Upstream("http://[::1]:8080").origin[2] == b"[::1]:8080"
+    for unusable in ("ftp://x", "http://x:port", "no url"):
+        with pytest.raises(UpstreamError):  # the request is answered 502, as any upstream failure
+            Upstream(unusable).target(b"/v1/messages")
     assert presented_token([(b"Authorization", b"Bearer abc")]) == "abc"
     assert presented_token([(b"x-api-key", b"k"), (b"authorization", b"Bearer b")]) == "k"
 

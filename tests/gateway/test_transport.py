@@ -1,10 +1,11 @@
-"""The gateway's upstream sockets (`app.gateway.transport`) under httpcore's own connection
-pool, against real servers on 127.0.0.1: plain HTTP kept alive, TLS with a certificate made
-here, a server that closes its idle connection, and the errors the relay maps to a 502."""
+"""The gateway's upstream client (`app.gateway.transport`) against real servers on 127.0.0.1:
+plain HTTP kept alive, TLS with a certificate made here, a server that closes its idle
+connection, answers cut short, and the errors the relay maps to a 502."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -12,10 +13,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpcore
+import httpx
 import pytest
 
-from app.gateway.transport import AsyncioBackend
+from app.gateway.forwarding import Upstream
+from app.gateway.relay import ModelGateway
+from app.gateway.transport import (
+    ConnectError,
+    PoolTimeout,
+    RemoteProtocolError,
+    Timeouts,
+    UpstreamPool,
+)
 from tests.support import free_port, self_signed
 
 
@@ -28,8 +37,8 @@ class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = f"hello {self.path}".encode()
         self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        if self.path == "/close":
+        self.send_header("Content-Length", str(len(body) + (self.path == "/short")))
+        if self.path in ("/close", "/short"):
             self.close_connection = True  # after the answer, without saying so
         self.end_headers()
         self.wfile.write(body)
@@ -60,20 +69,26 @@ def tls(tmp_path: Path) -> Iterator[tuple[str, ssl.SSLContext]]:
     server.server_close()
 
 
-async def _get(pool: httpcore.AsyncConnectionPool, url: str) -> tuple[int, bytes]:
-    response = await pool.request("GET", url, extensions={"timeout": {"read": 10}})
-    return response.status, response.content
+async def _get(pool: UpstreamPool, url: str) -> tuple[int, bytes]:
+    upstream = Upstream(url.rsplit("/", 1)[0])
+    target = upstream.target(b"/" + url.rsplit("/", 1)[1].encode())
+    host = [(b"host", upstream.origin[2])]
+    answer = await pool.request(upstream.origin[0], b"GET", target, host, b"")
+    try:
+        return answer.status, b"".join([chunk async for chunk in answer.chunks()])
+    finally:
+        await answer.aclose()
 
 
-def _pool(**options: Any) -> httpcore.AsyncConnectionPool:
-    return httpcore.AsyncConnectionPool(network_backend=AsyncioBackend(), retries=1, **options)
+def _pool(**options: Any) -> UpstreamPool:
+    return UpstreamPool(timeouts=Timeouts(read=10), **options)
 
 
 def test_plain_requests_share_one_kept_alive_connection(plain: str) -> None:
     async def run() -> list[tuple[int, bytes]]:
         async with _pool() as pool:
             got = [await _get(pool, f"{plain}/{n}") for n in range(3)]
-            assert len(pool.connections) == 1  # kept alive and reused
+            assert pool.opened == 1 and pool.idle == 1  # kept alive and reused
             return got
 
     got = asyncio.run(run())
@@ -92,22 +107,47 @@ def test_tls_is_negotiated_and_the_certificate_checked(tls: tuple[str, ssl.SSLCo
     assert status == 200 and body.startswith(b"hello /secure")
 
     async def untrusted() -> None:
-        async with _pool() as pool:  # the system's roots do not know this certificate
+        async with _pool() as pool:  # certifi's roots do not know this certificate
             await _get(pool, f"{url}/secure")
 
-    with pytest.raises(httpcore.ConnectError):
+    with pytest.raises(ConnectError):
         asyncio.run(untrusted())
 
 
 def test_a_connection_its_server_closed_is_not_reused(plain: str) -> None:
-    async def run() -> list[int]:
+    async def run() -> tuple[list[int], int]:
         async with _pool() as pool:
             first = await _get(pool, f"{plain}/close")
             await asyncio.sleep(0.2)  # the server's FIN arrives
             second = await _get(pool, f"{plain}/after")
-            return [first[0], second[0]]
+            return [first[0], second[0]], pool.opened
 
-    assert asyncio.run(run()) == [200, 200]
+    assert asyncio.run(run()) == ([200, 200], 2)
+
+
+def test_an_answer_cut_short_is_an_error_and_its_connection_dropped(plain: str) -> None:
+    async def run() -> int:
+        async with _pool() as pool:
+            with pytest.raises(RemoteProtocolError):
+                await _get(pool, f"{plain}/short")  # one byte fewer than it announced
+            return pool.idle
+
+    assert asyncio.run(run()) == 0
+
+
+def test_a_request_past_the_connections_in_use_waits_for_one_then_gives_up(plain: str) -> None:
+    async def run() -> tuple[int, bytes]:
+        async with UpstreamPool(max_connections=1, timeouts=Timeouts(read=10, pool=0.2)) as pool:
+            upstream = Upstream(plain)
+            held = await pool.request(
+                upstream.origin[0], b"GET", b"/held", [(b"host", upstream.origin[2])], b""
+            )
+            with pytest.raises(PoolTimeout):  # the one connection is still in use
+                await _get(pool, f"{plain}/waiting")
+            await held.aclose()
+            return await _get(pool, f"{plain}/after")
+
+    assert asyncio.run(run()) == (200, b"hello /after")
 
 
 def test_nothing_listening_is_a_connect_error() -> None:
@@ -115,5 +155,39 @@ def test_nothing_listening_is_a_connect_error() -> None:
         async with _pool() as pool:
             await _get(pool, f"http://127.0.0.1:{free_port()}/")
 
-    with pytest.raises(httpcore.ConnectError):
+    with pytest.raises(ConnectError):
         asyncio.run(run())
+
+
+def _breaking_upstream(server: socket.socket) -> None:
+    """Answers each request with a head that announces 1000 bytes, sends 10, and hangs up."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: 1000\r\n\r\nevent: mes"
+            )
+
+
+def test_an_upstream_that_breaks_off_an_answer_closes_the_session_s_connection() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_breaking_upstream, args=(server,), daemon=True).start()
+    up = Upstream(f"http://127.0.0.1:{server.getsockname()[1]}", ((b"x-api-key", b"k"),), "env")
+    try:
+        with ModelGateway(up) as gateway:
+            token = gateway.passes.mint("github:o/r#1")
+            for _ in range(2):  # the gateway goes on serving after one
+                with pytest.raises(httpx.RemoteProtocolError):  # the answer ends short
+                    httpx.post(
+                        gateway.url + "/v1/messages",
+                        headers={"x-api-key": token},
+                        json={"model": "m", "messages": []},
+                        timeout=30,
+                    )
+    finally:
+        server.close()
