@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +25,8 @@ from githubkit.webhooks import sign
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+from app.gateway.metering import Tally, Usage
 
 OPERATOR_TOKEN = "an-operator-token-for-the-status-page"  # THE_LOOP_ADMIN_TOKEN
 FIXTURES = Path(__file__).resolve().parent / "data"  # published payloads; see its READMEs
@@ -374,3 +376,17 @@ def self_signed(
         )
     )
     return cert_path, key_path
+
+
+def usage_counted(tally: Tally, requests: int) -> dict[str, Usage]:
+    """Everything a model gateway's `tally` counted, once it has counted `requests` requests: a
+    client may have its whole answer a moment before the relay has closed it and added its
+    usage. (The harness's working time is left out: the clock says it, not the answer.)"""
+    seen: dict[str, Usage] = {}
+
+    def drained() -> dict[str, Usage] | None:
+        for item, usage in tally.drain().items():
+            seen[item] = seen.get(item, Usage()) + replace(usage, active_ms=0)
+        return seen if sum(u.requests for u in seen.values()) >= requests else None
+
+    return wait_for(drained, timeout=30)

@@ -12,7 +12,6 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from app.protocol import USAGE_FIELDS
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, ToolCall, anything, contains
 from tests.fakes.messages_wire import content_blocks, message_stream
 from tests.fakes.server import LiveServer
-from tests.support import wait_for
+from tests.support import usage_counted, wait_for
 
 CANARY_KEY = "sk-ant-api03-operator-canary-key-7777777777"
 ITEM = "github:o/r#1"
@@ -235,20 +234,6 @@ def test_a_session_s_credential_headers_never_go_upstream() -> None:
 # -- the real server -----------------------------------------------------------------------
 
 
-def counted(gateway: ModelGateway, requests: int) -> dict[str, Usage]:
-    """Everything the gateway counted, once it has counted `requests` requests: a client may
-    have its whole answer a moment before the relay has closed it and added its usage. (The
-    harness's working time is left out: the clock says it, not the answer.)"""
-    seen: dict[str, Usage] = {}
-
-    def drained() -> dict[str, Usage] | None:
-        for item, usage in gateway.tally.drain().items():
-            seen[item] = seen.get(item, Usage()) + replace(usage, active_ms=0)
-        return seen if sum(u.requests for u in seen.values()) >= requests else None
-
-    return wait_for(drained, timeout=30)
-
-
 def model_script() -> list[Step]:
     return [
         Step(contains("first"), Reply("one", usage=SCRIPTED)),
@@ -292,7 +277,7 @@ def test_a_stream_arrives_as_the_model_sent_it_and_its_usage_is_counted(
         line for line in served.decode().splitlines() if line.startswith("event:")
     ]
     assert second.status_code == 200 and second.json()["content"][0]["text"] == "two"
-    assert counted(gateway, 2) == {ITEM: Usage(1234 + 10, 56 + 5, 789, 10, requests=2)}
+    assert usage_counted(gateway.tally, 2) == {ITEM: Usage(1234 + 10, 56 + 5, 789, 10, requests=2)}
     credentials = {r.credential for r in model.snapshot()}
     assert credentials == {CANARY_KEY}  # the operator's key upstream, never the pass
     assert first.query == "beta=true" and first.headers["anthropic-version"] == "2023-06-01"
@@ -410,7 +395,7 @@ def test_twenty_streams_at_once_are_each_relayed_whole_and_counted(
 
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
         assert list(pool.map(ask, tokens)) == [200] * 20
-    found = counted(gateway, 20)
+    found = usage_counted(gateway.tally, 20)
     assert set(found) == set(tokens)
     assert sum(u.requests for u in found.values()) == 20
 
@@ -482,7 +467,7 @@ def test_an_answer_is_relayed_as_it_arrives_byte_for_byte() -> None:
                 release.set()
                 received += b"".join(chunks)
             assert received == stream and held == [True]
-            assert counted(gateway, 1) == {ITEM: Usage(1234, 56, 789, 10, requests=1)}
+            assert usage_counted(gateway.tally, 1) == {ITEM: Usage(1234, 56, 789, 10, requests=1)}
 
 
 def test_bodies_held_at_once_are_bounded_and_given_back(model: FakeAnthropic) -> None:
