@@ -152,7 +152,7 @@ class GitCaps:
         holder = basic_password({"authorization": environ.get("HTTP_AUTHORIZATION", "")})
         if holder is None or not holder.startswith(SESSION_PREFIX):
             # No session token: the view refuses it before reading a byte of its body.
-            body = self.bound_body(environ)
+            body = self.bound_body(environ, guard=False)
             answer = self.app(environ, start_response)
             return ClosingIterator(answer, [body.close]) if body is not None else answer
         refused = self.slots.take(holder)
@@ -175,15 +175,16 @@ class GitCaps:
                 step()
             raise
 
-    def bound_body(self, environ: WSGIEnvironment) -> IdleInput | None:
-        """Under a WSGI server that hands over its socket: the body read on the body's clock."""
+    def bound_body(self, environ: WSGIEnvironment, guard: bool = True) -> IdleInput | None:
+        """Under a WSGI server that hands over its socket: the body read on the body's clock
+        (and, with `guard`, cut at its deadline even inside a server's looping read)."""
         sock = _socket(environ)
         if sock is None:
             return None
         idle = self.state.settings.the_loop_git_idle_seconds
         clock = BodyClock(GIT_BODY_SECONDS, idle)
         length = _length(environ)
-        body = IdleInput(environ["wsgi.input"], sock, clock, guard=True, length=length)
+        body = IdleInput(environ["wsgi.input"], sock, clock, guard=guard, length=length)
         environ["wsgi.input"] = body
         return body
 
