@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 JobKindName = Literal["spawn", "deliver", "stop", "answer"]
 
+# The code (`{"error": …, "code": NOT_HELD}`, status 409) of the App's answer to a spawner
+# acting for a job that is no longer its own: its lease lapsed (the job is offered again) or
+# another spawner holds it. The spawner drops such a job without a word more about it.
+NOT_HELD = "not-held"
+
 # Every event a spawner reports to the App (`POST /spawner/v1/events`): the spawner's
 # outbox refuses to record any other name, and the App accepts exactly these, so a name
 # cannot be emitted on one side and refused on the other.
@@ -33,6 +38,7 @@ SPAWNER_EVENTS = frozenset(
         "session.exited",
         "session.home_failed",
         "session.job_failed",
+        "session.job_lost",
         "session.network_shared",
         "session.paste_confirmed",
         "session.paste_pending",

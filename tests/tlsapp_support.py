@@ -3,14 +3,17 @@ their own CA: under this machine's host name (a name, not loopback, so a session
 network has no relay to it and goes through the spawner's allow-listing proxy) or under
 `127.0.0.1` (relayed into the session's network, TLS and all). A spawner trusts it the way
 an operator trusts a private CA: `SSL_CERT_FILE` in its environment names the CA's
-certificate, kept in a directory of its own that nothing else exposes."""
+certificate, kept in a directory of its own that nothing else exposes, or `SSL_CERT_DIR`
+names a directory holding it alone under its subject hash (`hashed_ca_dir`)."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import shutil
 import socket
 import ssl
+import subprocess
 import sys
 import threading
 import uuid
@@ -174,15 +177,26 @@ def tls_app(
         next(apps, None)  # serve_api's own teardown: its workers stop, its servers close
 
 
+def hashed_ca_dir(ca: Path, folder: Path) -> Path:
+    """`folder`, made to hold the CA's certificate `ca` alone, linked under its subject hash
+    (`openssl rehash`) as OpenSSL looks a directory's certificates up (`SSL_CERT_DIR`)."""
+    folder.mkdir()
+    shutil.copyfile(ca, folder / "private-ca.pem")
+    subprocess.run(["openssl", "rehash", str(folder)], check=True, capture_output=True)
+    assert any(p.name.endswith(".0") and p.is_symlink() for p in folder.iterdir()), folder
+    return folder
+
+
 def trusting_env(home: Path, ca: Path, **extra: str) -> dict[str, str]:
-    """A spawner's environment that trusts the private CA `ca` through `SSL_CERT_FILE` only
-    (no variable of git's own), with this tree's code for its sessions' `the-loop`."""
+    """A spawner's environment that trusts the private CA `ca` through `SSL_CERT_FILE` only,
+    or `SSL_CERT_DIR` only when `ca` is a hashed directory (no variable of git's own), with
+    this tree's code for its sessions' `the-loop`."""
     return {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "PYTHONPATH": str(ROOT),
-        "SSL_CERT_FILE": str(ca),
+        ("SSL_CERT_DIR" if ca.is_dir() else "SSL_CERT_FILE"): str(ca),
         "GIT_CONFIG_NOSYSTEM": "1",
         **extra,
     }
@@ -190,13 +204,14 @@ def trusting_env(home: Path, ca: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def tls_spawner(
-    tmp_path: Path, app: TlsApp, standin: StandIn, **env: str
+    tmp_path: Path, app: TlsApp, standin: StandIn, ca: Path | None = None, **env: str
 ) -> Iterator[SpawnerContext]:
-    """A spawner for `app` whose environment trusts its CA, its sessions running `standin`
-    in bubblewrap, each in a closed network of its own; its tmux and networks end after."""
+    """A spawner for `app` whose environment trusts its CA (`ca`: the CA's certificate, by
+    default, or a hashed directory holding it), its sessions running `standin` in
+    bubblewrap, each in a closed network of its own; its tmux and networks end after."""
     home = tmp_path / "devbox-home"
     home.mkdir()
-    trusted = trusting_env(home, app.ca, **env)
+    trusted = trusting_env(home, ca or app.ca, **env)
     runner = TmuxRunner(f"the-loop-tls-{uuid.uuid4().hex[:8]}", env=trusted)
     ctx = standin_context(
         tmp_path, standin, runner, home, app_url=app.url, env=trusted, ready_timeout=60

@@ -40,6 +40,7 @@ from app.fleet.tokens import (
     scope_of,
 )
 from app.github.client import GitHubNotConfigured
+from app.protocol import NOT_HELD
 from app.store import jobqueue as jobs
 from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
@@ -84,7 +85,7 @@ def _held_job(session: Session, job_id: int, spawner: Spawner) -> Job:
     if job is None:
         raise ApiError(404, f"no job {job_id}")
     if job.spawner_id != spawner.id:
-        raise ApiError(409, f"job {job_id} is not held by this spawner")
+        raise ApiError(409, f"job {job_id} is not held by this spawner", NOT_HELD)
     return job
 
 
@@ -227,21 +228,25 @@ def heartbeat(job_id: int) -> Response:
         spawner = _spawner(session)
         _held_job(session, job_id, spawner)
         if not jobs.heartbeat(session, job_id, spawner.id, state.services.clock(), lease):
-            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner")
+            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner", NOT_HELD)
     return jsonify(ok=True, lease_seconds=int(lease.total_seconds()))
 
 
 @bp.post("/jobs/<int:job_id>/token")
 def job_token(job_id: int) -> Response:
     """A fresh installation token that can read the job's one repository, for a spawner that
-    holds the job and must clone for it (null without a GitHub identity). Asking again
-    replaces (and revokes) the one handed out before; the job's end revokes it."""
+    holds the job under a live lease and must clone for it (null without a GitHub identity).
+    Asking again replaces (and revokes) the one handed out before; the job's end revokes it.
+    A lapsed lease gets none: the job is offered again, maybe to another spawner already."""
     state = loop_state()
     with Session(state.engine, expire_on_commit=False) as session:
         spawner = _spawner(session)
         job = _held_job(session, job_id, spawner)
         if job.state != JobState.CLAIMED:
-            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner")
+            raise ApiError(409, f"job {job_id} is no longer claimed by this spawner", NOT_HELD)
+        if jobs.lease_lapsed(job, state.services.clock()):
+            lapsed = f"job {job_id}'s lease lapsed: it is offered to spawners again"
+            raise ApiError(409, lapsed, NOT_HELD)
         if job.kind not in (JobKind.SPAWN, JobKind.DELIVER):
             raise ApiError(409, f"a {job.kind} job clones nothing")
     try:
@@ -249,7 +254,7 @@ def job_token(job_id: int) -> Response:
     except MintFailed as exc:
         raise ApiError(502, str(exc)) from exc
     except JobNotHeld as exc:
-        raise ApiError(409, str(exc)) from exc
+        raise ApiError(409, str(exc), NOT_HELD) from exc
     return jsonify(github_token=token)
 
 
@@ -273,7 +278,9 @@ def job_result(job_id: int) -> Response:
         if outcome == jobs.Finish.UNKNOWN or job is None:
             raise ApiError(404, f"no job {job_id}")
         if outcome == jobs.Finish.NOT_HELD:
-            raise ApiError(409, f"job {job_id} is not held by this spawner (lease expired?)")
+            raise ApiError(
+                409, f"job {job_id} is not held by this spawner (lease expired?)", NOT_HELD
+            )
         spent = None
         if outcome == jobs.Finish.FINISHED:
             apply_result(state.services, session, job, spawner, report)

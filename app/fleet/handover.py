@@ -28,6 +28,7 @@ from app.fleet.tokens import keep_job_token, mint_session_token, renew_session_t
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store import is_postgres
+from app.store.jobqueue import lease_lapsed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.capacity import renumber
 from app.workitems.states import Happened, transition
@@ -105,8 +106,8 @@ def mint_clone_token(
     record it on the job's row, so the job's end revokes it. A token asked for before is
     replaced and revoked: a job has at most one live token. None without a GitHub identity.
 
-    Raises MintFailed when GitHub refuses, JobNotHeld when the job was given up or claimed by
-    another spawner meanwhile (the token just minted is revoked at once)."""
+    Raises MintFailed when GitHub refuses, JobNotHeld when the job was given up, its lease
+    lapsed or another spawner claimed it meanwhile (the token just minted is revoked at once)."""
     try:
         minted = repository_token(services, engine, job)
     except (GitHubException, GitHubNotConfigured) as exc:
@@ -116,7 +117,12 @@ def mint_clone_token(
         return None
     with Session(engine) as session, session.begin():
         row = session.get(Job, job.id, with_for_update=is_postgres(engine))
-        held = row is not None and row.spawner_id == spawner_id and row.state == JobState.CLAIMED
+        held = (
+            row is not None
+            and row.spawner_id == spawner_id
+            and row.state == JobState.CLAIMED
+            and not lease_lapsed(row, services.clock())
+        )
         spent: str | None = minted.token
         if row is not None and held:
             spent = take_token(row)

@@ -15,6 +15,13 @@ reads the client's socket, so while the body is read that socket waits at most a
 the clock allows, and a read that waits in vain ends the request with 408, freeing the
 thread.
 
+A git answer given before its body was read to the end (a refusal, a cut, a bad token) shuts
+the reading side of the client's socket once it is sent. A WSGI server would otherwise read
+the rest itself to keep the connection: gunicorn's threaded worker ignores the answer's
+`Connection: close`, drains the body on the request's thread for seconds, then closes the
+connection on its one main thread, the thread that accepts every connection, lingering
+there while the client still sends. With the reading side shut both reads end at once.
+
 The caps are per process: with N worker processes a session may hold N times `each` requests,
 and the App N times `total`.
 """
@@ -61,14 +68,24 @@ class IdleInput:
     A server's read may loop until it has all the bytes it was asked for, and a client that
     sends one byte just inside each idle gap would keep it looping past the whole body's
     deadline; with `guard`, a timer ends the socket's reading side at that deadline, so such
-    a read ends and is cut too. `close` stops the timer and gives the socket back as it was."""
+    a read ends and is cut too. `close` stops the timer, gives the socket back as it was and,
+    when the body was not read to its end (`length`: its Content-Length, None when chunked),
+    shuts the socket's reading side: nobody reads the rest of it after the answer."""
 
     def __init__(
-        self, stream: Any, sock: socket.socket, clock: BodyClock, guard: bool = False
+        self,
+        stream: Any,
+        sock: socket.socket,
+        clock: BodyClock,
+        guard: bool = False,
+        length: int | None = None,
     ) -> None:
         self.stream = stream
         self.sock = sock
         self.clock = clock
+        self.length = length
+        self.taken = 0
+        self.ended = False
         self.prior = sock.gettimeout()
         self.timer: threading.Timer | None = None
         if guard:
@@ -92,6 +109,8 @@ class IdleInput:
             raise
         finally:
             self.restore()
+        self.taken += len(data)
+        self.ended = self.ended or not data
         if self.clock.left() <= 0:
             raise self.clock.cut()
         return data
@@ -107,10 +126,16 @@ class IdleInput:
         with contextlib.suppress(OSError):  # the client is gone
             self.sock.settimeout(self.prior)
 
+    def unread(self) -> bool:
+        """Whether some of the body may still be on its way: not read to its end."""
+        return not self.ended and (self.length is None or self.taken < self.length)
+
     def close(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
         self.restore()
+        if self.unread():
+            self._stop_reading()
 
 
 class GitCaps:
@@ -127,7 +152,9 @@ class GitCaps:
         holder = basic_password({"authorization": environ.get("HTTP_AUTHORIZATION", "")})
         if holder is None or not holder.startswith(SESSION_PREFIX):
             # No session token: the view refuses it before reading a byte of its body.
-            return self.app(environ, start_response)
+            body = self.bound_body(environ, guard=False)
+            answer = self.app(environ, start_response)
+            return ClosingIterator(answer, [body.close]) if body is not None else answer
         refused = self.slots.take(holder)
         if refused is not None:
             return self.refuse(environ, start_response, refused)
@@ -148,14 +175,16 @@ class GitCaps:
                 step()
             raise
 
-    def bound_body(self, environ: WSGIEnvironment) -> IdleInput | None:
-        """Under a WSGI server that hands over its socket: the body read on the body's clock."""
+    def bound_body(self, environ: WSGIEnvironment, guard: bool = True) -> IdleInput | None:
+        """Under a WSGI server that hands over its socket: the body read on the body's clock
+        (and, with `guard`, cut at its deadline even inside a server's looping read)."""
         sock = _socket(environ)
         if sock is None:
             return None
         idle = self.state.settings.the_loop_git_idle_seconds
         clock = BodyClock(GIT_BODY_SECONDS, idle)
-        body = IdleInput(environ["wsgi.input"], sock, clock, guard=True)
+        length = _length(environ)
+        body = IdleInput(environ["wsgi.input"], sock, clock, guard=guard, length=length)
         environ["wsgi.input"] = body
         return body
 
@@ -169,7 +198,7 @@ class GitCaps:
             "remote": environ.get("REMOTE_ADDR"),
             "cap": cap,
         }
-        _drop_body(environ)
+        _drop_body(environ)  # and the reading side shut: gunicorn reads no more of it either
         rows = self.state.sampled.note(refusal.reason, "request.rejected", fields)
         if rows:
             self.state.sampled.write(rows)
@@ -189,15 +218,27 @@ def _socket(environ: WSGIEnvironment) -> socket.socket | None:
     return next((sock for sock in found if isinstance(sock, socket.socket)), None)
 
 
+def _length(environ: WSGIEnvironment) -> int | None:
+    """The body's length as the request declares it: None when chunked (known at its end)."""
+    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return None
+    try:
+        return max(int(environ.get("CONTENT_LENGTH") or 0), 0)
+    except ValueError:
+        return None
+
+
 def _drop_body(environ: WSGIEnvironment) -> None:
     """A refused request's body: what has come already is read, without waiting for more.
-    A body still trickling in leaves the server's stream cut mid-way, and the server closes
-    the connection rather than wait on this thread for the rest of it."""
+    A body still trickling in has the socket's reading side shut, so the server reads no
+    more of it either (on this thread or on its main one) and closes the connection."""
     sock = _socket(environ)
     if sock is None:
         return
-    quick = IdleInput(environ["wsgi.input"], sock, BodyClock(GLANCE_SECONDS, GLANCE_SECONDS))
+    clock = BodyClock(GLANCE_SECONDS, GLANCE_SECONDS)
+    quick = IdleInput(environ["wsgi.input"], sock, clock, length=_length(environ))
     size = 0
     with contextlib.suppress(BodyCut, OSError, ValueError):
         while size <= GLANCE_BYTES and (chunk := quick.read(64 * 1024)):
             size += len(chunk)
+    quick.close()

@@ -25,6 +25,7 @@ from app.spawner.appclient import (
     AppUnavailable,
     ClaimedJob,
     MalformedJob,
+    NotHeld,
     Rejected,
     Unauthorized,
 )
@@ -221,6 +222,9 @@ class Agent:
         beat.start()
         try:
             ok, result, error = run_job(self.ctx, job)
+        except NotHeld as exc:  # its lease lapsed: it is offered again, not ours to fail
+            self._lost(job, exc)
+            return
         except Exception as exc:  # a job must never take the loop down
             log.exception("job %s failed unexpectedly", job.id)
             ok, result, error = False, {}, f"{exc.__class__.__name__}: {exc}"
@@ -228,6 +232,14 @@ class Agent:
             beat_stop.set()
             self._slots.release()
         self._report(job.id, ok, result, error)
+
+    def _lost(self, job: ClaimedJob, exc: NotHeld) -> None:
+        """The App says `job` is no longer this spawner's: no result is sent for it (one
+        would fail a job that is offered again), only a warning said."""
+        log.warning("job %s is no longer this spawner's: %s", job.id, exc)
+        self.ctx.events.emit(
+            "session.job_lost", job.work_item_id, level="warning", job=job.id, reason=str(exc)
+        )
 
     def _heartbeat(self, job: ClaimedJob, done: threading.Event) -> None:
         interval = max(job.lease_seconds / 3, 1.0)

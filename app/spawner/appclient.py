@@ -2,7 +2,7 @@
 
 `AppUnavailable` (connection refused, timeouts, 5xx, 429) means "try again later";
 `Unauthorized` means the token is wrong and retrying cannot help; `Rejected` is any other
-4xx, carrying the App's own message.
+4xx, carrying the App's own message, and `NotHeld` the one that says a job is no longer ours.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app import __version__
-from app.protocol import JobPayload, PayloadError, parse_payload
+from app.protocol import NOT_HELD, JobPayload, PayloadError, parse_payload
 
 API = "/spawner/v1"
 
@@ -38,6 +38,11 @@ class Rejected(AppError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class NotHeld(Rejected):
+    """The App says the job is no longer this spawner's: its lease lapsed (the job is offered
+    again) or another spawner holds it. Nothing more is done for the job, not even a result."""
 
 
 class MalformedJob(AppError):
@@ -115,6 +120,16 @@ def _message(response: httpx.Response) -> str:
     return str(data.get("error") if isinstance(data, dict) else data)[:500]
 
 
+def _code(response: httpx.Response) -> str | None:
+    """The `code` of the App's JSON refusal, if it has one."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) else None
+
+
 class AppClient:
     """Calls the App at `url` with a bearer `token` (a spawner or a session token)."""
 
@@ -141,6 +156,8 @@ class AppClient:
             raise Unauthorized(f"{method} {path}: {_message(response)}")
         if response.status_code == 429 or response.status_code >= 500:
             raise AppUnavailable(f"{method} {path}: {response.status_code} {_message(response)}")
+        if response.status_code == 409 and _code(response) == NOT_HELD:
+            raise NotHeld(409, f"{method} {path}: {_message(response)}")
         if response.status_code >= 400:
             raise Rejected(response.status_code, f"{method} {path}: {_message(response)}")
         return response
@@ -173,7 +190,8 @@ class AppClient:
 
     def job_token(self, job_id: int) -> str | None:
         """A fresh token that can read the repository of job `job_id` (which this spawner
-        holds), for a clone; None when the App has no GitHub identity to mint one."""
+        holds), for a clone; None when the App has no GitHub identity to mint one. NotHeld
+        when the job's lease lapsed or another spawner holds it."""
         data = self._call("POST", f"/jobs/{job_id}/token").json()
         token = data.get("github_token") if isinstance(data, dict) else None
         value = token.get("token") if isinstance(token, dict) else None

@@ -37,7 +37,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from app.protocol import JobPayload, dump_payload
 from app.store import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
-from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
+from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus, aware
 
 LEASE = timedelta(seconds=120)
 MAX_ATTEMPTS = 5  # claims whose lease ran out before the job is given up as failed
@@ -224,6 +224,14 @@ def heartbeat(
         .values(lease_until=now + lease)
     )
     return result.rowcount == 1  # type: ignore[attr-defined]
+
+
+def lease_lapsed(job: Job, now: datetime) -> bool:
+    """Whether the lease on claimed `job` ran out before `now`: the job is offered again, so
+    the spawner that held it may no longer act for it (a heartbeat still revives it while no
+    other spawner took it)."""
+    until = aware(job.lease_until)
+    return job.state == JobState.CLAIMED and until is not None and until < now
 
 
 def claimed_jobs(session: Session, work_item_id: str) -> list[int]:

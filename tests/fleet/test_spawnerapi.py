@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
 from app.fleet.api import LEASE_CONFIG, POLL_CONFIG
-from app.store.tables import JobKind, JobState, WorkItemStatus
+from app.store.tables import JobKind, JobState, WorkItemStatus, aware
 from tests.spawnerapi_support import serve_api
 
 # Behaviour that does not depend on the backend runs on SQLite; claiming, leases, wake-ups and
@@ -19,6 +19,14 @@ SQLITE_ONLY = pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
 
 
 SHARED_API = {"lease_seconds": 1}  # how serve_api runs this module's App
+LONG_LEASE = 600  # for a test whose claim must not lapse by itself while it runs
+
+
+@pytest.fixture
+def long_lease(api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claims in this test hold for LONG_LEASE seconds: a clone token is only for a live
+    lease, and a busy machine may take more than the module's one second to ask for it."""
+    monkeypatch.setitem(api.flask.config, LEASE_CONFIG, LONG_LEASE)
 
 
 @SQLITE_ONLY
@@ -128,7 +136,9 @@ def clone_tokens(api) -> list[str]:
 
 
 @SQLITE_ONLY
-def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_repository(api):
+def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_repository(
+    api, long_lease
+):
     spawner = api.spawner(api.token())
     spawner.register()
     item = api.work_item()
@@ -136,7 +146,7 @@ def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_re
     before = clone_tokens(api)
     job = spawner.job()
     assert job["id"] == job_id and job["kind"] == "spawn" and job["repo"] == api.repo
-    assert job["lease_seconds"] == 1 and "github_token" not in job
+    assert job["lease_seconds"] == LONG_LEASE and "github_token" not in job
     assert clone_tokens(api) == before  # claiming minted nothing
     assert job["session_token"].startswith("tlss_")
     assert api.item(item).state == WorkItemStatus.SPAWNING
@@ -164,7 +174,7 @@ def test_a_spawn_job_carries_no_token_and_its_holder_asks_for_one_for_its_one_re
     assert spawner.clone_token(job_id).status_code == 409  # the job is over
 
 
-def test_asking_again_replaces_the_token_and_revokes_the_first(api):
+def test_asking_again_replaces_the_token_and_revokes_the_first(api, long_lease):
     spawner = api.spawner(api.token())
     spawner.register()
     item = api.work_item(number=2)
@@ -180,7 +190,7 @@ def test_asking_again_replaces_the_token_and_revokes_the_first(api):
 
 
 @SQLITE_ONLY
-def test_only_the_holder_of_a_spawn_or_deliver_job_gets_a_token(api):
+def test_only_the_holder_of_a_spawn_or_deliver_job_gets_a_token(api, long_lease):
     holder, other = api.spawner(api.token("holder")), api.spawner(api.token("other"))
     holder.register()
     other.register()
@@ -190,7 +200,7 @@ def test_only_the_holder_of_a_spawn_or_deliver_job_gets_a_token(api):
     assert other.clone_token(job_id).status_code == 409  # queued: nobody holds it
     assert holder.job()["id"] == job_id
     refused = other.clone_token(job_id)
-    assert refused.status_code == 409 and refused.json()["code"] == "conflict"
+    assert refused.status_code == 409 and refused.json()["code"] == "not-held"
     assert "not held by this spawner" in refused.json()["error"]
     missing = holder.clone_token(job_id + 10_000)
     assert missing.status_code == 404 and missing.json()["code"] == "not-found"
@@ -209,7 +219,7 @@ def test_only_the_holder_of_a_spawn_or_deliver_job_gets_a_token(api):
 
 
 @SQLITE_ONLY
-def test_a_job_offered_again_revokes_the_token_of_the_lapsed_claim(api):
+def test_a_job_offered_again_revokes_the_token_of_the_lapsed_claim(api, long_lease, monkeypatch):
     dead, alive = api.spawner(api.token("dead")), api.spawner(api.token("alive"))
     dead.register()
     alive.register()
@@ -217,7 +227,9 @@ def test_a_job_offered_again_revokes_the_token_of_the_lapsed_claim(api):
     job_id = api.queue(JobKind.SPAWN, "spawn:revoke", item, installation_id=1)
     assert dead.job()["id"] == job_id
     first = dead.clone_token(job_id).json()["github_token"]["token"]
-    assert alive.job(wait=5)["id"] == job_id  # the dead spawner's lease ran out
+    lapsed = aware(api.job(job_id).lease_until) + timedelta(seconds=1)
+    monkeypatch.setattr(api.state.services, "clock", lambda: lapsed)  # the App's own clock
+    assert alive.job()["id"] == job_id  # the dead spawner's lease ran out
     assert api.fake.tokens[first]["revoked"]
     assert dead.clone_token(job_id).status_code == 409  # no longer its job
     second = alive.clone_token(job_id).json()["github_token"]["token"]
@@ -507,6 +519,7 @@ def test_an_app_with_no_github_identity_answers_a_token_request_with_none(
         spawner = api.spawner(api.token())
         spawner.register()
         job_id = api.queue(JobKind.SPAWN, "spawn:bare", api.work_item(), installation_id=1)
+        api.flask.config[LEASE_CONFIG] = LONG_LEASE  # the ask below comes within the claim
         assert spawner.job()["id"] == job_id
         asked = spawner.clone_token(job_id)
         assert asked.status_code == 200 and asked.json() == {"github_token": None}

@@ -10,12 +10,6 @@ requests are raw sockets on loopback.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import select
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -24,87 +18,19 @@ import pytest
 from app.ingress.sampling import PER_MINUTE
 from tests.pull_support import REPO
 from tests.support import wait_for
+from tests.trickle_support import Tricklers, status_of
 
 IDLE_SECONDS = 3
 # More than the App's request threads: 32 under `the-loop serve`, GUNICORN_THREADS under
-# plain gunicorn, whose arbiter lingers on each connection it closes while its client
-# still sends (so fewer there).
-TRICKLERS = {"asgi": 40, "gunicorn": 20}
-
-
-def _status(answer: bytes) -> int:
-    return int(answer.split(b"\r\n", 1)[0].split()[1])
-
-
-def _answer(sock: socket.socket) -> bytes:
-    """One whole answer: its head, then its body as long as Content-Length says (a server
-    may send them in separate segments), or what came before the server closed."""
-    data = sock.recv(65536)
-    while b"\r\n\r\n" not in data and (more := sock.recv(65536)):
-        data += more
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        ),
-        0,
-    )
-    while len(body) < length and (more := sock.recv(65536)):
-        body += more
-    return head + b"\r\n\r\n" + body
-
-
-class Tricklers:
-    """Chunked `POST git-upload-pack` requests that send a byte at a time while `alive`."""
-
-    def __init__(self, port: int, token: str, count: int) -> None:
-        basic = base64.b64encode(f"x:{token}".encode()).decode()
-        head = (
-            f"POST /git/{REPO}.git/git-upload-pack HTTP/1.1\r\nHost: x\r\n"
-            f"Authorization: Basic {basic}\r\n"
-            "Content-Type: application/x-git-upload-pack-request\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n1\r\n0\r\n"
-        )
-        self.socks = [
-            socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)
-        ]
-        for sock in self.socks:
-            sock.sendall(head.encode())
-        self.answers: dict[int, bytes] = {}
-        self.alive = threading.Event()
-        self.alive.set()
-        self.thread = threading.Thread(target=self._trickle, daemon=True)
-        self.thread.start()
-
-    def _trickle(self) -> None:
-        while self.alive.is_set():
-            for sock in self.socks:
-                with contextlib.suppress(OSError):
-                    sock.sendall(b"1\r\n0\r\n")
-            time.sleep(0.5)
-
-    def collect(self) -> int:
-        """Read what answers came (without blocking); how many answered so far."""
-        waiting = [s for i, s in enumerate(self.socks) if i not in self.answers]
-        readable, _, _ = select.select(waiting, [], [], 0.2) if waiting else ([], [], [])
-        for sock in readable:
-            self.answers[self.socks.index(sock)] = _answer(sock)
-        return len(self.answers)
-
-    def close(self) -> None:
-        self.alive.clear()
-        self.thread.join(timeout=10)
-        for sock in self.socks:
-            sock.close()
+# plain gunicorn.
+TRICKLERS = 40
+HEALTHZ_SECONDS = 15.0  # generous: left to plain gunicorn, `/healthz` waited far longer
 
 
 @pytest.fixture
-def tricklers(live, request: pytest.FixtureRequest) -> Iterator[Tricklers]:
+def tricklers(live) -> Iterator[Tricklers]:
     port = int(live.bed.app.url.rsplit(":", 1)[1])
-    count = TRICKLERS[request.node.callspec.params["pull_app"]]
-    opened = Tricklers(port, live.env["THE_LOOP_SESSION_TOKEN"], count)
+    opened = Tricklers(port, live.env["THE_LOOP_SESSION_TOKEN"], TRICKLERS, REPO)
     try:
         yield opened
     finally:
@@ -119,7 +45,7 @@ def test_a_session_trickling_git_bodies_starves_nobody(live, tricklers: Trickler
     # All but the session's share are refused at once, in words git shows its user.
     assert wait_for(lambda: tricklers.collect() >= opened - 2, timeout=120)
     busy = list(tricklers.answers.values())
-    assert {_status(a) for a in busy} == {503}
+    assert {status_of(a) for a in busy} == {503}
     assert all(b"text/plain" in a and b"the-loop: too many git requests" in a for a in busy)
     # Counted, with a sampled few stored: the refusals cost no row each.
     rejected = [r for r in bed.events("request.rejected") if r["reason"] == "git-busy"]
@@ -133,8 +59,8 @@ def test_a_session_trickling_git_bodies_starves_nobody(live, tricklers: Trickler
     # Once they go quiet they are cut, and the session's git works again.
     tricklers.alive.clear()
     assert wait_for(lambda: tricklers.collect() == opened, timeout=120)
-    cut = [a for a in tricklers.answers.values() if _status(a) != 503]
-    assert [_status(a) for a in cut] == [408, 408]
+    cut = [a for a in tricklers.answers.values() if status_of(a) != 503]
+    assert [status_of(a) for a in cut] == [408, 408]
     assert all(b"no byte of the body came" in a for a in cut)
     fetched = httpx.get(
         f"{bed.app.url}/git/{REPO}.git/info/refs",
@@ -143,3 +69,22 @@ def test_a_session_trickling_git_bodies_starves_nobody(live, tricklers: Trickler
         timeout=30,
     )
     assert fetched.status_code == 200 and b"refs/heads/main" in fetched.content
+
+
+@pytest.mark.app_env(THE_LOOP_GIT_IDLE_SECONDS=str(IDLE_SECONDS))
+@pytest.mark.parametrize("pull_app", ["gunicorn"], indirect=True)
+def test_under_plain_gunicorn_refused_trickling_git_requests_leave_healthz_answering(
+    live, tricklers: Tricklers
+):
+    """Far more refusals than threads, whose clients all go on sending. Left to itself,
+    gunicorn would read each refused body on a thread for seconds, then linger on it for
+    seconds more on its one main thread, the thread that accepts every connection: the
+    refusals' connections are closed at once instead, and `/healthz` answers each time."""
+    url = live.bed.app.url
+    for _ in range(4):
+        assert httpx.get(f"{url}/healthz", timeout=HEALTHZ_SECONDS).status_code == 200
+        tricklers.collect()
+    assert wait_for(lambda: tricklers.collect() >= TRICKLERS - 2, timeout=120)
+    assert {status_of(a) for a in tricklers.answers.values()} == {503}
+    assert httpx.get(f"{url}/healthz", timeout=HEALTHZ_SECONDS).status_code == 200
+    assert live.spawner.poll().status_code in (200, 204)

@@ -3,24 +3,28 @@ spawner agent (tmux, git, bubblewrap) with a stand-in harness, against the fake 
 records every installation token it mints and revokes. A first spawn clones with one token,
 revoked once the job is over; a follow-up pasted into the live session asks for none; a
 relaunch whose checkout is gone asks again and clones afresh. A spawner that does not hold
-the job is refused the token, and its job fails saying so."""
+the job, or whose lease on it lapsed, is refused the token and leaves the job alone: no
+clone, no result that would fail a job offered again."""
 
 from __future__ import annotations
 
 import shutil
 from contextlib import closing
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.audit import read_jsonl
-from app.spawner.appclient import AppClient, AppUnavailable
+from app.protocol import NOT_HELD
+from app.spawner.agent import Agent, AgentOptions
+from app.spawner.appclient import AppClient, AppUnavailable, NotHeld
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
-from app.store.tables import JobKind, WorkItemStatus
+from app.store.tables import JobKind, JobState, WorkItemStatus, aware
 from tests.devbox_support import release, standin_yaml
 from tests.gate_support import ITEM, comment, deliver, item_row
 from tests.jobs_support import WI, spawn_job
@@ -28,6 +32,9 @@ from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
 
 SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+# How serve_api runs this module's App: claims that do not lapse while a test runs (a clone
+# token is only for a live lease); a test that needs a lapse moves the App's clock.
+SHARED_API = {"lease_seconds": 600}
 
 
 def operator_yaml_of(standin: StandIn, tmp_path: Path) -> str:
@@ -94,7 +101,7 @@ def test_only_a_clone_gets_a_github_token_and_the_job_s_end_revokes_it(
 
 
 @pytest.mark.parametrize("shared_api", ["sqlite"], indirect=True)
-def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
+def test_a_spawner_not_holding_the_job_is_refused_its_token_and_leaves_the_job_alone(
     api: Any, ctx: SpawnerContext, origin: Path
 ) -> None:
     holder, other = api.token("holder"), api.token("other")
@@ -107,9 +114,8 @@ def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
     job = replace(spawn_job(origin), id=job_id)  # the job as the spawner runs it
     with closing(AppClient(api.url, other)) as stranger:
         ctx.ask_token = stranger.job_token
-        ok, _, error = run_job(ctx, job)
-    assert not ok and error is not None
-    assert "the App gave no token to clone" in error and "not held by this spawner" in error
+        with pytest.raises(NotHeld, match="not held by this spawner"):
+            run_job(ctx, job)
     assert clone_tokens(api.fake) == before  # nothing minted for a stranger
     assert not checkout_dir(ctx.workspace_root, WI).exists()
 
@@ -121,6 +127,47 @@ def test_a_spawner_not_holding_the_job_is_refused_its_token_and_the_job_fails(
     assert minted["repositories"] == ["Hello-World"] and not minted["revoked"]
     assert api.spawner(holder).result(job_id, session_id="s", tmux_target="t").status_code == 200
     assert minted["revoked"]
+
+
+def test_a_lapsed_lease_gets_no_token_and_its_old_holder_leaves_the_job_to_the_next(
+    api: Any, ctx: SpawnerContext, origin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is long; the App's own clock is moved past it (no sleeping). The old holder
+    is refused, clones nothing and reports no failure; the job goes to the next spawner."""
+    holder, other = api.token("holder"), api.token("other")
+    api.spawner(holder).register()
+    api.spawner(other).register()
+    item = api.work_item(number=12)
+    job_id = api.queue(JobKind.SPAWN, "spawn:lapsed", item, installation_id=1)
+    assert api.spawner(holder).job()["id"] == job_id
+    before = clone_tokens(api.fake)
+    lapsed = aware(api.job(job_id).lease_until) + timedelta(seconds=1)
+    monkeypatch.setattr(api.state.services, "clock", lambda: lapsed)
+
+    refused = api.spawner(holder).clone_token(job_id)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == NOT_HELD and "lease lapsed" in refused.json()["error"]
+
+    job = replace(spawn_job(origin), id=job_id)  # the job as the old holder runs it
+    with closing(AppClient(api.url, holder)) as client:
+        ctx.ask_token = client.job_token
+        agent = Agent(ctx, client, AgentOptions(name="holder"))
+        try:
+            agent._handle(job)
+        finally:
+            agent._pool.shutdown()
+    assert clone_tokens(api.fake) == before  # nothing minted for a lapsed lease
+    assert not checkout_dir(ctx.workspace_root, WI).exists()
+    (lost,) = events(ctx, "session.job_lost")
+    assert lost["job"] == job_id and "lease lapsed" in lost["reason"]
+    assert not events(ctx, "session.job_failed")
+    assert api.job(job_id).state == JobState.CLAIMED  # no failure reported for it
+
+    assert api.spawner(other).job()["id"] == job_id  # offered again
+    granted = api.spawner(other).clone_token(job_id)
+    assert granted.status_code == 200, granted.text
+    (minted,) = [t for t in clone_tokens(api.fake) if t not in before]
+    assert minted["repositories"] == ["Hello-World"] and not minted["revoked"]
 
 
 def test_a_token_the_app_could_not_mint_is_asked_again_and_the_clone_goes_on(

@@ -6,10 +6,11 @@ tokens the fake GitHub minted as the repository the gateway forwards to; the spa
 spawn path launching a stand-in harness in bubblewrap with `routing.sandbox.network:
 gateways`, which runs the real git in its checkout.
 
-The spawner trusts the CA through `SSL_CERT_FILE` alone, which git built on libcurl with
-GnuTLS (this machine's) does not read. The session fetches, commits and pushes its
-work branch, and the commit lands on the git server; with git's own bundle in force instead
-(`GIT_SSL_CAINFO` at the system's public CAs) the same remote is refused for its
+The spawner trusts the CA through `SSL_CERT_FILE` alone, or `SSL_CERT_DIR` alone (a
+directory holding it under its subject hash), which git built on libcurl with GnuTLS (this
+machine's) does not read. The session fetches, commits and pushes its work branch, and the
+commit lands on the git server; with git's own trust in force instead (`GIT_SSL_CAINFO` and
+`GIT_SSL_CAPATH` at the system's public CAs) the same remote is refused for its
 certificate: verification is on, and the private CA is what passes it."""
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from tests.jobs_support import run_ok, spawn_job
 from tests.pull_support import AUTHOR_ENV, accept_minted, bare_origin
 from tests.spawner_support import StandIn
 from tests.support import wait_for
-from tests.tlsapp_support import TlsApp, tls_spawner
+from tests.tlsapp_support import TlsApp, hashed_ca_dir, tls_spawner
 
 pytestmark = pytest.mark.sqlite_only
 NUMBER = 21
 BRANCH = f"the-loop/issue-{NUMBER}"
 PUBLIC_CAS = "/etc/ssl/certs/ca-certificates.crt"  # Debian's bundle: no private CA in it
+PUBLIC_CA_DIR = "/etc/ssl/certs"  # and its hashed directory
 # The harness: git in its checkout, each command's exit code and output written to its
 # records, then it exits. (No braces: StandIn formats the text with {python} and {records}.)
 HARNESS = """#!{python}
@@ -49,7 +51,9 @@ def git(*args, **env):
     return [done.returncode, done.stdout + done.stderr]
 report = dict(url=os.environ["THE_LOOP_URL"], origin=git("remote", "get-url", "origin"))
 report["trust"] = git("config", "--local", "--get-regexp", "sslca")
-report["public_only"] = git("ls-remote", "origin", GIT_SSL_CAINFO="PUBLIC_CAS")
+report["public_only"] = git(
+    "ls-remote", "origin", GIT_SSL_CAINFO="PUBLIC_CAS", GIT_SSL_CAPATH="PUBLIC_CA_DIR"
+)
 report["fetch"] = git("fetch", "origin")
 with open("work.txt", "w") as fh:
     fh.write("pushed from behind a private CA\\n")
@@ -82,8 +86,9 @@ def upstream(tmp_path: Path, tls_app: TlsApp) -> Iterator[Upstream]:
         yield Upstream(root, server, live.url)
 
 
+@pytest.mark.parametrize("given_as", ["file", "directory"])
 def test_a_session_fetches_and_pushes_through_an_app_behind_a_private_ca(
-    tmp_path: Path, tls_app: TlsApp, upstream: Upstream
+    tmp_path: Path, tls_app: TlsApp, upstream: Upstream, given_as: str
 ) -> None:
     api = tls_app.api
     item = api.work_item(number=NUMBER, status=WorkItemStatus.RUNNING)
@@ -92,10 +97,12 @@ def test_a_session_fetches_and_pushes_through_an_app_behind_a_private_ca(
         assert row is not None
         row.clone_url, row.branch = f"{upstream.url}/{api.repo}.git", BRANCH
         token = mint_session_token(db, item, datetime.now(UTC))
-    standin = StandIn(tmp_path, HARNESS.replace("PUBLIC_CAS", PUBLIC_CAS))
+    harness = HARNESS.replace("PUBLIC_CAS", PUBLIC_CAS).replace("PUBLIC_CA_DIR", PUBLIC_CA_DIR)
+    standin = StandIn(tmp_path, harness)
+    ca = tls_app.ca if given_as == "file" else hashed_ca_dir(tls_app.ca, tmp_path / "ca-dir")
     job = spawn_job(upstream.root / f"{api.repo}.git", item=item, prompt="Push your work.")
     job = replace(job, payload=job.payload.model_copy(update={"branch": BRANCH}))
-    with tls_spawner(tmp_path, tls_app, standin, **AUTHOR_ENV) as ctx:
+    with tls_spawner(tmp_path, tls_app, standin, ca, **AUTHOR_ENV) as ctx:
         run_ok(ctx, replace(job, session_token=token))
         report_file = standin.records / "git.json"
         wait_for(report_file.exists, timeout=180)
@@ -115,5 +122,5 @@ def test_a_session_fetches_and_pushes_through_an_app_behind_a_private_ca(
     assert head_sha(upstream.root, api.repo, BRANCH) == pushed
     assert upstream.server.pushes == 1
     # Its checkout trusts the spawner's CA for the App alone, at the path the sandbox shows.
-    ca = os.path.realpath(tls_app.ca)
-    assert report["trust"] == [0, f"http.{tls_app.url}/.sslcainfo {ca}\n"]
+    key = "sslcainfo" if given_as == "file" else "sslcapath"
+    assert report["trust"] == [0, f"http.{tls_app.url}/.{key} {os.path.realpath(ca)}\n"]

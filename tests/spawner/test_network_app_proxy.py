@@ -4,8 +4,9 @@ name (`tlsapp_support`) — a name, not loopback, so a session in a closed netwo
 relay to it and goes through the spawner's allow-listing proxy (`netplan`) — and a stand-in
 harness launched by the spawn path in bubblewrap (`routing.sandbox.network: gateways`) that
 runs `the-loop comment` from inside. The CA is trusted the way an operator trusts it:
-through `SSL_CERT_FILE` in the spawner's environment, which the sandbox shows although
-nothing else exposes its directory. The comment reaches the issue; a tunnel to another port
+through `SSL_CERT_FILE` in the spawner's environment (or `SSL_CERT_DIR`, a directory
+holding it under its subject hash), which the sandbox shows although nothing else exposes
+its directory. The comment reaches the issue; a tunnel to another port
 of the same host, which nobody listed, is refused and reported. The same App under
 `https://127.0.0.1` is relayed instead (`NO_PROXY` names the loopback, so the proxy could
 not carry it), TLS and all, and is reached just as well."""
@@ -27,7 +28,7 @@ from app.store.tables import WorkItemStatus
 from tests.jobs_support import events, run_ok, spawn_job
 from tests.spawner_support import StandIn, bare_repository
 from tests.support import wait_for
-from tests.tlsapp_support import TlsApp, comments_saying, tls_spawner
+from tests.tlsapp_support import TlsApp, comments_saying, hashed_ca_dir, tls_spawner
 
 pytestmark = pytest.mark.sqlite_only
 SAID = "Reached the App through the egress proxy."
@@ -54,14 +55,17 @@ os.replace(os.path.join({records!r}, "report.json.tmp"), os.path.join({records!r
 """
 
 
-@pytest.fixture
-def tls_devbox(tmp_path: Path, tls_app: TlsApp) -> Iterator[tuple[SpawnerContext, StandIn]]:
-    """A spawner whose environment trusts the App's CA (`SSL_CERT_FILE`), its sessions in
-    closed networks running the harness above."""
+@pytest.fixture(params=["file", "directory"])
+def tls_devbox(
+    request: pytest.FixtureRequest, tmp_path: Path, tls_app: TlsApp
+) -> Iterator[tuple[SpawnerContext, StandIn]]:
+    """A spawner whose environment trusts the App's CA (`SSL_CERT_FILE`, or `SSL_CERT_DIR`
+    at a hashed directory), its sessions in closed networks running the harness above."""
     unlisted = f"{tls_app.host}:{int(tls_app.api.fake_url.rsplit(':', 1)[1])}"
     script = HARNESS.replace("SAID", SAID).replace("UNLISTED", unlisted)
     standin = StandIn(tmp_path, script)
-    with tls_spawner(tmp_path, tls_app, standin) as ctx:
+    ca = tls_app.ca if request.param == "file" else hashed_ca_dir(tls_app.ca, tmp_path / "ca-dir")
+    with tls_spawner(tmp_path, tls_app, standin, ca) as ctx:
         yield ctx, standin
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.config_sandbox import SandboxMode
 from app.retry import Backoff
-from app.spawner.appclient import AppError, AppUnavailable, ClaimedJob
+from app.spawner.appclient import AppError, AppUnavailable, ClaimedJob, NotHeld
 from app.spawner.confine.isolation import trusted_by_variable
 from app.spawner.network.netlaunch import session_app_url
 from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
@@ -33,13 +33,16 @@ def ask_clone_token(ctx: SpawnerContext, job: ClaimedJob) -> str | None:
     App has no GitHub identity, or this spawner talks to no App). The App being away or
     GitHub not minting (`AppUnavailable`) is asked again, ASK_ATTEMPTS times in all with
     growing pauses; a refusal, or the last failure, fails the job: without a token a private
-    repository cannot be cloned."""
+    repository cannot be cloned. `NotHeld` (the job's lease lapsed, or another spawner holds
+    it) goes up as it is: the job is no longer this spawner's to clone for, nor to fail."""
     if ctx.ask_token is None:
         return None
     backoff, attempt = Backoff(first=0.5, cap=4.0), 1
     while True:
         try:
             return ctx.ask_token(job.id)
+        except NotHeld:
+            raise
         except AppUnavailable as exc:
             if attempt == ASK_ATTEMPTS:
                 raise CheckoutError(f"no token to clone {job.repo} with: {exc}") from exc

@@ -16,9 +16,10 @@ An App served over https with a certificate from a private CA is trusted by the 
 through `SSL_CERT_FILE` (or `SSL_CERT_DIR`, `CURL_CA_BUNDLE`, `REQUESTS_CA_BUNDLE`), which
 the sandbox shows and the session inherits. Git built on libcurl with GnuTLS (Debian's
 git, for one: its own trust store, no variable) reads none of those, only `GIT_SSL_CAINFO`
-or `http.sslCAInfo`; so the checkout's config names the same bundle for the App's URL
-alone (`http.<App URL>.sslCAInfo`), leaving every other host to git's own bundle.
-Verification stays on.
+or `http.sslCAInfo` (for a directory, `GIT_SSL_CAPATH` or `http.sslCAPath`); so the
+checkout's config names the same bundle (or directory) for the App's URL alone
+(`http.<App URL>.sslCAInfo`, or `.sslCAPath`), leaving every other host to git's own
+bundle. Verification stays on.
 
 The checkout is its session's writing: every git command here goes through
 `hostgit.HostGit` (refused, confined and neutralised there), never straight to git.
