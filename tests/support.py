@@ -138,6 +138,10 @@ def app_env(
         # Reading GitHub's delivery log adds requests and events to every App a test starts;
         # the tests of the log turn it on.
         "THE_LOOP_RECONCILE_SECONDS": "0",
+        # A progress comment is posted or edited this long after the change that makes it due
+        # (two seconds by default, to make a burst of changes one GitHub edit): the tests that
+        # wait for a comment to say something do not wait out the operator's window.
+        "THE_LOOP_PROGRESS_WINDOW_SECONDS": "0.2",
     }
 
 
