@@ -164,7 +164,8 @@ def build_state(
     config = load_config(settings.the_loop_config)
     workers = settings.the_loop_inbox_workers if inbox_workers is None else inbox_workers
     engine = make_engine(settings.database_url, web_threads=web_threads, inbox_workers=workers)
-    watch_changes(engine)  # the progress comment follows every flush on this engine
+    # The progress comment follows every flush on this engine.
+    watch_changes(engine, timedelta(seconds=settings.the_loop_progress_window_seconds))
     migrate(engine)
     events = EventLog(settings.events_path, engine)
     for finding in config_findings(config):

@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     the_loop_retain_spawner_event_ids_days: float = Field(default=30.0, gt=0)
     # Seconds between prunes in a process running inbox workers (0: never on its own).
     the_loop_prune_interval: float = Field(default=3600.0, ge=0)
+    # Seconds a change to a work item's progress comment waits for more before the comment
+    # is posted or edited: at most one GitHub edit per item per window.
+    the_loop_progress_window_seconds: float = Field(default=2.0, ge=0)
     # GitHub's delivery log (app/github/reconcile.py). `push`: GitHub POSTs webhooks, and the
     # log is read on start and every THE_LOOP_RECONCILE_SECONDS (0: only on
     # `the-loop inbox --reconcile`) for what the App missed. `pull`: no webhook comes in; the

@@ -23,6 +23,7 @@ from tests.support import (
     POSTGRES_URL,
     RunningApp,
     app_env,
+    migrated_postgres,
     module_setting,
     scratch_database,
     served_app,
@@ -101,10 +102,28 @@ def app_private_key() -> str:
     return generate_private_key_pem()
 
 
+@pytest.fixture(scope="session")
+def migrated_postgres_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One PostgreSQL database per test process, migrated to the newest revision, that each
+    test's PostgreSQL `database_url` is copied from."""
+    with migrated_postgres(tmp_path_factory.mktemp("template")) as name:
+        yield name
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or a new PostgreSQL database per test."""
-    with scratch_database(request.param, tmp_path) as url:
+    """A fresh database per test: an empty SQLite file (the App under test migrates it as it
+    starts, as on a first deployment), or a new PostgreSQL database copied from one already
+    migrated (the migrations run once per test process, not once per test; with the
+    `empty_database` marker, an empty one, for tests of the migrations themselves)."""
+    template = None
+    if (
+        request.param == "postgres"
+        and POSTGRES_URL
+        and request.node.get_closest_marker("empty_database") is None
+    ):
+        template = request.getfixturevalue("migrated_postgres_template")
+    with scratch_database(request.param, tmp_path, template) as url:
         yield url
 
 

@@ -81,9 +81,10 @@ def post_webhook(
 
 
 @contextmanager
-def scratch_database(kind: str, directory: Path) -> Iterator[str]:
+def scratch_database(kind: str, directory: Path, template: str | None = None) -> Iterator[str]:
     """A fresh, empty database: a SQLite file in `directory`, or a new PostgreSQL database
-    (dropped afterwards) on the server THE_LOOP_TEST_POSTGRES_URL names."""
+    (dropped afterwards) on the server THE_LOOP_TEST_POSTGRES_URL names; with `template`
+    (PostgreSQL only), a copy of that database instead of an empty one."""
     if kind == "sqlite":
         yield f"sqlite:///{directory / 'the-loop.db'}"
         return
@@ -92,14 +93,32 @@ def scratch_database(kind: str, directory: Path) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     # No pooled connection: the server may have been restarted by the time the test ends.
     admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    copied = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copied}'))
     try:
         yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@contextmanager
+def migrated_postgres(directory: Path) -> Iterator[str]:
+    """The name of a new PostgreSQL database migrated to the newest revision, with nothing
+    connected to it: a template `scratch_database` copies (dropped afterwards)."""
+    from app.store import make_engine, migrate
+
+    with scratch_database("postgres", directory) as url:
+        engine = make_engine(url)
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()  # a template copied while someone is connected is refused
+        name = make_url(url).database
+        assert name is not None
+        yield name
 
 
 def app_env(
@@ -121,6 +140,10 @@ def app_env(
         # Reading GitHub's delivery log adds requests and events to every App a test starts;
         # the tests of the log turn it on.
         "THE_LOOP_RECONCILE_SECONDS": "0",
+        # A progress comment is posted or edited this long after the change that makes it due
+        # (two seconds by default, to make a burst of changes one GitHub edit): the tests that
+        # wait for a comment to say something do not wait out the operator's window.
+        "THE_LOOP_PROGRESS_WINDOW_SECONDS": "0.2",
     }
 
 

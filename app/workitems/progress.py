@@ -40,11 +40,11 @@ from app.workitems.walk import Walk
 
 log = logging.getLogger(__name__)
 
-WINDOW = timedelta(seconds=2)  # at most one edit per item per window
+WINDOW = timedelta(seconds=2)  # at most one edit per item per window (the default)
 LEASE = timedelta(seconds=60)  # a publisher that dies mid-post leaves the item due again
 WATCHED = ("state", "phase", "gates", "artifacts", "session", "frozen", "pull_request")
 _installed = threading.Lock()
-_watched: weakref.WeakSet[Engine] = weakref.WeakSet()
+_windows: weakref.WeakKeyDictionary[Engine, timedelta] = weakref.WeakKeyDictionary()
 
 
 def _now() -> datetime:
@@ -52,7 +52,9 @@ def _now() -> datetime:
 
 
 def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
-    if getattr(session.bind, "engine", None) not in _watched:
+    engine = getattr(session.bind, "engine", None)
+    window = _windows.get(engine) if engine is not None else None
+    if window is None:
         return
     now = _now()
     for obj in list(session.dirty) + list(session.new):
@@ -65,7 +67,7 @@ def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
         obj.progress_rev = (obj.progress_rev or 0) + 1
         due = aware(obj.progress_due_at)
         # Always written, so a publisher's concurrent "clean" cannot hide this change.
-        obj.progress_due_at = min(due, now + WINDOW) if due is not None else now + WINDOW
+        obj.progress_due_at = min(due, now + window) if due is not None else now + window
 
 
 USAGE_WINDOW = timedelta(seconds=10)  # a streaming session's usage edits the comment so often
@@ -81,15 +83,20 @@ def usage_changed(item: WorkItem, now: datetime) -> None:
     item.progress_due_at = min(due, now + USAGE_WINDOW) if due is not None else now + USAGE_WINDOW
 
 
-def watch_changes(engine: Engine) -> None:
+def watch_changes(engine: Engine, window: timedelta = WINDOW) -> None:
     """Make every flush of a session on `engine` mark the progress comments it changes due
-    (idempotent). The hook sits on the `Session` class, as the tree opens its sessions as
-    `Session(engine)` with no sessionmaker to hang it on; it acts only on sessions bound to
-    an engine passed here."""
+    `window` later (idempotent; a burst of changes within it becomes one edit). The hook
+    sits on the `Session` class, as the tree opens its sessions as `Session(engine)` with no
+    sessionmaker to hang it on; it acts only on sessions bound to an engine passed here."""
     with _installed:
-        _watched.add(engine)
+        _windows[engine] = window
         if not event.contains(Session, "before_flush", _mark_changed):
             event.listen(Session, "before_flush", _mark_changed)
+
+
+def window_of(engine: Engine) -> timedelta:
+    """How long a change to a progress comment on `engine` waits for more (`watch_changes`)."""
+    return _windows.get(engine, WINDOW)
 
 
 def view_of(
@@ -215,7 +222,8 @@ class ProgressPublisher(WakeLoop):
                     progress_posted_rev=revision,
                     progress_attempts=0,
                     progress_due_at=case(
-                        (WorkItem.progress_rev > revision, now + WINDOW), else_=None
+                        (WorkItem.progress_rev > revision, now + window_of(self.engine)),
+                        else_=None,
                     ),
                 )
                 .execution_options(synchronize_session=False)

@@ -83,11 +83,14 @@ def test_importing_every_module_registers_no_listener():
 
 def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
     """A flush on the wired engine makes the item's progress comment due; the same change
-    on an engine nobody wired (another store in the same process) leaves its row alone."""
+    on an engine nobody wired (another store in the same process) leaves its row alone. It
+    is due one window later: the window the engine was wired with."""
+    from datetime import UTC, datetime, timedelta
+
     from sqlalchemy.orm import Session
 
     from app.store import make_engine, migrate
-    from app.store.tables import WorkItem, WorkItemStatus
+    from app.store.tables import WorkItem, WorkItemStatus, aware
     from app.workitems.progress import watch_changes
 
     engines = [make_engine(f"sqlite:///{tmp_path / name}.db") for name in ("wired", "other")]
@@ -105,8 +108,9 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
                     )
                 )
         watch_changes(engines[0])
-        watch_changes(engines[0])  # idempotent: one hook, one bump per flush
+        watch_changes(engines[0], timedelta(hours=1))  # idempotent: one hook, one bump per flush
         revisions = []
+        changed = datetime.now(UTC)
         for engine in engines:
             with Session(engine) as db, db.begin():
                 item = db.get(WorkItem, "github:o/r#3")
@@ -119,7 +123,7 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
                 revisions.append((item.progress_rev or 0) - before)
                 due = item.progress_due_at
             if engine is engines[0]:
-                assert due is not None
+                assert due is not None and aware(due) >= changed + timedelta(hours=1)
         assert revisions == [1, 0]
     finally:
         for engine in engines:

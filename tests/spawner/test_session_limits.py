@@ -89,9 +89,13 @@ def hostile(tmp_path: Path) -> StandIn:
 
 @pytest.fixture
 def bounded(ctx: SpawnerContext, hostile: StandIn, tmp_path: Path) -> Iterator[SpawnerContext]:
-    """The test's context with low limits, running the hostile harness."""
+    """The test's context with low limits, running the hostile harness. That harness never
+    shows an input box, so a launch does not wait for one (`ready_timeout` 0: one look, and
+    the first message stays pending, which no test here reads); every test waits instead on
+    what the harness itself records."""
     sandbox = {**hostile.sandbox, "limits": LIMITS}
-    made = dataclasses.replace(ctx, config=make_config(hostile, tmp_path, sandbox=sandbox))
+    config = make_config(hostile, tmp_path, sandbox=sandbox)
+    made = dataclasses.replace(ctx, config=config, ready_timeout=0.0)
     yield made
     if made.limiter is not None:  # whatever the session left, killed; its cgroups gone
         made.limiter.release()

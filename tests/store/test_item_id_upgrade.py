@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, select, text
@@ -18,6 +19,7 @@ from app.protocol import parse_payload
 from app.store import MIGRATIONS, make_engine, migrate
 from app.store.tables import Event, Job, SessionToken, SlackOutbox, WorkItemUsage
 
+pytestmark = pytest.mark.empty_database  # each test migrates to an older revision first
 ITEM = "github:o/r#7"
 BEFORE = "0012"
 
