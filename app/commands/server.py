@@ -86,7 +86,27 @@ def gunicorn_options(args: argparse.Namespace, port: int) -> dict[str, Any]:
         "graceful_timeout": 10,
         "accesslog": "-" if args.access_log else None,
         "loglevel": "info",
+        "post_worker_init": answer_polls_on_stop,
     }
+
+
+def answer_polls_on_stop(worker: Any) -> None:
+    """On SIGTERM, answer the spawners' job polls at once, then stop as gunicorn does.
+
+    gunicorn's graceful stop waits up to `graceful_timeout` for requests in flight, and a
+    spawner's job poll stays open up to 25 s with nothing to do: stopping the App (or
+    `the-loop up`) took the whole 10 s, and the poll was cut off unanswered at the end."""
+    from app.store.jobwake import JOB_SIGNAL
+
+    loop, stop = getattr(worker, "loop", None), getattr(worker, "handle_exit_signal", None)
+    if loop is None or stop is None:  # not the asgi worker: nothing of it to follow
+        return
+
+    def stopping() -> None:
+        JOB_SIGNAL.close()
+        stop()
+
+    loop.add_signal_handler(signal.SIGTERM, stopping)
 
 
 def run_serve(args: argparse.Namespace) -> int:

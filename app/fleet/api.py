@@ -162,7 +162,8 @@ def whoami() -> Response:
 
 @bp.get("/jobs")
 def next_job() -> Response | tuple[str, int]:
-    """Long-poll: the next job this spawner may run, or 204 after `wait` seconds. A spawn is
+    """Long-poll: the next job this spawner may run, or 204 after `wait` seconds (at once when
+    the App is stopping: gunicorn would wait for the poll before it stops). A spawn is
     offered only while the spawner holds fewer sessions than its `max_sessions`; each look
     counts again, so a session that ends while the poll waits makes room within it."""
     state = loop_state()
@@ -181,6 +182,8 @@ def next_job() -> Response | tuple[str, int]:
     deadline = time.monotonic() + wait
     lease = _lease()
     while True:
+        if jobwake.JOB_SIGNAL.closing:  # the App stops: the spawner asks the next one
+            return "", 204
         seen = jobwake.JOB_SIGNAL.generation()
         job = _claim(state, spawner, lease, limit)
         if job is not None:

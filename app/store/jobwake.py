@@ -43,6 +43,18 @@ class JobSignal:
         self._cond = threading.Condition()
         self._generation = 0
         self._recent: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=self.HISTORY)
+        self._closing = False
+
+    @property
+    def closing(self) -> bool:
+        """Whether the process stops serving: a long poll answers now, with no job."""
+        return self._closing
+
+    def close(self) -> None:
+        """The process is stopping: wake every waiter, and let none wait again."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
 
     def generation(self) -> int:
         with self._cond:
@@ -57,6 +69,8 @@ class JobSignal:
             self._cond.notify_all()
 
     def _concerns(self, seen: int, scope: frozenset[str] | None) -> bool:
+        if self._closing:
+            return True
         if self._generation == seen:
             return False
         if scope is None or ANY_REPOSITORY in scope:

@@ -1,12 +1,19 @@
-"""`the-loop serve` as processes: what its gunicorn workers set up for themselves."""
+"""`the-loop serve` as processes: what its gunicorn workers set up for themselves, and how
+they stop."""
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
 
+import httpx
 import pytest
+from sqlalchemy.orm import Session
 
+from app.fleet.tokens import create_token
+from app.store.tables import Spawner
 from tests.support import fixture_bytes, forked_workers, post_webhook, served_app, wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling")
@@ -30,3 +37,39 @@ def test_the_workers_and_every_thread_they_start_are_batch_work(settings_env):
         assert set(policies.values()) == {os.SCHED_BATCH}, policies
         # the arbiter only watches its workers and is left as it was started
         assert os.sched_getscheduler(app.pid) == os.sched_getscheduler(0)
+
+
+def test_stopping_the_app_answers_a_spawner_s_waiting_job_poll_at_once(settings_env):
+    """A spawner's job poll waits up to 30 s for work; stopping the App answers it "no job"
+    rather than holding the stop for it and then cutting it off."""
+    answers: list[httpx.Response | Exception] = []
+    with served_app(settings_env) as app:
+        assert app.pid is not None
+        with Session(app.state.engine) as session, session.begin():
+            token = create_token(session, "devbox", [])
+
+        def poll() -> None:
+            try:
+                answers.append(
+                    httpx.get(
+                        f"{app.url}/spawner/v1/jobs?wait=30",
+                        headers={"Authorization": f"Bearer {token}"},
+                        timeout=60,
+                    )
+                )
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+
+        def polling() -> bool:  # the poll has been seen, and waits
+            with Session(app.state.engine) as session:
+                return any(s.last_seen is not None for s in session.query(Spawner))
+
+        wait_for(polling, timeout=30)
+        os.killpg(app.pid, signal.SIGTERM)
+        poller.join(timeout=60)
+    (answer,) = answers
+    assert isinstance(answer, httpx.Response), answer  # not cut off unanswered
+    assert answer.status_code == 204
