@@ -19,7 +19,9 @@ import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import Job, JobKind, WorkItem, WorkItemStatus
+from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.support import RunningApp
@@ -202,3 +204,13 @@ def threaded_item(app: RunningApp, state: WorkItemStatus, **fields: Any) -> None
                 **fields,
             )
         )
+
+
+def relayed_comments(github: FakeGitHub, number: int = 1) -> list[dict[str, Any]]:
+    """What was said on issue `number` of ISSUE_REPO besides the App's progress comment, which
+    a running item gets of its own accord once the App looks at it."""
+    return [
+        c
+        for c in github.issue_comments(ISSUE_REPO, number)
+        if (found := find_marker(c["body"])) is None or found.kind != MarkerKind.PROGRESS
+    ]

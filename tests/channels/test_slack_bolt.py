@@ -27,6 +27,7 @@ from tests.slack_support import (
     deliver_jobs,
     interaction_body,
     post_slack,
+    relayed_comments,
     slack_signed,
 )
 from tests.support import RunningApp, fixture_bytes, fixture_json, wait_for
@@ -83,7 +84,7 @@ def test_unsigned_wrongly_signed_and_stale_requests_are_refused(
     bare = httpx.post(f"{running_app.url}/slack/events", content=body)
     assert [wrong.status_code, stale.status_code, bare.status_code] == [401, 401, 401]
     time.sleep(0.3)
-    assert fake_github[0].issue_comments(REPO, 1) == []
+    assert relayed_comments(fake_github[0]) == []
 
 
 def test_a_thread_reply_is_posted_attributed_and_delivered(
@@ -106,7 +107,7 @@ def test_a_thread_reply_is_posted_attributed_and_delivered(
     )
     assert post_slack(running_app.url, body, form=False).status_code == 200
     assert post_slack(running_app.url, body, form=False).status_code == 200  # Slack's retry
-    [comment] = wait_for(lambda: github.issue_comments(REPO, 1))
+    [comment] = wait_for(lambda: relayed_comments(github))
     assert comment["body"].startswith(
         "use [the spec](https://x.dev) & go\n\n_from @octocat in Slack_"
     )
@@ -116,7 +117,7 @@ def test_a_thread_reply_is_posted_attributed_and_delivered(
     assert job.payload["comment_id"] == comment["id"]
     assert job.payload["body"] == "use [the spec](https://x.dev) & go"
     time.sleep(0.3)
-    assert len(github.issue_comments(REPO, 1)) == 1 and slack.ephemerals == []
+    assert len(relayed_comments(github)) == 1 and slack.ephemerals == []
 
 
 @pytest.mark.parametrize("member,role", [("U0STRANGER", "write"), (SLACK_MEMBER, "read")])
@@ -135,7 +136,7 @@ def test_a_reply_from_an_unmapped_or_unauthorized_member_changes_nothing(
     [note] = wait_for(lambda: slack.ephemerals)
     assert note["user"] == member and note["text"].startswith("Not authorized")
     assert note["thread_ts"] == SLACK_THREAD
-    assert github.issue_comments(REPO, 1) == [] and deliver_jobs(running_app) == []
+    assert relayed_comments(github) == [] and deliver_jobs(running_app) == []
     assert [e["source"] for e in running_app.events("comment.ignored")] == ["slack"]
 
 
@@ -146,7 +147,7 @@ def test_a_reply_in_a_thread_the_app_does_not_know_is_ignored(
     body = event_body("event_callback.message.thread_reply", thread_ts="1111111111.000001")
     assert post_slack(running_app.url, body, form=False).status_code == 200
     time.sleep(0.5)
-    assert fake_github[0].issue_comments(REPO, 1) == [] and fake_slack[0].ephemerals == []
+    assert relayed_comments(fake_github[0]) == [] and fake_slack[0].ephemerals == []
 
 
 def test_ticks_and_link_clicks_are_acknowledged_and_do_nothing(running_app: RunningApp) -> None:
@@ -170,7 +171,7 @@ def test_an_execute_press_is_acknowledged_before_the_slow_work(
     assert time.monotonic() - started < 2.0
     [note] = wait_for(lambda: slack.ephemerals, timeout=10)  # U00FAKEUSER1 is not mapped
     assert note["user"] == "U00FAKEUSER1" and note["text"].startswith("Not authorized")
-    assert fake_github[0].issue_comments(REPO, 1) == []
+    assert relayed_comments(fake_github[0]) == []
 
 
 def test_a_typed_execute_in_the_thread_goes_through_the_gate(
@@ -217,6 +218,6 @@ def test_when_github_refuses_the_reply_the_member_is_told_and_a_retry_can_succee
     assert note["user"] == SLACK_MEMBER and note["text"].startswith("Something went wrong")
     assert deliver_jobs(running_app) == []
     assert post_slack(running_app.url, body, form=False).status_code == 200  # Slack retries
-    [comment] = wait_for(lambda: github.issue_comments(REPO, 1))
+    [comment] = wait_for(lambda: relayed_comments(github))
     assert comment["body"].startswith("ping?")
     wait_for(lambda: deliver_jobs(running_app))

@@ -31,6 +31,7 @@ from tests.slack_support import (
     deliver_jobs,
     interaction_body,
     post_slack,
+    relayed_comments,
     threaded_item,
 )
 from tests.support import RunningApp, fixture_json, wait_for
@@ -92,7 +93,7 @@ def test_an_unauthorized_press_changes_nothing(
     [note] = wait_for(lambda: slack.ephemerals)
     assert note["user"] == SLACK_MEMBER and note["text"].startswith("Not authorized")
     assert "review" not in (row(running_app).gates or {})
-    assert github.issue_comments(REPO, 1) == [] and deliver_jobs(running_app) == []
+    assert relayed_comments(github) == [] and deliver_jobs(running_app) == []
 
 
 def test_request_changes_opens_a_modal_whose_words_reach_the_session(
