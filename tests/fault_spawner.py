@@ -1,6 +1,7 @@
 """A spawner for the fault tests, run as its own process (`python -m tests.fault_spawner`):
 it claims jobs over the real spawner API (`app.spawner.appclient`), "runs" each for a moment
-and reports it done, writing `start <id>` and `done <id>` lines to its log as it goes.
+and reports it done, writing `start <id> <time>` and `done <id> <time>` lines to its log as
+it goes (Unix time: a gap between lines shows where claims stalled).
 
 `--hold N` makes it stop at the start of its N-th job and wait there forever (to be
 SIGKILLed mid-job); it exits after `--idle` seconds without a job.
@@ -34,14 +35,14 @@ def main() -> int:
             try:
                 job = client.claim(wait=1.0)
             except AppUnavailable as exc:  # logged: a run of these explains a stall
-                log.write(f"unavailable {exc}\n")
+                log.write(f"unavailable {time.time():.3f} {exc}\n")
                 time.sleep(0.2)
                 continue
             if job is None:
                 continue
             taken += 1
             last_job = time.monotonic()
-            log.write(f"start {job.id}\n")
+            log.write(f"start {job.id} {time.time():.3f}\n")
             if taken == args.hold:
                 while True:
                     time.sleep(60)
@@ -51,7 +52,7 @@ def main() -> int:
             except Rejected as exc:  # no longer held (its lease ran out): not done here
                 log.write(f"refused {job.id} {exc.status}\n")
                 continue
-            log.write(f"done {job.id}\n")
+            log.write(f"done {job.id} {time.time():.3f}\n")
     return 0
 
 

@@ -15,7 +15,7 @@ closes while waiting).
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
@@ -24,6 +24,7 @@ S = WorkItemStatus
 # Statuses in which an item's session runs on its spawner (SPAWNING counts by its claim).
 HOLDING = (S.RUNNING, S.STALLED)
 QUEUE_KEY = "queued"  # in an item's session facts: [position, length]
+LINE_LOCK = 0x74686C696E65  # PostgreSQL advisory lock of the line's renumbering ("thline")
 
 
 def sessions_held(session: Session, spawner_id: int) -> int:
@@ -72,7 +73,17 @@ def waiting_items(session: Session) -> list[WorkItem]:
 
 def renumber(session: Session, leaving: WorkItem | None = None) -> None:
     """Write every waiting item's place in line (inside the caller's transaction); `leaving`
-    is an item that just left the line (its spawn was taken, or it closed)."""
+    is an item that just left the line (its spawn was taken, or it closed).
+
+    Renumbering rewrites many items, so two at once (spawns claimed together, by threads or
+    replicas) would each lock rows the other writes next and deadlock: PostgreSQL finds
+    that only after its `deadlock_timeout` and fails one of them. On PostgreSQL one
+    renumbering at a time holds the line's advisory lock until its transaction ends, taken
+    before this call writes any item (`leaving` too); the next one then reads the line as
+    the last one left it. SQLite has one writer at a time anyway."""
+    if session.get_bind().dialect.name == "postgresql":
+        with session.no_autoflush:
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LINE_LOCK})
     if leaving is not None and QUEUE_KEY in (leaving.session or {}):
         facts = dict(leaving.session or {})
         facts.pop(QUEUE_KEY)
