@@ -58,6 +58,18 @@ def delivered(ctx: SpawnerContext, count: int) -> bool:
 
 
 @SQLITE
+def held_spawn(api: Any, number: int) -> tuple[str, str, int]:
+    """Two registered spawners' tokens, the holder's first, and the id of issue `number`'s
+    spawn job, which the holder has claimed."""
+    holder, other = api.token("holder"), api.token("other")
+    api.spawner(holder).register()
+    api.spawner(other).register()
+    item = api.work_item(number=number)
+    job_id = api.queue(JobKind.SPAWN, f"spawn:{number}", item, installation_id=1)
+    assert api.spawner(holder).job()["id"] == job_id
+    return holder, other, job_id
+
+
 def test_only_a_clone_gets_a_github_token_and_the_job_s_end_revokes_it(
     running_app: Any,
     fake_github: Any,
@@ -104,12 +116,7 @@ def test_only_a_clone_gets_a_github_token_and_the_job_s_end_revokes_it(
 def test_a_spawner_not_holding_the_job_is_refused_its_token_and_leaves_the_job_alone(
     api: Any, ctx: SpawnerContext, origin: Path
 ) -> None:
-    holder, other = api.token("holder"), api.token("other")
-    api.spawner(holder).register()
-    api.spawner(other).register()
-    item = api.work_item(number=11)
-    job_id = api.queue(JobKind.SPAWN, "spawn:refused", item, installation_id=1)
-    assert api.spawner(holder).job()["id"] == job_id
+    holder, other, job_id = held_spawn(api, 11)
     before = clone_tokens(api.fake)
     job = replace(spawn_job(origin), id=job_id)  # the job as the spawner runs it
     with closing(AppClient(api.url, other)) as stranger:
@@ -134,12 +141,7 @@ def test_a_lapsed_lease_gets_no_token_and_its_old_holder_leaves_the_job_to_the_n
 ) -> None:
     """The lease is long; the App's own clock is moved past it (no sleeping). The old holder
     is refused, clones nothing and reports no failure; the job goes to the next spawner."""
-    holder, other = api.token("holder"), api.token("other")
-    api.spawner(holder).register()
-    api.spawner(other).register()
-    item = api.work_item(number=12)
-    job_id = api.queue(JobKind.SPAWN, "spawn:lapsed", item, installation_id=1)
-    assert api.spawner(holder).job()["id"] == job_id
+    holder, other, job_id = held_spawn(api, 12)
     before = clone_tokens(api.fake)
     lapsed = aware(api.job(job_id).lease_until) + timedelta(seconds=1)
     monkeypatch.setattr(api.state.services, "clock", lambda: lapsed)
