@@ -172,6 +172,8 @@ class Agent:
                 log.error("the App rejected this spawner's token: %s", exc)
                 return 2
             except (AppUnavailable, Rejected) as exc:
+                if self.stop.is_set():  # the poll was cut off by the stop itself: not news
+                    break
                 delay = backoff.next()
                 log.warning("App unavailable (%s); retrying in %.1fs", exc, delay)
                 self.spawner_id = None  # register again: the App may have restarted
