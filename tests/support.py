@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import os
 import signal
@@ -179,9 +180,41 @@ class RunningApp:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port on 127.0.0.1 that nothing holds, for a server started as a process of its own
+    (told its port, so it cannot bind port 0 and say which it got).
+
+    The port is checked free and handed on, so something else could take it before the
+    server binds. Ports are therefore drawn from below the kernel's ephemeral range, which
+    neither outgoing connections nor servers bound to port 0 ever get; each test process
+    draws from its own slice of that span (by xdist worker), starting at a place its pid
+    picks, so two processes running at once do not hand out the same port either."""
+    low, span = _PORT_SPAN
+    for _ in range(span):
+        port = low + next(_PORT_DRAWS) % span
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {low}..{low + span - 1}")
+
+
+def _port_span() -> tuple[int, int]:
+    """(first port, number of ports) of this process's slice below the ephemeral range."""
+    try:
+        ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        top = int(ephemeral[0])
+    except (OSError, IndexError, ValueError):
+        top = 32768
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    slot = int(worker[2:]) % 8 if worker[2:].isdigit() else 8  # 8: not an xdist worker
+    span = max((top - 10000) // 9, 16)
+    return 10000 + slot * span, span
+
+
+_PORT_SPAN = _port_span()
+_PORT_DRAWS = itertools.count(os.getpid() * 7919)
 
 
 def healthy(url: str) -> bool:

@@ -25,6 +25,7 @@ from app.spawner.network.netgates import (
 )
 from app.spawner.network.netplan import NetPlan, Route
 from tests.spawner_support import talk_unix
+from tests.support import free_port
 
 ITEM = "github:o/r#1"
 
@@ -138,9 +139,7 @@ def test_a_session_holds_at_most_its_share_of_a_route_and_others_keep_theirs(
 def test_a_far_end_that_is_down_closes_the_connection_and_says_so_in_the_log(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        down = probe.getsockname()[1]
+    down = free_port()  # a port nobody listens on
     nets = SessionNetworks(tmp_path / "net", lambda event, item, **f: None)
     plan = NetPlan((Route("down.sock", 9999, "127.0.0.1", down),), 3128, frozenset(), "")
     try:

@@ -4,7 +4,6 @@ it): jobs in, sessions started, results and events back; the App going away and 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import JobKind, WorkItemStatus
 from tests.spawner_support import StandIn, bare_repository
 from tests.spawnerapi_support import Api
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -40,9 +39,7 @@ class Server:
 
     def __init__(self, flask_app: Any) -> None:
         self.app = flask_app
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: Any = None
 
