@@ -9,6 +9,7 @@ Errors are JSON `{"error": "…", "code": "…"}` with a status that says whose 
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,8 @@ from app.fleet.comments import parse_request, post
 from app.fleet.handover import (
     JobNotHeld,
     MintFailed,
+    give_up,
+    handover_failed,
     mint_clone_token,
     prepare_offer,
     revoke,
@@ -33,7 +36,6 @@ from app.fleet.tokens import (
     Principal,
     TokenError,
     authenticate,
-    drop_job_token,
     hosted_items,
     register,
     renew_session_tokens,
@@ -46,6 +48,8 @@ from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
 from app.workitems.spending import weigh_time
+
+log = logging.getLogger(__name__)
 
 bp = guard(Blueprint("spawner", __name__, url_prefix="/spawner/v1"))
 
@@ -196,31 +200,35 @@ def next_job() -> Response | tuple[str, int]:
 
 def _give_up_expired(state: Any) -> None:
     for failed in jobs.give_up_expired(state.engine, state.services.clock()):
-        state.services.events.emit(
-            "job.failed",
-            failed.work_item_id,
-            job=failed.id,
-            kind=failed.kind,
-            **(failed.result or {}),
-        )
-        with Session(state.engine) as session, session.begin():
-            drop_job_token(session, failed.id)  # no session of it will ever use its token
-            row = session.get(Job, failed.id)
-            spent = take_token(row) if row is not None and failed.github_token else None
-        revoke(state.services, spent)
+        give_up(state.services, state.engine, failed)
 
 
 def _claim(
     state: Any, spawner: Spawner, lease: timedelta, limit: int | None
 ) -> dict[str, Any] | None:
+    """Claim the next job and hand it over in one transaction: a handover that fails rolls
+    its claim back (the job is offered again at once, not when a lease runs out), says why
+    in a `job.offer_failed` event, and the spawner is told to ask again."""
     now = state.services.clock()
     hosts = [str(h) for h in spawner.harnesses or []]
     with Session(state.engine) as session:
         room = has_room(session, spawner.id, limit)
-    job = jobs.claim_job(state.engine, spawner.id, scope_of(spawner), now, lease, hosts, room)
-    if job is None:
-        return None
-    return prepare_offer(state.services, state.engine, job, spawner, lease).to_json()
+    job_id: int | None = None
+    try:
+        with Session(state.engine, expire_on_commit=False) as session, session.begin():
+            job = jobs.take_job(session, spawner.id, scope_of(spawner), now, lease, hosts, room)
+            if job is None:
+                return None
+            job_id = job.id
+            offer = prepare_offer(state.services, session, job, spawner, lease)
+    except Exception as exc:
+        if job_id is None:
+            raise
+        log.warning("handing job %s to spawner %s failed: %s", job_id, spawner.name, exc)
+        handover_failed(state.services, state.engine, job_id, spawner, exc)
+        raise ApiError(503, f"job {job_id} could not be handed over; ask again") from exc
+    revoke(state.services, offer.spent)  # the token of an earlier claim whose lease ran out
+    return offer.to_json()
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")

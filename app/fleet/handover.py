@@ -11,6 +11,8 @@ again (the new one replaces it).
 Every job handed out also renews the session tokens of its work item (its session is live);
 a spawn or deliver carries a new session token for the session it may start, tied to the
 job (`app.fleet.tokens` keeps one live token per session).
+The handover commits with the claim (`prepare_offer` runs in its transaction): one that
+fails leaves the job as it was, offered again at once; `handover_failed` says why.
 """
 
 from __future__ import annotations
@@ -22,15 +24,22 @@ from typing import Any
 
 from githubkit.exception import GitHubException
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import keep_job_token, mint_session_token, renew_session_tokens
+from app.fleet.tokens import (
+    drop_job_token,
+    keep_job_token,
+    mint_session_token,
+    renew_session_tokens,
+)
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store import is_postgres
-from app.store.jobqueue import lease_lapsed
+from app.store.jobqueue import lease_lapsed, offer_failed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
-from app.workitems.capacity import renumber
+from app.workitems.capacity import hold_line, renumber
+from app.workitems.decisions import lock_work_item
 from app.workitems.states import Happened, transition
 
 log = logging.getLogger(__name__)
@@ -51,6 +60,7 @@ class JobOffer:
     job: Job
     lease: timedelta
     session_token: str | None
+    spent: str | None = None  # the installation token of an earlier, lapsed claim
 
     def to_json(self) -> dict[str, Any]:
         job = self.job
@@ -134,33 +144,79 @@ def mint_clone_token(
 
 
 def prepare_offer(
-    services: Services, engine: Engine, job: Job, spawner: Spawner, lease: timedelta
+    services: Services, session: Session, job: Job, spawner: Spawner, lease: timedelta
 ) -> JobOffer:
-    """Credentials and bookkeeping for a job just claimed by `spawner` (no GitHub token:
-    the spawner asks for one with `mint_clone_token` when it must clone)."""
+    """Credentials and bookkeeping for a job `spawner` claimed in `session`'s transaction,
+    which commits claim and handover together (no GitHub token: the spawner asks for one
+    with `mint_clone_token` when it must clone). `revoke` the offer's `spent` token once it
+    has committed."""
     now = services.clock()
+    spawn = job.kind == JobKind.SPAWN
+    if spawn:  # its item waits in the line: the line first, then the item (`hold_line`)
+        hold_line(session)
+    previous = take_token(job)
+    session_token = None
+    if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
+        renew_session_tokens(session, [job.work_item_id], now)
+        session_token = mint_session_token(session, job.work_item_id, now, job.id)
+    if spawn:  # a new session: whatever an earlier one held is void
+        keep_job_token(session, job.work_item_id, job.id)
+        item = lock_work_item(session, job.work_item_id)
+        transition(item, Happened.SPAWN_CLAIMED)
+        renumber(session, leaving=item)  # the items behind it move up
+    services.events.emit(
+        "job.claimed",
+        job.work_item_id,
+        session=session,
+        job=job.id,
+        kind=job.kind,
+        spawner=spawner.name,
+        spawner_id=spawner.id,
+        attempt=job.attempts,
+    )
+    return JobOffer(job=job, lease=lease, session_token=session_token, spent=previous)
+
+
+def handover_failed(
+    services: Services, engine: Engine, job_id: int, spawner: Spawner, error: BaseException
+) -> None:
+    """Say why the handover of job `job_id` to `spawner` failed (its claim was rolled back,
+    so the job is offered again at once) and count the attempt; a job that has failed its
+    `MAX_ATTEMPTS` is given up. Best effort: a database that refuses this too is logged."""
+    said = f"{type(error).__name__}: {error}"[:500]
+    try:
+        with Session(engine, expire_on_commit=False) as session, session.begin():
+            failed = offer_failed(session, job_id, services.clock(), said)
+            row = session.get(Job, job_id)
+            services.events.emit(
+                "job.offer_failed",
+                row.work_item_id if row is not None else None,
+                session=session,
+                job=job_id,
+                kind=row.kind if row is not None else None,
+                spawner=spawner.name,
+                spawner_id=spawner.id,
+                error=said,
+            )
+    except SQLAlchemyError:
+        log.exception("could not record the failed handover of job %s", job_id)
+        return
+    if failed is not None:
+        give_up(services, engine, failed)
+
+
+def give_up(services: Services, engine: Engine, failed: Job) -> None:
+    """Announce a job that failed for good and withdraw its credentials: no session of it
+    will ever use its session token, nor its spawner the installation token."""
+    services.events.emit(
+        "job.failed",
+        failed.work_item_id,
+        job=failed.id,
+        kind=failed.kind,
+        **(failed.result or {}),
+    )
     with Session(engine) as session, session.begin():
-        row = session.get(Job, job.id)
-        previous = take_token(row) if row is not None else None
-        session_token = None
-        if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
-            renew_session_tokens(session, [job.work_item_id], now)
-            session_token = mint_session_token(session, job.work_item_id, now, job.id)
-        if job.kind == JobKind.SPAWN:  # a new session: whatever an earlier one held is void
-            keep_job_token(session, job.work_item_id, job.id)
-        if job.kind == JobKind.SPAWN:
-            item = session.get(WorkItem, job.work_item_id)
-            transition(item, Happened.SPAWN_CLAIMED)
-            renumber(session, leaving=item)  # the items behind it move up
-        services.events.emit(
-            "job.claimed",
-            job.work_item_id,
-            session=session,
-            job=job.id,
-            kind=job.kind,
-            spawner=spawner.name,
-            spawner_id=spawner.id,
-            attempt=job.attempts,
-        )
-    revoke(services, previous)  # the token of an earlier claim whose lease ran out
-    return JobOffer(job=job, lease=lease, session_token=session_token)
+        drop_job_token(session, failed.id)
+        row = session.get(Job, failed.id)
+        spent = take_token(row) if row is not None and failed.github_token else None
+    revoke(services, spent)

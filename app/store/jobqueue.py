@@ -3,9 +3,11 @@
 A job's `key` (derived from the delivery that caused it) makes queuing idempotent: a handler
 re-run after a crash queues nothing new. A spawner claims a job for a lease; a spawner that
 dies simply stops extending it and the job is offered again once it runs out, so a job is
-never held by two spawners at once and never lost. Jobs of one work item run in order (a
-follow-up is not delivered before its session was spawned), and deliver/stop jobs go to the
-spawner whose tmux holds that item's session.
+never held by two spawners at once and never lost. A claim commits with its handover
+(`take_job` runs in the caller's transaction): a handover that fails rolls the claim back,
+so the job is offered again at once, and counts as an attempt (`offer_failed`). Jobs of one
+work item run in order (a follow-up is not delivered before its session was spawned), and
+deliver/stop jobs go to the spawner whose tmux holds that item's session.
 
 Claiming is `SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL; on SQLite a conditional UPDATE
 under the database's single-writer lock, checked by its row count. Waiting spawners are
@@ -163,7 +165,23 @@ def claim_job(
     harnesses: list[str] | None = None,
     spawns: bool = True,
 ) -> Job | None:
-    """Take the oldest job `spawner_id` may run, for `lease`; None when there is none.
+    """`take_job` in a transaction of its own, committed before this returns."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        return take_job(session, spawner_id, scope, now, lease, harnesses, spawns)
+
+
+def take_job(
+    session: Session,
+    spawner_id: int,
+    scope: list[str],
+    now: datetime,
+    lease: timedelta = LEASE,
+    harnesses: list[str] | None = None,
+    spawns: bool = True,
+) -> Job | None:
+    """Take the oldest job `spawner_id` may run, for `lease`, in the caller's transaction;
+    None when there is none. The claim holds only if that transaction commits: a caller that
+    fails to hand the job over rolls it back, and the job is offered again at once.
 
     With `harnesses`, a spawn frozen on a harness outside that list is left for a spawner
     that hosts it. Without `spawns` (the spawner has no room for another session) only jobs
@@ -182,19 +200,40 @@ def claim_job(
         "may_spawn": spawns,
     }
     candidates = _CANDIDATES
-    if is_postgres(engine):
+    if is_postgres(session.get_bind().engine):
         candidates = candidates.with_for_update(skip_locked=True, of=Job)
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        for job_id in session.scalars(candidates, params).all():
-            try:
-                taken = session.execute(
-                    _TAKE, {**params, "job": job_id, "claimer": spawner_id, "until": now + lease}
-                )
-            except OperationalError:  # SQLite: another writer held the lock too long
-                return None
-            if taken.rowcount == 1:  # type: ignore[attr-defined]
-                return session.get(Job, job_id)
+    for job_id in session.scalars(candidates, params).all():
+        try:
+            taken = session.execute(
+                _TAKE, {**params, "job": job_id, "claimer": spawner_id, "until": now + lease}
+            )
+        except OperationalError:  # SQLite: another writer held the lock too long
+            return None
+        if taken.rowcount == 1:  # type: ignore[attr-defined]
+            return session.get(Job, job_id)
     return None
+
+
+def offer_failed(session: Session, job_id: int, now: datetime, error: str) -> Job | None:
+    """Count a claim whose handover failed (and was rolled back) like one whose lease ran
+    out, so a job no handover can succeed on ends: at `MAX_ATTEMPTS` it fails with `error`
+    (returned then; None otherwise). Waiting spawners are woken: the job is theirs to take.
+    A job another spawner took meanwhile is left to it, uncounted."""
+    job = session.get(Job, job_id, with_for_update=is_postgres(session.get_bind().engine))
+    if job is None or job.state in (JobState.DONE, JobState.FAILED):
+        return None
+    if job.state == JobState.CLAIMED and not lease_lapsed(job, now):
+        return None
+    job.attempts += 1
+    if job.attempts < MAX_ATTEMPTS:
+        _announce(session, job.repo_full_name)
+        return None
+    job.state = JobState.FAILED
+    job.lease_until = None
+    job.result = {"error": f"its handover failed {job.attempts} times, last: {error}"}
+    if _waiting_behind(session, job):
+        _announce(session, job.repo_full_name)
+    return job
 
 
 def give_up_expired(engine: Engine, now: datetime) -> list[Job]:

@@ -71,19 +71,32 @@ def waiting_items(session: Session) -> list[WorkItem]:
     return [by_id[work_item_id] for work_item_id in ids if work_item_id in by_id]
 
 
+def hold_line(session: Session) -> None:
+    """Take the line's lock until the caller's transaction ends (PostgreSQL; SQLite has one
+    writer at a time anyway). Taking it again in the same transaction is free.
+
+    Renumbering rewrites every waiting item, so the lock order is the line first, then any
+    waiting item's row: a transaction that locks or writes a waiting item and renumbers
+    afterwards must take the line before it touches that item (`stop_on_close`, a spawn's
+    handover). Otherwise it holds the item while it waits for the line, and a renumbering
+    that holds the line waits for the item: PostgreSQL breaks that deadlock only after its
+    `deadlock_timeout`, failing one of them. An execute may lock its item first: that item
+    joins the line only when the execute commits, so no renumbering waits for it."""
+    if session.get_bind().dialect.name == "postgresql":
+        with session.no_autoflush:
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LINE_LOCK})
+
+
 def renumber(session: Session, leaving: WorkItem | None = None) -> None:
     """Write every waiting item's place in line (inside the caller's transaction); `leaving`
     is an item that just left the line (its spawn was taken, or it closed).
 
     Renumbering rewrites many items, so two at once (spawns claimed together, by threads or
-    replicas) would each lock rows the other writes next and deadlock: PostgreSQL finds
-    that only after its `deadlock_timeout` and fails one of them. On PostgreSQL one
-    renumbering at a time holds the line's advisory lock until its transaction ends, taken
-    before this call writes any item (`leaving` too); the next one then reads the line as
-    the last one left it. SQLite has one writer at a time anyway."""
-    if session.get_bind().dialect.name == "postgresql":
-        with session.no_autoflush:
-            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LINE_LOCK})
+    replicas) would each lock rows the other writes next and deadlock. One renumbering at a
+    time holds the line (`hold_line`) until its transaction ends, taken before this call
+    writes any item (`leaving` too); the next one then reads the line as the last one left
+    it."""
+    hold_line(session)
     if leaving is not None and QUEUE_KEY in (leaving.session or {}):
         facts = dict(leaving.session or {})
         facts.pop(QUEUE_KEY)

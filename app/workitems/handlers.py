@@ -21,7 +21,7 @@ from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.answer import answer_reply
-from app.workitems.capacity import renumber
+from app.workitems.capacity import hold_line, renumber
 from app.workitems.decisions import Decision, Status, lock_work_item
 from app.workitems.execute import execute_reply
 from app.workitems.issue_text import record_pin
@@ -192,7 +192,12 @@ def _cancel_queued_spawns(ctx: HandlerContext, item: WorkItem) -> list[int]:
 
 
 def stop_on_close(ctx: HandlerContext) -> None:
-    """`issues.closed`: stop a session that may be live; an unstarted item just closes."""
+    """`issues.closed`: stop a session that may be live; an unstarted item just closes.
+    A waiting item leaves the line, so the line is held before the item is locked."""
+    ref = _issue_ref(ctx)
+    if ref is None or ctx.session.get(WorkItem, work_item_id_of(*ref)) is None:
+        return  # not a work item: nothing to lock, the line is left alone
+    hold_line(ctx.session)
     item = _item_for(ctx)
     if item is None:
         return

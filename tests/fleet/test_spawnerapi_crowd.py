@@ -2,9 +2,9 @@
 
 Each spawn a spawner takes moves every item behind it up a place in line (their progress
 comments say `queued (k of n)`), so claims taken together all rewrite the same items: every
-waiting poll must still be answered with a job of its own, none with an error (a failed
-answer leaves its job claimed by a spawner that never heard of it, until the lease runs
-out), and the line must end up counted right."""
+waiting poll must still be answered with a job of its own, none with an error (a handover
+that failed, a deadlock victim, is answered 503 and counts an attempt on its job), and the
+line must end up counted right."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.store.tables import JobKind, JobState
 from app.workitems.capacity import place_in_line
 from tests.spawnerapi_support import Api, SpawnerClient
 
-SHARED_API = {"lease_seconds": 600}  # a job left claimed by a failed answer stays claimed
+SHARED_API = {"lease_seconds": 600}  # no claim lapses while the crowd runs
 SPAWNERS = 8
 TAKEN = 60  # the spawners stop asking once this many jobs were offered
 QUEUED = TAKEN + SPAWNERS + 4  # a few are left waiting, whose places in line are checked
