@@ -244,6 +244,9 @@ class WorkItem(Base):
     state: Mapped[str] = mapped_column(String(32), index=True)
     checklist_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     confirmation_comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The confirmation an execute owes the issue (its markdown, marker last) until the
+    # progress publisher has posted it: the spawn job commits without waiting for GitHub.
+    confirmation_owed: Mapped[str | None] = mapped_column(Text)
     frozen: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # The issue text the checklist was posted for: title, body, its hash, when it was read.
     pinned: Mapped[dict[str, Any] | None] = mapped_column(JSON)

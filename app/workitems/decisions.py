@@ -81,14 +81,13 @@ class Status(StrEnum):
 class Outcome:
     """What an execute, a review, an answer or a follow-up did. `why` is set when it was
     refused (or, for an execute, when the issue changed); `job_id` is the job it queued for
-    the spawner; `frozen` and `confirmation_comment_id` are an execute's frozen selection
-    and its confirmation; `choice` and `option` are the answer given."""
+    the spawner; `frozen` is an execute's frozen selection (its confirmation is posted after
+    the commit); `choice` and `option` are the answer given."""
 
     status: Status
     why: str = ""
     job_id: int | None = None
     frozen: dict[str, Any] | None = None
-    confirmation_comment_id: int | None = None
     choice: int = 0
     option: str = ""
 

@@ -3,9 +3,12 @@
 `execute_reply` is called by the GitHub `issue_comment.created` handler, the labels that
 execute (`autoexecute`) and the Slack mirror's Execute button, each with its `Decision`.
 It checks who is replying, reads the ticks (a checklist in the reply wins over the
-checklist comment's current boxes), freezes the selection once, posts one confirmation and
-queues one spawn job. It runs inside the caller's transaction, so a crash re-runs it;
-every GitHub write is found-or-posted through its marker.
+checklist comment's current boxes), freezes the selection once, queues one spawn job and
+owes the issue one confirmation. It runs inside the caller's transaction, so a crash re-runs
+it; every GitHub write is found-or-posted through its marker. The confirmation is not
+written here: it is recorded on the item and posted by the progress publisher once the
+transaction has committed (`progress.publish_soon`), so the spawn job reaches a spawner
+without waiting for two GitHub round trips.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from app.gate.confirm import (
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import spec_id, work_branch
-from app.gate.markers import MarkerKind
 from app.gate.parse import Tick, is_execute, parse_rows
 from app.github.issues import IssueIO
 from app.services import Services
@@ -33,6 +35,7 @@ from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_i
 from app.workitems.issue_text import approved_record, ask_again, read_approved
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
+from app.workitems.progress import publish_soon
 from app.workitems.spending import restart_run
 from app.workitems.states import Happened, transition
 from app.workitems.walk import first_phase
@@ -92,19 +95,18 @@ def _confirm(
     services: Services,
     session: Session,
     item: WorkItem,
-    io: IssueIO | None,
     selection: Selection,
     frozen: dict[str, Any],
     again: str | None = None,
 ) -> None:
-    """Post the one confirmation comment (found-or-posted) and mirror it. `again` is the
-    ref of an execute after a closed pull request: that run gets a confirmation of its own."""
+    """Owe the issue the one confirmation comment (the progress publisher posts it after the
+    commit) and mirror it. `again` is the ref of an execute after a closed pull request:
+    that run gets a confirmation of its own."""
     author = frozen["decisions"][PHASE_SELECTION]["by"]
     markdown = confirmation_markdown(selection, author, item.id, again)
-    if io is not None:
-        item.confirmation_comment_id, _ = io.post_once(
-            markdown, MarkerKind.CONFIRMATION, item=item.id, ref=again
-        )
+    if item.installation_id is not None:  # an item GitHub can be written about
+        item.confirmation_owed = markdown
+        publish_soon(session, item)
     mirrored = {"markdown": markdown, **_choice_fields(selection, frozen), "url": item.html_url}
     services.mirror.post(session, item.id, "confirmation", mirrored)
 
@@ -126,7 +128,7 @@ def _freeze(
     decision: Decision,
     issue: dict[str, Any] | None,
 ) -> Outcome:
-    """Freeze the selection, confirm it once, queue the spawn job."""
+    """Freeze the selection, queue the spawn job, owe the issue its confirmation."""
     io = None
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
@@ -157,7 +159,7 @@ def _freeze(
         ref=decision.ref,
         **fields,
     )
-    _confirm(services, session, item, io, selection, frozen, again)
+    _confirm(services, session, item, selection, frozen, again)
     prompt = _prompt(services, item, selection, reading.title, reading.body)
     job = spawn_job(item, title=reading.title, prompt=prompt)
     queued = enqueue(services, session, f"spawn:{decision.ref}", job)
@@ -165,7 +167,6 @@ def _freeze(
         Status.FROZEN,
         job_id=queued.id if queued is not None else None,
         frozen=frozen,
-        confirmation_comment_id=item.confirmation_comment_id,
     )
 
 

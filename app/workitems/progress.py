@@ -8,6 +8,14 @@ nothing, and a session on any other engine is left alone. `ProgressPublisher` re
 and posts the comment the first time, edits it after: a burst of changes becomes one edit,
 and a change made while an edit is in flight is caught by the revision check. GitHub errors
 are retried by githubkit (5xx, 429) and then by the publisher's own backoff.
+
+The publisher also posts what an execute owes the issue: the confirmation, recorded on the
+item (`confirmation_owed`) in the transaction that queues the spawn job, so the job reaches
+a spawner without waiting for GitHub. `publish_soon` makes such an item due at once and
+wakes this process's publishers when the transaction commits; a publisher started later
+(after a crash) finds it due. The confirmation goes first, in the same pass as the progress
+comment, so the issue never shows the progress comment of a run its confirmation has not
+announced; `post_once` finds a confirmation a crashed pass had already posted.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from sqlalchemy.orm import Session, attributes
 
 from app.config import OperatorConfig
 from app.gate.ids import spec_id
-from app.gate.markers import MarkerKind
+from app.gate.markers import MarkerKind, find_marker
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.retry import WakeLoop, queue_delay
@@ -45,6 +53,9 @@ LEASE = timedelta(seconds=60)  # a publisher that dies mid-post leaves the item 
 WATCHED = ("state", "phase", "gates", "artifacts", "session", "frozen", "pull_request")
 _installed = threading.Lock()
 _windows: weakref.WeakKeyDictionary[Engine, timedelta] = weakref.WeakKeyDictionary()
+# The wake-ups of the publishers this process runs on each engine (`publish_soon`).
+_wakes: weakref.WeakKeyDictionary[Engine, list[threading.Event]] = weakref.WeakKeyDictionary()
+_WAKE_FLAG = "the-loop:progress-wake"
 
 
 def _now() -> datetime:
@@ -94,6 +105,22 @@ def watch_changes(engine: Engine, window: timedelta = WINDOW) -> None:
             event.listen(Session, "before_flush", _mark_changed)
 
 
+def _wake_publishers(session: Session) -> None:
+    engine = session.info.pop(_WAKE_FLAG, None)
+    for wake in list(_wakes.get(engine, ())) if engine is not None else ():
+        wake.set()
+
+
+def publish_soon(session: Session, item: WorkItem) -> None:
+    """Make `item`'s publishing pass (and what it owes: a confirmation) due now, and wake
+    this process's publishers once `session` commits (a rollback leaves nothing due)."""
+    item.progress_due_at = _now()
+    engine = getattr(session.bind, "engine", None)
+    if engine is not None and _WAKE_FLAG not in session.info:
+        session.info[_WAKE_FLAG] = engine
+        event.listen(session, "after_commit", _wake_publishers, once=True)
+
+
 def window_of(engine: Engine) -> timedelta:
     """How long a change to a progress comment on `engine` waits for more (`watch_changes`)."""
     return _windows.get(engine, WINDOW)
@@ -137,6 +164,15 @@ def view_of(
     )
 
 
+def _post_confirmation(io: IssueIO, markdown: str) -> int:
+    """Post an owed confirmation, or find the one a crashed pass posted (its marker, which
+    the markdown ends with, names the item and the run)."""
+    found = find_marker(markdown)
+    attrs = dict(found.attrs) if found is not None else {}
+    comment_id, _ = io.post_once(markdown, MarkerKind.CONFIRMATION, **attrs)
+    return comment_id
+
+
 class ProgressPublisher(WakeLoop):
     """Posts and edits progress comments of due items; one thread per App process."""
 
@@ -154,6 +190,8 @@ class ProgressPublisher(WakeLoop):
         self.engine = engine
         self.clock = clock
         super().__init__(poll)
+        with _installed:
+            _wakes.setdefault(engine, []).append(self.wake)
 
     def _claim(self) -> str | None:
         now = self.clock()
@@ -199,6 +237,7 @@ class ProgressPublisher(WakeLoop):
             view = view_of(item, self.services.config, usage, budget)
             body = render_progress(view)
             comment_id = item.progress_comment_id
+            owed = item.confirmation_owed
             mirrored = {
                 **mirror_payload(view),
                 "title": item.title,
@@ -208,6 +247,7 @@ class ProgressPublisher(WakeLoop):
         io = IssueIO(
             self.services.github, item.installation_id, item.repo_full_name, item.issue_number
         )
+        confirmed = _post_confirmation(io, owed) if owed is not None else None
         if comment_id is None or not io.edit(comment_id, body):
             comment_id, adopted = io.post_once(body, MarkerKind.PROGRESS, item=work_item_id)
             if adopted:  # an older one: bring it up to date (a new one already says it)
@@ -228,6 +268,13 @@ class ProgressPublisher(WakeLoop):
                 )
                 .execution_options(synchronize_session=False)
             )
+            if confirmed is not None:  # unless a later execute owes another one meanwhile
+                session.execute(
+                    update(WorkItem)
+                    .where(WorkItem.id == work_item_id, WorkItem.confirmation_owed == owed)
+                    .values(confirmation_comment_id=confirmed, confirmation_owed=None)
+                    .execution_options(synchronize_session=False)
+                )
             self.services.mirror.post(
                 session, work_item_id, "progress", {**mirrored, "url": item.html_url}
             )

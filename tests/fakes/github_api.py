@@ -84,6 +84,7 @@ class Recorded:
     path: str
     json: Any
     headers: dict[str, str]
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))  # when it arrived
 
 
 @dataclass

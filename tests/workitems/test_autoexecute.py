@@ -82,11 +82,13 @@ def test_all_labels_present_when_the_trigger_arrives_executes_with_the_defaults(
     assert set(item.frozen["skips"]) == {"brainstorming"}
     (spawn,) = jobs(app_state, JobKind.SPAWN)
     assert spawn.key == "spawn:label:d-1"
+    app_state.progress.drain()  # the confirmation, posted after the execute committed
     assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1
     assert "`/loop go`" in checklist_comments(fake)[0]["body"]  # the alias is the keyword
     assert "`model-sonnet` — quick" in checklist_comments(fake)[0]["body"]
 
     handle(app_state, label_event("ready", ["bug", TRIGGER, "ready"]), "d-2")  # again: nothing new
+    app_state.progress.drain()
     assert (
         len(jobs(app_state, JobKind.SPAWN)) == 1 and len(marked(fake, MarkerKind.CONFIRMATION)) == 1
     )

@@ -111,12 +111,17 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
     assert outcome.status is Status.FROZEN
     assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design"}
     assert outcome.frozen["issue"]["sha256"] == digest("Edited since.")
-    assert outcome.confirmation_comment_id == marked(fake, MarkerKind.CONFIRMATION)[0]["id"]
+    assert mirror.kinds()[-1] == "confirmation"  # queued in the execute's transaction
+    assert marked(fake, MarkerKind.CONFIRMATION) == []  # posted once the execute committed…
+    state.progress.drain()  # …by the progress publisher
+    (confirmed,) = marked(fake, MarkerKind.CONFIRMATION)
+    with Session(state.engine) as session:
+        item = session.get(WorkItem, ITEM)
+        assert item is not None and item.confirmation_comment_id == confirmed["id"]
     (spawn,) = jobs(state, JobKind.SPAWN)
     assert spawn.id == outcome.job_id and spawn.key == "spawn:A-3"
     assert spawn.payload["prompt"].rstrip().endswith("Edited since.")
     assert "the-loop ask" in spawn.payload["prompt"]  # work-item mode: nobody watches the pane
-    assert mirror.kinds()[-1] == "confirmation"
 
     again = execute(state, "Codertocat", "the-loop execute\n- [x] design", "A-4")
     assert again.status is Status.ALREADY_FROZEN and again.frozen == outcome.frozen
@@ -201,4 +206,5 @@ def test_two_executes_at_once_freeze_once(state, fake_github):
         Status.FROZEN,
     ]
     assert len(jobs(state, JobKind.SPAWN)) == 1
+    state.progress.drain()  # what the executes owe the issue, posted after their commits
     assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1

@@ -232,7 +232,9 @@ def test_a_pull_request_closed_unmerged_stops_the_session_and_waits_for_a_human(
     item = bed.item()
     assert item.state == WorkItemStatus.FROZEN and item.phase and not item.gates
     assert len(bed.jobs(JobKind.SPAWN)) == 2
-    confirmations = [
-        c for c in bed.fake.issue_comments(REPO, 1) if is_marked(c["body"], "confirmation")
-    ]
-    assert len(confirmations) == 2  # the new run is confirmed too
+
+    def confirmations() -> list[dict[str, Any]]:
+        return [c for c in bed.fake.issue_comments(REPO, 1) if is_marked(c["body"], "confirmation")]
+
+    wait_for(lambda: len(confirmations()) >= 2)  # posted once the execute committed
+    assert len(confirmations()) == 2  # the new run is confirmed too

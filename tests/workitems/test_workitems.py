@@ -25,7 +25,7 @@ from tests.gate_support import (
     register_spawner,
     unlabeled,
 )
-from tests.support import fixture_json, post_webhook, with_installation
+from tests.support import fixture_json, post_webhook, wait_for, with_installation
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
 
@@ -136,7 +136,7 @@ def test_authorized_execute_freezes_confirms_and_queues_one_spawn(running_app, f
     assert frozen["decisions"]["phase-selection"]["by"] == "Codertocat"
     assert [d["token"] for d in frozen["dropped"]] == ["model-sonnet"]
 
-    confirmations = marked(fake, MarkerKind.CONFIRMATION)
+    confirmations = wait_for(lambda: marked(fake, MarkerKind.CONFIRMATION))  # after the commit
     assert len(confirmations) == 1
     text = confirmations[0]["body"]
     assert "**Harness:** `codex`" in text and "**Effort:** `high`" in text

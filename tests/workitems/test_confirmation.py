@@ -1,0 +1,130 @@
+"""An execute's confirmation comment is posted after the spawn job is committed, by the
+progress publisher, and still exactly once when the App dies before posting it: the App
+over HTTP (in this process, and as `the-loop serve` processes killed with SIGKILL), a real
+database and the fake GitHub."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from app.gate.markers import MarkerKind, find_marker
+from app.store import make_engine
+from app.store.tables import Delivery, Event, InboxState, JobKind, aware
+from tests.fakes.github_api import FakeGitHub, Recorded
+from tests.gate_support import (
+    REPO,
+    checklist_comments,
+    comment,
+    deliver,
+    item_row,
+    jobs,
+    labeled,
+    marked,
+)
+from tests.support import free_port, healthy, post_webhook, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def posted(fake: FakeGitHub, kind: MarkerKind) -> list[Recorded]:
+    """The App's requests that posted a comment of `kind` on the issue, in order."""
+    return [
+        r
+        for r in fake.calls("POST", r"/issues/1/comments$")
+        if (m := find_marker((r.json or {}).get("body"))) and m.kind == kind
+    ]
+
+
+def test_the_spawn_job_is_committed_before_the_confirmation_is_posted(running_app, fake_github):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    deliver(running_app, "issues", labeled(), "label-1")
+    deliver(running_app, "issue_comment", comment("the-loop execute"), "exec-1")
+
+    (confirmation,) = wait_for(lambda: marked(fake, MarkerKind.CONFIRMATION))
+    assert confirmation["body"].startswith("### the-loop: starting")
+    (spawn,) = jobs(running_app, JobKind.SPAWN)
+    (post,) = posted(fake, MarkerKind.CONFIRMATION)
+    assert aware(spawn.created_at) < post.at  # the job did not wait for GitHub
+    wait_for(lambda: item_row(running_app).confirmation_comment_id == confirmation["id"])
+    # The issue reads in order: checklist, confirmation, then the run's progress comment.
+    wait_for(lambda: posted(fake, MarkerKind.PROGRESS))
+    order = [c["id"] for c in fake.issue_comments(REPO, 1)]
+    progress = marked(fake, MarkerKind.PROGRESS)[0]["id"]
+    assert order.index(checklist_comments(fake)[0]["id"]) < order.index(confirmation["id"])
+    assert order.index(confirmation["id"]) < order.index(progress)
+
+
+def serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """`the-loop serve` with one inbox worker, healthy when returned."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--workers", "1"],
+        cwd=ROOT,
+        env={**env, "PORT": str(port), "THE_LOOP_INBOX_WORKERS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: healthy(url) or proc.poll() is not None, timeout=60)
+    assert proc.poll() is None, "the-loop serve exited"
+    return proc, url
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def handled(engine: Engine, delivery: str) -> bool:
+    with Session(engine) as session:
+        state = session.scalars(
+            select(Delivery.state).where(Delivery.delivery_id == delivery)
+        ).one_or_none()
+        return state == InboxState.DONE
+
+
+def failures(engine: Engine) -> int:
+    with Session(engine) as session:
+        return len(session.scalars(select(Event).where(Event.event == "progress.failed")).all())
+
+
+def test_a_confirmation_the_app_died_before_posting_is_posted_once_after_restart(
+    settings_env, fake_github
+):
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    env = {**os.environ, **settings_env}
+    engine = make_engine(settings_env["DATABASE_URL"])
+    app, url = serve(env)
+    try:
+        post_webhook(url, "issues", labeled(), delivery="label-1")
+        wait_for(lambda: handled(engine, "label-1") and checklist_comments(fake), timeout=30)
+        # GitHub turns the confirmation's first attempt away (once); the App dies before
+        # its publisher tries again, the spawn job already committed.
+        fake.fail_next(r"/issues/1/comments$", 422)
+        post_webhook(url, "issue_comment", comment("the-loop execute"), delivery="exec-1")
+        wait_for(lambda: handled(engine, "exec-1") and failures(engine), timeout=30)
+    finally:
+        kill(app)
+    assert len(jobs(engine, JobKind.SPAWN)) == 1
+    assert marked(fake, MarkerKind.CONFIRMATION) == []
+    assert item_row(engine).confirmation_owed is not None
+
+    app, _url = serve(env)  # the restarted App finds what it owes the issue
+    try:
+        wait_for(lambda: item_row(engine).confirmation_owed is None, timeout=30)
+    finally:
+        kill(app)
+    (confirmation,) = marked(fake, MarkerKind.CONFIRMATION)
+    assert item_row(engine).confirmation_comment_id == confirmation["id"]
+    assert len(posted(fake, MarkerKind.CONFIRMATION)) == 1
+    engine.dispose()
