@@ -214,21 +214,27 @@ def _claim(
     with Session(state.engine) as session:
         room = has_room(session, spawner.id, limit)
     job_id: int | None = None
+    spent: list[str | None] = []
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
-            job = jobs.take_job(session, spawner.id, scope_of(spawner), now, lease, hosts, room)
-            if job is None:
-                return None
-            job_id = job.id
-            offer = prepare_offer(state.services, session, job, spawner, lease)
+            while True:  # past spawns their items no longer want (`prepare_offer`)
+                job = jobs.take_job(session, spawner.id, scope_of(spawner), now, lease, hosts, room)
+                if job is None:
+                    break
+                job_id = job.id
+                offer = prepare_offer(state.services, session, job, spawner, lease)
+                spent.append(offer.spent)
+                if not offer.withdrawn:
+                    break
     except Exception as exc:
         if job_id is None:
             raise
         log.warning("handing job %s to spawner %s failed: %s", job_id, spawner.name, exc)
         handover_failed(state.services, state.engine, job_id, spawner, exc)
         raise ApiError(503, f"job {job_id} could not be handed over; ask again") from exc
-    revoke(state.services, offer.spent)  # the token of an earlier claim whose lease ran out
-    return offer.to_json()
+    for token in spent:  # the tokens of earlier claims whose leases ran out
+        revoke(state.services, token)
+    return None if job is None else offer.to_json()
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")

@@ -40,7 +40,7 @@ from app.store.jobqueue import lease_lapsed, offer_failed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.capacity import hold_line, renumber
 from app.workitems.decisions import lock_work_item
-from app.workitems.states import Happened, transition
+from app.workitems.states import Happened, is_live, transition
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class JobOffer:
     lease: timedelta
     session_token: str | None
     spent: str | None = None  # the installation token of an earlier, lapsed claim
+    withdrawn: bool = False  # a spawn its item no longer wants: not offered, take the next
 
     def to_json(self) -> dict[str, Any]:
         job = self.job
@@ -149,11 +150,14 @@ def prepare_offer(
     """Credentials and bookkeeping for a job `spawner` claimed in `session`'s transaction,
     which commits claim and handover together (no GitHub token: the spawner asks for one
     with `mint_clone_token` when it must clone). `revoke` the offer's `spent` token once it
-    has committed."""
+    has committed. A spawn its item no longer wants is withdrawn in the same transaction
+    (`withdrawn`): the caller takes the next job."""
     now = services.clock()
     spawn = job.kind == JobKind.SPAWN
     if spawn:  # its item waits in the line: the line first, then the item (`hold_line`)
         hold_line(session)
+        if _unwanted(services, session, job):
+            return JobOffer(job, lease, None, spent=take_token(job), withdrawn=True)
     previous = take_token(job)
     session_token = None
     if job.kind in (JobKind.SPAWN, JobKind.DELIVER):
@@ -175,6 +179,25 @@ def prepare_offer(
         attempt=job.attempts,
     )
     return JobOffer(job=job, lease=lease, session_token=session_token, spent=previous)
+
+
+def _unwanted(services: Services, session: Session, job: Job) -> bool:
+    """Withdraw spawn `job` when its item no longer waits for a session (the issue closed,
+    or the item otherwise left the live states, while the job was being claimed: the close
+    skips a job row another transaction holds). Launching it would start a session, and
+    spend on the model, for an issue nobody wants worked on."""
+    item = lock_work_item(session, job.work_item_id)
+    if item is not None and is_live(item.state):
+        return False
+    state = item.state if item is not None else "gone"
+    job.state = JobState.DONE
+    job.spawner_id = None
+    job.lease_until = None
+    job.result = {"cancelled": f"item-{state}"}
+    services.events.emit(
+        "job.withdrawn", job.work_item_id, session=session, job=job.id, state=state
+    )
+    return True
 
 
 def handover_failed(

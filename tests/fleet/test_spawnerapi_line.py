@@ -89,3 +89,34 @@ def test_a_close_and_a_claim_moving_the_line_together_both_succeed(api: Api) -> 
     assert api.job(cancelled).state == JobState.DONE
     assert QUEUE_KEY not in (api.item(head).session or {})
     assert api.events("job.offer_failed", head) == []
+
+
+def test_a_spawn_whose_issue_closed_while_it_was_held_is_withdrawn_not_launched(
+    api: Api,
+) -> None:
+    closed_item, next_item = api.work_item(1), api.work_item(2)
+    orphan = api.queue(JobKind.SPAWN, "spawn", closed_item)
+    wanted = api.queue(JobKind.SPAWN, "spawn", next_item)
+    spawner = api.spawner(api.token())
+    assert spawner.register(repositories=[api.repo]).status_code == 200
+    delivery = str(uuid.uuid4())
+    holder = Session(api.state.engine)
+    try:  # the spawn's row is held (as a claim in flight holds it): the close skips it
+        holder.execute(text("SELECT id FROM jobs WHERE id = :id FOR UPDATE"), {"id": orphan})
+        closed = post_webhook(api.url, "issues", issue_closed(api.repo, 1), delivery=delivery)
+        assert closed.status_code == 202, closed.text
+        wait_for(lambda: inbox_rows(api, delivery)[0].state == "done")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert api.item(closed_item).state == WorkItemStatus.STOPPED
+    assert api.job(orphan).state == JobState.QUEUED  # the close could not cancel it
+    answer = spawner.poll()
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["job"]["id"] == wanted  # the closed issue's spawn is passed over
+    assert (api.job(orphan).state, api.job(orphan).result) == (
+        JobState.DONE,
+        {"cancelled": "item-stopped"},
+    )
+    assert [e["job"] for e in api.events("job.withdrawn", closed_item)] == [orphan]
+    assert api.item(closed_item).state == WorkItemStatus.STOPPED
