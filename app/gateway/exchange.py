@@ -2,7 +2,13 @@
 request read (its head within the gateway's `head_wait`, its body counted against the bodies
 in flight), the pass checked and the connection attached to its holder, every refusal
 answered in the wire's own error shape. What a request then becomes upstream is the
-gateway's (`relay.py`)."""
+gateway's (`relay.py`).
+
+h11 reads the session's requests (untrusted bytes: its strict parser is the gate), one
+`h11.Connection` per request, handed what the last one read past its request; what the
+gateway answers it frames itself (`framing.py`), so it keeps the connection alive as h11
+would: not after an HTTP/1.0 request, one asking to close, a refusal, or an answer that ends
+with the connection."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from app.gateway.forwarding import presented_token
+from app.gateway.framing import CONTINUE, AnswerFraming, Headers, status_head
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
 if TYPE_CHECKING:
@@ -61,6 +68,9 @@ class SessionExchange:
         self.writer = writer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self.holder: str | None = None  # the work item whose pass this connection presented
+        self.http11 = True  # the request being answered is HTTP/1.1
+        self.keep_alive = True  # the connection may serve another request after this one
+        self.answering = False  # part of the answer went out
 
     async def _first(self) -> Any:
         """The first request's head, within `head_wait` (a silent connection is dropped)."""
@@ -81,23 +91,38 @@ class SessionExchange:
                 data = await self.reader.read(READ_SIZE)
             self.conn.receive_data(data)
 
-    async def send(self, event: Any, ahead: bytes = b"") -> None:
-        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
-        data = ahead + (self.conn.send(event) or b"")
+    async def write(self, data: bytes) -> None:
+        """Send `data` (the answer's head, a piece of its body, its end), when there is any."""
         if data:
+            self.answering = True
             self.writer.write(data)
             await self.writer.drain()
+
+    def framing(self, status: int, headers: Headers, length: int | None) -> AnswerFraming:
+        """How an answer with `headers` and a body of `length` bytes (None: unknown) goes
+        to this session; an answer that ends with the connection keeps it from serving more."""
+        framing = AnswerFraming(
+            status, headers, length, http11=self.http11, keep_alive=self.keep_alive
+        )
+        self.keep_alive = framing.keep_alive
+        return framing
 
     async def serve(self) -> None:
         try:
             request = await self._first()
-            while True:
-                if not isinstance(request, h11.Request):
-                    return
+            while isinstance(request, h11.Request):
+                self.http11 = request.http_version == b"1.1"
+                self.keep_alive = self.http11 and not _asks_to_close(request.headers)
+                self.answering = False
                 await self._one(request)
-                if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+                if not self.keep_alive or self.conn.their_state is not h11.DONE:
                     return
-                self.conn.start_next_cycle()
+                left, closed = self.conn.trailing_data
+                self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+                if left:
+                    self.conn.receive_data(bytes(left))
+                if closed:
+                    self.conn.receive_data(b"")  # what h11 takes for the end of the stream
                 request = await self._event()
         except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             return
@@ -151,7 +176,8 @@ class SessionExchange:
         self.gateway.tally.started(work_item_id)
         try:
             if self.conn.they_are_waiting_for_100_continue:
-                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
+                await self.write(CONTINUE)
+                self.answering = False
             body = await self._body(held)
             self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
@@ -163,12 +189,21 @@ class SessionExchange:
             self.gateway.tally.finished(work_item_id, tools)
 
     async def refuse(self, refused: GatewayRefusal) -> None:
+        """Answer `refused` in its wire's shape and close the connection after it."""
         self.gateway.refusals += 1
         log.info("model gateway refused a request: %s", refused.message)
         payload = refused.shape.error_body(refused.kind, refused.message)
-        length = str(len(payload)).encode()
+        length = b"%d" % len(payload)
         headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
+        self.keep_alive = False
         # One write for the whole answer: a client that reads once sees all of it.
-        head = self.conn.send(h11.Response(status_code=refused.status, headers=headers)) or b""
-        await self.send(h11.Data(data=payload), head)
-        await self.send(h11.EndOfMessage())
+        await self.write(status_head(refused.status, headers) + payload)
+
+
+def _asks_to_close(headers: Any) -> bool:
+    """Whether a request's headers (as h11 parsed them: names lower-cased) say
+    `Connection: close`."""
+    return any(
+        name == b"connection" and b"close" in [t.strip() for t in value.lower().split(b",")]
+        for name, value in headers
+    )

@@ -1,9 +1,9 @@
 """The model gateway's server: sessions' model API requests in, the operator's upstream out.
 
-One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the wire;
-it is already here as httpx's own parser) and forwards each request through one pool of
-kept-alive upstream connections, h11 on the client side too (`transport.py`; a failed connect
-is tried once more). A request must present a
+One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the
+sessions' requests; it is already here as httpx's own parser; the gateway frames the rest
+itself, `framing.py`) and forwards each request through one pool of kept-alive upstream
+connections (`transport.py`; a failed connect is tried once more). A request must present a
 live pass (`passes.py`) or it is refused 401 in the API's error shape, and only a model API's
 own requests are forwarded (403 for anything else of the account), before anything goes
 upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API —
@@ -275,7 +275,7 @@ class ModelGateway:
                 await answer.aclose()
         except UpstreamError as exc:
             log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
-            if exchange.conn.our_state is not h11.SEND_RESPONSE:
+            if exchange.answering:
                 # Part of the answer went out already: only closing the connection says so.
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
@@ -290,16 +290,17 @@ class ModelGateway:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = meter_for(kind.decode("latin-1"), wire)
+        framing = exchange.framing(answer.status, headers, answer.length)
         # The head waits for the first chunk: one write, one wake-up of the session.
-        head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
+        head = framing.head
         chunks = answer.chunks()
         try:
             try:
                 async for chunk in chunks:
                     read(chunk)
-                    await exchange.send(h11.Data(data=chunk), head or b"")
+                    await exchange.write(head + framing.body(chunk))
                     head = b""
-                await exchange.send(h11.EndOfMessage(), head or b"")
+                await exchange.write(head + framing.end)
             except ConnectionError:
                 # The session left mid-answer: the rest is read for its usage, not relayed.
                 self.drained += 1
