@@ -4,22 +4,30 @@ in flight), the pass checked and the connection attached to its holder, every re
 answered in the wire's own error shape. What a request then becomes upstream is the
 gateway's (`relay.py`).
 
-h11 reads the session's requests (untrusted bytes: its strict parser is the gate), one
-`h11.Connection` per request, handed what the last one read past its request; what the
-gateway answers it frames itself (`framing.py`), so it keeps the connection alive as h11
-would: not after an HTTP/1.0 request, one asking to close, a refusal, or an answer that ends
-with the connection."""
+A request is read by the rules h11 reads it by (`framing.py`): a head past `MAX_HEAD`, one
+that breaks HTTP/1.1's grammar, a body that ends early or a chunk that is not one closes the
+connection unanswered. The connection is kept for another request unless the request was
+HTTP/1.0 or asked to close, was refused, or its answer ends with the connection."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import h11
-
 from app.gateway.forwarding import presented_token
-from app.gateway.framing import CONTINUE, AnswerFraming, Headers, status_head
+from app.gateway.framing import (
+    CONTINUE,
+    HEAD_END,
+    AnswerFraming,
+    FramingError,
+    Headers,
+    RequestHead,
+    chunk_size,
+    session_request,
+    status_head,
+)
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
 if TYPE_CHECKING:
@@ -66,30 +74,83 @@ class SessionExchange:
         self.gateway = gateway
         self.reader = reader
         self.writer = writer
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.buffer = bytearray()  # what the session sent that was not read yet
         self.holder: str | None = None  # the work item whose pass this connection presented
         self.http11 = True  # the request being answered is HTTP/1.1
         self.keep_alive = True  # the connection may serve another request after this one
         self.answering = False  # part of the answer went out
 
-    async def _first(self) -> Any:
+    async def _first(self) -> RequestHead | None:
         """The first request's head, within `head_wait` (a silent connection is dropped)."""
         try:
             async with asyncio.timeout(self.gateway.head_wait):
-                return await self._event()
+                return await self._head()
         except TimeoutError:
             self.gateway.dropped += 1
             raise
 
-    async def _event(self) -> Any:
+    async def _fill(self) -> bool:
+        """Read what the session sends next into `buffer`; False when it closed."""
+        # A session that goes quiet mid-request, or idles for long, is hung up on.
+        async with asyncio.timeout(IDLE):
+            data = await self.reader.read(READ_SIZE)
+        self.buffer += data
+        return bool(data)
+
+    async def _head(self) -> RequestHead | None:
+        """The next request's head; None when the session closed between requests."""
+        start = 0
         while True:
-            event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            # A session that goes quiet mid-request, or idles for long, is hung up on.
-            async with asyncio.timeout(IDLE):
-                data = await self.reader.read(READ_SIZE)
-            self.conn.receive_data(data)
+            end = HEAD_END.search(self.buffer, start)
+            if end is not None:
+                break
+            if len(self.buffer) > MAX_HEAD or (self.buffer and self.buffer[0] < 0x21):
+                raise FramingError("not a request head")  # too long, or not HTTP at all
+            start = max(0, len(self.buffer) - 2)
+            if not await self._fill():
+                if self.buffer:
+                    raise ConnectionError("the session left inside a request head")
+                return None
+        head = bytes(self.buffer[: end.end()])
+        del self.buffer[: end.end()]
+        return session_request(head)
+
+    async def _exactly(self, size: int) -> AsyncIterator[bytes]:
+        """The next `size` bytes, piece by piece as they come."""
+        while size > 0:
+            if not self.buffer and not await self._fill():
+                raise ConnectionError("the session left inside a request body")
+            piece = bytes(self.buffer[:size])
+            del self.buffer[: len(piece)]
+            size -= len(piece)
+            yield piece
+
+    async def _line(self) -> bytes:
+        """The next line (a chunk's size, a trailer's line), CRLF included."""
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            if len(self.buffer) > MAX_HEAD:
+                raise FramingError("a line of a chunked body is too long")
+            if not await self._fill():
+                raise ConnectionError("the session left inside a chunked body")
+        line = bytes(self.buffer[: end + 2])
+        del self.buffer[: end + 2]
+        return line
+
+    async def _pieces(self, request: RequestHead) -> AsyncIterator[bytes]:
+        """The request's body as it comes: its length's worth, or its chunks (the trailer
+        that follows them read and passed over)."""
+        if request.length is not None:
+            async for piece in self._exactly(request.length):
+                yield piece
+            return
+        while size := chunk_size(await self._line()):
+            async for piece in self._exactly(size):
+                yield piece
+            if b"".join([p async for p in self._exactly(2)]) != b"\r\n":
+                raise FramingError("a chunk must end in CRLF")
+        trailer = await self._line()
+        while trailer != b"\r\n":
+            trailer = await self._line()
 
     async def write(self, data: bytes) -> None:
         """Send `data` (the answer's head, a piece of its body, its end), when there is any."""
@@ -110,47 +171,36 @@ class SessionExchange:
     async def serve(self) -> None:
         try:
             request = await self._first()
-            while isinstance(request, h11.Request):
+            while request is not None:
                 self.http11 = request.http_version == b"1.1"
-                self.keep_alive = self.http11 and not _asks_to_close(request.headers)
+                self.keep_alive = request.keep_alive
                 self.answering = False
                 await self._one(request)
-                if not self.keep_alive or self.conn.their_state is not h11.DONE:
+                if not self.keep_alive:
                     return
-                left, closed = self.conn.trailing_data
-                self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-                if left:
-                    self.conn.receive_data(bytes(left))
-                if closed:
-                    self.conn.receive_data(b"")  # what h11 takes for the end of the stream
-                request = await self._event()
-        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+                request = await self._head()
+        except (FramingError, ConnectionError, TimeoutError):
             return
         finally:
             self.gateway.detach(self)
             self.writer.close()
 
-    async def _body(self, held: list[int]) -> bytes:
+    async def _body(self, request: RequestHead, held: list[int]) -> bytes:
         """The whole request body. What it holds is counted against the gateway's budget for
         bodies in flight (`held[0]`, given back by the caller), so many large requests at once
         are turned away rather than taking the spawner's memory."""
         parts: list[bytes] = []
-        while True:
-            event = await self._event()
-            if isinstance(event, h11.Data):
-                size = len(event.data)
-                if held[0] + size > MAX_BODY:
-                    raise GatewayRefusal(413, "request_too_large", "the request body is too large")
-                if not self.gateway.hold(size):
-                    raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
-                held[0] += size
-                parts.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return b"".join(parts)
-            else:
-                raise h11.RemoteProtocolError("the connection ended inside a request body")
+        async for piece in self._pieces(request):
+            size = len(piece)
+            if held[0] + size > MAX_BODY:
+                raise GatewayRefusal(413, "request_too_large", "the request body is too large")
+            if not self.gateway.hold(size):
+                raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
+            held[0] += size
+            parts.append(piece)
+        return b"".join(parts)
 
-    async def _one(self, request: h11.Request) -> None:
+    async def _one(self, request: RequestHead) -> None:
         wire = wire_for(request.method, request.target)
         try:
             work_item_id = self.gateway.passes.holder(presented_token(request.headers))
@@ -175,10 +225,10 @@ class SessionExchange:
         held, tools = [0], False
         self.gateway.tally.started(work_item_id)
         try:
-            if self.conn.they_are_waiting_for_100_continue:
+            if request.expects_continue and not self.buffer:
                 await self.write(CONTINUE)
                 self.answering = False
-            body = await self._body(held)
+            body = await self._body(request, held)
             self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
         except GatewayRefusal as refused:
@@ -198,12 +248,3 @@ class SessionExchange:
         self.keep_alive = False
         # One write for the whole answer: a client that reads once sees all of it.
         await self.write(status_head(refused.status, headers) + payload)
-
-
-def _asks_to_close(headers: Any) -> bool:
-    """Whether a request's headers (as h11 parsed them: names lower-cased) say
-    `Connection: close`."""
-    return any(
-        name == b"connection" and b"close" in [t.strip() for t in value.lower().split(b",")]
-        for name, value in headers
-    )

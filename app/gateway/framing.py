@@ -1,17 +1,20 @@
-"""HTTP/1.1 as the model gateway frames it itself: the heads it writes (a request upstream, an
-answer to a session) built straight from bytes already checked, an upstream answer's head
-parsed and checked once, and how each body is delimited (its length, chunks, or the end of the
-connection). Pure.
+"""HTTP/1.1 as the model gateway frames it itself: a session's request head parsed and
+checked, the heads it writes (a request upstream, an answer to a session) built straight from
+bytes already checked, an upstream answer's head parsed and checked once, and how each body is
+delimited (its length, chunks, or the end of the connection). Pure.
 
-h11 still parses what sessions send (`exchange.py`): their requests are untrusted and its
-strict parser is the gate. What the gateway writes and what its upstream answers it frames
-here, because h11 made an event of every head and every chunk, checked each header of each
-event against its grammar again and walked its state machine per event: about half of the
-gateway's CPU per relayed stream (`bench/gateway` prints it). Here an upstream head is checked
-as it is parsed, against the same grammar (RFC 9112's, as h11 reads it), and its headers are
-relayed as parsed. A head is refused (`FramingError`) when a line breaks that grammar
-(obsolete line folding included), when Transfer-Encoding is anything but `chunked`, when
-Content-Length is not one number, or when both are given; lines end in CRLF.
+Not h11, which makes an event of every head and every chunk, checks each header of each event
+against its grammar again and walks its state machine per event: on the gateway's two sides
+that is about half of its CPU per relayed stream (`bench/gateway` prints it). Here a head is
+checked once, as it is parsed, against the same grammar (RFC 9112's, as h11 reads it), and its
+headers are relayed as parsed.
+
+A session's request is read as h11 reads it (sessions are untrusted: the rules are its
+rules): lines may end in LF alone, obsolete line folding is unfolded, an HTTP/1.1 request
+names exactly one Host, a Content-Length is one number (repeated alike at most), a
+Transfer-Encoding is `chunked` alone, given once, and wins over a Content-Length. An upstream
+answer's head is held to more: lines end in CRLF, no folding, a Transfer-Encoding with a
+Content-Length is refused. What breaks these is a `FramingError`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ Headers = list[tuple[bytes, bytes]]
 _FIELD = re.compile(
     rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*"
 )
+_REQUEST = re.compile(rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/([0-9]\.[0-9])")
 _STATUS = re.compile(rb"HTTP/([0-9])\.([0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;.*)?[ \t]*\r\n")
 _LENGTH = re.compile(rb"[0-9]+")
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+HEAD_END = re.compile(rb"\n\r?\n")  # a head's last line ends, as h11 finds it
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
 
@@ -39,8 +44,86 @@ class FramingError(ValueError):
     """An upstream head, or a chunk's size line, that HTTP/1.1 does not allow."""
 
 
+@dataclass(frozen=True)
+class RequestHead:
+    """A session's request head. `headers` have their names lower-cased; `length` is the
+    body's size, None for a chunked body."""
+
+    method: bytes
+    target: bytes
+    http_version: bytes
+    headers: Headers
+    length: int | None
+    keep_alive: bool  # the connection may serve another request after this one
+    expects_continue: bool  # the client waits for `100 Continue` before its body
+
+
+def session_request(head: bytes) -> RequestHead:
+    """Parse a request head: its bytes up to and including the blank line (`HEAD_END`)."""
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in head.split(b"\n")[:-2]]
+    request = _REQUEST.fullmatch(lines[0]) if lines else None
+    if request is None:
+        raise FramingError(f"not a request line: {lines[0][:100] if lines else b''!r}")
+    version = request[3]
+    headers: Headers = []
+    hosts, close, expects, chunked, length = 0, version < b"1.1", False, False, None
+    for line in _unfolded(lines[1:]):
+        field = _FIELD.fullmatch(line)
+        if field is None:
+            raise FramingError(f"not a header line: {line[:100]!r}")
+        name, value = field[1].lower(), field[2]
+        if name == b"host":
+            hosts += 1
+        elif name == b"connection":
+            close = close or b"close" in _tokens(value)
+        elif name == b"expect":
+            expects = expects or b"100-continue" in _tokens(value)
+        elif name == b"transfer-encoding":
+            if chunked or value.lower() != b"chunked":
+                raise FramingError("a Transfer-Encoding must be `chunked`, given once")
+            chunked, value = True, b"chunked"
+        elif name == b"content-length":
+            lengths = {size.strip() for size in value.split(b",")}
+            given = lengths.pop()
+            if lengths or not _LENGTH.fullmatch(given) or len(given) > 20:
+                raise FramingError("a Content-Length must be one number")
+            if length is not None:
+                if length != int(given):
+                    raise FramingError("Content-Lengths that differ")
+                continue  # one is kept
+            length, value = int(given), given
+        headers.append((name, value))
+    if hosts > 1 or (hosts == 0 and version == b"1.1"):
+        raise FramingError("a request must name one Host")
+    return RequestHead(
+        request[1],
+        request[2],
+        version,
+        headers,
+        None if chunked else (length or 0),
+        not close,
+        expects and version >= b"1.1",
+    )
+
+
+def _unfolded(lines: list[bytes]) -> list[bytes]:
+    """Header lines with obsolete line folding undone (a line that begins with a blank goes
+    on the one before it, after one space), as h11 reads them."""
+    if not any(line[:1] in (b" ", b"\t") for line in lines):
+        return lines
+    out: list[bytes] = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            if not out:
+                raise FramingError("a head's first header line cannot continue another")
+            out[-1] += b" " + line.lstrip(b" \t")
+        else:
+            out.append(line)
+    return out
+
+
 def request_head(method: bytes, target: bytes, headers: Headers) -> bytes:
-    """A request's head; `headers` already checked (parsed by h11, or the gateway's own)."""
+    """A request's head; `headers` already checked (a session's, parsed, or the gateway's)."""
     lines = b"".join([b"%s: %s\r\n" % pair for pair in headers])
     return b"%s %s HTTP/1.1\r\n%s\r\n" % (method, target, lines)
 

@@ -7,12 +7,14 @@ import h11
 import pytest
 
 from app.gateway.framing import (
+    HEAD_END,
     AnswerFraming,
     FramingError,
     answer_head,
     chunk_size,
     field_allowed,
     request_head,
+    session_request,
 )
 
 SSE = [(b"Content-Type", b"text/event-stream"), (b"request-id", b"req_1")]
@@ -131,3 +133,91 @@ def test_a_request_head_is_what_a_server_reads() -> None:
     assert request.target == b"/v1/messages?beta=true" and list(request.headers) == headers
     data = server.next_event()
     assert isinstance(data, h11.Data) and data.data == b"{}"
+
+
+BASE = [b"POST /v1/messages?beta=true HTTP/1.1", b"Host: 127.0.0.1:4000", b"x-api-key: k"]
+# Request heads (lines, joined with CRLF unless they hold their own ends), each read by h11
+# and by the gateway: both must take or refuse it alike, and read it alike.
+HEADS = [
+    BASE,
+    [*BASE, b"Content-Length: 5"],
+    [*BASE, b"Content-Length: 5, 5", b"content-length: 5"],
+    [*BASE, b"Content-Length: 5, 6"],
+    [*BASE, b"Content-Length: 5", b"Content-Length: 6"],
+    [*BASE, b"Content-Length: +5"],
+    [*BASE, b"Content-Length: 123456789012345678901"],
+    [*BASE, b"Transfer-Encoding: Chunked"],
+    [*BASE, b"Transfer-Encoding: chunked", b"Content-Length: 3"],
+    [*BASE, b"Transfer-Encoding: gzip"],
+    [*BASE, b"Transfer-Encoding: chunked", b"Transfer-Encoding: chunked"],
+    [*BASE, b"Expect: 100-Continue", b"Content-Length: 5"],
+    [b"POST / HTTP/1.0", b"Expect: 100-continue", b"Content-Length: 5"],
+    [b"POST / HTTP/1.0", b"Connection: keep-alive"],
+    [b"POST / HTTP/1.1"],
+    [*BASE, b"Host: again"],
+    [*BASE, b"X-Folded: a", b" b", b"\tc"],
+    [BASE[0], b" folded: first", *BASE[1:]],
+    [*BASE, b"X-Empty:", b"X-Blanks:   spaced   out  "],
+    [*BASE, b"Bad Name: x"],
+    [*BASE, b"X-Nul: a\x00b"],
+    [*BASE, b"X-Cr: a\rb"],
+    [*BASE, b"NoColon"],
+    [b"POST  /v1/messages HTTP/1.1", *BASE[1:]],
+    [b"POST /v1/messages HTTP/1.1 ", *BASE[1:]],
+    [b"POST /v1/\x7fmessages HTTP/1.1", *BASE[1:]],
+    [b"POST /v1/messages HTTP/11", *BASE[1:]],
+    [b"P(ST /v1/messages HTTP/1.1", *BASE[1:]],
+    [b"POST /v1/messages HTTP/2.0", *BASE[1:]],
+    [b"", *BASE],
+]
+
+
+def _h11_reads(head: bytes, body: bytes) -> tuple[object, ...] | None:
+    server = h11.Connection(h11.SERVER)
+    try:
+        server.receive_data(head + body)
+        request = server.next_event()
+        assert isinstance(request, h11.Request)
+        waits = server.they_are_waiting_for_100_continue
+        data = b""
+        while isinstance(event := server.next_event(), h11.Data):
+            data += event.data
+    except h11.ProtocolError:
+        return None
+    headers = list(request.headers)
+    return request.method, request.target, request.http_version, headers, waits, data
+
+
+def _gateway_reads(head: bytes, body: bytes) -> tuple[object, ...] | None:
+    try:
+        request = session_request(head)
+    except FramingError:
+        return None
+    data = b"hello" if request.length is None else body[: request.length]
+    return (
+        request.method,
+        request.target,
+        request.http_version,
+        request.headers,
+        request.expects_continue,
+        data,
+    )
+
+
+@pytest.mark.parametrize("lines", HEADS)
+@pytest.mark.parametrize("newline", [b"\r\n", b"\n"])
+def test_a_session_s_request_head_is_read_as_h11_reads_it(
+    lines: list[bytes], newline: bytes
+) -> None:
+    head = newline.join(lines) + newline + newline
+    body = b"5\r\nhello\r\n0\r\n\r\n"  # a chunked body, or the first bytes of a longer one
+    assert HEAD_END.search(head) is not None
+    assert _gateway_reads(head, body) == _h11_reads(head, body)
+
+
+def test_a_request_says_whether_its_connection_serves_another() -> None:
+    assert session_request(b"POST / HTTP/1.1\r\nHost: x\r\n\r\n").keep_alive
+    assert not session_request(
+        b"POST / HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n"
+    ).keep_alive
+    assert not session_request(b"POST / HTTP/1.0\r\n\r\n").keep_alive

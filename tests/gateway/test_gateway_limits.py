@@ -152,6 +152,44 @@ def test_a_connection_serves_request_after_request_until_one_may_not_be_followed
         assert b"connection: close" in answer
 
 
+def _hung_up(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:  # closed with the rest of what was sent unread
+        return True
+
+
+def test_a_chunked_request_is_read_whole_and_one_http_does_not_allow_is_hung_up_on(
+    model: FakeAnthropic, opened: list[socket.socket]
+) -> None:
+    with ModelGateway(_upstream(model)) as gw:
+        token = gw.passes.mint(OTHER)
+        body = json.dumps(BODY).encode()
+        chunked = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        opened.append(chunked)
+        head = (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
+        pieces = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in (body[:10], body[10:]))
+        chunked.sendall(head.encode() + pieces + b"0\r\nX-Trailer: t\r\n\r\n")
+        answer = _until_closed(chunked)
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"streamed through" in answer
+        assert model.main_requests()[-1].body == BODY
+        for bad in (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+            "Bad Name: y\r\ncontent-length: 2\r\n\r\n{}",
+            f"POST /v1/messages HTTP/1.1\r\nx-api-key: {token}\r\ncontent-length: 2\r\n\r\n{{}}",
+            "\x16\x03\x01\x02\x00",  # TLS to a plain port: hung up on at once
+            "POST /v1/messages HTTP/1.1\r\nX-Long: " + "x" * 70_000,
+        ):
+            sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+            opened.append(sock)
+            sock.sendall(bad.encode("latin-1"))
+            assert _hung_up(sock)
+        assert len(model.main_requests()) == 1
+
+
 # -- the operator's settings ---------------------------------------------------------------
 
 
