@@ -41,7 +41,8 @@ LAST_CHUNK = b"0\r\n\r\n"
 
 
 class FramingError(ValueError):
-    """An upstream head, or a chunk's size line, that HTTP/1.1 does not allow."""
+    """A head (a session's request, an upstream's answer) or a chunk's size line that
+    HTTP/1.1, as read here, does not allow."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,9 @@ def _unfolded(lines: list[bytes]) -> list[bytes]:
     return out
 
 
-def request_head(method: bytes, target: bytes, headers: Headers) -> bytes:
-    """A request's head; `headers` already checked (a session's, parsed, or the gateway's)."""
+def request_bytes(method: bytes, target: bytes, headers: Headers) -> bytes:
+    """A request's head as sent upstream; `headers` already checked (a session's, parsed,
+    or the gateway's own)."""
     lines = b"".join([b"%s: %s\r\n" % pair for pair in headers])
     return b"%s %s HTTP/1.1\r\n%s\r\n" % (method, target, lines)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import certifi
 
-from app.gateway.framing import AnswerHead, FramingError, answer_head, chunk_size, request_head
+from app.gateway.framing import AnswerHead, FramingError, answer_head, chunk_size, request_bytes
 
 READ_SIZE = 64 * 1024
 MAX_HEAD = 100 * 1024  # an answer's head (and a chunked body's trailer) may be this large
@@ -235,7 +235,7 @@ class UpstreamPool:
             raise
         try:
             connection.idle = False
-            await self._write(connection, request_head(method, target, headers) + body)
+            await self._write(connection, request_bytes(method, target, headers) + body)
             while True:
                 head = await self._head(connection)
                 if head.status >= 200:

@@ -13,7 +13,7 @@ from app.gateway.framing import (
     answer_head,
     chunk_size,
     field_allowed,
-    request_head,
+    request_bytes,
     session_request,
 )
 
@@ -127,7 +127,7 @@ def test_a_body_of_known_length_goes_as_it_is() -> None:
 def test_a_request_head_is_what_a_server_reads() -> None:
     headers = [(b"host", b"api.example"), (b"content-length", b"2")]
     server = h11.Connection(h11.SERVER)
-    server.receive_data(request_head(b"POST", b"/v1/messages?beta=true", headers) + b"{}")
+    server.receive_data(request_bytes(b"POST", b"/v1/messages?beta=true", headers) + b"{}")
     request = server.next_event()
     assert isinstance(request, h11.Request)
     assert request.target == b"/v1/messages?beta=true" and list(request.headers) == headers
