@@ -4,28 +4,27 @@ in flight), the pass checked and the connection attached to its holder, every re
 answered in the wire's own error shape. What a request then becomes upstream is the
 gateway's (`relay.py`).
 
-A request is read by the rules h11 reads it by (`framing.py`): a head past `MAX_HEAD`, one
-that breaks HTTP/1.1's grammar, a body that ends early or a chunk that is not one closes the
-connection unanswered. The connection is kept for another request unless the request was
-HTTP/1.0 or asked to close, was refused, or its answer ends with the connection."""
+A request is read by httptools (`framing.py`), the connection's bytes fed to one parser as
+they come: a head past `MAX_HEAD`, one that breaks HTTP/1.1's rules, a body that ends early
+or a chunk that is not one closes the connection unanswered. The connection is kept for
+another request (bytes sent past one are the next one's) unless the request was HTTP/1.0 or
+asked to close, was refused, or its answer ends with the connection."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from app.gateway.forwarding import presented_token
 from app.gateway.framing import (
     CONTINUE,
-    HEAD_END,
+    END,
     AnswerFraming,
     FramingError,
     Headers,
     RequestHead,
-    chunk_size,
-    session_request,
+    SessionRequests,
     status_head,
 )
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
@@ -74,7 +73,7 @@ class SessionExchange:
         self.gateway = gateway
         self.reader = reader
         self.writer = writer
-        self.buffer = bytearray()  # what the session sent that was not read yet
+        self.requests = SessionRequests(MAX_HEAD)  # what the session sent, parsed
         self.holder: str | None = None  # the work item whose pass this connection presented
         self.http11 = True  # the request being answered is HTTP/1.1
         self.keep_alive = True  # the connection may serve another request after this one
@@ -90,67 +89,23 @@ class SessionExchange:
             raise
 
     async def _fill(self) -> bool:
-        """Read what the session sends next into `buffer`; False when it closed."""
+        """Parse what the session sends next; False when it closed."""
         # A session that goes quiet mid-request, or idles for long, is hung up on.
         async with asyncio.timeout(IDLE):
             data = await self.reader.read(READ_SIZE)
-        self.buffer += data
+        self.requests.feed(data)
         return bool(data)
 
     async def _head(self) -> RequestHead | None:
         """The next request's head; None when the session closed between requests."""
-        start = 0
-        while True:
-            end = HEAD_END.search(self.buffer, start)
-            if end is not None:
-                break
-            if len(self.buffer) > MAX_HEAD or (self.buffer and self.buffer[0] < 0x21):
-                raise FramingError("not a request head")  # too long, or not HTTP at all
-            start = max(0, len(self.buffer) - 2)
+        while (found := self.requests.next()) is None:
             if not await self._fill():
-                if self.buffer:
+                if self.requests.midway:
                     raise ConnectionError("the session left inside a request head")
                 return None
-        head = bytes(self.buffer[: end.end()])
-        del self.buffer[: end.end()]
-        return session_request(head)
-
-    async def _exactly(self, size: int) -> AsyncIterator[bytes]:
-        """The next `size` bytes, piece by piece as they come."""
-        while size > 0:
-            if not self.buffer and not await self._fill():
-                raise ConnectionError("the session left inside a request body")
-            piece = bytes(self.buffer[:size])
-            del self.buffer[: len(piece)]
-            size -= len(piece)
-            yield piece
-
-    async def _line(self) -> bytes:
-        """The next line (a chunk's size, a trailer's line), CRLF included."""
-        while (end := self.buffer.find(b"\r\n")) < 0:
-            if len(self.buffer) > MAX_HEAD:
-                raise FramingError("a line of a chunked body is too long")
-            if not await self._fill():
-                raise ConnectionError("the session left inside a chunked body")
-        line = bytes(self.buffer[: end + 2])
-        del self.buffer[: end + 2]
-        return line
-
-    async def _pieces(self, request: RequestHead) -> AsyncIterator[bytes]:
-        """The request's body as it comes: its length's worth, or its chunks (the trailer
-        that follows them read and passed over)."""
-        if request.length is not None:
-            async for piece in self._exactly(request.length):
-                yield piece
-            return
-        while size := chunk_size(await self._line()):
-            async for piece in self._exactly(size):
-                yield piece
-            if b"".join([p async for p in self._exactly(2)]) != b"\r\n":
-                raise FramingError("a chunk must end in CRLF")
-        trailer = await self._line()
-        while trailer != b"\r\n":
-            trailer = await self._line()
+        if not isinstance(found, RequestHead):
+            raise FramingError("a request's body before its head")  # llhttp gives none
+        return found
 
     async def write(self, data: bytes) -> None:
         """Send `data` (the answer's head, a piece of its body, its end), when there is any."""
@@ -185,12 +140,18 @@ class SessionExchange:
             self.gateway.detach(self)
             self.writer.close()
 
-    async def _body(self, request: RequestHead, held: list[int]) -> bytes:
+    async def _body(self, held: list[int]) -> bytes:
         """The whole request body. What it holds is counted against the gateway's budget for
         bodies in flight (`held[0]`, given back by the caller), so many large requests at once
         are turned away rather than taking the spawner's memory."""
         parts: list[bytes] = []
-        async for piece in self._pieces(request):
+        while (piece := self.requests.next()) is not END:
+            if piece is None:
+                if not await self._fill():
+                    raise ConnectionError("the session left inside a request body")
+                continue
+            if not isinstance(piece, bytes):
+                raise FramingError("a request's head inside another's body")  # llhttp gives none
             size = len(piece)
             if held[0] + size > MAX_BODY:
                 raise GatewayRefusal(413, "request_too_large", "the request body is too large")
@@ -225,10 +186,10 @@ class SessionExchange:
         held, tools = [0], False
         self.gateway.tally.started(work_item_id)
         try:
-            if request.expects_continue and not self.buffer:
+            if request.expects_continue and not self.requests.found:
                 await self.write(CONTINUE)
                 self.answering = False
-            body = await self._body(request, held)
+            body = await self._body(held)
             self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
         except GatewayRefusal as refused:

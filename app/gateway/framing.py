@@ -1,126 +1,233 @@
-"""HTTP/1.1 as the model gateway frames it itself: a session's request head parsed and
-checked, the heads it writes (a request upstream, an answer to a session) built straight from
-bytes already checked, an upstream answer's head parsed and checked once, and how each body is
-delimited (its length, chunks, or the end of the connection). Pure.
+"""HTTP/1.1 at the model gateway's two edges: what it reads is parsed by httptools (llhttp, the C
+parser of Node.js that uvicorn also runs on), what it writes it writes itself. Pure.
 
-Not h11, which makes an event of every head and every chunk, checks each header of each event
-against its grammar again and walks its state machine per event: on the gateway's two sides
-that is about half of its CPU per relayed stream (`bench/gateway` prints it). Here a head is
-checked once, as it is parsed, against the same grammar (RFC 9112's, as h11 reads it), and its
-headers are relayed as parsed.
+Reading, on both sides, is one parser per connection fed the bytes as they arrive; what it
+finds comes out in order (`MessageReader.next`): a head, the pieces of its body, `END` at the
+end of its body (by its length, its chunks with their extensions and trailer passed over, or,
+for an answer, the connection's end), then the next message's head. A parse that fails is a
+`FramingError`, raised once what came before it was taken. Header names are as sent (a
+session's lower-cased), values without the blanks around them.
 
-A session's request is read as h11 reads it (sessions are untrusted: the rules are its
-rules): lines may end in LF alone, obsolete line folding is unfolded, an HTTP/1.1 request
-names exactly one Host, a Content-Length is one number (repeated alike at most), a
-Transfer-Encoding is `chunked` alone, given once, and wins over a Content-Length. An upstream
-answer's head is held to more: lines end in CRLF, no folding, a Transfer-Encoding with a
-Content-Length is refused. What breaks these is a `FramingError`.
+llhttp holds a message to RFC 9112 strictly: lines end in CRLF, no obsolete line folding, one
+Content-Length and only digits in it, none beside a Transfer-Encoding, chunk sizes in hex. The
+gateway checks what llhttp leaves to its user. A session's request (sessions are not trusted)
+must be HTTP/1.0 or 1.1, name one Host (HTTP/1.1), give a Transfer-Encoding only as `chunked`,
+once, and may not switch protocols; an upstream answer's Transfer-Encoding is `chunked` alone
+(an answer is relayed decoded). Past `limit` bytes in a row in which nothing is found (no
+head's end, no piece of a body) the bytes are refused too, so a head or a trailer cannot grow
+past it by more than the read that began it: llhttp sets no size of its own, and httptools
+holds a header's value whole.
+
+Writing needs no parser: a request head upstream, an answer's head to a session (its body by
+its length, in chunks, or until the connection closes: `AnswerFraming`), built straight from
+bytes already parsed or checked (`field_allowed` for the operator's credential).
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Final, Generic, TypeVar
+
+import httptools
 
 Headers = list[tuple[bytes, bytes]]
 
-# RFC 9112's grammar as h11 reads it: a token for a name, any byte but NUL and white space
-# around inner blanks for a value, optional white space around it.
+# RFC 9112's header line: a token for a name, a value of visible bytes with inner blanks.
 _FIELD = re.compile(
     rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*"
 )
-_REQUEST = re.compile(rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/([0-9]\.[0-9])")
-_STATUS = re.compile(rb"HTTP/([0-9])\.([0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
-_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;.*)?[ \t]*\r\n")
-_LENGTH = re.compile(rb"[0-9]+")
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-HEAD_END = re.compile(rb"\n\r?\n")  # a head's last line ends, as h11 finds it
+_BLANKS = b" \t"
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
 
 
 class FramingError(ValueError):
-    """A head (a session's request, an upstream's answer) or a chunk's size line that
-    HTTP/1.1, as read here, does not allow."""
+    """Bytes that are not the HTTP/1.1 message the gateway reads (see the module's rules)."""
+
+
+class MessageEnd:
+    """The end of a message's body (`END`)."""
+
+
+END: Final = MessageEnd()
 
 
 @dataclass(frozen=True)
 class RequestHead:
-    """A session's request head. `headers` have their names lower-cased; `length` is the
-    body's size, None for a chunked body."""
+    """A session's request head; `headers` have their names lower-cased."""
 
     method: bytes
     target: bytes
     http_version: bytes
     headers: Headers
-    length: int | None
     keep_alive: bool  # the connection may serve another request after this one
     expects_continue: bool  # the client waits for `100 Continue` before its body
 
 
-def session_request(head: bytes) -> RequestHead:
-    """Parse a request head: its bytes up to and including the blank line (`HEAD_END`)."""
-    lines = [line[:-1] if line.endswith(b"\r") else line for line in head.split(b"\n")[:-2]]
-    request = _REQUEST.fullmatch(lines[0]) if lines else None
-    if request is None:
-        raise FramingError(f"not a request line: {lines[0][:100] if lines else b''!r}")
-    version = request[3]
-    headers: Headers = []
-    hosts, close, expects, chunked, length = 0, version < b"1.1", False, False, None
-    for line in _unfolded(lines[1:]):
-        field = _FIELD.fullmatch(line)
-        if field is None:
-            raise FramingError(f"not a header line: {line[:100]!r}")
-        name, value = field[1].lower(), field[2]
-        if name == b"host":
-            hosts += 1
-        elif name == b"connection":
-            close = close or b"close" in _tokens(value)
-        elif name == b"expect":
-            expects = expects or b"100-continue" in _tokens(value)
-        elif name == b"transfer-encoding":
-            if chunked or value.lower() != b"chunked":
-                raise FramingError("a Transfer-Encoding must be `chunked`, given once")
-            chunked, value = True, b"chunked"
-        elif name == b"content-length":
-            lengths = {size.strip() for size in value.split(b",")}
-            given = lengths.pop()
-            if lengths or not _LENGTH.fullmatch(given) or len(given) > 20:
-                raise FramingError("a Content-Length must be one number")
-            if length is not None:
-                if length != int(given):
-                    raise FramingError("Content-Lengths that differ")
-                continue  # one is kept
-            length, value = int(given), given
-        headers.append((name, value))
-    if hosts > 1 or (hosts == 0 and version == b"1.1"):
-        raise FramingError("a request must name one Host")
-    return RequestHead(
-        request[1],
-        request[2],
-        version,
-        headers,
-        None if chunked else (length or 0),
-        not close,
-        expects and version >= b"1.1",
-    )
+@dataclass(frozen=True)
+class AnswerHead:
+    """An upstream answer's head, its headers as sent. `length` is its body's size, None
+    when it comes in chunks or `until_close`; `keep_alive` whether the connection may
+    carry another request once the body was read."""
+
+    status: int
+    headers: Headers
+    length: int | None
+    keep_alive: bool
+    until_close: bool  # the body ends when the connection does
 
 
-def _unfolded(lines: list[bytes]) -> list[bytes]:
-    """Header lines with obsolete line folding undone (a line that begins with a blank goes
-    on the one before it, after one space), as h11 reads them."""
-    if not any(line[:1] in (b" ", b"\t") for line in lines):
-        return lines
-    out: list[bytes] = []
-    for line in lines:
-        if line[:1] in (b" ", b"\t"):
-            if not out:
-                raise FramingError("a head's first header line cannot continue another")
-            out[-1] += b" " + line.lstrip(b" \t")
+Head = TypeVar("Head", RequestHead, AnswerHead)
+
+
+class MessageReader(Generic[Head]):
+    """One connection's messages, read by httptools from the bytes `feed` is given: `next()`
+    takes what was found, in order; None when more bytes are needed. `midway` while a
+    message was begun and has not ended."""
+
+    def __init__(self, limit: int) -> None:
+        self.found: deque[Head | bytes | MessageEnd] = deque()
+        self.failure: FramingError | None = None
+        self.midway = False
+        self._limit = limit
+        self._quiet = 0  # bytes fed in a row in which nothing was found
+        self._headers: Headers = []
+        self._in_head = False
+        self._parser: httptools.HttpRequestParser | httptools.HttpResponseParser
+
+    def feed(self, data: bytes) -> None:
+        """Parse `data`, the next bytes the connection brought."""
+        if self.failure is not None:
+            return  # nothing past a failure is read
+        found = len(self.found)
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            ours = exc.__context__  # what one of the callbacks below raised, if one did
+            if ours is not None and not isinstance(ours, FramingError):
+                raise ours from exc  # a fault of the gateway's, not of the bytes
+            self.failure = ours or FramingError(repr(exc))
+            return
+        if len(self.found) > found:
+            self._quiet = 0
+            return
+        self._quiet += len(data)
+        if self._quiet > self._limit:
+            self.failure = FramingError(f"{self._quiet} bytes without a head's end or a body")
+
+    def next(self) -> Head | bytes | MessageEnd | None:
+        """What was found next (a head, a piece of a body, `END`); None until more bytes
+        come; a `FramingError` where the parse failed."""
+        if self.found:
+            return self.found.popleft()
+        if self.failure is not None:
+            raise self.failure
+        return None
+
+    # -- httptools' callbacks ------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.midway, self._in_head, self._headers = True, True, []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._in_head:  # else a field of a chunked body's trailer: passed over
+            if value and value[-1] in _BLANKS:
+                value = value.rstrip(_BLANKS)
+            self._headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self.found.append(body)
+
+    def on_message_complete(self) -> None:
+        self.midway = False
+        self.found.append(END)
+
+
+class SessionRequests(MessageReader[RequestHead]):
+    """A session's requests, one after another on its connection."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._target = b""
+        self._parser = self._request = httptools.HttpRequestParser(self)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._target = b""
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        parser = self._request
+        version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise FramingError(f"HTTP/{version} is not HTTP/1.1")
+        if parser.should_upgrade():
+            raise FramingError("a request may not switch protocols")
+        headers = [(name.lower(), value) for name, value in self._headers]
+        hosts, codings, expects = 0, 0, False
+        for at, (name, value) in enumerate(headers):
+            if name == b"host":
+                hosts += 1
+            elif name == b"expect":
+                expects = expects or b"100-continue" in _tokens(value)
+            elif name == b"transfer-encoding":
+                codings += 1
+                if codings > 1 or value.lower() != b"chunked":
+                    raise FramingError("a Transfer-Encoding must be `chunked`, given once")
+                headers[at] = (name, b"chunked")
+        if hosts > 1 or (hosts == 0 and version == "1.1"):
+            raise FramingError("a request must name one Host")
+        http11 = version == "1.1"
+        self.found.append(
+            RequestHead(
+                parser.get_method(),
+                self._target,
+                version.encode(),
+                headers,
+                http11 and parser.should_keep_alive(),
+                expects and http11,
+            )
+        )
+
+
+class UpstreamAnswers(MessageReader[AnswerHead]):
+    """An upstream's answers, one after another on its connection (an interim `1xx` is an
+    answer of its own, without a body)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._parser = self._answer = httptools.HttpResponseParser(self)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        status = self._answer.get_status_code()
+        length: int | None = None
+        codings: list[bytes] = []
+        for name, value in self._headers:
+            lowered = name.lower()
+            if lowered == b"content-length":
+                length = int(value)  # llhttp let one through, and only digits
+            elif lowered == b"transfer-encoding":
+                codings += _tokens(value)
+        if codings and codings != [b"chunked"]:
+            raise FramingError("an answer's Transfer-Encoding must be `chunked` alone")
+        if status < 200 or status in (204, 304):
+            length, until_close = 0, False
         else:
-            out.append(line)
-    return out
+            until_close = length is None and not codings
+        keep_alive = self._parser.should_keep_alive() and not until_close
+        self.found.append(AnswerHead(status, self._headers, length, keep_alive, until_close))
+
+
+def _tokens(value: bytes) -> list[bytes]:
+    return [token.strip() for token in value.lower().split(b",") if token.strip()]
 
 
 def request_bytes(method: bytes, target: bytes, headers: Headers) -> bytes:
@@ -133,71 +240,6 @@ def request_bytes(method: bytes, target: bytes, headers: Headers) -> bytes:
 def field_allowed(name: bytes, value: bytes) -> bool:
     """Whether a header the gateway adds itself (the operator's credential) is one line."""
     return _FIELD.fullmatch(name + b": " + value) is not None and value == value.strip()
-
-
-@dataclass(frozen=True)
-class AnswerHead:
-    """An upstream answer's head. `length` is its body's size, None when the body comes in
-    chunks (`chunked`) or runs until the connection closes; `keep_alive` whether the
-    connection may carry another request once the body was read."""
-
-    status: int
-    headers: Headers
-    length: int | None
-    chunked: bool
-    keep_alive: bool
-
-
-def answer_head(head: bytes) -> AnswerHead:
-    """Parse an answer's head: its bytes up to and including the blank line."""
-    lines = head.split(b"\r\n")
-    if len(lines) < 3 or lines[-1] or lines[-2]:
-        raise FramingError("an answer's head must end in an empty line")
-    status = _STATUS.fullmatch(lines[0])
-    if status is None:
-        raise FramingError(f"not a status line: {lines[0][:100]!r}")
-    headers: Headers = []
-    close = status[1] == b"0" or status[2] == b"0"  # HTTP/1.0 (or 0.9): no keep-alive
-    encodings: list[bytes] = []
-    lengths: set[bytes] = set()
-    for line in lines[1:-2]:
-        field = _FIELD.fullmatch(line)
-        if field is None:
-            raise FramingError(f"not a header line: {line[:100]!r}")
-        name, value = field[1], field[2]
-        headers.append((name, value))
-        lowered = name.lower()
-        if lowered == b"connection":
-            close = close or b"close" in _tokens(value)
-        elif lowered == b"transfer-encoding":
-            encodings += _tokens(value)
-        elif lowered == b"content-length":
-            lengths.update(_tokens(value))
-    code = int(status[3])
-    if code in (204, 304) or code < 200:
-        return AnswerHead(code, headers, 0, False, not close)
-    if encodings:
-        if encodings != [b"chunked"] or lengths:
-            raise FramingError("only a chunked Transfer-Encoding, without a Content-Length")
-        return AnswerHead(code, headers, None, True, not close)
-    if lengths:
-        length = lengths.pop()
-        if lengths or not _LENGTH.fullmatch(length) or len(length) > 20:
-            raise FramingError("a Content-Length must be one number")
-        return AnswerHead(code, headers, int(length), False, not close)
-    return AnswerHead(code, headers, None, False, False)  # its body ends with the connection
-
-
-def chunk_size(line: bytes) -> int:
-    """The size a chunk's size line (CRLF included) announces; extensions are ignored."""
-    size = _CHUNK_SIZE.fullmatch(line)
-    if size is None:
-        raise FramingError(f"not a chunk size: {line[:100]!r}")
-    return int(size[1], 16)
-
-
-def _tokens(value: bytes) -> list[bytes]:
-    return [token.strip() for token in value.lower().split(b",") if token.strip()]
 
 
 class AnswerFraming:

@@ -1,23 +1,24 @@
 """The model gateway's server: sessions' model API requests in, the operator's upstream out.
 
-One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (framed by the gateway
-itself, `framing.py`, by h11's rules) and forwards each request through one pool of kept-alive
-upstream connections (`transport.py`; a failed connect is tried once more). A request must
-present a live pass (`passes.py`) or it is refused 401 in the API's error shape, and only a
-model API's own requests are forwarded (403 for anything else of the account), before anything
-goes upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API
-— picks its upstream, its error shape and how its usage reads (`wires.py`); the rest is one. A
-request's body is read whole before it goes on (a slow sender holds no upstream connection),
-within a budget for all bodies held at once: past it, a 529 the harness retries. A body that
-would make the provider's servers reach out for the session (MCP, server tools the operator did
-not allow, media by URL: `reach.py`) is refused 403 in its API's shape. An upstream that fails
-before answering is a 502 in that shape; one that breaks off mid-answer closes the session's
-connection. The answer is relayed as it arrives, chunk by chunk and byte for byte (an SSE
-stream is never buffered), while `metering.py` reads its usage into the tally, charged to the
-pass's work item (a session that leaves mid-answer does not end the reading: the rest is read
-for its usage, within bounds), and the tally keeps how long the item's harness was working. An
-item whose budget the App found spent is refused 400 in its API's shape (as the API refuses a
-spent credit balance), with the App's words, until a new launch of it is asked for.
+One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (read by httptools,
+written by the gateway itself: `framing.py`) and forwards each request through one pool of
+kept-alive upstream connections (`transport.py`; a failed connect is tried once more). A
+request must present a live pass (`passes.py`) or it is refused 401 in the API's error shape,
+and only a model API's own requests are forwarded (403 for anything else of the account),
+before anything goes upstream. Which API a request speaks — Anthropic's Messages API or
+OpenAI's Responses API — picks its upstream, its error shape and how its usage reads
+(`wires.py`); the rest is one. A request's body is read whole before it goes on (a slow sender
+holds no upstream connection), within a budget for all bodies held at once: past it, a 529 the
+harness retries. A body that would make the provider's servers reach out for the session (MCP,
+server tools the operator did not allow, media by URL: `reach.py`) is refused 403 in its API's
+shape. An upstream that fails before answering is a 502 in that shape; one that breaks off
+mid-answer closes the session's connection. The answer is relayed as it arrives, chunk by chunk
+and byte for byte (an SSE stream is never buffered), while `metering.py` reads its usage into
+the tally, charged to the pass's work item (a session that leaves mid-answer does not end the
+reading: the rest is read for its usage, within bounds), and the tally keeps how long the
+item's harness was working. An item whose budget the App found spent is refused 400 in its
+API's shape (as the API refuses a spent credit balance), with the App's words, until a new
+launch of it is asked for.
 
 Sessions are not trusted, and connections are accepted before any pass is seen, so none may
 hoard them: a connection whose first request head has not come within `head_wait` seconds is

@@ -1,5 +1,5 @@
-"""The model gateway's upstream client: HTTP/1.1 over asyncio's streams, framed by
-`framing.py`, with a small pool of kept-alive connections per origin.
+"""The model gateway's upstream client: HTTP/1.1 over asyncio's streams, its answers read by
+httptools (`framing.py`), with a small pool of kept-alive connections per origin.
 
 The gateway sends one kind of request to one or two origins from one event loop it owns, so
 it needs little of a general client: no proxies, no HTTP/2, no cancel scopes or event-loop
@@ -24,11 +24,18 @@ from dataclasses import dataclass
 
 import certifi
 
-from app.gateway.framing import AnswerHead, FramingError, answer_head, chunk_size, request_bytes
+from app.gateway.framing import (
+    END,
+    AnswerHead,
+    FramingError,
+    MessageEnd,
+    UpstreamAnswers,
+    request_bytes,
+)
 
 READ_SIZE = 64 * 1024
 MAX_HEAD = 100 * 1024  # an answer's head (and a chunked body's trailer) may be this large
-SOCKET_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError, ssl.SSLError)
+SOCKET_ERRORS = (OSError, ConnectionError, ssl.SSLError)
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -92,17 +99,38 @@ class UpstreamOrigin:
 
 
 class _Connection:
-    """One upstream connection; `idle` while no exchange is on it or after one ended cleanly
-    on a connection its server keeps alive."""
+    """One upstream connection and the answers read on it; `idle` while no exchange is on
+    it or after one ended cleanly on a connection its server keeps alive."""
 
     def __init__(
         self, origin: UpstreamOrigin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.origin, self.reader, self.writer = origin, reader, writer
+        self.answers = UpstreamAnswers(MAX_HEAD)
         self.idle = True
 
     def reusable(self) -> bool:
-        return self.idle and not self.reader.at_eof()
+        """Idle, not closed by its server, and nothing came on it past the last answer."""
+        answers = self.answers
+        return (
+            self.idle
+            and not self.reader.at_eof()
+            and not answers.found
+            and answers.failure is None
+            and not answers.midway
+        )
+
+    async def next(self, timeout: float) -> AnswerHead | bytes | MessageEnd | None:
+        """What the answers read on it give next (a head, a piece of a body, `END`), reading
+        as needed, each read within `timeout`; None when the server closed the connection
+        first. What HTTP/1.1 does not allow is a `FramingError`."""
+        while (found := self.answers.next()) is None:
+            async with asyncio.timeout(timeout):
+                data = await self.reader.read(READ_SIZE)
+            if not data:
+                return None
+            self.answers.feed(data)
+        return found
 
     def close(self) -> None:
         self.idle = False
@@ -121,65 +149,29 @@ class UpstreamAnswer:
         self._closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        head, reader, timeout = self._head, self._connection.reader, self._pool.timeouts.read
+        connection, timeout = self._connection, self._pool.timeouts.read
         try:
-            if head.chunked:
-                async for data in _chunked(reader, timeout):
-                    yield data
-            else:
-                left = head.length
-                while left is None or left > 0:
-                    async with asyncio.timeout(timeout):
-                        data = await reader.read(
-                            READ_SIZE if left is None else min(left, READ_SIZE)
-                        )
-                    if not data:
-                        if left is None:
-                            break  # a body that ends with its connection
-                        raise RemoteProtocolError(
-                            f"the upstream ended its answer {left} bytes early"
-                        )
-                    if left is not None:
-                        left -= len(data)
-                    yield data
+            while (found := await connection.next(timeout)) is not END:
+                if isinstance(found, bytes):
+                    yield found
+                elif found is not None:
+                    raise FramingError("an answer's head inside another's body")
+                elif self._head.until_close:
+                    break  # a body that ends with its connection
+                else:
+                    raise RemoteProtocolError("the upstream ended its answer early")
         except TimeoutError as exc:
             raise ReadTimeout("reading from the upstream") from exc
-        except (FramingError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            raise RemoteProtocolError(f"the upstream ended its answer early ({exc})") from exc
+        except FramingError as exc:
+            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
         except SOCKET_ERRORS as exc:
             raise ReadError(str(exc)) from exc
-        self._connection.idle = head.keep_alive
+        connection.idle = self._head.keep_alive
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
             self._pool.release(self._connection)
-
-
-async def _chunked(reader: asyncio.StreamReader, timeout: float) -> AsyncIterator[bytes]:
-    """A chunked body's data, each piece read within `timeout`; its trailer is skipped."""
-    left = 0
-    while True:
-        async with asyncio.timeout(timeout):
-            if not left:
-                left = chunk_size(await reader.readuntil(b"\r\n"))
-                if not left:
-                    break
-            data = await reader.read(min(left, READ_SIZE))
-            if not data:
-                raise FramingError("the connection closed inside a chunk")
-            left -= len(data)
-            if not left and await reader.readexactly(2) != b"\r\n":
-                raise FramingError("a chunk must end in CRLF")
-        yield data
-    trailer = 0
-    while trailer <= MAX_HEAD:
-        async with asyncio.timeout(timeout):
-            line = await reader.readuntil(b"\r\n")
-        if line == b"\r\n":
-            return
-        trailer += len(line)
-    raise FramingError("a chunked body's trailer is too large")
 
 
 class UpstreamPool:
@@ -281,7 +273,6 @@ class UpstreamPool:
                         origin.port,
                         ssl=context,
                         server_hostname=origin.host if context else None,
-                        limit=MAX_HEAD,
                     )
             except TimeoutError as exc:
                 if attempt == self.retries:
@@ -309,24 +300,23 @@ class UpstreamPool:
             raise WriteError(str(exc)) from exc
 
     async def _head(self, connection: _Connection) -> AnswerHead:
-        """The next head `connection` answers with, read within the read timeout; the
-        connection closing first or a head HTTP/1.1 does not allow is an `UpstreamError`."""
+        """The next head `connection` answers with (an interim `1xx` one's end passed over),
+        read within the read timeout; the connection closing first or a head HTTP/1.1 does
+        not allow is an `UpstreamError`."""
         try:
-            async with asyncio.timeout(self.timeouts.read):
-                head = await connection.reader.readuntil(b"\r\n\r\n")
-            return answer_head(head)
+            while (found := await connection.next(self.timeouts.read)) is END:
+                continue
         except TimeoutError as exc:
             raise ReadTimeout("reading from the upstream") from exc
-        except asyncio.IncompleteReadError as exc:
-            raise RemoteProtocolError(
-                "the upstream closed the connection without answering"
-            ) from exc
-        except asyncio.LimitOverrunError as exc:
-            raise RemoteProtocolError("the upstream's answer head is too large") from exc
         except FramingError as exc:
-            raise RemoteProtocolError(str(exc)) from exc
+            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
         except SOCKET_ERRORS as exc:
             raise ReadError(str(exc)) from exc
+        if found is None:
+            raise RemoteProtocolError("the upstream closed the connection without answering")
+        if not isinstance(found, AnswerHead):
+            raise RemoteProtocolError("the upstream's answer: a body before its head")
+        return found
 
 
 @functools.cache
