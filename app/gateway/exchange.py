@@ -2,7 +2,13 @@
 request read (its head within the gateway's `head_wait`, its body counted against the bodies
 in flight), the pass checked and the connection attached to its holder, every refusal
 answered in the wire's own error shape. What a request then becomes upstream is the
-gateway's (`relay.py`)."""
+gateway's (`relay.py`).
+
+A request is read by httptools (`framing.py`), the connection's bytes fed to one parser as
+they come: a head past `MAX_HEAD`, one that breaks HTTP/1.1's rules, a body that ends early
+or a chunk that is not one closes the connection unanswered. The connection is kept for
+another request (bytes sent past one are the next one's) unless the request was HTTP/1.0 or
+asked to close, was refused, or its answer ends with the connection."""
 
 from __future__ import annotations
 
@@ -10,9 +16,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-import h11
-
 from app.gateway.forwarding import presented_token
+from app.gateway.framing import (
+    CONTINUE,
+    END,
+    AnswerFraming,
+    FramingError,
+    Headers,
+    RequestHead,
+    SessionRequests,
+    status_head,
+)
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
 
 if TYPE_CHECKING:
@@ -59,47 +73,68 @@ class SessionExchange:
         self.gateway = gateway
         self.reader = reader
         self.writer = writer
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        self.requests = SessionRequests(MAX_HEAD)  # what the session sent, parsed
         self.holder: str | None = None  # the work item whose pass this connection presented
+        self.http11 = True  # the request being answered is HTTP/1.1
+        self.keep_alive = True  # the connection may serve another request after this one
+        self.answering = False  # part of the answer went out
 
-    async def _first(self) -> Any:
+    async def _first(self) -> RequestHead | None:
         """The first request's head, within `head_wait` (a silent connection is dropped)."""
         try:
             async with asyncio.timeout(self.gateway.head_wait):
-                return await self._event()
+                return await self._head()
         except TimeoutError:
             self.gateway.dropped += 1
             raise
 
-    async def _event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            # A session that goes quiet mid-request, or idles for long, is hung up on.
-            async with asyncio.timeout(IDLE):
-                data = await self.reader.read(READ_SIZE)
-            self.conn.receive_data(data)
+    async def _fill(self) -> bool:
+        """Parse what the session sends next; False when it closed."""
+        # A session that goes quiet mid-request, or idles for long, is hung up on.
+        async with asyncio.timeout(IDLE):
+            data = await self.reader.read(READ_SIZE)
+        self.requests.feed(data)
+        return bool(data)
 
-    async def send(self, event: Any, ahead: bytes = b"") -> None:
-        """Send `event`, after `ahead` (bytes held back so they share one write with it)."""
-        data = ahead + (self.conn.send(event) or b"")
+    async def _head(self) -> RequestHead | None:
+        """The next request's head; None when the session closed between requests."""
+        while (found := self.requests.next()) is None:
+            if not await self._fill():
+                if self.requests.midway:
+                    raise ConnectionError("the session left inside a request head")
+                return None
+        if not isinstance(found, RequestHead):
+            raise FramingError("a request's body before its head")  # llhttp gives none
+        return found
+
+    async def write(self, data: bytes) -> None:
+        """Send `data` (the answer's head, a piece of its body, its end), when there is any."""
         if data:
+            self.answering = True
             self.writer.write(data)
             await self.writer.drain()
+
+    def framing(self, status: int, headers: Headers, length: int | None) -> AnswerFraming:
+        """How an answer with `headers` and a body of `length` bytes (None: unknown) goes
+        to this session; an answer that ends with the connection keeps it from serving more."""
+        framing = AnswerFraming(
+            status, headers, length, http11=self.http11, keep_alive=self.keep_alive
+        )
+        self.keep_alive = framing.keep_alive
+        return framing
 
     async def serve(self) -> None:
         try:
             request = await self._first()
-            while True:
-                if not isinstance(request, h11.Request):
-                    return
+            while request is not None:
+                self.http11 = request.http_version == b"1.1"
+                self.keep_alive = request.keep_alive
+                self.answering = False
                 await self._one(request)
-                if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+                if not self.keep_alive:
                     return
-                self.conn.start_next_cycle()
-                request = await self._event()
-        except (h11.ProtocolError, ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+                request = await self._head()
+        except (FramingError, ConnectionError, TimeoutError):
             return
         finally:
             self.gateway.detach(self)
@@ -110,22 +145,23 @@ class SessionExchange:
         bodies in flight (`held[0]`, given back by the caller), so many large requests at once
         are turned away rather than taking the spawner's memory."""
         parts: list[bytes] = []
-        while True:
-            event = await self._event()
-            if isinstance(event, h11.Data):
-                size = len(event.data)
-                if held[0] + size > MAX_BODY:
-                    raise GatewayRefusal(413, "request_too_large", "the request body is too large")
-                if not self.gateway.hold(size):
-                    raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
-                held[0] += size
-                parts.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return b"".join(parts)
-            else:
-                raise h11.RemoteProtocolError("the connection ended inside a request body")
+        while (piece := self.requests.next()) is not END:
+            if piece is None:
+                if not await self._fill():
+                    raise ConnectionError("the session left inside a request body")
+                continue
+            if not isinstance(piece, bytes):
+                raise FramingError("a request's head inside another's body")  # llhttp gives none
+            size = len(piece)
+            if held[0] + size > MAX_BODY:
+                raise GatewayRefusal(413, "request_too_large", "the request body is too large")
+            if not self.gateway.hold(size):
+                raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
+            held[0] += size
+            parts.append(piece)
+        return b"".join(parts)
 
-    async def _one(self, request: h11.Request) -> None:
+    async def _one(self, request: RequestHead) -> None:
         wire = wire_for(request.method, request.target)
         try:
             work_item_id = self.gateway.passes.holder(presented_token(request.headers))
@@ -150,8 +186,9 @@ class SessionExchange:
         held, tools = [0], False
         self.gateway.tally.started(work_item_id)
         try:
-            if self.conn.they_are_waiting_for_100_continue:
-                await self.send(h11.InformationalResponse(status_code=100, headers=[]))
+            if request.expects_continue and not self.requests.found:
+                await self.write(CONTINUE)
+                self.answering = False
             body = await self._body(held)
             self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
@@ -163,12 +200,12 @@ class SessionExchange:
             self.gateway.tally.finished(work_item_id, tools)
 
     async def refuse(self, refused: GatewayRefusal) -> None:
+        """Answer `refused` in its wire's shape and close the connection after it."""
         self.gateway.refusals += 1
         log.info("model gateway refused a request: %s", refused.message)
         payload = refused.shape.error_body(refused.kind, refused.message)
-        length = str(len(payload)).encode()
+        length = b"%d" % len(payload)
         headers = [*JSON, (b"content-length", length), (b"connection", b"close")]
+        self.keep_alive = False
         # One write for the whole answer: a client that reads once sees all of it.
-        head = self.conn.send(h11.Response(status_code=refused.status, headers=headers)) or b""
-        await self.send(h11.Data(data=payload), head)
-        await self.send(h11.EndOfMessage())
+        await self.write(status_head(refused.status, headers) + payload)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
 
+from app.gateway.framing import field_allowed
 from app.gateway.transport import Headers, UnsupportedProtocol, UpstreamOrigin
 from app.gateway.wires import MESSAGES, wire_for
 
@@ -67,7 +68,20 @@ class Upstream:
             raise UnsupportedProtocol(f"the upstream {self.base_url!r}: {exc}") from exc
         host = b"[%b]" % host if b":" in host else host
         named = host if port == _PORTS[scheme] else b"%b:%d" % (host, port)
-        return UpstreamOrigin(scheme, parts.hostname, port), parts.path.encode("latin-1"), named
+        path = parts.path.encode("latin-1")
+        if not all(0x21 <= byte <= 0x7E for byte in path):
+            raise UnsupportedProtocol(
+                f"the upstream {self.base_url!r}: its path must be URL-encoded"
+            )
+        return UpstreamOrigin(scheme, parts.hostname, port), path, named
+
+    @cached_property
+    def sent_credential(self) -> tuple[tuple[bytes, bytes], ...]:
+        """`credential`, checked once to be header lines (a key holding a line break would
+        add headers of its own to every request)."""
+        if not all(field_allowed(name, value) for name, value in self.credential):
+            raise UnsupportedProtocol(f"the credential from {self.source} is not one header line")
+        return self.credential
 
     def target(self, path: bytes) -> bytes:
         """The upstream request target of `path` (origin form, query allowed) below
@@ -104,7 +118,7 @@ def upstream_headers(
     return [
         (b"host", upstream.origin[2]),
         *kept,
-        *upstream.credential,
+        *upstream.sent_credential,
         (b"accept-encoding", b"identity"),
         (b"content-length", b"%d" % length),
     ]

@@ -47,14 +47,17 @@ class Usage:
     active_ms: int = 0  # how long the harness was working (`Tally`): a turn, tools included
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return Usage(*[getattr(self, name) + getattr(other, name) for name in _USAGE_FIELDS])
 
     def to_json(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _USAGE_FIELDS}
 
     @property
     def empty(self) -> bool:
         return self == Usage()
+
+
+_USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def one_request(counts: dict[str, int], tool_calls: int = 0) -> Usage | None:
@@ -92,44 +95,44 @@ class StreamMeter:
         lines = chunk.split(b"\n")
         lines[0] = self._partial + lines[0]
         self._partial = lines.pop()
-        for line in lines:
-            if self._skipping:
-                self._skipping = False
-                continue
-            self._line(line)
+        if self._skipping and lines:
+            self._skipping = False
+            del lines[0]
+        self._read(lines)
         if len(self._partial) > _MAX_LINE:
             self._partial, self._skipping = b"", True
 
-    def _line(self, line: bytes) -> None:
-        if line.startswith(b"event:"):
-            self._event = line[6:].strip()
-            return
-        if not line.strip():
-            self._event = b""
-            return
-        if not line.startswith(b"data:"):
-            return
+    def _read(self, lines: list[bytes]) -> None:
+        """Whole lines, in one loop: a stream has many, and all but a few are passed over."""
         wire = self._wire
-        if self._event == wire.tool_event:  # counted without parsing: only a tool's start says so
-            self._tools += wire.tool_marker in line
-            return
-        wanted = wire.events
-        if self._event not in wanted and (self._event or not any(w in line for w in wanted)):
-            return
+        event, tool_event, wanted = self._event, wire.tool_event, wire.events
+        for line in lines:
+            if line.startswith(b"event:"):
+                event = line[6:].strip()
+            elif line.startswith(b"data:"):
+                if event == tool_event:  # counted without parsing: only a tool's start says so
+                    self._tools += wire.tool_marker in line
+                elif event in wanted or (not event and any(w in line for w in wanted)):
+                    self._data(line[5:])
+            elif not line.strip():
+                event = b""
+        self._event = event
+
+    def _data(self, data: bytes) -> None:
         try:
-            data = orjson.loads(line[5:])
+            parsed = orjson.loads(data)
         except ValueError:
             return
-        if not isinstance(data, dict):
+        if not isinstance(parsed, dict):
             return
-        counts = wire.event_counts(data)
+        counts = self._wire.event_counts(parsed)
         if counts:
             self._counts.update(counts)
 
     def result(self) -> Usage | None:
         """The stream's usage so far (its last line need not have ended)."""
         if self._partial and not self._skipping:
-            self._line(self._partial.rstrip(b"\r"))
+            self._read([self._partial.rstrip(b"\r")])
             self._partial = b""
         return one_request(self._counts, self._tools)
 

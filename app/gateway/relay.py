@@ -1,25 +1,24 @@
 """The model gateway's server: sessions' model API requests in, the operator's upstream out.
 
-One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (h11 parses the wire;
-it is already here as httpx's own parser) and forwards each request through one pool of
-kept-alive upstream connections, h11 on the client side too (`transport.py`; a failed connect
-is tried once more). A request must present a
-live pass (`passes.py`) or it is refused 401 in the API's error shape, and only a model API's
-own requests are forwarded (403 for anything else of the account), before anything goes
-upstream. Which API a request speaks — Anthropic's Messages API or OpenAI's Responses API —
-picks its upstream, its error shape and how its usage reads (`wires.py`); the rest is one. A
-request's body is read whole before it goes on (a slow sender holds no upstream connection),
-within a budget for all bodies held at once: past it, a 529 the harness retries. A body that
-would make the provider's servers reach out for the session (MCP, server tools the operator did
-not allow, media by URL: `reach.py`) is refused 403 in its API's shape. An upstream
-that fails before answering is a 502 in that shape; one that breaks off mid-answer closes the
-session's connection. The answer is relayed as it arrives, chunk by chunk and byte for byte (an
-SSE stream is never buffered), while `metering.py` reads its usage into the tally, charged to
-the pass's work item (a session that leaves mid-answer does not end the reading: the rest is
-read for its usage, within bounds), and the tally keeps how long the item's harness was
-working. An item whose budget the App found spent is refused 400 in its API's shape (as the
-API refuses a spent credit balance), with the App's words, until a new launch of it is asked
-for.
+One asyncio loop in a thread of the spawner serves HTTP/1.1 on 127.0.0.1 (read by httptools,
+written by the gateway itself: `framing.py`) and forwards each request through one pool of
+kept-alive upstream connections (`transport.py`; a failed connect is tried once more). A
+request must present a live pass (`passes.py`) or it is refused 401 in the API's error shape,
+and only a model API's own requests are forwarded (403 for anything else of the account),
+before anything goes upstream. Which API a request speaks — Anthropic's Messages API or
+OpenAI's Responses API — picks its upstream, its error shape and how its usage reads
+(`wires.py`); the rest is one. A request's body is read whole before it goes on (a slow sender
+holds no upstream connection), within a budget for all bodies held at once: past it, a 529 the
+harness retries. A body that would make the provider's servers reach out for the session (MCP,
+server tools the operator did not allow, media by URL: `reach.py`) is refused 403 in its API's
+shape. An upstream that fails before answering is a 502 in that shape; one that breaks off
+mid-answer closes the session's connection. The answer is relayed as it arrives, chunk by chunk
+and byte for byte (an SSE stream is never buffered), while `metering.py` reads its usage into
+the tally, charged to the pass's work item (a session that leaves mid-answer does not end the
+reading: the rest is read for its usage, within bounds), and the tally keeps how long the
+item's harness was working. An item whose budget the App found spent is refused 400 in its
+API's shape (as the API refuses a spent credit balance), with the App's words, until a new
+launch of it is asked for.
 
 Sessions are not trusted, and connections are accepted before any pass is seen, so none may
 hoard them: a connection whose first request head has not come within `head_wait` seconds is
@@ -38,14 +37,13 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import h11
-
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,
     downstream_headers,
     upstream_headers,
 )
+from app.gateway.framing import RequestHead
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
 from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
@@ -251,7 +249,7 @@ class ModelGateway:
     async def forward(
         self,
         exchange: SessionExchange,
-        request: h11.Request,
+        request: RequestHead,
         body: bytes,
         work_item_id: str,
         wire: Wire,
@@ -275,7 +273,7 @@ class ModelGateway:
                 await answer.aclose()
         except UpstreamError as exc:
             log.warning("model gateway: upstream %s failed: %r", upstream.base_url, exc)
-            if exchange.conn.our_state is not h11.SEND_RESPONSE:
+            if exchange.answering:
                 # Part of the answer went out already: only closing the connection says so.
                 raise ConnectionError("the upstream broke off an answer") from exc
             message = f"the model gateway could not reach its upstream ({exc.__class__.__name__})"
@@ -290,16 +288,17 @@ class ModelGateway:
         headers = downstream_headers(answer.headers)
         kind = next((v for n, v in headers if n.lower() == b"content-type"), b"")
         read = meter_for(kind.decode("latin-1"), wire)
+        framing = exchange.framing(answer.status, headers, answer.length)
         # The head waits for the first chunk: one write, one wake-up of the session.
-        head = exchange.conn.send(h11.Response(status_code=answer.status, headers=headers))
+        head = framing.head
         chunks = answer.chunks()
         try:
             try:
                 async for chunk in chunks:
                     read(chunk)
-                    await exchange.send(h11.Data(data=chunk), head or b"")
+                    await exchange.write(head + framing.body(chunk))
                     head = b""
-                await exchange.send(h11.EndOfMessage(), head or b"")
+                await exchange.write(head + framing.end)
             except ConnectionError:
                 # The session left mid-answer: the rest is read for its usage, not relayed.
                 self.drained += 1

@@ -1,5 +1,5 @@
-"""The model gateway's upstream client: HTTP/1.1 by h11 (the sans-IO parser httpcore itself is
-built on) over asyncio's streams, with a small pool of kept-alive connections per origin.
+"""The model gateway's upstream client: HTTP/1.1 over asyncio's streams, its answers read by
+httptools (`framing.py`), with a small pool of kept-alive connections per origin.
 
 The gateway sends one kind of request to one or two origins from one event loop it owns, so
 it needs little of a general client: no proxies, no HTTP/2, no cancel scopes or event-loop
@@ -10,7 +10,8 @@ server has not closed it; a failed connect is tried once more; connect, read, wr
 pool waits each have their own timeout; TLS checks the certificate against certifi's roots
 (or the context given) and offers only HTTP/1.1. Failures are `UpstreamError`s whose class
 names say what failed (`ConnectError`, `ReadTimeout`, ...), as the 502 tells the session.
-A request's head and body leave in one write.
+A request's head and body leave in one write; an answer's body is read as it comes, each
+piece within the read timeout.
 """
 
 from __future__ import annotations
@@ -22,11 +23,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import certifi
-import h11
+
+from app.gateway.framing import (
+    END,
+    AnswerHead,
+    FramingError,
+    MessageEnd,
+    UpstreamAnswers,
+    request_bytes,
+)
 
 READ_SIZE = 64 * 1024
-MAX_HEAD = 100 * 1024  # an answer's head may be this large
-SOCKET_ERRORS = (OSError, ConnectionError, asyncio.IncompleteReadError, ssl.SSLError)
+MAX_HEAD = 100 * 1024  # an answer's head (and a chunked body's trailer) may be this large
+SOCKET_ERRORS = (OSError, ConnectionError, ssl.SSLError)
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -90,18 +99,41 @@ class UpstreamOrigin:
 
 
 class _Connection:
-    """One upstream connection and its HTTP/1.1 state."""
+    """One upstream connection and the answers read on it; `idle` while no exchange is on
+    it or after one ended cleanly on a connection its server keeps alive."""
 
     def __init__(
         self, origin: UpstreamOrigin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         self.origin, self.reader, self.writer = origin, reader, writer
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        self.answers = UpstreamAnswers(MAX_HEAD)
+        self.idle = True
 
     def reusable(self) -> bool:
-        return self.h11.our_state is h11.IDLE and not self.reader.at_eof()
+        """Idle, not closed by its server, and nothing came on it past the last answer."""
+        answers = self.answers
+        return (
+            self.idle
+            and not self.reader.at_eof()
+            and not answers.found
+            and answers.failure is None
+            and not answers.midway
+        )
+
+    async def next(self, timeout: float) -> AnswerHead | bytes | MessageEnd | None:
+        """What the answers read on it give next (a head, a piece of a body, `END`), reading
+        as needed, each read within `timeout`; None when the server closed the connection
+        first. What HTTP/1.1 does not allow is a `FramingError`."""
+        while (found := self.answers.next()) is None:
+            async with asyncio.timeout(timeout):
+                data = await self.reader.read(READ_SIZE)
+            if not data:
+                return None
+            self.answers.feed(data)
+        return found
 
     def close(self) -> None:
+        self.idle = False
         self.writer.close()
 
 
@@ -110,23 +142,31 @@ class UpstreamAnswer:
     (`chunks()`); `aclose()` gives the connection back to the pool when the answer was read
     to its end, or closes it."""
 
-    def __init__(
-        self, pool: UpstreamPool, connection: _Connection, status: int, headers: Headers
-    ) -> None:
-        self.status, self.headers = status, headers
+    def __init__(self, pool: UpstreamPool, connection: _Connection, head: AnswerHead) -> None:
+        self.status, self.headers, self.length = head.status, head.headers, head.length
+        self._head = head
         self._pool, self._connection = pool, connection
         self._closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        connection = self._connection
-        while True:
-            event = await self._pool.next_event(connection)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return
-            else:
-                raise RemoteProtocolError(f"the upstream ended its answer early ({event!r})")
+        connection, timeout = self._connection, self._pool.timeouts.read
+        try:
+            while (found := await connection.next(timeout)) is not END:
+                if isinstance(found, bytes):
+                    yield found
+                elif found is not None:
+                    raise FramingError("an answer's head inside another's body")
+                elif self._head.until_close:
+                    break  # a body that ends with its connection
+                else:
+                    raise RemoteProtocolError("the upstream ended its answer early")
+        except TimeoutError as exc:
+            raise ReadTimeout("reading from the upstream") from exc
+        except FramingError as exc:
+            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
+        except SOCKET_ERRORS as exc:
+            raise ReadError(str(exc)) from exc
+        connection.idle = self._head.keep_alive
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -186,31 +226,21 @@ class UpstreamPool:
             self._slots.release()
             raise
         try:
-            state = connection.h11
-            data = state.send(h11.Request(method=method, target=target, headers=headers))
-            data += state.send(h11.Data(data=body)) if body else b""
-            data += state.send(h11.EndOfMessage()) or b""
-            await self._write(connection, data)
+            connection.idle = False
+            await self._write(connection, request_bytes(method, target, headers) + body)
             while True:
-                event = await self.next_event(connection)
-                if isinstance(event, h11.Response):
-                    return UpstreamAnswer(
-                        self, connection, event.status_code, list(event.headers.raw_items())
-                    )
-                if not isinstance(event, h11.InformationalResponse):
-                    raise RemoteProtocolError(f"the upstream answered no response ({event!r})")
-        except BaseException as exc:
+                head = await self._head(connection)
+                if head.status >= 200:
+                    return UpstreamAnswer(self, connection, head)
+                if head.status == 101:
+                    raise RemoteProtocolError("the upstream switched protocols")
+        except BaseException:
             self._discard(connection)
-            if isinstance(exc, h11.ProtocolError):
-                raise RemoteProtocolError(str(exc)) from exc
             raise
 
     def release(self, connection: _Connection) -> None:
         """An answer is done with `connection`: kept for the next request when its exchange
         ended cleanly and there is room, closed otherwise."""
-        state = connection.h11
-        if state.our_state is h11.DONE and state.their_state is h11.DONE:
-            state.start_next_cycle()
         if connection.reusable() and len(self._idle) < self.max_idle:
             self._idle.append(connection)
         else:
@@ -243,7 +273,6 @@ class UpstreamPool:
                         origin.port,
                         ssl=context,
                         server_hostname=origin.host if context else None,
-                        limit=READ_SIZE,
                     )
             except TimeoutError as exc:
                 if attempt == self.retries:
@@ -270,27 +299,24 @@ class UpstreamPool:
         except SOCKET_ERRORS as exc:
             raise WriteError(str(exc)) from exc
 
-    async def next_event(self, connection: _Connection) -> object:
-        """The next event of `connection`'s answer, reading (within the read timeout) as
-        needed; the connection closing or speaking nonsense is an `UpstreamError`."""
-        state = connection.h11
+    async def _head(self, connection: _Connection) -> AnswerHead:
+        """The next head `connection` answers with (an interim `1xx` one's end passed over),
+        read within the read timeout; the connection closing first or a head HTTP/1.1 does
+        not allow is an `UpstreamError`."""
         try:
-            while True:
-                event = state.next_event()
-                if event is not h11.NEED_DATA:
-                    if event is h11.PAUSED:
-                        raise RemoteProtocolError("the upstream sent more than one answer")
-                    return event
-                try:
-                    async with asyncio.timeout(self.timeouts.read):
-                        data = await connection.reader.read(READ_SIZE)
-                except TimeoutError as exc:
-                    raise ReadTimeout("reading from the upstream") from exc
-                except SOCKET_ERRORS as exc:
-                    raise ReadError(str(exc)) from exc
-                state.receive_data(data)
-        except h11.ProtocolError as exc:
-            raise RemoteProtocolError(str(exc)) from exc
+            while (found := await connection.next(self.timeouts.read)) is END:
+                continue
+        except TimeoutError as exc:
+            raise ReadTimeout("reading from the upstream") from exc
+        except FramingError as exc:
+            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
+        except SOCKET_ERRORS as exc:
+            raise ReadError(str(exc)) from exc
+        if found is None:
+            raise RemoteProtocolError("the upstream closed the connection without answering")
+        if not isinstance(found, AnswerHead):
+            raise RemoteProtocolError("the upstream's answer: a body before its head")
+        return found
 
 
 @functools.cache

@@ -1,7 +1,8 @@
 """One session cannot take the model gateway's connections from the others: a pass holds at
 most its share of connections (one more is refused 529 and closed), and connections that
 never send a request head are hung up on, so the total cap frees up again. Meanwhile another
-session's streamed answer comes through whole. The per-session cap and the head's wait
+session's streamed answer comes through whole. A connection serves one request after another
+as HTTP/1.1 allows, and is closed after one that asks for it or speaks HTTP/1.0. The per-session cap and the head's wait
 are the operator's settings (`routing.sandbox.gateway`), which the spawner's gateway obeys.
 
 A real gateway on loopback in front of the scripted Messages API; the hoarding session's
@@ -9,6 +10,7 @@ connections are raw sockets."""
 
 from __future__ import annotations
 
+import json
 import select
 import socket
 from collections.abc import Iterator
@@ -36,15 +38,17 @@ def _upstream(model: FakeAnthropic) -> Upstream:
     return Upstream(model.url, ((b"x-api-key", KEY.encode()),), "env")
 
 
+BODY = {
+    "model": "claude-opus-4",
+    "stream": True,
+    "max_tokens": 10,
+    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
 def _ask(url: str, token: str) -> httpx.Response:
-    body = {
-        "model": "claude-opus-4",
-        "stream": True,
-        "max_tokens": 10,
-        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
-        "messages": [{"role": "user", "content": "hi"}],
-    }
-    return httpx.post(url + "/v1/messages", headers={"x-api-key": token}, json=body, timeout=30)
+    return httpx.post(url + "/v1/messages", headers={"x-api-key": token}, json=BODY, timeout=30)
 
 
 def _answered(socks: list[socket.socket], answers: dict[int, bytes]) -> int:
@@ -109,6 +113,81 @@ def test_connections_that_never_send_a_head_are_hung_up_on(
         for sock in opened:
             assert sock.recv(1) == b""  # hung up on, never answered
         assert gw.dropped >= 32
+
+
+def _raw_request(token: str, version: str = "1.1", extra: str = "") -> bytes:
+    body = json.dumps(BODY).encode()
+    head = (
+        f"POST /v1/messages HTTP/{version}\r\nHost: x\r\nx-api-key: {token}\r\n{extra}"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    received = b""
+    while chunk := sock.recv(65536):  # a connection the gateway keeps open times out here
+        received += chunk
+    return received
+
+
+def test_a_connection_serves_request_after_request_until_one_may_not_be_followed(
+    model: FakeAnthropic, opened: list[socket.socket]
+) -> None:
+    with ModelGateway(_upstream(model)) as gw:
+        token = gw.passes.mint(OTHER)
+        kept = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        opened.append(kept)
+        # Both in one write: the second waits, read, behind the first.
+        kept.sendall(_raw_request(token) + _raw_request(token, extra="Connection: close\r\n"))
+        answers = _until_closed(kept).split(b"HTTP/1.1 ")[1:]
+        assert [a.startswith(b"200 OK\r\n") for a in answers] == [True, True]
+        assert all(b"streamed through" in a for a in answers)
+        assert b"connection: close" not in answers[0] and b"connection: close" in answers[1]
+        old = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        opened.append(old)
+        old.sendall(_raw_request(token, version="1.0"))  # HTTP/1.0: one request a connection
+        answer = _until_closed(old)
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"streamed through" in answer
+        assert b"connection: close" in answer
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:  # closed with the rest of what was sent unread
+        return True
+
+
+def test_a_chunked_request_is_read_whole_and_one_http_does_not_allow_is_hung_up_on(
+    model: FakeAnthropic, opened: list[socket.socket]
+) -> None:
+    with ModelGateway(_upstream(model)) as gw:
+        token = gw.passes.mint(OTHER)
+        body = json.dumps(BODY).encode()
+        chunked = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        opened.append(chunked)
+        head = (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
+        pieces = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in (body[:10], body[10:]))
+        chunked.sendall(head.encode() + pieces + b"0\r\nX-Trailer: t\r\n\r\n")
+        answer = _until_closed(chunked)
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"streamed through" in answer
+        assert model.main_requests()[-1].body == BODY
+        for bad in (
+            f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+            "Bad Name: y\r\ncontent-length: 2\r\n\r\n{}",
+            f"POST /v1/messages HTTP/1.1\r\nx-api-key: {token}\r\ncontent-length: 2\r\n\r\n{{}}",
+            "\x16\x03\x01\x02\x00",  # TLS to a plain port: hung up on at once
+            "POST /v1/messages HTTP/1.1\r\nX-Long: " + "x" * 70_000,
+        ):
+            sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+            opened.append(sock)
+            sock.sendall(bad.encode("latin-1"))
+            assert _hung_up(sock)
+        assert len(model.main_requests()) == 1
 
 
 # -- the operator's settings ---------------------------------------------------------------

@@ -8,6 +8,7 @@ import asyncio
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -189,5 +190,77 @@ def test_an_upstream_that_breaks_off_an_answer_closes_the_session_s_connection()
                         json={"model": "m", "messages": []},
                         timeout=30,
                     )
+    finally:
+        server.close()
+
+
+def _scripted_upstream(server: socket.socket, answers: list[bytes]) -> None:
+    """Answers the requests of one connection in turn with `answers`' bytes, each sent in
+    two writes split inside it; hangs up after the last."""
+    conn, _ = server.accept()
+    with conn:
+        for answer in answers:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += conn.recv(65536)
+            half = len(answer) // 2
+            conn.sendall(answer[:half])
+            time.sleep(0.02)
+            conn.sendall(answer[half:])
+
+
+def _scripted(answers: list[bytes]) -> tuple[str, socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_scripted_upstream, args=(server, answers), daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}", server
+
+
+def test_chunked_answers_a_trailer_and_a_continue_are_read_on_one_connection() -> None:
+    url, server = _scripted(
+        [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext",
+            b"HTTP/1.1 200 OK\r\n\r\nuntil the end",  # neither length nor chunks
+        ]
+    )
+
+    async def run() -> tuple[list[tuple[int, bytes]], int]:
+        async with _pool() as pool:
+            got = [await _get(pool, f"{url}/{n}") for n in range(3)]
+            return got, pool.opened
+
+    try:
+        got, opened = asyncio.run(run())
+    finally:
+        server.close()
+    assert got == [(200, b"hello, world"), (200, b"next"), (200, b"until the end")]
+    assert opened == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        b"HTTP/1.1 200 OK\r\nX-Split: a\nX-Injected: b\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nok",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+        b"not http at all\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n",  # hangs up inside the head
+    ],
+)
+def test_an_answer_http_does_not_allow_is_a_protocol_error(answer: bytes) -> None:
+    url, server = _scripted([answer])
+
+    async def run() -> int:
+        async with _pool() as pool:
+            with pytest.raises(RemoteProtocolError):
+                await _get(pool, f"{url}/")
+            return pool.idle
+
+    try:
+        assert asyncio.run(run()) == 0
     finally:
         server.close()
