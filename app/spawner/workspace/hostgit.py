@@ -237,6 +237,13 @@ class HostGit:
             for key, value in FILTER_KEYS
         ]
 
+    def local_names(self, checkout: Path) -> set[str]:
+        """The settings `checkout`'s own config (`.git/config` and what it includes) named
+        when git listed it for this `HostGit`; raises CheckoutError as the listing does."""
+        named = self._settings_named(checkout)
+        listed = [] if isinstance(named, str) else named
+        return {name for scope, name in listed if scope in REPOSITORY_SCOPES}
+
     def forget(self, checkout: Path) -> None:
         """Drop what was listed for `checkout` (it was replaced by a fresh clone)."""
         self._listed.pop(checkout, None)
