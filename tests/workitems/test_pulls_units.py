@@ -156,6 +156,13 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     git("remote", "remove", "origin", cwd=work)  # what a session may do to its checkout
     configure_push(work, HostGit(git_env(home)), gateway)
     assert f"url = {gateway}" in (work / ".git" / "config").read_text()
+    # Or it gave origin a second URL, or took its URL and left the rest: one URL, the App's.
+    git("remote", "set-url", "--add", "origin", "http://elsewhere.example/r.git", cwd=work)
+    configure_push(work, HostGit(git_env(home)), gateway)
+    assert git("remote", "get-url", "--all", "origin", cwd=work).split() == [gateway]
+    git("config", "--unset-all", "remote.origin.url", cwd=work)
+    configure_push(work, HostGit(git_env(home)), gateway)
+    assert git("remote", "get-url", "--all", "origin", cwd=work).split() == [gateway]
 
 
 def test_switching_to_the_work_branch(tmp_path: Path) -> None:

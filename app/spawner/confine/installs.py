@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.spawner.confine.sandbox import Bind, SandboxPlan, shown
+from app.spawner.confine.sandbox import Bind, SandboxPlan, lies_within, shown
 
 NPM_PACKAGES = "node_modules"
 VERSIONS = "versions"
@@ -50,14 +50,10 @@ class Exposure:
     hidden: tuple[Path, ...]
 
 
-def _within(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
-
-
 def too_wide(path: Path, home: Path) -> bool:
     """Would showing `path` show more than an installation: the home, anything holding it,
     a directory directly in it, or a top-level directory such as /opt?"""
-    return _within(home, path) or path.parent == home or len(path.parts) <= 2
+    return lies_within(home, path) or path.parent == home or len(path.parts) <= 2
 
 
 def _npm_package(executable: Path) -> Path | None:
@@ -79,7 +75,7 @@ def _version(executable: Path) -> Path | None:
     at = len(parts) - 1 - parts[::-1].index(VERSIONS)
     version = Path(*executable.parts[: at + 2])  # the file itself when it sits in versions/
     prefix = executable.parent.parent
-    if executable.parent.name == "bin" and _within(prefix, version):
+    if executable.parent.name == "bin" and lies_within(prefix, version):
         return prefix  # nvm: versions/node/<v>/bin/node shows versions/node/<v>
     return version
 
@@ -87,7 +83,7 @@ def _version(executable: Path) -> Path | None:
 def install_dir(executable: Path, home: Path) -> Path:
     """What to show read-only so that `executable` (absolute, symlinks resolved) runs."""
     found = _npm_package(executable) or _version(executable)
-    if found is None and executable.parent.name == "bin" and not _within(executable, home):
+    if found is None and executable.parent.name == "bin" and not lies_within(executable, home):
         found = executable.parent.parent  # a prefix such as /opt/tool
     if found is None or too_wide(found, home):
         return executable

@@ -20,7 +20,7 @@ import app
 import hooks
 from app.config_sandbox import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
-from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, sandbox_argv
+from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv
 from app.spawner.network.netplan import INSIDE_DIR
 from hooks.stop_gate import FACTS_AT
 
@@ -92,13 +92,9 @@ def system_mounts() -> tuple[list[Bind], list[tuple[str, Path]]]:
         elif path.is_dir():
             binds.append(Bind(path))
     resolv = _real(Path("/etc/resolv.conf"))
-    if resolv.exists() and not any(_inside(resolv, b.path) for b in binds):
+    if resolv.exists() and not any(lies_within(resolv, b.path) for b in binds):
         binds.append(Bind(resolv))  # e.g. /run/systemd/resolve/stub-resolv.conf
     return binds, links
-
-
-def _inside(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
 
 
 def code_dirs() -> list[Path]:

@@ -78,8 +78,12 @@ class SandboxPlan:
     network: bool = True  # False: a network namespace of its own, with nothing in it
 
 
-def _within(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
+def lies_within(path: Path, parent: Path) -> bool:
+    """Is `path` `parent` itself or below it? Lexical (no link is followed: plans hold
+    resolved paths), on the paths' parts: `parent in path.parents` says the same but builds a
+    path per ancestor, and a plan showing `/etc` entry by entry asks it thousands of times on
+    every launch."""
+    return path.anchor == parent.anchor and path.parts[: len(parent.parts)] == parent.parts
 
 
 def kept_binds(plan: SandboxPlan) -> list[Bind]:
@@ -87,7 +91,7 @@ def kept_binds(plan: SandboxPlan) -> list[Bind]:
 
     def refused(bind: Bind) -> bool:
         return not bind.own and any(
-            bind.path == s.path or (s.hard and _within(bind.path, s.path)) for s in plan.secrets
+            bind.path == s.path or (s.hard and lies_within(bind.path, s.path)) for s in plan.secrets
         )
 
     return [b for b in plan.binds if not refused(b)]
@@ -98,10 +102,10 @@ def shown(plan: SandboxPlan, path: Path) -> bool:
     mounted after a bind at the same depth, so it wins a tie)."""
     deepest: tuple[int, int] | None = None
     for bind in kept_binds(plan):
-        if bind.inside is None and _within(path, bind.path):
+        if bind.inside is None and lies_within(path, bind.path):
             deepest = max(deepest or (0, 0), (len(bind.path.parts), 0))
     for secret in plan.secrets:
-        if _within(path, secret.path):
+        if lies_within(path, secret.path):
             deepest = max(deepest or (0, 0), (len(secret.path.parts), 1))
     return deepest is not None and deepest[1] == 0
 
@@ -114,7 +118,7 @@ def mount_args(plan: SandboxPlan) -> list[str]:
         flag = "--bind" if bind.writable else "--ro-bind"
         ops.append((len(bind.target.parts), 0, [flag, str(bind.path), str(bind.target)]))
     for secret in plan.secrets:
-        if not any(b.target in secret.path.parents for b in binds):
+        if not any(b.target != secret.path and lies_within(secret.path, b.target) for b in binds):
             continue  # not inside anything bound: it does not exist in the sandbox
         cover = ["--tmpfs", str(secret.path)]
         if not secret.directory:

@@ -39,9 +39,15 @@ class ClaudeAdapter:
     screens = CLAUDE_SCREENS
     enter_after = 0.0
     enter_when_shown = True  # its box shows a paste before it is taken in
-    # Documented as DISABLE_AUTOUPDATER, DISABLE_BUG_COMMAND, DISABLE_ERROR_REPORTING and
-    # DISABLE_TELEMETRY at once; it also spares the start-up its calls to those hosts.
-    closed_network_env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    # The first is documented as DISABLE_AUTOUPDATER, DISABLE_BUG_COMMAND,
+    # DISABLE_ERROR_REPORTING and DISABLE_TELEMETRY at once, and spares the start-up its calls
+    # to those hosts. It leaves the official plugin marketplace's install, which a home that
+    # has not had it tries at start (downloads.claude.ai, then github.com): in a closed
+    # network each session would knock at the egress proxy twice, two warnings for nothing.
+    closed_network_env = {
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+    }
     managed_at = HOST_MANAGED.parent
 
     def write_managed(self, state_dir: Path) -> Path:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.spawner.confine.isolation import system_mounts, system_secrets
-from app.spawner.confine.sandbox import Bind, SandboxPlan, sandbox_argv
+from app.spawner.confine.sandbox import Bind, SandboxPlan, lies_within, sandbox_argv
 
 GIT_TIMEOUT = 60
 HOST_TIMEOUT = 10  # seconds for a command on a checkout that runs on the host
@@ -139,10 +139,6 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _inside(path: Path, parent: Path) -> bool:
-    return path == parent or parent in path.parents
-
-
 def confinement(checkout: Path, path_variable: str) -> SandboxPlan:
     """The sandbox a git command on `checkout` runs in: system directories read-only (and
     git's own, when it lives elsewhere), the checkout writable, no network."""
@@ -150,7 +146,7 @@ def confinement(checkout: Path, path_variable: str) -> SandboxPlan:
     found = shutil.which("git", path=path_variable)
     if found is not None:
         where = _real(Path(found)).parent
-        if not any(_inside(where, b.path) for b in binds):
+        if not any(lies_within(where, b.path) for b in binds):
             binds.append(Bind(where))
     binds.append(Bind(_real(checkout), writable=True))
     return SandboxPlan(
@@ -240,6 +236,13 @@ class HostGit:
             for driver in sorted(drivers)
             for key, value in FILTER_KEYS
         ]
+
+    def local_names(self, checkout: Path) -> set[str]:
+        """The settings `checkout`'s own config (`.git/config` and what it includes) named
+        when git listed it for this `HostGit`; raises CheckoutError as the listing does."""
+        named = self._settings_named(checkout)
+        listed = [] if isinstance(named, str) else named
+        return {name for scope, name in listed if scope in REPOSITORY_SCOPES}
 
     def forget(self, checkout: Path) -> None:
         """Drop what was listed for `checkout` (it was replaced by a fresh clone)."""

@@ -102,7 +102,11 @@ def configure_push(
 ) -> None:
     """Point `origin` at `remote` (the App's gateway), name the-loop's credential helper
     (and only it) and `trust` (`app_trust`'s settings) in the checkout's local config."""
-    if _git(path, git, "remote", "set-url", "origin", remote, check=False).returncode != 0:
+    if any(name.startswith("remote.origin.") for name in git.local_names(path)):
+        # Its one URL, set on the host (`config` only edits `.git/config`), as `remote
+        # set-url` would set it, without a sandbox of its own on every launch.
+        _git(path, git, "config", "--local", "--replace-all", "remote.origin.url", remote)
+    else:
         _git(path, git, "remote", "add", "origin", remote)  # a session removed it
     _trust_app(path, git, trust)
     _git(path, git, "config", "--local", "--unset-all", "credential.helper", check=False)
