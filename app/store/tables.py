@@ -265,6 +265,10 @@ class WorkItem(Base):
     progress_posted_rev: Mapped[int] = mapped_column(Integer, default=0)
     progress_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     progress_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Until when one publisher's pass holds the comment (None: nobody): kept apart from
+    # `progress_due_at`, which every change brings forward, so a change cannot hand the
+    # comment to a second publisher while the first is still posting.
+    progress_leased_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The branch the session works on (recorded at execute, or a labelled PR's head), the
     # pull request it is linked to ({number, html_url, head, base, head_sha, merged, closed,
     # by}) and that PR's number again, indexed, so PR events find their item.

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from githubkit.exception import GitHubException
-from sqlalchemy import Engine, case, event, select, update
+from sqlalchemy import Engine, case, event, or_, select, update
 from sqlalchemy.orm import Session, attributes
 
 from app.config import OperatorConfig
@@ -194,10 +194,13 @@ class ProgressPublisher(WakeLoop):
             _wakes.setdefault(engine, []).append(self.wake)
 
     def _claim(self) -> str | None:
+        """Lease one due item nobody else's pass holds (every App process runs a publisher:
+        two passes on one item would both find no comment and both post one)."""
         now = self.clock()
+        free = or_(WorkItem.progress_leased_until.is_(None), WorkItem.progress_leased_until <= now)
         query = (
             select(WorkItem.id)
-            .where(WorkItem.progress_due_at <= now)
+            .where(WorkItem.progress_due_at <= now, free)
             .order_by(WorkItem.progress_due_at)
             .limit(5)
         )
@@ -207,8 +210,8 @@ class ProgressPublisher(WakeLoop):
             for work_item_id in session.scalars(query).all():
                 taken = session.execute(
                     update(WorkItem)
-                    .where(WorkItem.id == work_item_id, WorkItem.progress_due_at <= now)
-                    .values(progress_due_at=now + LEASE)
+                    .where(WorkItem.id == work_item_id, WorkItem.progress_due_at <= now, free)
+                    .values(progress_leased_until=now + LEASE)
                     .execution_options(synchronize_session=False)
                 )
                 if taken.rowcount == 1:  # type: ignore[attr-defined]
@@ -261,6 +264,7 @@ class ProgressPublisher(WakeLoop):
                     progress_comment_id=comment_id,
                     progress_posted_rev=revision,
                     progress_attempts=0,
+                    progress_leased_until=None,
                     progress_due_at=case(
                         (WorkItem.progress_rev > revision, now + window_of(self.engine)),
                         else_=None,
@@ -290,7 +294,11 @@ class ProgressPublisher(WakeLoop):
             session.execute(
                 update(WorkItem)
                 .where(WorkItem.id == work_item_id)
-                .values(progress_attempts=attempts, progress_due_at=self.clock() + delay)
+                .values(
+                    progress_attempts=attempts,
+                    progress_due_at=self.clock() + delay,
+                    progress_leased_until=None,
+                )
                 .execution_options(synchronize_session=False)
             )
         self.services.events.emit("progress.failed", work_item_id, error=str(exc)[:500])

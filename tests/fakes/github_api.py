@@ -108,7 +108,9 @@ class FakeGitHub:
     slug: str = APP_SLUG
     # The App's webhook delivery log (`deliver` sends a webhook and logs the attempt).
     hook_log: HookLog = field(init=False)
-    _failures: list[tuple[re.Pattern[str], int, dict[str, str]]] = field(default_factory=list)
+    _failures: list[tuple[re.Pattern[str], int, dict[str, str], str | None]] = field(
+        default_factory=list
+    )
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(900_000_001))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,9 +122,15 @@ class FakeGitHub:
         self.permissions[(repo.lower(), login.lower())] = role
 
     def fail_next(
-        self, path_pattern: str, status: int, headers: dict[str, str] | None = None
+        self,
+        path_pattern: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        method: str | None = None,
     ) -> None:
-        self._failures.append((re.compile(path_pattern), status, headers or {}))
+        """Answer the next request whose path matches (and whose method is `method`, when
+        given) with `status`."""
+        self._failures.append((re.compile(path_pattern), status, headers or {}, method))
 
     def failures_left(self) -> int:
         """Injected failures no request has been answered with yet."""
@@ -246,8 +254,8 @@ class FakeGitHub:
                 )
             )
             with self._lock:  # each injected failure answers exactly one request
-                for i, (rx, status, headers) in enumerate(self._failures):
-                    if rx.search(request.path):
+                for i, (rx, status, headers, method) in enumerate(self._failures):
+                    if rx.search(request.path) and method in (None, request.method):
                         del self._failures[i]
                         return Response(
                             '{"message": "injected"}', status, headers, mimetype="application/json"

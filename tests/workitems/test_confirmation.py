@@ -16,9 +16,12 @@ from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
 from app.store import make_engine
-from app.store.tables import Delivery, Event, InboxState, JobKind, aware
+from app.store.tables import Delivery, Event, InboxState, JobKind, WorkItem, aware
+from app.workitems.progress import ProgressPublisher
+from app.workitems.states import Happened, transition
 from tests.fakes.github_api import FakeGitHub, Recorded
 from tests.gate_support import (
+    ITEM,
     REPO,
     checklist_comments,
     comment,
@@ -60,6 +63,33 @@ def test_the_spawn_job_is_committed_before_the_confirmation_is_posted(running_ap
     progress = marked(fake, MarkerKind.PROGRESS)[0]["id"]
     assert order.index(checklist_comments(fake)[0]["id"]) < order.index(confirmation["id"])
     assert order.index(confirmation["id"]) < order.index(progress)
+
+
+def test_a_change_during_a_slow_post_lets_no_second_publisher_post_it_again(
+    running_app, fake_github
+):
+    """Every App process runs a publisher, and an item changes while a pass posts (here
+    GitHub refuses the confirmation's first post, which is tried again after a pause, and
+    the spawn is claimed meanwhile). A second publisher looking every 50 ms never takes an
+    item another pass holds: the issue gets one confirmation and one progress comment."""
+    fake, _ = fake_github
+    fake.grant(REPO, "Codertocat", "write")
+    deliver(running_app, "issues", labeled(), "label-1")
+    fake.fail_next(r"/issues/1/comments$", 502, method="POST")
+    other = ProgressPublisher(running_app.state.services, running_app.state.engine, poll=0.05)
+    other.start()  # another process's publisher, looking every 50 ms
+    try:
+        deliver(running_app, "issue_comment", comment("the-loop execute"), "exec-1")
+        wait_for(lambda: fake.failures_left() == 0)  # the first post was refused
+        with Session(running_app.state.engine) as db, db.begin():
+            transition(db.get(WorkItem, ITEM), Happened.SPAWN_CLAIMED)  # as a spawner does
+        wait_for(lambda: item_row(running_app).confirmation_comment_id is not None, timeout=30)
+        wait_for(lambda: marked(fake, MarkerKind.PROGRESS))
+        wait_for(lambda: item_row(running_app).progress_due_at is None)
+    finally:
+        other.stop()
+    assert len(marked(fake, MarkerKind.CONFIRMATION)) == 1
+    assert len(marked(fake, MarkerKind.PROGRESS)) == 1
 
 
 def serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
