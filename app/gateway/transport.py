@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import certifi
@@ -137,6 +138,19 @@ class _Connection:
         self.writer.close()
 
 
+@contextmanager
+def reading_upstream() -> Iterator[None]:
+    """What reading an upstream answer can raise, as the `UpstreamError` that says so."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise ReadTimeout("reading from the upstream") from exc
+    except FramingError as exc:
+        raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
+    except SOCKET_ERRORS as exc:
+        raise ReadError(str(exc)) from exc
+
+
 class UpstreamAnswer:
     """An upstream answer: its status and headers at once, its body as it arrives
     (`chunks()`); `aclose()` gives the connection back to the pool when the answer was read
@@ -150,7 +164,7 @@ class UpstreamAnswer:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         connection, timeout = self._connection, self._pool.timeouts.read
-        try:
+        with reading_upstream():
             while (found := await connection.next(timeout)) is not END:
                 if isinstance(found, bytes):
                     yield found
@@ -160,12 +174,6 @@ class UpstreamAnswer:
                     break  # a body that ends with its connection
                 else:
                     raise RemoteProtocolError("the upstream ended its answer early")
-        except TimeoutError as exc:
-            raise ReadTimeout("reading from the upstream") from exc
-        except FramingError as exc:
-            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
-        except SOCKET_ERRORS as exc:
-            raise ReadError(str(exc)) from exc
         connection.idle = self._head.keep_alive
 
     async def aclose(self) -> None:
@@ -303,15 +311,9 @@ class UpstreamPool:
         """The next head `connection` answers with (an interim `1xx` one's end passed over),
         read within the read timeout; the connection closing first or a head HTTP/1.1 does
         not allow is an `UpstreamError`."""
-        try:
+        with reading_upstream():
             while (found := await connection.next(self.timeouts.read)) is END:
                 continue
-        except TimeoutError as exc:
-            raise ReadTimeout("reading from the upstream") from exc
-        except FramingError as exc:
-            raise RemoteProtocolError(f"the upstream's answer: {exc}") from exc
-        except SOCKET_ERRORS as exc:
-            raise ReadError(str(exc)) from exc
         if found is None:
             raise RemoteProtocolError("the upstream closed the connection without answering")
         if not isinstance(found, AnswerHead):
