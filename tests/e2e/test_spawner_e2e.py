@@ -91,8 +91,10 @@ def test_a_released_issue_launches_with_every_declared_arg_and_the_frozen_model(
     assert spawned_with_missing_args(standin_devbox.events.path, FLAGS) == []
     assert spawned[0]["model"] == "opus" and spawned[0]["effort"] == "high"
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.RUNNING)
-    # The job's result sets the launch facts (the launch event may come first).
-    wait_for(lambda: "harness_args" in (item_row(running_app).session or {}))
+    # The job's result sets the launch facts (the launch event may come first). It is sent
+    # once the first message is confirmed in the box, which a loaded machine may take
+    # seconds over: the wait is for the facts, not for the speed.
+    wait_for(lambda: "harness_args" in (item_row(running_app).session or {}), timeout=60)
     assert item_row(running_app).session["harness_args"] == spawned[0]["harness_args"]  # type: ignore[index]
 
 
