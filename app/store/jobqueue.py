@@ -156,20 +156,6 @@ _TAKE = (
 )
 
 
-def claim_job(
-    engine: Engine,
-    spawner_id: int,
-    scope: list[str],
-    now: datetime,
-    lease: timedelta = LEASE,
-    harnesses: list[str] | None = None,
-    spawns: bool = True,
-) -> Job | None:
-    """`take_job` in a transaction of its own, committed before this returns."""
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        return take_job(session, spawner_id, scope, now, lease, harnesses, spawns)
-
-
 def take_job(
     session: Session,
     spawner_id: int,

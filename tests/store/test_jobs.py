@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.protocol import Frozen, SpawnJob, parse_payload
@@ -21,11 +22,11 @@ from app.store import make_engine, migrate
 from app.store.jobqueue import (
     MAX_ATTEMPTS,
     Finish,
-    claim_job,
     finish,
     give_up_expired,
     heartbeat,
     queue_job,
+    take_job,
 )
 from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
@@ -33,6 +34,19 @@ from tests.support import scratch_database
 
 LEASE = timedelta(seconds=60)
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def claim_job(
+    engine: Engine,
+    spawner_id: int,
+    scope: list[str],
+    now: datetime,
+    lease: timedelta,
+    harnesses: list[str] | None = None,
+) -> Job | None:
+    """`take_job` in a transaction of its own, committed before this returns."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        return take_job(session, spawner_id, scope, now, lease, harnesses)
 
 
 @pytest.fixture(
@@ -109,16 +123,20 @@ CLAIMER = """
 import json, sys, time
 from datetime import datetime, timedelta
 from app.store import make_engine
-from app.store.jobqueue import claim_job
+from sqlalchemy.orm import Session
+from app.store.jobqueue import take_job
 url, repo, spawner, now = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 engine = make_engine(url)
 engine.connect().close()
 print("ready", flush=True)
 sys.stdin.readline()
 got = []
-while (job := claim_job(engine, spawner, [repo], datetime.fromisoformat(now),
-                        timedelta(seconds=60))) is not None:
-    got.append(job.id)
+def claim():
+    with Session(engine) as session, session.begin():
+        job = take_job(session, spawner, [repo], datetime.fromisoformat(now), timedelta(seconds=60))
+        return None if job is None else job.id
+while (job := claim()) is not None:
+    got.append(job)
     time.sleep(0.002)  # a spawner does work between claims; lets the others overlap
 print(json.dumps(got))
 """
