@@ -36,7 +36,7 @@ from app.fleet.tokens import (
 from app.github.client import GitHubNotConfigured, InstallationToken
 from app.services import Services
 from app.store import is_postgres
-from app.store.jobqueue import lease_lapsed, offer_failed
+from app.store.jobqueue import cancel, lease_lapsed, offer_failed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.capacity import hold_line, renumber
 from app.workitems.decisions import lock_work_item
@@ -154,9 +154,12 @@ def prepare_offer(
     (`withdrawn`): the caller takes the next job."""
     now = services.clock()
     spawn = job.kind == JobKind.SPAWN
+    item = None
     if spawn:  # its item waits in the line: the line first, then the item (`hold_line`)
         hold_line(session)
-        if _unwanted(services, session, job):
+        item = lock_work_item(session, job.work_item_id)
+        if item is None or not is_live(item.state):
+            _withdraw(services, session, job, item)
             return JobOffer(job, lease, None, spent=take_token(job), withdrawn=True)
     previous = take_token(job)
     session_token = None
@@ -165,7 +168,6 @@ def prepare_offer(
         session_token = mint_session_token(session, job.work_item_id, now, job.id)
     if spawn:  # a new session: whatever an earlier one held is void
         keep_job_token(session, job.work_item_id, job.id)
-        item = lock_work_item(session, job.work_item_id)
         transition(item, Happened.SPAWN_CLAIMED)
         renumber(session, leaving=item)  # the items behind it move up
     services.events.emit(
@@ -181,23 +183,16 @@ def prepare_offer(
     return JobOffer(job=job, lease=lease, session_token=session_token, spent=previous)
 
 
-def _unwanted(services: Services, session: Session, job: Job) -> bool:
-    """Withdraw spawn `job` when its item no longer waits for a session (the issue closed,
-    or the item otherwise left the live states, while the job was being claimed: the close
+def _withdraw(services: Services, session: Session, job: Job, item: WorkItem | None) -> None:
+    """Withdraw spawn `job`, whose item no longer waits for a session (the issue closed, or
+    the item otherwise left the live states, while the job was being claimed: the close
     skips a job row another transaction holds). Launching it would start a session, and
     spend on the model, for an issue nobody wants worked on."""
-    item = lock_work_item(session, job.work_item_id)
-    if item is not None and is_live(item.state):
-        return False
     state = item.state if item is not None else "gone"
-    job.state = JobState.DONE
-    job.spawner_id = None
-    job.lease_until = None
-    job.result = {"cancelled": f"item-{state}"}
+    cancel(job, f"item-{state}")
     services.events.emit(
         "job.withdrawn", job.work_item_id, session=session, job=job.id, state=state
     )
-    return True
 
 
 def handover_failed(

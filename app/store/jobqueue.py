@@ -200,6 +200,15 @@ def take_job(
     return None
 
 
+def cancel(job: Job, why: str) -> None:
+    """End `job` unrun, because what it was for is gone (`why`: "issue-closed", …): done,
+    held by nobody, its result saying so."""
+    job.state = JobState.DONE
+    job.spawner_id = None
+    job.lease_until = None
+    job.result = {"cancelled": why}
+
+
 def offer_failed(session: Session, job_id: int, now: datetime, error: str) -> Job | None:
     """Count a claim whose handover failed (and was rolled back) like one whose lease ran
     out, so a job no handover can succeed on ends: at `MAX_ATTEMPTS` it fails with `error`

@@ -19,6 +19,7 @@ from app.gate.parse import is_execute
 from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
+from app.store.jobqueue import cancel
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.answer import answer_reply
 from app.workitems.capacity import hold_line, renumber
@@ -186,8 +187,7 @@ def _cancel_queued_spawns(ctx: HandlerContext, item: WorkItem) -> list[int]:
         .with_for_update(skip_locked=True)
     ).all()
     for job in jobs:
-        job.state = JobState.DONE
-        job.result = {"cancelled": "issue-closed"}
+        cancel(job, "issue-closed")
     return [job.id for job in jobs]
 
 
