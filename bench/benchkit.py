@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmarks that run `the-loop` as processes (bench/ingest, bench/e2e,
+"""Helpers shared by the benchmarks that run `the-loop` as processes (bench/ingest.py, bench/e2e.py,
 and spawnerkit's `Stack(serve=True)`): a free port, a `the-loop` subprocess and its health
 check, the inbox's states, the CPU time the hypervisor stole (/proc/stat), and a probe of the
 database's own commit latency."""

@@ -1,6 +1,6 @@
--- wrk script for bench/ingest: POSTs the signed fixture body with a unique delivery id per
+-- wrk script for bench/ingest.py: POSTs the signed fixture body with a unique delivery id per
 -- request. Bodies differ too (the App stores a body once whatever the delivery id): each
--- request splices its own number into the body, whose signature bench/ingest computed
+-- request splices its own number into the body, whose signature bench/ingest.py computed
 -- beforehand, one per line of INGEST_SIGNATURES, PER_THREAD lines for each wrk thread.
 -- A thread reads only its own PER_THREAD lines, in init(): wrk builds each thread's script
 -- state while the threads started before it already send, so reading the whole file there

@@ -1,4 +1,4 @@
-"""What bench/loop builds on: the webhooks it sends as GitHub would, and a tmux runner that
+"""What bench/loop.py builds on: the webhooks it sends as GitHub would, and a tmux runner that
 notes where each launch's time goes.
 
 `StageRunner` is the spawner's own `TmuxRunner`, noting per session when the spawner started

@@ -1,4 +1,4 @@
-"""Background webhook load for bench/e2e, run as a process of its own (its event loop and
+"""Background webhook load for bench/e2e.py, run as a process of its own (its event loop and
 GIL apart from the benchmark's and the App's).
 
 Sends signed deliveries of one fixture (an `issue_comment.created` by default) to

@@ -1,5 +1,5 @@
 """The fault scenarios, sized by their caller: `tests/e2e/test_faults.py` runs them small,
-`bench/fault` at full size. Each returns a `Tally` of what was acknowledged, lost and doubled.
+`bench/fault.py` at full size. Each returns a `Tally` of what was acknowledged, lost and doubled.
 """
 
 from __future__ import annotations

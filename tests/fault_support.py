@@ -1,4 +1,4 @@
-"""The bed of the fault tests and `bench/fault`: real `the-loop serve` replicas and `the-loop
+"""The bed of the fault tests and `bench/fault.py`: real `the-loop serve` replicas and `the-loop
 worker` processes on one PostgreSQL database, the fake GitHub on loopback, a sender that
 plays GitHub (signed deliveries spread over the replicas, a failed one delivered again), and
 the tally of what the handlers did on the fake GitHub.

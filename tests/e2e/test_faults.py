@@ -1,6 +1,6 @@
 """Faults at scale: App replicas, inbox workers and spawners as real processes on one real
 PostgreSQL, GitHub as the fake on loopback. Nothing acknowledged is lost, nothing is done
-twice. `bench/fault` runs the same scenarios at full size (`tests/fault_scenarios.py`)."""
+twice. `bench/fault.py` runs the same scenarios at full size (`tests/fault_scenarios.py`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = [
     pytest.mark.skipif(not POSTGRES_URL, reason="THE_LOOP_TEST_POSTGRES_URL is not set"),
     pytest.mark.timeout(180),
 ]
-# Sizes that keep each test well under a minute on two shared cores; bench/fault runs more.
+# Sizes that keep each test well under a minute on two shared cores; bench/fault.py runs more.
 DELIVERIES = int(os.environ.get("THE_LOOP_FAULT_DELIVERIES", "400"))
 
 

@@ -3,7 +3,7 @@
 slow clients that hold no thread, and floods that cost a counter.
 
 Timings are printed, never asserted against the clock: what is asserted is that an answer
-comes at all while the slow clients are still waiting (`bench/edges` tracks the figures).
+comes at all while the slow clients are still waiting (`bench/edges.py` tracks the figures).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def stored_events(engine: Any) -> list[dict[str, Any]]:
 def test_a_flood_of_forged_webhooks_costs_a_counter_not_rows(settings_env):
     """Every refusal is counted; rows are a few per minute whatever the count, with the
     sender's header values cut (`test_sampling` takes the full 100,000 through the same
-    counter into a real store; `bench/edges` floods the server with them)."""
+    counter into a real store; `bench/edges.py` floods the server with them)."""
     count = 5000
     with served_app(settings_env) as app:
         rows_before = len(stored_events(app.state.engine))

@@ -134,7 +134,7 @@ def _checkpoint_in_thread(checkpointer: WalCheckpointer, conn: sqlite3.Connectio
 def test_past_the_bound_a_round_waits_for_writers_and_the_wal_starts_over(tmp_path):
     """Past `restart_at_frames` a round takes the write lock, so nothing is appended while it
     copies: everything is copied and the next commit starts the log from the beginning.
-    (How large the WAL file grows under a flood is a speed figure: `bench/ingest` prints it.)"""
+    (How large the WAL file grows under a flood is a speed figure: `bench/ingest.py` prints it.)"""
     db, writer = _wal_database(tmp_path, rows=300)
     engine = make_engine(f"sqlite:///{db}")
     checkpointer = WalCheckpointer(engine, restart_at_frames=100)
@@ -323,7 +323,7 @@ def test_the_users_of_a_file_share_one_checkpointer_until_the_last_lets_go(tmp_p
 
 def test_a_hold_past_the_slow_bound_is_logged_with_its_holder_as_the_benches_count_it(caplog):
     """Transactions and the checkpointer's locked pass report a long hold the same way, so
-    `bench/retention` counts both (it looks for "SQLite write lock held")."""
+    `bench/retention.py` counts both (it looks for "SQLite write lock held")."""
     note_hold(SLOW_HOLD / 2, "UPDATE inbox SET state=?")
     assert "SQLite write lock held" not in caplog.text
     note_hold(SLOW_HOLD + 0.05, "the WAL checkpointer's last pass, past 131072 frames")

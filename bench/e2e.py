@@ -22,7 +22,7 @@ Prints n, p50, p99 and max of each, the background sender's sent/acked counts, a
 the inbox at the end, and the CPU time the hypervisor stole (/proc/stat) and the load
 average over the measured window.
 Target: p99 ≤ 2 s for both, with the background load at its rate. Exits 0 only when met.
-Usage: bench/e2e [--items N] [--rate R] [--warmup S] [--postgres] [--sandbox bubblewrap|none]
+Usage: bench/e2e.py [--items N] [--rate R] [--warmup S] [--postgres] [--sandbox bubblewrap|none]
 """
 
 from __future__ import annotations

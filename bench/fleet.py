@@ -7,7 +7,7 @@ picked at random across the fleet, one at a time, timing webhook sent → text o
 harness's terminal, while the spawner's watchdog keeps looking at every pane. Prints the
 delivery percentiles and the spawner process's resident memory (VmRSS now, VmHWM peak).
 Targets: delivery p99 ≤ 0.5 s, spawner RSS ≤ 60 MB.
-Usage: bench/fleet [--sessions N] [--comments N] [--sandbox bubblewrap|none]
+Usage: bench/fleet.py [--sessions N] [--comments N] [--sandbox bubblewrap|none]
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def main() -> int:
     print(summary(f"comment → pasted with {args.sessions} live sessions", times))
     print(f"spawner RSS: {rss / 1024:.1f} MB now, {peak / 1024:.1f} MB peak")
     ok = percentile(times, 0.99) <= P99 and peak / 1024 <= RSS_MB
-    print(f"targets delivery p99 ≤ {P99 * 1000:.0f} ms, RSS ≤ {RSS_MB:.0f} MB: "
-          f"{'met' if ok else 'MISSED'}")
+    print(
+        f"targets delivery p99 ≤ {P99 * 1000:.0f} ms, RSS ≤ {RSS_MB:.0f} MB: "
+        f"{'met' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchkit import steal, steal_percent  # noqa: E402
+
 from tests import fault_scenarios as scenarios  # noqa: E402
 from tests.fault_support import Tally  # noqa: E402
 from tests.support import POSTGRES_URL  # noqa: E402
@@ -39,7 +40,7 @@ def main() -> int:
     parser.add_argument("--restart-server", metavar="CMD", help="restart PostgreSQL with CMD")
     args = parser.parse_args()
     if not POSTGRES_URL:
-        print("bench/fault: set THE_LOOP_TEST_POSTGRES_URL", file=sys.stderr)
+        print("bench/fault.py: set THE_LOOP_TEST_POSTGRES_URL", file=sys.stderr)
         return 2
     n = args.deliveries
     restart = shlex.split(args.restart_server) if args.restart_server else None

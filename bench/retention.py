@@ -48,7 +48,7 @@ from app.store.tables import Delivery, InboxState, compress_body  # noqa: E402
 
 
 def _ingest_bench() -> Any:
-    """bench/ingest's wrk driver, signing and /proc/stat helpers (one owner)."""
+    """bench/ingest.py's wrk driver, signing and /proc/stat helpers (one owner)."""
     loader = importlib.machinery.SourceFileLoader("bench_ingest", str(ROOT / "bench" / "ingest"))
     spec = importlib.util.spec_from_loader("bench_ingest", loader)
     assert spec is not None

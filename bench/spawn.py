@@ -7,7 +7,7 @@ webhook being sent to the harness process being exec'd in its tmux pane by the s
 process. The path timed is the whole product: webhook ingress, inbox worker, gate freeze,
 job queue, the spawner's long-poll wake, claim (installation token), checkout reuse, state
 file, trust pre-seed, tmux launch. Targets: p50 ≤ 0.5 s, p99 ≤ 1.5 s.
-Usage: bench/spawn [--items N] [--sandbox bubblewrap|none]
+Usage: bench/spawn.py [--items N] [--sandbox bubblewrap|none]
 """
 
 from __future__ import annotations

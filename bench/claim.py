@@ -27,8 +27,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from werkzeug.serving import BaseWSGIServer
+
+    from app.runtime import AppState
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,7 +66,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def serve(db_url: str, tmp: Path) -> tuple[str, object, object]:
+def serve(db_url: str, tmp: Path) -> tuple[str, AppState, BaseWSGIServer]:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     from werkzeug.serving import make_server
 
@@ -136,8 +142,8 @@ def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
     from sqlalchemy.orm import Session
 
     from app.fleet.tokens import create_token
-    from app.store.jobqueue import queue_job
     from app.protocol import StopJob
+    from app.store.jobqueue import queue_job
 
     url, state, server = serve(db_url, tmp)
     repos = [f"bench/repo-{n}" for n in range(args.spawners)]
@@ -156,9 +162,19 @@ def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
     started = time.time()
     if args.remote_producer:
         proc = subprocess.run(
-            [sys.executable, "-c", PRODUCER, db_url, json.dumps(repos), str(args.jobs),
-             str(args.interval)],
-            capture_output=True, text=True, check=True, cwd=ROOT,
+            [
+                sys.executable,
+                "-c",
+                PRODUCER,
+                db_url,
+                json.dumps(repos),
+                str(args.jobs),
+                str(args.interval),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         queued = {job: ts for job, ts in map(json.loads, proc.stdout.splitlines())}
@@ -168,6 +184,7 @@ def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
             with Session(state.engine, expire_on_commit=False) as session, session.begin():
                 spec = StopJob(work_item_id=f"github:{repo}#{i}", repo=repo, reason="bench")
                 job = queue_job(session, f"bench:{i}", spec)
+            assert job is not None, "a new key always queues a job"
             queued[job.id] = time.time()
             time.sleep(args.interval)
     deadline = time.time() + 30

@@ -12,7 +12,7 @@ scripted `Write` call puts a real permission dialog on screen. For each of --dia
 - `the-loop answer 1` webhook sent → `session.answered` at the App, end to end.
 
 Targets: screen → stalled p99 ≤ 10 s; pressed → moved p50 ≤ 1 s.
-Usage: bench/answer [--dialogs N]
+Usage: bench/answer.py [--dialogs N]
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from app import create_app  # noqa: E402
 from app.config import parse_config  # noqa: E402
-from app.gateway.access import open_model_access, without_credentials  # noqa: E402
 from app.fleet.tokens import create_token  # noqa: E402
+from app.gateway.access import open_model_access, without_credentials  # noqa: E402
 from app.settings import load_settings  # noqa: E402
 from app.spawner.agent import Agent, AgentOptions  # noqa: E402
 from app.spawner.appclient import AppClient  # noqa: E402
-from app.spawner.session.dialogs import parse_dialog  # noqa: E402
+from app.spawner.confine.trust import claude_config_path, update_json_file  # noqa: E402
 from app.spawner.eventqueue import SpawnerEvents  # noqa: E402
 from app.spawner.launch import SpawnerContext  # noqa: E402
 from app.spawner.registry import Registry  # noqa: E402
+from app.spawner.session.dialogs import parse_dialog  # noqa: E402
 from app.spawner.session.tmux import TmuxRunner  # noqa: E402
-from app.spawner.confine.trust import claude_config_path, update_json_file  # noqa: E402
 from app.store.tables import Event  # noqa: E402
 from tests.claude_support import DUMMY_KEY, approve_key, claude_env  # noqa: E402
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, contains, tool_result_for  # noqa: E402
@@ -172,13 +172,13 @@ def main() -> int:
                 config=parse_config(config),
                 runner=runner,
                 registry=Registry(work / "spawner" / "sessions.json"),
-                events=(events := SpawnerEvents(work / "spawner", client)),
+                events=(spawner_events := SpawnerEvents(work / "spawner", client)),
                 home=home,
                 state_dir=work / "spawner",
                 app_url=server.url,
                 hosts=frozenset({"claude"}),
                 env=without_credentials(env),
-                models=open_model_access(parse_config(config), env, events.emit),
+                models=open_model_access(parse_config(config), env, spawner_events.emit),
             )
             agent = Agent(ctx, client, AgentOptions(name="bench", wait=2))  # production watchdog
             thread = threading.Thread(target=agent.run, daemon=True)

@@ -16,7 +16,7 @@ a run shows which one was busiest.
 With `--deltas N` each answer streams event by event as a model's does (its text in N deltas,
 1 ms apart), so the gateway's work per chunk is in the figures too; by default the scripted
 model writes a whole answer at once, and a relayed stream is one chunk.
-Usage: bench/gateway [--requests N] [--concurrency C] [--think MS] [--deltas N]
+Usage: bench/gateway.py [--requests N] [--concurrency C] [--think MS] [--deltas N]
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def model_child(deltas: int) -> None:
         def handler(self) -> type[BaseHTTPRequestHandler]:
             scripted: Any = super().handler()
 
-            class Handler(scripted):  # type: ignore[misc, valid-type]
+            class Handler(scripted):
                 def send_payload(self, status: int, payload: bytes, content_type: str) -> None:
                     if not deltas or content_type != "text/event-stream":
                         super().send_payload(status, payload, content_type)

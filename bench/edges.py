@@ -45,7 +45,7 @@ from tests.support import forked_workers, hold_open_bodies, memory_kib  # noqa: 
 TARGET_MS = 1000.0
 TARGET_GROWTH = 1024 * 1024
 TARGET_HELD_KIB = 64 * 1024
-REPO = "bench/edges"
+REPO = "bench/edges.py"
 
 
 def free_port() -> int:
@@ -161,7 +161,9 @@ def forge(url: str, count: int, connections: int) -> float:
     return time.monotonic() - started
 
 
-def hold(url: str, arbiter: int, count: int, mib: int, samples: int) -> tuple[int, int, list[float]]:
+def hold(
+    url: str, arbiter: int, count: int, mib: int, samples: int
+) -> tuple[int, int, list[float]]:
     """The worker's RSS before and at its peak (KiB) while `count` bodies are held open, and
     `/healthz` timed meanwhile."""
     worker = forked_workers(arbiter)[0]

@@ -8,7 +8,7 @@ default here is ten times as often), for --seconds. Each report makes the item's
 comment due; the publisher edits it at most once per 10 s per item. Prints the edits of each
 item's comment per minute and the reports per minute that caused them.
 Target: at most 6 edits per minute per item.
-Usage: bench/progress_edits [--items N] [--seconds S] [--interval S]
+Usage: bench/progress_edits.py [--items N] [--seconds S] [--interval S]
 """
 
 from __future__ import annotations

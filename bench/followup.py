@@ -6,7 +6,7 @@ Releases --sessions issues (each gets a live session in tmux), then sends --comm
 time, and times each from the webhook being sent to its text arriving on the harness's
 terminal (tmux load-buffer + bracketed paste-buffer + Enter, by the spawner process).
 Target: p50 ≤ 0.5 s.
-Usage: bench/followup [--sessions N] [--comments N] [--sandbox bubblewrap|none]
+Usage: bench/followup.py [--sessions N] [--comments N] [--sandbox bubblewrap|none]
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Responses API (tests/fakes/responses_api.py), the execute ticking `harness-codex
 `codex` alone: started in tmux with its own CODEX_HOME pointing straight at the scripted
 model → its first main request. Target: execute → first request p50 ≤ codex's own start
 + 0.3 s.
-Usage: bench/loop [--harness claude|codex] [--items N] [--followups N] [--reviews N]
+Usage: bench/loop.py [--harness claude|codex] [--items N] [--followups N] [--reviews N]
        [--network gateways|host]
 """
 
@@ -45,7 +45,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select
 
@@ -125,6 +127,18 @@ def codex_alone(home: Path, workdir: Path, base_url: str) -> dict[str, str]:
     )
     (home / ".codex" / "config.toml").write_text(text)
     return {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "THE_LOOP_MODEL_PASS": "x"}
+
+
+def shown(text: str, *, main: bool = False, after: float | None = None) -> Callable[[Any], bool]:
+    """A predicate on the scripted model's requests: `text` was in the turn it was shown (in
+    the main conversation only with `main`, and only later than `after`)."""
+
+    def check(request: Any) -> bool:
+        if main and request.kind != "main":
+            return False
+        return text in request.turn.text and (after is None or request.at > after)
+
+    return check
 
 
 def main() -> int:
@@ -254,27 +268,17 @@ def main() -> int:
                     sent = send(
                         server.url, "issue_comment", comment_payload(number, origin, execute)
                     )
-                    first = model.wait_for_request(
-                        lambda r, n=number: r.kind == "main" and f"/issues/{n}:" in r.turn.text, 120
-                    )
+                    first = model.wait_for_request(shown(f"/issues/{number}:", main=True), 120)
                     execute_times.append(first.at - sent)
                     stages.append(runner.stages(number, sent, first.at))
                     blocked = model.wait_for_request(
-                        lambda r, f=first: (
-                            r.kind == "main"
-                            and "design step is not complete" in r.turn.text
-                            and r.at > f.at
-                        ),
+                        shown("design step is not complete", main=True, after=first.at),
                         120,
                     )
                     ended = max(r.at for r in model.main_requests() if r.at < blocked.at)
                     block_times.append(blocked.at - ended)  # from the turn-ending request
                     model.wait_for_request(
-                        lambda r, b=blocked: (
-                            r.kind == "main"
-                            and "Moved from design to implementation" in r.turn.text
-                            and r.at > b.at
-                        ),
+                        shown("Moved from design to implementation", main=True, after=blocked.at),
                         120,
                     )
                     time.sleep(2.0)  # the turn has ended; the session waits for input
@@ -284,7 +288,7 @@ def main() -> int:
                         sent = send(
                             server.url, "issue_comment", comment_payload(number, origin, text)
                         )
-                        seen = model.wait_for_request(lambda r, t=text: t in r.turn.text, 60)
+                        seen = model.wait_for_request(shown(text), 60)
                         followup_times.append(seen.at - sent)
                         time.sleep(1.5)  # let the answer's turn end before the next paste
                     send(server.url, "pull_request", pull_opened(number, origin))
@@ -296,7 +300,7 @@ def main() -> int:
                             "pull_request_review_comment",
                             review_comment(number, text),
                         )
-                        seen = model.wait_for_request(lambda r, t=text: t in r.turn.text, 60)
+                        seen = model.wait_for_request(shown(text), 60)
                         review_times.append(seen.at - sent)
                         time.sleep(1.5)
             finally:
@@ -335,7 +339,7 @@ def main() -> int:
                 f"alone-{index}", workdir, argv, env={**env, **own_env}, owner=f"alone-{index}"
             )
             try:
-                seen = model.wait_for_request(lambda r, m=marker: m in r.turn.text, 120)
+                seen = model.wait_for_request(shown(marker), 120)
             except AssertionError:
                 print(alone.capture(f"alone-{index}", history=50), file=sys.stderr)
                 raise

@@ -9,7 +9,7 @@ pip writes. Compiled bytecode is cached under a temporary prefix, as in an insta
 package. Python's own start-up is timed alongside as the floor.
 
 Prints each case's median and compares the two reproduction cases with the 0.1 s target.
-Usage: bench/gate [--runs N]
+Usage: bench/gate.py [--runs N]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args()
     if not shutil.which("hyperfine"):
-        print("bench/gate: hyperfine is not installed", file=sys.stderr)
+        print("bench/gate.py: hyperfine is not installed", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         base = Path(tmp)
@@ -103,7 +103,7 @@ def main() -> int:
             text=True,
         )
         if check.returncode != 0:
-            print(f"bench/gate: the gate blocked the reproduction state:\n{check.stderr}")
+            print(f"bench/gate.py: the gate blocked the reproduction state:\n{check.stderr}")
             return 1
         item = "THE_LOOP_WORK_ITEM=issue-1"
         direct = f"{sys.executable} -S {ROOT / 'hooks' / 'stop_gate.py'}"

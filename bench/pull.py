@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchkit import free_port, percentile  # noqa: E402
+
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem  # noqa: E402
 from tests.fakes.server import LiveServer  # noqa: E402
 from tests.fault_support import REPO, labeled_body  # noqa: E402
