@@ -21,7 +21,7 @@ from githubkit.exception import GitHubException
 from app.files import write_text_atomic
 from app.github.registration import ManifestShapeError, events_asked, permissions_asked
 
-MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifest.yaml"
+MANIFEST_PATH = Path(__file__).resolve().parent / "manifest.yaml"
 # What each `.env` line a conversion provides holds (shown after setup, never the values).
 WRITTEN_KEYS = {
     "GITHUB_APP_ID": "the App's id",
