@@ -54,6 +54,9 @@ class TrustScope(StrEnum):
 
 
 class Harness(_Model):
+    """`harnesses[]`: a harness the checklist offers — `name` (`claude` or `codex`), the one
+    ticked by `default`, the `command` that runs it (else its name) and its launch `args`."""
+
     name: Name
     default: bool = False
     command: str | None = None
@@ -74,6 +77,10 @@ class ModelPrice(_Model):
 
 
 class ModelChoice(_Model):
+    """`models[]`: a model row of the checklist — its `name`, the provider's model `id` (else
+    the name), its `price` (else the shipped one), the `harnesses` it runs on (else all),
+    its launch `args` and an `about` line shown beside it."""
+
     name: Name
     id: str | None = None
     price: ModelPrice | None = None  # else the shipped price of its id (workitems/costs.py)
@@ -87,11 +94,16 @@ class ModelChoice(_Model):
 
 
 class EffortChoice(_Model):
+    """`effort[]`: an effort row of the checklist, in order — its `name` and launch `args`."""
+
     name: Name
     args: list[str] | None = None
 
 
 class Interaction(_Model):
+    """`routing.interaction.mode`: `work-item` (sessions are driven from the issue) or
+    `cli` (the older daemon's interactive mode)."""
+
     mode: str = InteractionMode.WORK_ITEM.value
 
     @property
@@ -101,6 +113,8 @@ class Interaction(_Model):
 
 
 class Workspace(_Model):
+    """`routing.workspace.root`: the directory under which each work item's checkout is made."""
+
     root: Path = Path("~/the-loop-work")
 
     @property
@@ -109,12 +123,20 @@ class Workspace(_Model):
 
 
 class HarnessTrust(_Model):
+    """`routing.harnessTrust`: whether each checkout is pre-trusted for the harness so no
+    trust dialog stops it (`scope`: the workspace root or each checkout), and whether a
+    bypass-permissions prompt is accepted (`auto`: when the harness arguments ask for it)."""
+
     enabled: bool = True
     scope: TrustScope = TrustScope.WORKSPACE_ROOT
     accept_bypass_permissions: str = "auto"
 
 
 class Trigger(_Model):
+    """`routing.trigger`: the label that starts a work item and the keywords of the replies
+    that decide one — execute, approve (the review gate), changes (back to implementation),
+    answer (an option of a stalled screen) and budget (a raise)."""
+
     label: str = DEFAULT_LABEL
     execute_keyword: str = DEFAULT_EXECUTE_KEYWORD
     approve_keyword: str = DEFAULT_APPROVE_KEYWORD  # passes the review gate
@@ -141,10 +163,14 @@ class Completion(_Model):
 
 
 class Keywords(_Model):
+    """`routing.control.keywords`: the older daemon's place for the execute keyword."""
+
     execute: str | None = None  # the older daemon's home of the execute keyword
 
 
 class Control(_Model):
+    """`routing.control`: the older daemon's control section (its execute keyword)."""
+
     keywords: Keywords = Keywords()
 
 
@@ -187,6 +213,10 @@ class Budget(_Model):
 
 
 class Routing(_Model):
+    """`routing`: who may start work and how it runs — harness arguments, authorized users,
+    the workspace, trust, the sandbox, the trigger and keywords, completion, pull requests,
+    auto-execute labels, the number of sessions at once and the item budget."""
+
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
     authorized_users: list[str] | None = None  # GitHub logins (entries read by config_compat)
@@ -207,6 +237,9 @@ class Routing(_Model):
 
 
 class StandingSession(_Model):
+    """`standingSessions.sessions[]`: a long-lived session the spawner keeps running in
+    `cwd`, with its harness, arguments and first prompt."""
+
     name: Name
     cwd: Path = Path("~")
     harness: Name | None = None
@@ -215,19 +248,30 @@ class StandingSession(_Model):
 
 
 class StandingSessions(_Model):
+    """`standingSessions`: sessions started with the spawner, apart from any work item."""
+
     sessions: list[StandingSession] = Field(default_factory=list)
 
 
 class Slack(_Model):
+    """`slack`: the channel the mirror posts in and the Slack members mapped to GitHub logins
+    (`users`: member id → login), who may then decide from Slack."""
+
     channel: str | None = None
     users: dict[str, str] = Field(default_factory=dict)
 
 
 class StopGate(_Model):
+    """`stopGate.maxAttempts`: how many times the stop gate blocks a session at one node
+    before it lets the turn end and the item reports it."""
+
     max_attempts: int = Field(default=3, ge=1)
 
 
 class OperatorConfig(_Model):
+    """The operator config file: the harnesses, models and effort levels the checklist
+    offers, the routing rules, standing sessions, the Slack mirror's users, the stop gate."""
+
     harnesses: list[Harness] = Field(default_factory=list)
     models: list[ModelChoice] = Field(default_factory=list)
     effort: list[EffortChoice] = Field(default_factory=list)

@@ -21,7 +21,11 @@ class ConfigModel(BaseModel):
     """camelCase keys, unknown keys ignored (reported by `config_findings`), frozen."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+        use_attribute_docstrings=True,
     )
 
 

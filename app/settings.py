@@ -25,77 +25,109 @@ class SettingsError(ValueError):
 class Settings(BaseSettings):
     """Everything a process needs from its environment (field = variable, lowercased)."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
+    model_config = SettingsConfigDict(
+        frozen=True, extra="ignore", case_sensitive=False, use_attribute_docstrings=True
+    )
 
     github_app_id: int | None = None
+    """The GitHub App's id (written by `the-loop setup`)."""
     github_private_key: str | None = None
+    """The App's private key (PEM; `\\n` escapes allowed), or use GITHUB_PRIVATE_KEY_PATH."""
     github_private_key_path: Path | None = None
+    """A file holding the App's private key (PEM)."""
     github_webhook_secret: str | None = None
+    """The secret GitHub signs webhooks with; `the-loop up` writes a random one to `.env` on first
+    run."""
     github_client_id: str | None = None
+    """The App's OAuth client id (written by `the-loop setup`)."""
     github_client_secret: str | None = None
+    """The App's OAuth client secret (written by `the-loop setup`)."""
     github_api_url: str = "https://api.github.com"
+    """GitHub's REST API (GitHub Enterprise Server: `https://HOST/api/v3`)."""
     github_web_url: str = "https://github.com"
+    """GitHub's web address (links on issues, the setup page)."""
     database_url: str = ""
+    """SQLAlchemy URL of the store; empty: SQLite in the state directory. PostgreSQL:
+    `postgresql+psycopg://…`."""
     the_loop_config: Path = Path("cli-config.yaml")
+    """The operator config file (YAML)."""
     the_loop_state_dir: Path = Path("~/.local/state/the-loop")
+    """Where the App keeps its SQLite database, `events.jsonl` and the spawner's state (created
+    0700)."""
     the_loop_url: str = "http://127.0.0.1:3000"
-    # Let a spawner talk to a non-loopback App over plain http (tokens travel in the clear).
+    """The App's address as spawners and GitHub reach it; the webhook URL is this plus
+    `/github/webhooks`. Unset: `http://127.0.0.1:PORT`."""
     the_loop_insecure_url: bool = False
+    """Let a spawner talk to a non-loopback App over plain http (tokens travel in the clear)."""
     the_loop_spawner_token: str | None = None
-    the_loop_admin_token: str | None = None  # the operator credential (status page, /status)
-    the_loop_metrics_token: str | None = None  # a scraper's credential for /metrics alone
+    """A spawner's credential for the App's `/spawner/v1` API (`the-loop spawner token create`)."""
+    the_loop_admin_token: str | None = None
+    """The operator credential: the status page and `/status` (at least 16 characters)."""
+    the_loop_metrics_token: str | None = None
+    """A scraper's credential for `/metrics` alone (at least 16 characters)."""
     the_loop_inbox_workers: int = 1
-    # `the-loop worker` lowers its own CPU priority by this much (0-19): on a machine it
-    # shares with `the-loop serve`, webhooks are acknowledged first and handled after.
+    """Inbox worker threads in each `serve` process."""
     the_loop_worker_nice: int = Field(default=10, ge=0, le=19)
-    # A failing delivery is tried this many times (waiting base, 2 base, 4 base … seconds,
-    # at most 5 minutes, between tries) before it is parked with its error.
+    """`the-loop worker` lowers its own CPU priority by this much (0-19), so webhooks are
+    acknowledged first."""
     the_loop_inbox_attempts: int = 8
+    """Tries of a failing delivery (waiting base, 2xbase, 4xbase … seconds, at most 5 minutes)
+    before it is parked with its error."""
     the_loop_inbox_backoff_seconds: float = 1.0
-    # How long a worker holds a delivery it claimed; one that dies leaves it due again after.
+    """The first wait between two tries of a failing delivery."""
     the_loop_inbox_lease_seconds: float = 300.0
-    # How long a spawner holds a claimed job without a heartbeat before it is offered again.
+    """How long a worker holds a delivery it claimed; one that dies leaves it due again after."""
     the_loop_job_lease_seconds: float = 120.0
-    # Seconds a request's whole body may take to arrive; a slower one is answered 408.
+    """How long a spawner holds a claimed job without a heartbeat before it is offered again."""
     the_loop_body_deadline: float = 30.0
-    # Bytes of not yet verified bodies (webhooks, Slack) one App process holds at once; a
-    # request past it is answered 503 with Retry-After. At least one largest delivery fits.
+    """Seconds a request's whole body may take to arrive; a slower one is answered 408."""
     the_loop_unverified_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
-    # Git gateway requests (`/git/…`) one App process serves at once for one session token,
-    # and in all (0: half the App's WSGI threads); past either, 503. Seconds a git body may
-    # go without a byte before it is cut.
+    """Bytes of not yet verified bodies (webhooks, Slack) one App process holds at once; past it
+    503 with Retry-After."""
     the_loop_git_requests_per_session: int = Field(default=2, gt=0)
+    """Git gateway requests one App process serves at once for one session token; past it 503."""
     the_loop_git_requests: int = Field(default=0, ge=0)
+    """Git gateway requests one App process serves at once in all (0: half the App's WSGI
+    threads)."""
     the_loop_git_idle_seconds: float = Field(default=30.0, gt=0)
-    # Seconds between two stop-gate attempts the App counts for one session and node: asks
-    # closer together are the same attempt, so a session cannot run its count up ahead.
+    """Seconds a git body may go without a byte before it is cut."""
     the_loop_gate_attempt_gap: float = Field(default=20.0, ge=0)
-    # Retention (days): a done delivery's body; its row, whose delivery id and body hash are
-    # the dedupe keys (kept past GitHub's redelivery window: 3 days on github.com, 7 on
-    # Enterprise Server, plus a day); event rows; the ids of events spawners reported.
+    """Seconds between two stop-gate attempts counted for one session and node: closer asks are
+    the same attempt."""
     the_loop_retain_bodies_days: float = Field(default=7.0, gt=0)
+    """Days a done delivery's body is kept."""
     the_loop_retain_dedupe_days: float = Field(default=8.0, gt=0)
+    """Days a delivery's row (its id and body hash: the dedupe keys) is kept; past GitHub's
+    redelivery window."""
     the_loop_retain_events_days: float = Field(default=90.0, gt=0)
+    """Days event rows are kept."""
     the_loop_retain_spawner_event_ids_days: float = Field(default=30.0, gt=0)
-    # Seconds between prunes in a process running inbox workers (0: never on its own).
+    """Days the ids of events spawners reported are kept (their dedupe keys)."""
     the_loop_prune_interval: float = Field(default=3600.0, ge=0)
-    # Seconds a change to a work item's progress comment waits for more before the comment
-    # is posted or edited: at most one GitHub edit per item per window.
+    """Seconds between prunes in a process running inbox workers (0: never on its own)."""
     the_loop_progress_window_seconds: float = Field(default=2.0, ge=0)
-    # GitHub's delivery log (app/github/reconcile.py). `push`: GitHub POSTs webhooks, and the
-    # log is read on start and every THE_LOOP_RECONCILE_SECONDS (0: only on
-    # `the-loop inbox --reconcile`) for what the App missed. `pull`: no webhook comes in; the
-    # log is read every THE_LOOP_PULL_SECONDS. Either way at most THE_LOOP_LOG_BUDGET_SHARE
-    # of the App's hourly request budget goes on the log.
+    """Seconds a change to a progress comment waits for more before it is posted: at most one
+    GitHub edit per item per window."""
     the_loop_ingress: Literal["push", "pull"] = "push"
+    """`push`: GitHub POSTs webhooks (the delivery log is read for what was missed); `pull`: the
+    App reads GitHub's delivery log instead."""
     the_loop_reconcile_seconds: float = Field(default=300.0, ge=0)
+    """In push mode, seconds between reads of GitHub's delivery log for missed deliveries (0: only
+    on `the-loop inbox --reconcile`)."""
     the_loop_pull_seconds: float = Field(default=2.0, gt=0)
+    """In pull mode, seconds between reads of GitHub's delivery log."""
     the_loop_log_budget_share: float = Field(default=0.5, gt=0, le=1)
+    """The share of the App's hourly GitHub request budget the delivery log may use."""
     slack_bot_token: str | None = None
+    """The Slack app's bot token (`xoxb-…`); set, the Slack mirror is on."""
     slack_signing_secret: str | None = None
+    """The Slack app's signing secret (HTTP mode)."""
     slack_app_token: str | None = None
+    """The Slack app-level token (`xapp-…`) for Socket Mode."""
     slack_api_url: str = "https://slack.com/api/"
+    """Slack's Web API address."""
     port: int = 3000
+    """The port `the-loop up` and `serve` listen on."""
 
     @classmethod
     def settings_customise_sources(
@@ -120,6 +152,8 @@ class Settings(BaseSettings):
     def _derive_paths(self) -> Settings:
         state_dir = self.the_loop_state_dir.expanduser()
         object.__setattr__(self, "the_loop_state_dir", state_dir)
+        if "the_loop_url" not in self.model_fields_set:  # the App where `up` serves it
+            object.__setattr__(self, "the_loop_url", f"http://127.0.0.1:{self.port}")
         if not self.database_url:
             object.__setattr__(self, "database_url", f"sqlite:///{state_dir / 'the-loop.db'}")
         return self

@@ -106,3 +106,14 @@ def register(subparsers: Any) -> None:
     check = commands.add_parser("check", help="what is understood, adapted and ignored, and why")
     check.add_argument("file", nargs="?", help="the YAML file (default: THE_LOOP_CONFIG)")
     check.set_defaults(func=run_check)
+    reference = commands.add_parser(
+        "reference", help="every variable and key, its default and meaning (Markdown)"
+    )
+    reference.set_defaults(func=run_reference)
+
+
+def run_reference(args: argparse.Namespace) -> int:
+    from app.commands.configref import reference_markdown
+
+    print(reference_markdown(), end="")
+    return 0

@@ -20,7 +20,7 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -202,20 +202,39 @@ def sandbox_line(settings: Any) -> tuple[str, bool]:
     )
 
 
-def first_run_lines(settings: Any) -> list[str]:
-    """While no GitHub App is configured: what to do next, as the status page says it."""
-    from app.config import load_config
+def first_run_lines(settings: Any, env: Mapping[str, str] | None = None) -> list[str]:
+    """What is still missing for a first work item, with its fix: the GitHub App's
+    registration (the steps the status page shows), and a model credential for the local
+    spawner's gateway (`env`: the environment the spawner will start with)."""
+    from app.config import ConfigError, load_config
+    from app.gateway.access import openai_upstream_for, upstream_for
     from app.github.client import GitHubApp
     from app.github.registration import first_run_steps
 
-    if GitHubApp(settings).configured:
-        return []
-    trigger = load_config(settings.the_loop_config).routing.trigger
-    steps = first_run_steps(settings.the_loop_url, trigger.label, trigger.execute_keyword)
-    return [
-        "the-loop: no GitHub App is configured yet. Next:",
-        *(f"  {n}. {step}" for n, step in enumerate(steps, start=1)),
-    ]
+    config = load_config(settings.the_loop_config)
+    lines: list[str] = []
+    if not GitHubApp(settings).configured:
+        trigger = config.routing.trigger
+        steps = first_run_steps(settings.the_loop_url, trigger.label, trigger.execute_keyword)
+        lines += [
+            "the-loop: no GitHub App is configured yet. Next:",
+            *(f"  {n}. {step}" for n, step in enumerate(steps, start=1)),
+        ]
+    if env is not None:
+        try:
+            keyed = (
+                upstream_for(config, env).has_credential
+                or openai_upstream_for(config, env).has_credential
+            )
+        except ConfigError as exc:  # a key file it cannot use: the spawner says so at start
+            return [*lines, f"the-loop: {exc}"]
+        if not keyed and not config.routing.sandbox.share_login:
+            lines.append(
+                "the-loop: the spawner has no model credential, so sessions cannot reach a "
+                "model. Fix: export ANTHROPIC_API_KEY (Claude Code) or OPENAI_API_KEY (Codex) "
+                "before `the-loop up`, or name a key file in routing.sandbox.apiKeyFile."
+            )
+    return lines
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -243,7 +262,7 @@ def run_up(args: argparse.Namespace) -> int:
             f"the-loop: wrote a new THE_LOOP_ADMIN_TOKEN to .env; sign in to the status page "
             f"once at {url}/?token={admin_token} (shown only now)"
         )
-    for line in first_run_lines(settings):
+    for line in first_run_lines(settings, None if args.no_spawner else os.environ):
         print(line)
     child = local_spawner.start(args, settings)
     try:

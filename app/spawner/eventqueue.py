@@ -73,7 +73,8 @@ class SpawnerEvents:
             finally:
                 os.close(fd)
         level = logging.WARNING if fields.get("level") == "warning" else logging.INFO
-        log.log(level, "%s %s", event, work_item_id or "")
+        said = fields.get("message") or fields.get("reason") or ""
+        log.log(level, "%s %s%s", event, work_item_id or "", f": {said}" if said else "")
         self._wake.set()
         return record
 

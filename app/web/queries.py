@@ -292,7 +292,7 @@ def recent_events(
             ts=aware(e.ts),
             event=e.event,
             work_item_id=e.work_item_id,
-            details=json.dumps(e.data or {}, default=str, separators=(",", ":"))[:300],
+            details=json.dumps(e.data or {}, default=str, separators=(", ", ": "))[:300],
         )
         for e in session.scalars(query)
     ]

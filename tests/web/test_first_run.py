@@ -94,6 +94,29 @@ def test_up_says_nothing_of_first_steps_once_an_app_is_configured(tmp_path, app_
     assert first_run_lines(configured) == []
 
 
+
+def test_the_webhook_url_shown_follows_the_port_when_no_url_is_set(tmp_path):
+    """`PORT=4100` with no THE_LOOP_URL: the steps name port 4100, where `up` serves."""
+    config = str(operator_config(tmp_path))
+    settings = load_settings({"THE_LOOP_CONFIG": config, "PORT": "4100"}, dotenv=None)
+    assert settings.the_loop_url == "http://127.0.0.1:4100"
+    assert "http://127.0.0.1:4100/github/webhooks" in "\n".join(first_run_lines(settings))
+    told = load_settings({"PORT": "4100", "THE_LOOP_URL": PUBLIC_URL}, dotenv=None)
+    assert told.the_loop_url == PUBLIC_URL
+
+
+def test_up_says_how_to_give_the_spawner_a_model_credential(tmp_path, app_private_key):
+    config = str(operator_config(tmp_path))
+    settings = load_settings(
+        {"THE_LOOP_CONFIG": config, "GITHUB_APP_ID": "7", "GITHUB_PRIVATE_KEY": app_private_key},
+        dotenv=None,
+    )
+    (missing,) = first_run_lines(settings, {"PATH": "/usr/bin"})
+    assert "no model credential" in missing and "export ANTHROPIC_API_KEY" in missing
+    assert first_run_lines(settings, {"ANTHROPIC_API_KEY": "sk-test"}) == []
+    assert first_run_lines(settings, {"OPENAI_API_KEY": "sk-test"}) == []
+    assert first_run_lines(settings) == []  # `up --no-spawner`: no spawner to tell
+
 def test_up_prints_the_three_steps_when_no_app_is_configured(tmp_path):
     port = free_port()
     env = no_app_env(tmp_path)
