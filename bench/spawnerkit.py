@@ -1,4 +1,4 @@
-"""Shared set-up of the spawner benchmarks (bench/spawn.py, bench/followup.py, bench/fleet.py, bench/e2e.py).
+"""Shared set-up of the spawner benchmarks (bench/spawn.py, followup.py, fleet.py, e2e.py).
 
 Everything real on one machine: a fake GitHub REST server on loopback (the tests' fake), the
 App (`create_app`, its inbox worker and spawner API, SQLite) in this process, or with

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Makes the pictures the docs show from the product's own renderers: a progress comment as
 `render_progress` writes it, rendered the way GitHub renders a comment (python-markdown's
-tables, line breaks kept) and shot by headless Chromium. Run it after changing the comment's wording:
-`python scripts/docs_images.py` (needs Debian's chromium, which scripts/test.sh installs)."""
+tables, line breaks kept) and shot by headless Chromium. Run it after changing the comment's
+wording: `python scripts/docs_images.py` (needs Debian's chromium, which scripts/test.sh
+installs)."""
 
 from __future__ import annotations
 

@@ -97,7 +97,9 @@ def setting_entries() -> list[Entry]:
     from app.settings import Settings
 
     return [
-        Entry(name.upper(), _type_name(info.annotation), _default(info), _one_line(info.description))
+        Entry(
+            name.upper(), _type_name(info.annotation), _default(info), _one_line(info.description)
+        )
         for name, info in Settings.model_fields.items()
     ]
 

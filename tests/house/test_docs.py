@@ -33,8 +33,11 @@ def test_every_environment_variable_says_what_it_means() -> None:
 
 def test_every_config_section_says_what_it_is() -> None:
     """A key may lean on its section's description; a section may not be silent."""
-    silent = [title for title, doc, entries in config_sections() if not doc and entries and
-              any(not e.meaning for e in entries)]
+    silent = [
+        title
+        for title, doc, entries in config_sections()
+        if not doc and entries and any(not e.meaning for e in entries)
+    ]
     assert silent == []
 
 

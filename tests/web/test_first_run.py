@@ -94,7 +94,6 @@ def test_up_says_nothing_of_first_steps_once_an_app_is_configured(tmp_path, app_
     assert first_run_lines(configured) == []
 
 
-
 def test_the_webhook_url_shown_follows_the_port_when_no_url_is_set(tmp_path):
     """`PORT=4100` with no THE_LOOP_URL: the steps name port 4100, where `up` serves."""
     config = str(operator_config(tmp_path))
@@ -116,6 +115,7 @@ def test_up_says_how_to_give_the_spawner_a_model_credential(tmp_path, app_privat
     assert first_run_lines(settings, {"ANTHROPIC_API_KEY": "sk-test"}) == []
     assert first_run_lines(settings, {"OPENAI_API_KEY": "sk-test"}) == []
     assert first_run_lines(settings) == []  # `up --no-spawner`: no spawner to tell
+
 
 def test_up_prints_the_three_steps_when_no_app_is_configured(tmp_path):
     port = free_port()
