@@ -1,7 +1,7 @@
 """`the-loop …`: parses arguments and hands off to the command modules in `app.commands`.
 
 Each command module exposes `register(subparsers)`, which adds its sub-commands and sets
-`func` on them; `main` only dispatches. Errors the user can fix print one line and exit 2.
+`func` on them; `main` only dispatches. Errors the user can fix print one line each and exit 2.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ConfigError, SettingsError) as exc:
-        print(f"the-loop: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # a config names each problem on a line
+            print(f"the-loop: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, Field, ValidationError
 
-from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
+from app.config_compat import read_older_shapes
+from app.config_keys import Finding, check_keys
 from app.config_sandbox import ConfigModel as _Model
 from app.config_sandbox import Sandbox
 
@@ -30,7 +31,17 @@ DEFAULT_BUDGET_KEYWORD = "the-loop budget"
 
 
 class ConfigError(ValueError):
-    """The operator config cannot be used; the message names the file and the key."""
+    """The operator config cannot be used; the message names the file and the key — one
+    line per problem (`problems`) when the file was read, each `FILE: KEY: what is wrong`."""
+
+    def __init__(self, message: str, problems: tuple[Finding, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+    @classmethod
+    def of(cls, source: str, problems: list[Finding]) -> ConfigError:
+        lines = "\n".join(f"{source}: {p.key}: {p.message}" for p in problems)
+        return cls(lines, tuple(problems))
 
 
 def _name(value: str) -> str:
@@ -359,32 +370,38 @@ def _format_loc(loc: tuple[Any, ...], data: Any) -> str:
     return ".".join(parts)
 
 
+def _value_problems(data: dict[str, Any]) -> tuple[OperatorConfig | None, list[Finding]]:
+    """The validated config, or every value pydantic refuses, each with its key."""
+    try:
+        config = OperatorConfig.model_validate(data)
+    except ValidationError as exc:
+        return None, [Finding(_format_loc(tuple(e["loc"]), data), e["msg"]) for e in exc.errors()]
+    names = [h.name for h in config.harnesses]
+    if len(set(names)) != len(names):
+        return config, [Finding("harnesses", "a harness name is declared twice")]
+    return config, []
+
+
 def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
-    """Validate a decoded YAML document; errors name the source and the key."""
+    """Validate a decoded YAML document. Every problem is found before one `ConfigError`
+    names them all: entries that cannot be read, keys the App does not know (the older
+    daemon's are accepted, `app.config_keys`) and values it refuses."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
-    try:
-        reading = read_older_shapes(data)
-    except ShapeError as exc:
-        raise ConfigError(f"{source}: {exc}") from exc
+    reading = read_older_shapes(data)
     data = reading.data
-    try:
-        config = OperatorConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = _format_loc(tuple(first["loc"]), data)
-        raise ConfigError(f"{source}: {key}: {first['msg']}") from exc
-    names = [h.name for h in config.harnesses]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{source}: harnesses: a harness name is declared twice")
-    ignored = reading.ignored + tuple(unused_keys(data, OperatorConfig))
+    keys = check_keys(data, OperatorConfig)
+    config, bad_values = _value_problems(data)
+    problems = [*reading.problems, *keys.unknown, *bad_values]
+    if problems or config is None:
+        raise ConfigError.of(source, problems)
     return config.model_copy(
         update={
             "source": source,
             "adapted": reading.adapted,
-            "ignored": ignored,
+            "ignored": reading.ignored + keys.older,
             "conflicts": reading.conflicts,
         }
     )

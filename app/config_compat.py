@@ -11,50 +11,33 @@ rewrites them into the one shape `OperatorConfig` validates, and says what it ad
 - effort levels are offered in their enum order (low, medium, high, xhigh, max), whatever
   order they are declared in; other names follow in declared order.
 
-`unused_keys` walks the document against the pydantic models and names every key the App
-does not read, so the operator hears once that it is ignored instead of getting an error.
+Keys of a person entry other than `github` and `slack` are judged by `app.config_keys`
+(the older daemon's `name` is accepted; anything else is an error naming the key meant);
+every problem is collected, none stops the reading.
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union, get_args, get_origin
+from typing import Any
 
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
+from app.config_keys import Finding, older_key, unknown_key
 
 EFFORT_ORDER = ("low", "medium", "high", "xhigh", "max")
 PERSON_KEYS = ("github", "slack")
-UNUSED = "not used by the App; ignored"
-NAME_UNUSED = "a display name; the App names people by their GitHub login"
-# Why some keys are not read, where a better reason than UNUSED is known.
-REASONS: Mapping[str, str] = {
-    "routing.control.keywords": "only `execute` is configurable; the App's other replies are fixed",
-}
-
-
-class ShapeError(ValueError):
-    """An older-shape entry cannot be read; the message starts with its key."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something about a loaded config the operator should hear once (not per spawn)."""
-
-    key: str
-    message: str
 
 
 @dataclass(frozen=True)
 class CompatReading:
-    """The document in the App's shape, and what was adapted, ignored or in conflict."""
+    """The document in the App's shape, what was adapted, ignored or in conflict, and the
+    entries that cannot be read (`problems`: errors, each naming its key)."""
 
     data: dict[str, Any]
     adapted: tuple[Finding, ...] = ()
     ignored: tuple[Finding, ...] = ()
     conflicts: tuple[Finding, ...] = ()
+    problems: tuple[Finding, ...] = ()
 
 
 def _named_entries(value: Any) -> Any:
@@ -80,6 +63,7 @@ class _Notes:
     adapted: list[Finding]
     ignored: list[Finding]
     conflicts: list[Finding]
+    problems: list[Finding]
 
 
 def _people(routing: dict[str, Any], slack: dict[str, Any], notes: _Notes) -> None:
@@ -97,14 +81,19 @@ def _people(routing: dict[str, Any], slack: dict[str, Any], notes: _Notes) -> No
             continue
         login = entry.get("github")
         if not isinstance(login, str) or not login:
-            raise ShapeError(f"routing.authorizedUsers[{index}]: an entry needs a `github` login")
+            where = f"routing.authorizedUsers[{index}]"
+            notes.problems.append(Finding(where, "an entry needs a `github` login"))
+            continue
         where = f"routing.authorizedUsers[{login}]"
         logins.append(login)
         for key in entry:
-            if key == "name":
-                notes.ignored.append(Finding(f"{where}.name", NAME_UNUSED))
-            elif key not in PERSON_KEYS:
-                notes.ignored.append(Finding(f"{where}.{key}", UNUSED))
+            if key in PERSON_KEYS:
+                continue
+            older = older_key(f"{where}.{key}")
+            if older is not None:
+                notes.ignored.append(Finding(f"{where}.{key}", older.why))
+            else:
+                notes.problems.append(unknown_key(where, str(key), (*PERSON_KEYS, "name")))
         member = entry.get("slack")
         if isinstance(member, str):
             if users.get(member, login) != login:
@@ -145,7 +134,7 @@ def _keyword(routing: dict[str, Any], notes: _Notes) -> None:
 def read_older_shapes(document: Mapping[str, Any]) -> CompatReading:
     """`document` rewritten into the App's shapes, with notes on what changed (pure)."""
     data = dict(document)
-    notes = _Notes([], [], [])
+    notes = _Notes([], [], [], [])
     for key in ("models", "effort"):
         value = data.get(key)
         if isinstance(value, list) and any(isinstance(v, str) for v in value):
@@ -166,53 +155,10 @@ def read_older_shapes(document: Mapping[str, Any]) -> CompatReading:
         if slack:
             data["slack"] = slack
         _keyword(routing, notes)
-    return CompatReading(data, tuple(notes.adapted), tuple(notes.ignored), tuple(notes.conflicts))
-
-
-def _model_of(annotation: Any) -> tuple[bool, type[BaseModel]] | None:
-    """(is a list, model) when `annotation` holds a pydantic model, else None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return False, annotation
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        for arg in get_args(annotation):
-            found = _model_of(arg)
-            if found is not None:
-                return found
-    if origin is list:
-        inner = _model_of(get_args(annotation)[0])
-        if inner is not None and not inner[0]:
-            return True, inner[1]
-    return None
-
-
-def _entry_label(entry: Mapping[str, Any], index: int) -> str:
-    name = entry.get("name")
-    return name if isinstance(name, str) and name else str(index)
-
-
-def unused_keys(data: Mapping[str, Any], model: type[BaseModel], path: str = "") -> list[Finding]:
-    """Every key of `data` that `model` (and the models it nests) does not read."""
-    fields: dict[str, FieldInfo] = {}
-    for name, info in model.model_fields.items():
-        if not info.exclude:
-            fields[name] = info
-            fields[info.alias or name] = info
-    found: list[Finding] = []
-    for key, value in data.items():
-        here = f"{path}.{key}" if path else str(key)
-        field = fields.get(str(key))
-        if field is None:
-            found.append(Finding(here, REASONS.get(path, UNUSED)))
-            continue
-        nested = _model_of(field.annotation)
-        if nested is None:
-            continue
-        many, inner = nested
-        if not many and isinstance(value, Mapping):
-            found += unused_keys(value, inner, here)
-        elif many and isinstance(value, list):
-            for index, entry in enumerate(value):
-                if isinstance(entry, Mapping):
-                    found += unused_keys(entry, inner, f"{here}[{_entry_label(entry, index)}]")
-    return found
+    return CompatReading(
+        data,
+        tuple(notes.adapted),
+        tuple(notes.ignored),
+        tuple(notes.conflicts),
+        tuple(notes.problems),
+    )

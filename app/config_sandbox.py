@@ -50,7 +50,7 @@ def _hostport(value: str) -> str:
     """One `routing.sandbox.egress` entry, lower-cased: `host:port`, nothing else."""
     found = _HOSTPORT_RE.match(value.strip())
     if found is None or not 0 < int(found.group(2)) < 65536:
-        raise ValueError(f"{value!r} is not host:port (e.g. pypi.org:443)")
+        raise ValueError(f"{value!r} is not host:port (e.g. example.org:443)")
     return f"{found.group(1).lower()}:{int(found.group(2))}"
 
 

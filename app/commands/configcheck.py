@@ -1,13 +1,17 @@
-"""`the-loop config check [FILE]`: what the App understood of an operator config, what it
-adapted from the older daemon's shapes, what it ignores and why, and any conflicts.
+"""`the-loop config check [FILE]`: what the App understood of an operator config, what is in
+force for money, reach and isolation (and from where), what it adapted from the older
+daemon's shapes, which of the older daemon's keys it ignores and why, and any conflicts.
 
-A file the App cannot use exits 2 with the key at fault (like every command); a file it can
-use exits 0, however many keys it ignores: an ignored key is never an error.
+A file the App cannot use exits 2 naming every problem at once, one line each with its key:
+values it refuses and keys it does not know (with the key likely meant). The older daemon's
+keys the App does not use are listed, never an error. Without FILE and with no file at
+THE_LOOP_CONFIG, the defaults are shown as what is in force.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,14 +64,30 @@ def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     return rows
 
 
-def _table(title: str, header: tuple[str, str], rows: list[tuple[str, str]]) -> Any:
+def _table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
     table = Table(*header, title=title, title_justify="left", box=None, pad_edge=False)
-    for key, text in rows:
-        table.add_row(Text(key), Text(text))  # keys such as `models[opus]` are not markup
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))  # keys such as `models[opus]` are not markup
     return table
+
+
+def in_force_table(config: OperatorConfig) -> Any:
+    """The settings that govern money, reach and isolation, as a rich table (`doctor` too)."""
+    from app.config_inforce import in_force
+
+    rows = [(r.key, r.value, r.source) for r in in_force(config)]
+    return _table("In force", ("setting", "value", "from"), rows)
+
+
+def _defaults(console: Any, path: Path) -> int:
+    from app.config import OperatorConfig
+
+    console.print(f"{path} does not exist: the App runs on the defaults")
+    console.print(in_force_table(OperatorConfig(source=str(path))))
+    return 0
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -78,13 +98,17 @@ def run_check(args: argparse.Namespace) -> int:
     from app.settings import load_settings
 
     path = Path(args.file) if args.file else load_settings().the_loop_config
+    console = Console()
     if not path.expanduser().exists():
+        if not args.file:
+            return _defaults(console, path)
         print(f"the-loop: {path} does not exist (the App would run on the defaults)")
         return 2
     config = load_config(path)
-    console = Console()
     console.print(Text(f"{config.source}: loads", style="bold"))
     console.print(_table("Understood", ("key", "the App will"), understood_rows(config)))
+    console.print()
+    console.print(in_force_table(config))
     sections = (
         ("Read from an older shape", config.adapted),
         ("Ignored", config.ignored),
@@ -103,7 +127,9 @@ def run_check(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("config", help="check the operator config (cli-config.yaml)")
     commands = parser.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
-    check = commands.add_parser("check", help="what is understood, adapted and ignored, and why")
+    check = commands.add_parser(
+        "check", help="what is understood and in force, adapted and ignored, and why"
+    )
     check.add_argument("file", nargs="?", help="the YAML file (default: THE_LOOP_CONFIG)")
     check.set_defaults(func=run_check)
     reference = commands.add_parser(

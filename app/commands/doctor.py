@@ -262,9 +262,27 @@ def run_doctor(args: argparse.Namespace) -> int:
     from app.settings import load_settings
     from app.spawner.devbox_checks import failed
 
-    checks = gather_checks(load_settings(), os.environ)
+    settings = load_settings()
+    checks = gather_checks(settings, os.environ)
     print_checks(checks, args.json)
+    if not args.json:
+        print_in_force(settings)
     return 1 if failed(checks) else 0
+
+
+def print_in_force(settings: Any) -> None:
+    """What the operator config puts in force here for money, reach and isolation (the
+    table `config check` prints); nothing when the config does not load (its check says why)."""
+    from rich.console import Console
+
+    from app.commands.configcheck import in_force_table
+    from app.spawner.devbox_checks import Level
+
+    config, check = _config(settings)
+    if check.level is not Level.FAIL:
+        console = Console()
+        console.print()
+        console.print(in_force_table(config))
 
 
 def register(subparsers: Any) -> None:

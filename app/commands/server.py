@@ -111,11 +111,13 @@ def answer_polls_on_stop(worker: Any) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from app import create_app
+    from app.config import load_config
     from app.settings import load_settings
     from app.spawner.confine.hardening import undumpable
 
     undumpable()  # inherited by gunicorn's forked workers
     settings = load_settings()
+    load_config(settings.the_loop_config)  # every problem of the file, before anything else
     # Fail fast in the parent with a clear message rather than in every gunicorn worker.
     create_app(settings, start_workers=False).extensions["the-loop"].engine.dispose()
     _Gunicorn(gunicorn_options(args, settings.port), wsgi_threads=args.threads).run()
@@ -240,8 +242,11 @@ def first_run_lines(settings: Any, env: Mapping[str, str] | None = None) -> list
 def run_up(args: argparse.Namespace) -> int:
     """The App and its worker in one gunicorn worker, plus a local spawner process."""
     from app.commands import local_spawner
+    from app.config import load_config
     from app.settings import load_settings
 
+    # A config that does not load stops `up` before anything is written, served or spawned.
+    load_config(load_settings().the_loop_config)
     if ensure_webhook_secret(Path(".env")):
         print(
             "the-loop: wrote a new GITHUB_WEBHOOK_SECRET to .env (run `the-loop setup` "

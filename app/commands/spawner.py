@@ -36,6 +36,7 @@ def run_agent(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
     undumpable()
     settings = load_settings()
+    config = load_config(settings.the_loop_config)  # a config that does not load stops here
     token = spawner_token(args, settings.the_loop_spawner_token)
     # Read once; no child (git, tmux, a session) inherits it from here on.
     os.environ.pop(TOKEN_VARIABLE, None)
@@ -50,7 +51,6 @@ def run_agent(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"the-loop spawner: {problem}", file=sys.stderr)
         return 2
-    config = load_config(settings.the_loop_config)
     problem = sandbox_problem(config, dict(os.environ))
     if problem:
         print(f"the-loop spawner: {problem}", file=sys.stderr)

@@ -24,6 +24,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
+from app.config_inforce import in_force
 from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.store.tables import WorkItem
@@ -135,6 +136,8 @@ def page_context(state: Any, prefix: str, work_item_id: str) -> dict[str, Any]:
         rows = context["work_items"]
         used = usage_of(session, [w.id for w in rows])
     config = state.services.config
+    context["in_force"] = in_force(config)
+    context["config_source"] = config.source
     context["usage"] = {
         w.id: usage_words(used[w.id], priced(config, w.model, used[w.id]), w.minutes) for w in rows
     }

@@ -88,6 +88,8 @@ FLAT = {
     "cli",
     "config",
     "config_compat",
+    "config_inforce",
+    "config_keys",
     "config_sandbox",
     "files",
     "graph",
