@@ -48,8 +48,10 @@ class TmuxError(RuntimeError):
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` minus the App's credentials (and tmux's own pointer to another server)."""
-    return {k: v for k, v in env.items() if k not in APP_SECRETS and k != "TMUX"}
+    """`env` minus the App's credentials, a session token and tmux's own pointer to another
+    server: for the spawner's own probes of a harness on the host (never a session's)."""
+    dropped = {*APP_SECRETS, "THE_LOOP_SESSION_TOKEN", "TMUX"}
+    return {k: v for k, v in env.items() if k not in dropped}
 
 
 def stale_names(listing: str, kept: Mapping[str, str]) -> list[str]:
