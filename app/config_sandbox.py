@@ -99,6 +99,29 @@ class SessionLimits(ConfigModel):
     cpu: float | None = Field(default=None, gt=0)
 
 
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_name(value: str) -> str:
+    """One `routing.sandbox.env.passEnv` entry: a variable's name, nothing else."""
+    if _ENV_NAME_RE.match(value) is None:
+        raise ValueError(f"{value!r} is not an environment variable's name (e.g. NODE_OPTIONS)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+class SessionEnv(ConfigModel):
+    """`routing.sandbox.env`: what a session's environment holds beyond what its harness
+    needs. `passEnv` lists names whose values the session takes from the spawner's own
+    environment (never from a file the session can write); every other name the spawner
+    holds stays out. The App's credentials and the model keys are never passed, even when
+    listed (`the-loop doctor` says so)."""
+
+    pass_env: list[EnvName] = Field(default_factory=list)
+
+
 class Sandbox(ConfigModel):
     """How sessions are confined (`routing.sandbox`). `mode: none` must be written exactly;
     any other value means bubblewrap (the narrower session). `readOnly` / `readWrite` add
@@ -119,7 +142,10 @@ class Sandbox(ConfigModel):
     network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
     WebSearch; by default none, and MCP through the provider never.
 
-    `limits` bounds each session's memory, processes and CPU (`SessionLimits`)."""
+    `limits` bounds each session's memory, processes and CPU (`SessionLimits`).
+
+    `env` says which of the spawner's environment variables a session gets beyond what its
+    harness needs (`SessionEnv`)."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
@@ -132,6 +158,7 @@ class Sandbox(ConfigModel):
     model_tools: list[ModelTool] = Field(default_factory=list)
     gateway: SandboxGateway = SandboxGateway()
     limits: SessionLimits = SessionLimits()
+    env: SessionEnv = SessionEnv()
 
     @property
     def resolved(self) -> SandboxMode:

@@ -40,7 +40,7 @@ from tests.fakes.github_api import FakeGitHub
 from tests.fakes.server import LiveServer
 from tests.fakes.slack_api import FakeSlack
 from tests.gate_support import comment, deliver, labeled
-from tests.spawner_support import StandIn, git
+from tests.spawner_support import TEST_PASS_ENV, StandIn, git
 from tests.spawnerapi_support import SpawnerClient
 from tests.support import RunningApp, fixture_json, with_installation
 
@@ -238,7 +238,11 @@ def running(bed: Bed) -> SpawnerClient:
 @pytest.fixture
 def session_runner(tmp_path: Path) -> Iterator[TmuxRunner]:
     """tmux for the sessions, on a socket of its own; killed at teardown."""
-    tmux = TmuxRunner(f"the-loop-pulls-{uuid.uuid4().hex[:10]}", env=session_base_env(tmp_path))
+    tmux = TmuxRunner(
+        f"the-loop-pulls-{uuid.uuid4().hex[:10]}",
+        env=session_base_env(tmp_path),
+        pass_env=TEST_PASS_ENV,
+    )
     try:
         yield tmux
     finally:

@@ -30,6 +30,21 @@ from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Watchdog
 from tests.support import wait_for
 
+# What these test devboxes' operators pass to their sessions (`routing.sandbox.env.passEnv`):
+# this tree's code for a session's `the-loop`, git kept off the machine's own config, a
+# committer, and a harness that calls no one at start.
+TEST_PASS_ENV = (
+    "PYTHONPATH",
+    "PYTHONDONTWRITEBYTECODE",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+)
 STANDIN = r"""#!{python}
 # Stand-in harness: records argv, cwd, env and raw stdin under {records}/<work item>/.
 # What a run does comes from plan.json there (one entry per start: {{"exit": n}} or
@@ -381,7 +396,10 @@ def gateway_context(
     the operator's model credential read once from
     `upstream_env` (default `env`) into its model gateway and kept out of what sessions
     inherit."""
-    runner = TmuxRunner(f"{tmux}-{uuid.uuid4().hex[:8]}", env=dict(env), size=size)
+    pass_env = [*config.routing.sandbox.env.pass_env, *TEST_PASS_ENV]
+    runner = TmuxRunner(
+        f"{tmux}-{uuid.uuid4().hex[:8]}", env=dict(env), pass_env=pass_env, size=size
+    )
     events = SpawnerEvents(state, client)
     return SpawnerContext(
         config=config,

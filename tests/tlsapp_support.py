@@ -34,7 +34,7 @@ from app.spawner.launch import SpawnerContext
 from app.spawner.network.netplan import LOOPBACK_NAMES
 from app.spawner.session.tmux import TmuxRunner
 from tests.jobs_support import standin_context
-from tests.spawner_support import StandIn
+from tests.spawner_support import TEST_PASS_ENV, StandIn
 from tests.spawnerapi_support import Api, serve_api
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +212,7 @@ def tls_spawner(
     home = tmp_path / "devbox-home"
     home.mkdir()
     trusted = trusting_env(home, ca or app.ca, **env)
-    runner = TmuxRunner(f"the-loop-tls-{uuid.uuid4().hex[:8]}", env=trusted)
+    runner = TmuxRunner(f"the-loop-tls-{uuid.uuid4().hex[:8]}", env=trusted, pass_env=TEST_PASS_ENV)
     ctx = standin_context(
         tmp_path, standin, runner, home, app_url=app.url, env=trusted, ready_timeout=60
     )

@@ -199,6 +199,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     closed = try_sandbox(bwrap, env, "--unshare-net")
     checks.append(dc.check_network(config.routing.sandbox, *closed))
     checks.append(session_limits(config, settings))
+    checks.append(dc.check_session_env(env, config.routing.sandbox.env.pass_env))
     for harness in hostable_harnesses(config, env):
         executable = adapter_for(config, harness).executable
         checks.append(

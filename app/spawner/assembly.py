@@ -59,7 +59,7 @@ def build_context(
     probes = plan_probes(config, hosts)
     return SpawnerContext(
         config=config,
-        runner=TmuxRunner(socket, env=env),
+        runner=TmuxRunner(socket, env=env, pass_env=config.routing.sandbox.env.pass_env),
         registry=registry_for(settings),
         events=events,
         home=Path(env.get("HOME") or Path.home()),

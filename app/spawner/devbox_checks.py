@@ -23,6 +23,7 @@ from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
 from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted
+from app.spawner.confine.sessionenv import described, refused_names
 from app.spawner.confine.trust import BYPASS_SETTING, should_accept_bypass
 from app.spawner.probes import Result, Verdict
 
@@ -323,3 +324,23 @@ def check_models(results: Sequence[Result | None]) -> Check:
 
 def failed(checks: Sequence[Check]) -> bool:
     return any(c.level is Level.FAIL for c in checks)
+
+
+def check_session_env(spawner_env: Mapping[str, str], pass_env: Sequence[str]) -> Check:
+    """What a session's environment will hold (`sessionenv`): every name, the value of each
+    harness variable (none secret); a `passEnv` name that is never passed, or that the
+    spawner's environment does not set, is a warning."""
+    name = "session environment"
+    shown = described(spawner_env, pass_env)
+    detail = ", ".join(s.name if s.value is None else f"{s.name}={s.value}" for s in shown)
+    refused = refused_names(pass_env)
+    unset = sorted(n for n in set(pass_env) - set(refused) if n not in spawner_env)
+    problems = []
+    if refused:
+        problems.append(f"never passed (a credential): {', '.join(refused)}")
+    if unset:
+        problems.append(f"not set in the spawner's environment: {', '.join(unset)}")
+    if problems:
+        fix = "edit routing.sandbox.env.passEnv"
+        return Check(name, Level.WARN, f"{detail}; {'; '.join(problems)}", fix)
+    return Check(name, Level.OK, detail)

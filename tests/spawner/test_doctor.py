@@ -118,6 +118,7 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
         "sandbox (bwrap)": "ok",
         "network": "ok",
         "session limits": "ok",
+        "session environment": "ok",
         "sandbox shows claude": "ok",
         "App reachable": "ok",
         "spawner token": "ok",
@@ -132,6 +133,9 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
     assert checks["network"]["detail"] == "gateways: the App, the model gateway; egress: none"
     limits = checks["session limits"]["detail"]  # the defaults, by a cgroup of its own
     assert limits.startswith("cgroup") and limits.endswith(": memory 4.0GiB, processes 512")
+    session_env = checks["session environment"]["detail"]  # names, harmless values only
+    assert "PATH=" in session_env and "THE_LOOP_SESSION_TOKEN" in session_env
+    assert "THE_LOOP_SPAWNER_TOKEN" not in session_env
     claude = os.path.realpath(shutil.which("claude") or "claude")
     assert f"-> {claude}" in checks["sandbox shows claude"]["detail"]
     assert "spawner devbox-1" in checks["spawner token"]["detail"]

@@ -164,8 +164,14 @@ def test_the_pure_edits() -> None:
     assert managed_settings(host, direct_command()) == {
         **host,
         "hooks": {"Stop": [gate]},
-        "env": loader,
+        "disableAllHooks": False,
+        "allowManagedHooksOnly": True,
+        "env": {**loader, "CLAUDE_CODE_SIMPLE": "0"},
     }
+    # The host's own policy cannot switch the gate off either.
+    off = {"disableAllHooks": True, "env": {"CLAUDE_CODE_SIMPLE": "1"}}
+    pinned = managed_settings(off, direct_command())
+    assert pinned["disableAllHooks"] is False and pinned["env"]["CLAUDE_CODE_SIMPLE"] == "0"
 
 
 def test_links_a_session_planted_in_its_home_are_replaced_not_written_through(
@@ -222,7 +228,9 @@ def test_the_managed_settings_hold_the_gate_and_the_hosts_own_policy(tmp_path: P
     loader = {"LD_PRELOAD": "", "LD_AUDIT": "", "LD_LIBRARY_PATH": ""}
     assert json.loads((managed / "managed-settings.json").read_text()) == {
         "hooks": {"Stop": [{"hooks": [gate]}]},
-        "env": loader,
+        "disableAllHooks": False,
+        "allowManagedHooksOnly": True,
+        "env": {**loader, "CLAUDE_CODE_SIMPLE": "0"},
     }
     host.parent.mkdir()
     host.write_text('{"permissions": {"deny": ["WebFetch"]}}')

@@ -21,6 +21,7 @@ import hooks
 from app.config_sandbox import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv
+from app.spawner.confine.sessionenv import CA_VARIABLES
 from app.spawner.network.netplan import INSIDE_DIR
 from hooks.stop_gate import FACTS_AT
 
@@ -29,17 +30,6 @@ MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 HOST_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 HOST_SECRET_DIRS = ("/etc/ssh",)
 MANAGED_DIR = Path("/etc/claude-code")  # Claude Code's managed settings on Linux
-# Where the spawner's environment names the certificates it trusts (an App behind TLS with
-# a private CA): the session inherits the variables, so it is shown the files they name.
-CA_VARIABLES = (
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "GIT_SSL_CAPATH",
-    "NODE_EXTRA_CA_CERTS",
-)
 UNSET = (
     "CLAUDE_CONFIG_DIR",
     "TMUX",

@@ -51,6 +51,10 @@ HOMES = "homes"
 MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside
 MANAGED_FILE = "managed-settings.json"
 LOADER_VARIABLES = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")  # emptied for every hook
+# Claude Code's switches that would run no hook (its bare mode), held off in managed `env`.
+PINNED_ENV = {"CLAUDE_CODE_SIMPLE": "0"}
+# Managed keys that keep the managed hooks running and no hook of the session's own.
+PINNED_SETTINGS = {"disableAllHooks": False, "allowManagedHooksOnly": True}
 GATE_FACTS = "gate-facts"  # under the state directory: each launch's stop-gate facts
 HOST_MANAGED = Path("/etc/claude-code") / MANAGED_FILE
 CREDENTIALS = ".credentials.json"
@@ -146,11 +150,17 @@ def managed_settings(host: dict[str, Any], gate_command: str) -> dict[str, Any]:
 
     Their `env` empties the dynamic loader's variables (`LOADER_VARIABLES`): Claude Code
     hands the `env` of every settings file to its hooks, managed ones last, and a preloaded
-    library the session built would run inside the gate before any line of it."""
+    library the session built would run inside the gate before any line of it. It also pins
+    what would switch hooks off (`PINNED_ENV`: a checkout's or home's settings `env` setting
+    `CLAUDE_CODE_SIMPLE` would start the next launch in the bare mode, which runs no hook;
+    managed values are applied last, so they win). `disableAllHooks: false` and
+    `allowManagedHooksOnly: true` keep the managed hooks, and only them, running whatever
+    a user or project settings file says (the session writes both)."""
     settings, _ = install_stop_hook(host, gate_command)
     found = settings.get("env")
     env: dict[str, Any] = found if isinstance(found, dict) else {}
-    return {**settings, "env": {**env, **dict.fromkeys(LOADER_VARIABLES, "")}}
+    pinned = {**env, **dict.fromkeys(LOADER_VARIABLES, ""), **PINNED_ENV}
+    return {**settings, **PINNED_SETTINGS, "env": pinned}
 
 
 def write_managed(state_dir: Path, host_file: Path = HOST_MANAGED) -> Path:

@@ -1,9 +1,10 @@
 """The tmux runner: sessions on the spawner's own tmux server (`tmux -L the-loop`).
 
 A harness is started from an argv list (`new-session … -- argv…`: tmux execs it directly,
-no shell ever parses it). The server is started with an environment stripped of the App's
-secrets and the operator's model credentials, so no session (nor the bwrap that confines it)
-inherits them; per-session values come either as `-e NAME=value`
+no shell ever parses it). The server's global environment is the session environment
+(`confine.sessionenv`: an allow-list, built from nothing), so no session (nor the bwrap that
+confines it) inherits anything else of the spawner's; per-session values come either as
+`-e NAME=value`
 (visible in `ps`, so only non-secret values) or, for a session credential, through tmux's
 `update-environment` from the client's environment (never in an argv). `remain-on-exit` keeps
 a dead pane around so the watchdog sees how a session ended.
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.gateway.access import CREDENTIAL_VARIABLES, without_credentials
+from app.spawner.confine.sessionenv import APP_SECRETS, MINTED_VARIABLES, session_environment
 from app.spawner.session.pastetext import paste_text
 
 DEFAULT_SOCKET = "the-loop"
@@ -38,32 +39,8 @@ CLEAR_LINE = "\x15"
 _MARK = "@@the-loop-pane@@"
 OWNER_OPTION = "@the-loop-item"
 
-# The App's own credentials: never inherited by a session. Nor are the operator's model
-# credentials (`CREDENTIAL_VARIABLES`): a session reaches the model through the gateway with
-# a pass of its own, passed like its session token.
-SECRET_VARIABLES = frozenset(
-    {
-        "GH_TOKEN",
-        "GITHUB_TOKEN",
-        "GITHUB_APP_ID",
-        "GITHUB_PRIVATE_KEY",
-        "GITHUB_PRIVATE_KEY_PATH",
-        "GITHUB_WEBHOOK_SECRET",
-        "GITHUB_CLIENT_ID",
-        "GITHUB_CLIENT_SECRET",
-        "SLACK_BOT_TOKEN",
-        "SLACK_SIGNING_SECRET",
-        "SLACK_APP_TOKEN",
-        "THE_LOOP_SPAWNER_TOKEN",
-        "THE_LOOP_GIT_TOKEN",
-        "THE_LOOP_SESSION_TOKEN",
-        "THE_LOOP_ADMIN_TOKEN",
-        "DATABASE_URL",
-        "GIT_ASKPASS",
-    }
-)
 # Passed per session through `update-environment`, never on a command line.
-HIDDEN_VARIABLES = ("THE_LOOP_SESSION_TOKEN", "ANTHROPIC_API_KEY", "THE_LOOP_MODEL_PASS")
+HIDDEN_VARIABLES = MINTED_VARIABLES
 
 
 class TmuxError(RuntimeError):
@@ -71,8 +48,17 @@ class TmuxError(RuntimeError):
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` minus the App's credentials (and tmux's own pointer to another server)."""
-    return {k: v for k, v in env.items() if k not in SECRET_VARIABLES and k != "TMUX"}
+    """`env` minus the App's credentials, a session token and tmux's own pointer to another
+    server: for the spawner's own probes of a harness on the host (never a session's)."""
+    dropped = {*APP_SECRETS, "THE_LOOP_SESSION_TOKEN", "TMUX"}
+    return {k: v for k, v in env.items() if k not in dropped}
+
+
+def stale_names(listing: str, kept: Mapping[str, str]) -> list[str]:
+    """Names in `show-environment -g` output that are not in `kept` (pure): what a server
+    started from another environment still holds."""
+    names = (line.split("=", 1)[0] for line in listing.splitlines() if "=" in line)
+    return sorted({name for name in names if not name.startswith("-") and name not in kept})
 
 
 @dataclass(frozen=True)
@@ -132,13 +118,24 @@ class TmuxRunner:
         socket: str = DEFAULT_SOCKET,
         *,
         env: Mapping[str, str] | None = None,
+        pass_env: Sequence[str] = (),
         tmux: str = "tmux",
         size: tuple[int, int] = (200, 50),
     ) -> None:
         self.socket = socket
         self.tmux = tmux
         self.size = size
-        self._env = without_credentials(without_secrets(os.environ if env is None else env))
+        source = os.environ if env is None else env
+        # What every session starts from (`sessionenv`); the tmux client also needs to know
+        # where its socket lies, which no session is told.
+        self._env = session_environment(source, pass_env)
+        tmpdir = source.get("TMUX_TMPDIR")
+        self._client_env = {**self._env, **({"TMUX_TMPDIR": tmpdir} if tmpdir else {})}
+
+    @property
+    def session_env(self) -> dict[str, str]:
+        """The environment every session on this server starts from."""
+        return dict(self._env)
 
     def _run(
         self,
@@ -148,7 +145,7 @@ class TmuxRunner:
         extra_env: Mapping[str, str] | None = None,
         check: bool = True,
     ) -> subprocess.CompletedProcess[str]:
-        env = {**self._env, **(extra_env or {})}
+        env = {**self._client_env, **(extra_env or {})}
         proc = subprocess.run(
             [self.tmux, "-L", self.socket, *args],
             input=stdin if stdin is not None else "",
@@ -163,8 +160,13 @@ class TmuxRunner:
         return proc
 
     def ensure_server(self) -> None:
-        """Start the server with the clean environment and set the options sessions rely on."""
-        self._run(
+        """Start the server with the session environment and set the options sessions rely
+        on. Each new session copies every allowed name from this client's environment
+        (`update-environment`: values never on a command line), and whatever else the
+        server's global environment holds — a server started from another environment — is
+        removed, so no session inherits it."""
+        copied = " ".join(dict.fromkeys([*HIDDEN_VARIABLES, *sorted(self._env)]))
+        proc = self._run(
             [
                 "start-server",
                 ";",
@@ -181,19 +183,18 @@ class TmuxRunner:
                 "set-option",
                 "-g",
                 "update-environment",
-                " ".join(HIDDEN_VARIABLES),
+                copied,
                 ";",
-                *self._unset_secrets(),
+                "show-environment",
+                "-g",
             ]
         )
-
-    @staticmethod
-    def _unset_secrets() -> list[str]:
-        """Commands removing the secrets from a server that was started with them."""
-        commands: list[str] = []
-        for name in sorted(SECRET_VARIABLES | set(CREDENTIAL_VARIABLES)):
-            commands += ["set-environment", "-g", "-u", name, ";"]
-        return commands[:-1]
+        stale = stale_names(proc.stdout, self._env)
+        if stale:
+            commands: list[str] = []
+            for name in stale:
+                commands += ["set-environment", "-g", "-u", name, ";"]
+            self._run(commands[:-1])
 
     def start(
         self,
@@ -379,7 +380,7 @@ class TmuxRunner:
     @property
     def socket_path(self) -> Path:
         """Where tmux puts a `-L` socket (it leaves the file behind when the server ends)."""
-        base = self._env.get("TMUX_TMPDIR") or "/tmp"
+        base = self._client_env.get("TMUX_TMPDIR") or "/tmp"
         return Path(base) / f"tmux-{os.getuid()}" / self.socket
 
     def kill_server(self) -> None:
