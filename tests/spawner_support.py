@@ -228,6 +228,8 @@ def git(*args: str, cwd: Path | None = None) -> str:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@example.com",
         "GIT_CONFIG_NOSYSTEM": "1",
+        # The session's user owns the checkout when the tests run as root.
+        "GIT_CONFIG_PARAMETERS": "'safe.directory=*'",
     }
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True

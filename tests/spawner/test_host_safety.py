@@ -13,7 +13,6 @@ import json
 import os
 import pwd
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,9 +123,7 @@ def _unsafe(root: Path) -> list[str]:
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             mode = os.lstat(os.path.join(folder, name)).st_mode
-            if mode & (stat.S_ISUID | stat.S_ISGID) or (
-                stat.S_ISDIR(mode) and mode & stat.S_IWOTH
-            ):
+            if mode & (stat.S_ISUID | stat.S_ISGID) or (stat.S_ISDIR(mode) and mode & stat.S_IWOTH):
                 found.append(os.path.join(folder, name))
     return found
 

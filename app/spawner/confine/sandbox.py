@@ -36,14 +36,15 @@ ISOLATION = (
     "/proc",
     "--dev",
     "/dev",
+    "--tmpfs",
+    "/tmp",
 )
 # Started as root, the sandbox keeps only what it needs to become the session's user (and
 # to enter that user's checkout, mode 0700, as its working directory): the first thing it
 # runs drops to that user, with no capability left and none to gain.
 DROP_TO = ("setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups")
-KEPT_TO_DROP = tuple(
-    word for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_DAC_READ_SEARCH") for word in ("--cap-add", cap)
-)
+KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_DAC_READ_SEARCH")
+KEPT_TO_DROP = tuple(word for cap in KEPT_CAPS for word in ("--cap-add", cap))
 
 
 @dataclass(frozen=True)
@@ -172,10 +173,12 @@ def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
     words = [BWRAP, *ISOLATION]
     if plan.user is not None:
         words += KEPT_TO_DROP
-    words += ["--perms", "1777"]
-    if plan.tmp_size is not None:
-        words += ["--size", str(plan.tmp_size)]
-    words += ["--tmpfs", "/tmp"]
+    if plan.user is not None or plan.tmp_size is not None:
+        # A `/tmp` of its own again (ISOLATION's is root's alone), anyone's, bounded.
+        words += ["--perms", "1777"]
+        if plan.tmp_size is not None:
+            words += ["--size", str(plan.tmp_size)]
+        words += ["--tmpfs", "/tmp"]
     if not plan.network:
         words.append("--unshare-net")
     for target, link in plan.symlinks:

@@ -130,7 +130,9 @@ def prepare_checkout(
     refused = None
     if os.path.lexists(target):
         if target.is_dir() and not target.is_symlink():
-            tidy(target)  # no set-uid file or world-writable directory meets the host's git
+            # No set-uid file or world-writable directory meets the host's git; the tree
+            # is the sessions' user's, as the confined git runs.
+            tidy(target, git.owner)
         refused = git.refusal(target)
         if refused is None:
             return Checkout(target, reused=True)
@@ -149,6 +151,7 @@ def prepare_checkout(
                 target.unlink()
         staging.rename(target)
         git.forget(target)
+        tidy(target, git.owner)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
