@@ -181,6 +181,15 @@ def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
         words += ["--tmpfs", "/tmp"]
     if not plan.network:
         words.append("--unshare-net")
+    if plan.user is not None:  # a link's directory, made searchable before the link makes it
+        binds = kept_binds(plan)
+        made: list[Path] = []
+        for _, link in plan.symlinks:
+            for parent in reversed(link.parents[:-1]):
+                if parent not in made and not any(lies_within(parent, b.target) for b in binds):
+                    made.append(parent)
+        for parent in made:
+            words += ["--perms", "0755", "--dir", str(parent)]
     for target, link in plan.symlinks:
         words += ["--symlink", target, str(link)]
     words += mount_args(plan)
