@@ -73,16 +73,16 @@ time.sleep(600)
 
 
 @pytest.fixture
-def hostile(tmp_path: Path) -> StandIn:
+def intruder(tmp_path: Path) -> StandIn:
     return StandIn(tmp_path / "hostile", HOSTILE)
 
 
 @pytest.fixture
-def session(ctx: SpawnerContext, hostile: StandIn, tmp_path: Path) -> Iterator[SpawnerContext]:
+def confined(ctx: SpawnerContext, intruder: StandIn, tmp_path: Path) -> Iterator[SpawnerContext]:
     """The test's context running the hostile harness, its disk bound 20 MiB; the harness
     shows no input box, so the launch does not wait for one."""
-    sandbox = {**hostile.sandbox, "limits": {"disk": "20MiB"}}
-    config = make_config(hostile, tmp_path, sandbox=sandbox)
+    sandbox = {**intruder.sandbox, "limits": {"disk": "20MiB"}}
+    config = make_config(intruder, tmp_path, sandbox=sandbox)
     made = dataclasses.replace(ctx, config=config, ready_timeout=0.0)
     yield made
     made.runner.kill_server()
@@ -130,12 +130,12 @@ def _unsafe(root: Path) -> list[str]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the session user is made by a root spawner")
 def test_a_session_of_a_root_spawner_runs_unprivileged_and_leaves_nothing_set_uid(
-    session: SpawnerContext, hostile: StandIn, origin: Path, tmp_path: Path, secret: Path
+    confined: SpawnerContext, intruder: StandIn, origin: Path, tmp_path: Path, secret: Path
 ) -> None:
-    ctx = session
-    _mode(hostile, WI, "setuid")
+    ctx = confined
+    _mode(intruder, WI, "setuid")
     run_ok(ctx, spawn_job(origin))
-    seen = wait_for(lambda: _seen(hostile, WI), timeout=WAIT)
+    seen = wait_for(lambda: _seen(intruder, WI), timeout=WAIT)
     checkout = checkout_dir(ctx.workspace_root, WI)
     home = home_for(ctx.state_dir, item_slug(WI))
     user = pwd.getpwnam(SESSION_USER)
@@ -150,10 +150,10 @@ def test_a_session_of_a_root_spawner_runs_unprivileged_and_leaves_nothing_set_ui
 
 
 def test_a_session_past_its_disk_bound_is_stopped_and_its_end_says_disk(
-    session: SpawnerContext, hostile: StandIn, origin: Path
+    confined: SpawnerContext, intruder: StandIn, origin: Path
 ) -> None:
-    ctx = session
-    _mode(hostile, WI, "disk")
+    ctx = confined
+    _mode(intruder, WI, "disk")
     run_ok(ctx, spawn_job(origin))
     watchdog = Watchdog(
         ctx.runner,
