@@ -90,13 +90,19 @@ def _session_memory(value: ByteSize) -> ByteSize:
 
 class SessionLimits(ConfigModel):
     """`routing.sandbox.limits`: what one session's processes may take of the devbox, all
-    together — `memory` (bytes, or `4GiB`, `512MiB`…), `processes` (tasks at once) and `cpu`
-    (cores' worth of time, e.g. `1.5`). `null` lifts one. Enforced by the best mechanism the
+    together — `memory` (bytes, or `4GiB`, `512MiB`…), `processes` (tasks at once), `cpu`
+    (cores' worth of time, e.g. `1.5`) and `disk` (bytes written in its checkout, home and
+    `/tmp`). `null` lifts one. Enforced by the best mechanism the
     devbox offers (`spawner/confine/limits.py`); `the-loop doctor` says which."""
 
     memory: Annotated[ByteSize, AfterValidator(_session_memory)] | None = ByteSize(4 << 30)
     processes: int | None = Field(default=512, ge=8, strict=True)
     cpu: float | None = Field(default=None, gt=0)
+    disk: ByteSize | None = Field(
+        default=ByteSize(20 << 30),
+        description="Bytes one session's checkout, home and /tmp may hold on disk together "
+        "(`20GiB`, `500MiB`…); a session past it is stopped (`limit: disk`). null lifts it.",
+    )
 
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -33,6 +33,7 @@ SPAWNER_EVENTS = frozenset(
         "session.answered",
         "session.choice_fallback",
         "session.delivered",
+        "session.disk_limit",
         "session.egress_refused",
         "session.evidence",
         "session.exited",

@@ -53,6 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HOME"] = str(home)
     # No claude a test starts may update the machine's shared install or phone home.
     os.environ.update(DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1")
+    # A checkout belongs to the session's user when the tests run as root (see
+    # `confine/sessionuser.py`); the tests' own git, standing for the session, works in it.
+    os.environ["GIT_CONFIG_PARAMETERS"] = "'safe.directory=*'"
     for name, sub in (
         ("XDG_CONFIG_HOME", ".config"),
         ("XDG_STATE_HOME", ".local/state"),

@@ -168,6 +168,7 @@ class StandIn:
         base = directory / "standin"
         self.records = base / "records"
         self.records.mkdir(parents=True, exist_ok=True)
+        self.records.chmod(0o777)  # a spawner run as root runs sessions as another user
         (base / "bin").mkdir()
         self.path = base / "bin" / "standin-harness"
         self.path.write_text(script.format(python=sys.executable, records=str(self.records)))
@@ -179,8 +180,12 @@ class StandIn:
         return {"readOnly": [str(self.path.parent)], "readWrite": [str(self.records)]}
 
     def folder(self, work_item_id: str) -> Path:
-        """Where the runs of `work_item_id` record (one folder per exact work item id)."""
-        return self.records / quote(work_item_id, safe="")
+        """Where the runs of `work_item_id` record (one folder per exact work item id), made
+        writable for the session's user (not the test's when the test runs as root)."""
+        folder = self.records / quote(work_item_id, safe="")
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o777)
+        return folder
 
     def starts(self, work_item_id: str) -> list[dict[str, Any]]:
         folder = self.folder(work_item_id)
@@ -238,6 +243,8 @@ def git(*args: str, cwd: Path | None = None) -> str:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@example.com",
         "GIT_CONFIG_NOSYSTEM": "1",
+        # The session's user owns the checkout when the tests run as root.
+        "GIT_CONFIG_PARAMETERS": "'safe.directory=*'",
     }
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True

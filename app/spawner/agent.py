@@ -30,6 +30,7 @@ from app.spawner.appclient import (
     Unauthorized,
 )
 from app.spawner.argv import adapter_for
+from app.spawner.confine.diskwatch import watch as watch_disk
 from app.spawner.confine.sessionlimits import clean_stale_limits
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
@@ -110,6 +111,7 @@ class Agent:
         helpers = [
             threading.Thread(target=self.ctx.events.run, args=(self.stop,), daemon=True),
             threading.Thread(target=self._watch, daemon=True),
+            threading.Thread(target=watch_disk, args=(self.ctx, self.stop), daemon=True),
             claims,
         ]
         if self.ctx.models is not None:  # model usage, reported every few seconds

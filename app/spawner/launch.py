@@ -19,10 +19,12 @@ from app.gateway.access import ModelAccess, SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.cgroups import SessionLimiter
+from app.spawner.confine.diskwatch import DiskMarks
 from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
 from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
+from app.spawner.confine.sessionuser import SessionUserError, hand_over, session_user
 from app.spawner.confine.trust import TrustOutcome
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.harness import HomeSetup, adapter_of
@@ -65,6 +67,7 @@ class SpawnerContext:
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
     limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
+    disk: DiskMarks = field(default_factory=DiskMarks)  # sessions stopped past their disk bound
     # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
     ask_token: Callable[[int], str | None] | None = None
 
@@ -175,12 +178,18 @@ def prepare_launch(
         facts_file = write_gate_facts(ctx.state_dir, item_slug(work_item_id), facts)
     except (OSError, ValueError) as exc:
         raise SandboxError(f"the stop gate's managed settings cannot be written: {exc}") from exc
+    try:
+        user = session_user()
+    except SessionUserError as exc:
+        raise SandboxError(str(exc)) from exc
     net = None
     if closed(ctx, network):
         net = open_network(ctx, work_item_id, model.url if model is not None else None)
     else:
         warning = {"level": "warning", "message": SHARED_NETWORK}
         ctx.events.emit("session.network_shared", work_item_id, **warning)
+    # The session's own tree is its user's, and holds nothing a host user could abuse.
+    hand_over([cwd, ready.home, *([net.sockets] if net is not None else [])], user)
     plan = host_plan(
         sandbox=sandbox,
         checkout=cwd,
@@ -190,6 +199,7 @@ def prepare_launch(
         sockets=net.sockets if net is not None else None,
         managed=managed,
         facts=facts_file,
+        user=user.ids if user is not None else None,
     )
     argv = confined_argv(plan, launch.argv, ctx.env, inner_wrap(ctx, net.wrap if net else None))
     argv = enter_session_limits(ctx, work_item_id, argv)  # the last step: nothing fails after

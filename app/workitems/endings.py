@@ -39,6 +39,7 @@ MAX_FILES_SHOWN = 50
 LIMIT_WORDS = {
     "memory": "killed at its memory limit (`routing.sandbox.limits.memory`)",
     "processes": "its forks refused at its process limit (`routing.sandbox.limits.processes`)",
+    "disk": "stopped past its disk limit (`routing.sandbox.limits.disk`)",
 }
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _FENCE_RUN_RE = re.compile(r"`{3,}|~{3,}")

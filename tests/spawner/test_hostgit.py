@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from app.spawner.confine.hostwalk import tidy
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
@@ -292,7 +293,9 @@ def test_whatever_git_still_runs_is_held_in_the_checkout(tmp_path: Path, confine
             "ANTHROPIC_API_KEY": "sk-ant-never-shown",
         }
         forced = ("-c", f"core.hooksPath={hooks}", "switch", "-q", "-c", "feature")
-        HostGit(env, confined=confined).run(checkout, *forced)
+        hostgit = HostGit(env, confined=confined)
+        tidy(checkout, hostgit.owner)  # the sessions' user's, as `prepare_checkout` leaves it
+        hostgit.run(checkout, *forced)
     seen = (checkout / "hook-env").read_text()  # the hook ran: inside the sandbox
     assert "ghs_NeverShown" not in seen and "sk-ant" not in seen
     if confined:
@@ -313,6 +316,7 @@ def test_a_checkout_reached_through_a_linked_workspace_is_switched_in_its_sandbo
     linked = tmp_path / "workspace" / "work"
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     hostgit = HostGit(env, confined=True)
+    tidy(real, hostgit.owner)  # the sessions' user's, as `prepare_checkout` leaves it
     assert hostgit.refusal(linked) is None
     hostgit.run(linked, "switch", "-q", "-c", "feature")
     assert (real / ".git" / "HEAD").read_text() == "ref: refs/heads/feature\n"

@@ -171,6 +171,7 @@ def test_a_session_reaches_the_gateways_and_the_listed_hosts_only(
     tools, reports = tmp_path / "tools", tmp_path / "reports"
     tools.mkdir()
     reports.mkdir()
+    reports.chmod(0o777)  # a root spawner's session is another user
     ports = stand_ins["ports"]
     (tools / "probe.py").write_text(PROBE)
     (tools / "ports.json").write_text(json.dumps(ports))

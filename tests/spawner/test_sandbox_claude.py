@@ -61,7 +61,8 @@ def test_a_bash_call_looking_for_secrets_finds_none(
 ) -> None:
     tools, reports = tmp_path / "tools", tmp_path / "reports"
     tools.mkdir()
-    reports.mkdir()
+    reports.mkdir(mode=0o777)
+    reports.chmod(0o777)  # a root spawner's session is another user
     (tools / "search.py").write_text(SEARCH)
     origin = bare_repository(tmp_path)
     work = tmp_path / "work"

@@ -111,6 +111,7 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
     for folder in (app_dir, home / ".ssh", hostile / "bin", hostile / "records", tmp_path / "tmux"):
         folder.mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text(SSH_KEY)
+    (hostile / "records").chmod(0o777)  # a root spawner's session is another user
     box = Devbox("", fake, tmp_path, home, tmp_path / "work", hostile / "records", Path())
     box.origin = bare_repository(tmp_path)
     harness = hostile / "bin" / "claude"

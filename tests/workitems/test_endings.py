@@ -122,3 +122,7 @@ def test_an_ending_at_a_devbox_limit_says_which() -> None:
     stopped = ending_of(item, "session.stopped", {"reason": "asked", "limit": "processes"})
     assert "(asked), its forks refused at its process limit" in ending_text(stopped)
     assert ending_of(item, "session.exited", {"limit": "**bold** words"}).limit == ""
+    full = ending_of(item, "session.exited", {"limit": "disk", "disk_used": 50 << 20})
+    assert "**exited**, stopped past its disk limit (`routing.sandbox.limits.disk`)" in (
+        ending_text(full)
+    )

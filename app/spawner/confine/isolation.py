@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ SYSTEM_DIRS = ("/usr", "/etc")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 HOST_SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 HOST_SECRET_DIRS = ("/etc/ssh",)
+ETC_DEPTH, ETC_ENTRIES = 6, 20_000  # how far `unreadable_in` looks into /etc
+OTHERS_DIR = stat.S_IROTH | stat.S_IXOTH
 MANAGED_DIR = Path("/etc/claude-code")  # Claude Code's managed settings on Linux
 UNSET = (
     "CLAUDE_CONFIG_DIR",
@@ -118,10 +121,44 @@ def secrets(
 
 
 def system_secrets() -> list[Secret]:
-    """The system's own secrets inside `/etc` (password hashes, the host's ssh keys)."""
+    """The system's own secrets inside `/etc`: the known ones (password hashes, the host's
+    ssh keys) and whatever else in it is not for every user to read (`unreadable_in`)."""
     found = [Secret(_real(Path(p))) for p in HOST_SECRET_DIRS]
     found += [Secret(_real(Path(p)), directory=False) for p in HOST_SECRET_FILES]
+    known = {s.path for s in found}
+    found += [s for s in unreadable_in(Path("/etc")) if s.path not in known]
     return [s for s in found if s.path.exists() and (s.path.is_dir() == s.directory)]
+
+
+def unreadable_in(root: Path, depth: int = ETC_DEPTH, budget: int = ETC_ENTRIES) -> list[Secret]:
+    """Files and directories under `root` that other users may not read (a file without
+    read for others, a directory without read or search for them): what a sandbox shows
+    of `root` must not be more than an unprivileged user of the host sees. Links are not
+    followed (what they name is judged where it lies); the walk is bounded in depth and
+    entries."""
+    found: list[Secret] = []
+    pending = [(root, 0)]
+    while pending and budget > 0:
+        directory, level = pending.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries[:budget]:
+            budget -= 1
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            path = Path(entry.path)
+            if stat.S_ISDIR(mode):
+                if mode & OTHERS_DIR != OTHERS_DIR:
+                    found.append(Secret(path))
+                elif level + 1 < depth:
+                    pending.append((path, level + 1))
+            elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                found.append(Secret(path, directory=False))
+    return found
 
 
 def trusted_by_variable(env: Mapping[str, str]) -> dict[str, Path]:
@@ -173,12 +210,15 @@ def host_plan(
     sockets: Path | None = None,
     managed: tuple[Path, Path] | None = None,
     facts: Path | None = None,
+    user: tuple[int, int] | None = None,
 ) -> SandboxPlan:
     """The plan for one session on this machine. With `sockets` (its closed network's
     directory, see `netgates`) the session gets a network namespace of its own and sees
     that directory read-only at `netplan.INSIDE_DIR`; `managed` (a directory, and where it
     shows) is the harness's managed settings, read-only; `facts` the stop gate's facts
-    file, shown read-only at `stop_gate.FACTS_AT`."""
+    file, shown read-only at `stop_gate.FACTS_AT`; `user` (uid, gid) who the session runs
+    as, from a sandbox started as root (see `sessionuser`). Its `/tmp` holds at most
+    `routing.sandbox.limits.disk`."""
     shared = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
     own = [Bind(_real(checkout), writable=True), Bind(_real(home), writable=True)]
     if sockets is not None:
@@ -196,6 +236,8 @@ def host_plan(
         setenv=setenv,
         chdir=_real(checkout),
         network=sockets is None,
+        user=user,
+        tmp_size=int(sandbox.limits.disk) if sandbox.limits.disk is not None else None,
     )
     if managed is None:
         return plan

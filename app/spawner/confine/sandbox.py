@@ -39,6 +39,12 @@ ISOLATION = (
     "--tmpfs",
     "/tmp",
 )
+# Started as root, the sandbox keeps only what it needs to become the session's user (and
+# to enter that user's checkout, mode 0700, as its working directory): the first thing it
+# runs drops to that user, with no capability left and none to gain.
+DROP_TO = ("setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--clear-groups")
+KEPT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_DAC_READ_SEARCH")
+KEPT_TO_DROP = tuple(word for cap in KEPT_CAPS for word in ("--cap-add", cap))
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,9 @@ class SandboxPlan:
     unsetenv: tuple[str, ...] = ()
     chdir: Path = Path("/")
     network: bool = True  # False: a network namespace of its own, with nothing in it
+    # (uid, gid) the session runs as, from a sandbox started as root (None: the caller's).
+    user: tuple[int, int] | None = None
+    tmp_size: int | None = None  # bytes the session's `/tmp` may hold (None: unbounded)
 
 
 def lies_within(path: Path, parent: Path) -> bool:
@@ -125,14 +134,62 @@ def mount_args(plan: SandboxPlan) -> list[str]:
             cover = ["--ro-bind", "/dev/null", str(secret.path)]
         ops.append((len(secret.path.parts), 1, cover))
     ops.sort(key=lambda op: (op[0], op[1]))
+    if plan.user is not None:
+        ops = _with_parents(ops, binds, plan)
     return [word for op in ops for word in op[2]]
+
+
+def _with_parents(
+    ops: list[tuple[int, int, list[str]]], binds: list[Bind], plan: SandboxPlan
+) -> list[tuple[int, int, list[str]]]:
+    """`ops` with, before each bind, the directories bubblewrap would make for it (mode
+    0700 when it runs as root, which the session's user could not pass) made searchable
+    first: those that lie on the sandbox's own root or inside a cover, not in a bind."""
+    containers = [(b.target, False) for b in binds] + [(Path("/tmp"), True)]
+    containers += [
+        (s.path, True)
+        for s in plan.secrets
+        if s.directory and any(b.target != s.path and lies_within(s.path, b.target) for b in binds)
+    ]
+    made: set[Path] = set()
+    out: list[tuple[int, int, list[str]]] = []
+    for op in ops:
+        if op[2][0] in ("--bind", "--ro-bind"):
+            target = Path(op[2][2])
+            for parent in reversed(target.parents[:-1]):  # shallowest first, `/` aside
+                if parent in made or any(c == parent for c, _ in containers):
+                    continue
+                holding = [(c, t) for c, t in containers if lies_within(parent, c)]
+                if holding and not max(holding, key=lambda h: len(h[0].parts))[1]:
+                    continue  # inside a bind: the host's own directory
+                made.add(parent)
+                out.append((op[0], op[1], ["--perms", "0755", "--dir", str(parent)]))
+        out.append(op)
+    return out
 
 
 def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
     """The bwrap command that runs `argv` confined by `plan`."""
     words = [BWRAP, *ISOLATION]
+    if plan.user is not None:
+        words += KEPT_TO_DROP
+    if plan.user is not None or plan.tmp_size is not None:
+        # A `/tmp` of its own again (ISOLATION's is root's alone), anyone's, bounded.
+        words += ["--perms", "1777"]
+        if plan.tmp_size is not None:
+            words += ["--size", str(plan.tmp_size)]
+        words += ["--tmpfs", "/tmp"]
     if not plan.network:
         words.append("--unshare-net")
+    if plan.user is not None:  # a link's directory, made searchable before the link makes it
+        binds = kept_binds(plan)
+        made: list[Path] = []
+        for _, link in plan.symlinks:
+            for parent in reversed(link.parents[:-1]):
+                if parent not in made and not any(lies_within(parent, b.target) for b in binds):
+                    made.append(parent)
+        for parent in made:
+            words += ["--perms", "0755", "--dir", str(parent)]
     for target, link in plan.symlinks:
         words += ["--symlink", target, str(link)]
     words += mount_args(plan)
@@ -140,4 +197,7 @@ def sandbox_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
         words += ["--setenv", name, value]
     for name in plan.unsetenv:
         words += ["--unsetenv", name]
+    if plan.user is not None:
+        uid, gid = plan.user
+        argv = [*DROP_TO, f"--reuid={uid}", f"--regid={gid}", "--", *argv]
     return [*words, "--chdir", str(plan.chdir), "--", *argv]

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any
 from app.config_sandbox import SandboxMode
 from app.spawner.confine import enter_limits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
+from app.spawner.confine.diskwatch import DISK
 from app.spawner.confine.isolation import SandboxError
 from app.spawner.confine.limits import Mechanism, describe_plan, ending_facts, rlimit_args
+from app.spawner.confine.sessionhome import home_for
+from app.spawner.confine.sessionuser import hand_over
 from app.spawner.naming import item_slug
 
 if TYPE_CHECKING:
@@ -83,10 +86,19 @@ def enter_session_limits(ctx: SpawnerContext, work_item_id: str, argv: list[str]
 
 
 def close_session_limits(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:
-    """The session's cgroups emptied and removed; what they counted, for its end's event."""
-    if ctx.limiter is None:
-        return {}
-    return ending_facts(ctx.limiter.close(item_slug(work_item_id)))
+    """The session's cgroups emptied and removed, then its checkout and home tidied (no
+    set-uid file, no world-writable directory left for the host's next step); what its
+    limits counted, for its end's event (`limit: disk` when the disk watch stopped it)."""
+    facts: dict[str, Any] = {}
+    if ctx.limiter is not None:
+        facts = ending_facts(ctx.limiter.close(item_slug(work_item_id)))
+    record = ctx.registry.get(work_item_id)
+    if record is not None and record.checkout:
+        hand_over([Path(record.checkout), home_for(ctx.state_dir, item_slug(work_item_id))], None)
+    used = ctx.disk.take(work_item_id)
+    if used is not None:
+        facts.update(limit=DISK, disk_used=used)
+    return facts
 
 
 def clean_stale_limits(ctx: SpawnerContext) -> list[str]:

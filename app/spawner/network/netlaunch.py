@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.config_sandbox import NetworkMode, SandboxMode
 from app.spawner.confine.sessionlimits import close_session_limits
+from app.spawner.confine.sessionuser import hand_over, session_user
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
@@ -98,5 +99,7 @@ def restore_networks(ctx: SpawnerContext) -> None:
     if not closed(ctx):
         return
     model_url = ctx.models.gateway.url if ctx.models is not None else None
+    user = session_user()
     for item in live:
-        session_networks(ctx).open(item, _plan(ctx, model_url))
+        # Made anew by this spawner: the sockets are handed to the sessions' user again.
+        hand_over([session_networks(ctx).open(item, _plan(ctx, model_url))], user)

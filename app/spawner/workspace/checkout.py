@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from app.config import NAME_RE
 from app.files import FileTooLarge, json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen
+from app.spawner.confine.hostwalk import tidy
 from app.spawner.naming import item_slug
 from app.spawner.workspace.hostgit import CheckoutError, HostGit, run_git
 from app.workstate import WorkItemState, parse_state, state_path
@@ -71,6 +73,14 @@ def check_clone_url(url: str) -> str:
     if url.startswith("-"):
         raise CheckoutError("clone_url must not start with '-'")
     return url
+
+
+def private_root(root: Path) -> None:
+    """The workspace root, made when missing, and searchable by its owner only: no other
+    user of the host reaches a checkout (nor anything a session left in one)."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(os.lstat(root).st_mode) != 0o700:
+        root.chmod(0o700)
 
 
 def write_askpass(directory: Path) -> Path:
@@ -115,15 +125,19 @@ def prepare_checkout(
     """
     base = os.environ if env is None else env
     git = git or HostGit(base)
+    private_root(root)
     target = checkout_dir(root, work_item_id)
     refused = None
     if os.path.lexists(target):
+        if target.is_dir() and not target.is_symlink():
+            # No set-uid file or world-writable directory meets the host's git; the tree
+            # is the sessions' user's, as the confined git runs.
+            tidy(target, git.owner)
         refused = git.refusal(target)
         if refused is None:
             return Checkout(target, reused=True)
     check_clone_url(clone_url)
     token = ask_token() if ask_token is not None else None
-    root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
     command = ["-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]
     try:
@@ -137,6 +151,7 @@ def prepare_checkout(
                 target.unlink()
         staging.rename(target)
         git.forget(target)
+        tidy(target, git.owner)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -45,11 +45,12 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.spawner.confine.isolation import system_mounts, system_secrets
 from app.spawner.confine.sandbox import Bind, SandboxPlan, lies_within, sandbox_argv
+from app.spawner.confine.sessionuser import SessionUserError, session_user
 
 GIT_TIMEOUT = 60
 HOST_TIMEOUT = 10  # seconds for a command on a checkout that runs on the host
@@ -174,6 +175,17 @@ class HostGit:
     env: Mapping[str, str]
     confined: bool = True
     _listed: dict[Path, list[tuple[str, str]] | str] = field(default_factory=dict, repr=False)
+    # (uid, gid) confined commands run as, the sessions' own (None: the spawner's): a
+    # checkout is its session's user's, and git on it reaches no further than that user.
+    owner: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.confined and self.owner is None:
+            try:
+                user = session_user()
+            except SessionUserError as exc:
+                raise CheckoutError(str(exc)) from exc
+            self.owner = user.ids if user is not None else None
 
     def _environment(self) -> dict[str, str]:
         env = {k: self.env[k] for k in KEPT_VARIABLES if k in self.env}
@@ -197,7 +209,9 @@ class HostGit:
         where = _real(checkout)
         place = [f"--git-dir={where / '.git'}", f"--work-tree={where}"]
         reading = args[0] in ON_THE_HOST
-        confine = confinement(where, env["PATH"]) if self.confined and not reading else None
+        confine = None
+        if self.confined and not reading:
+            confine = replace(confinement(where, env["PATH"]), user=self.owner)
         on_host = confine is None
         return run_git(
             [*place, *args],
