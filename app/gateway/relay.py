@@ -10,8 +10,8 @@ OpenAI's Responses API — picks its upstream, its error shape and how its usage
 (`wires.py`); the rest is one. A request's body is read whole before it goes on (a slow sender
 holds no upstream connection), up to `max_request_bytes` (a larger one is refused 413 as soon
 as its length or its bytes say so, the rest never read) and within a budget for all bodies
-held at once: past it, a 529 the harness retries. A body is parsed and judged in a thread
-beside the loop (`JUDGES` of them), within bounds of depth and values and with no key twice;
+held at once: past it, a 529 the harness retries. A body is parsed and judged off the loop
+(`judging.py`), within bounds of depth and values and with no key twice;
 one that would make the provider's servers reach out for the session (MCP, server tools the
 operator did not allow, media by URL or file, fields it does not know: `reach.py`) is refused
 403 in its API's shape. An upstream that fails before answering is a 502 in that shape; one
@@ -38,7 +38,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from app.gateway.exchange import GatewayRefusal, SessionExchange
@@ -48,9 +47,10 @@ from app.gateway.forwarding import (
     upstream_headers,
 )
 from app.gateway.framing import RequestHead
+from app.gateway.judging import Judges
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
-from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
+from app.gateway.reach import RefusalLog, reaching_headers_dropped
 from app.gateway.transport import Timeouts, UpstreamAnswer, UpstreamError, UpstreamPool
 from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
@@ -66,8 +66,6 @@ HEAD_WAIT = 30.0
 # The largest request body the gateway takes (`routing.sandbox.gateway.maxRequestBytes`'s
 # default; why this size: `app.config_sandbox.SandboxGateway`).
 MAX_REQUEST = 32 * 1024 * 1024
-# Threads that parse and judge bodies, off the loop: at most this many parses are held at once.
-JUDGES = 2
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0
@@ -129,7 +127,7 @@ class ModelGateway:
         self._stopping: asyncio.Event | None = None
         self._pool: UpstreamPool | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._judges: ThreadPoolExecutor | None = None
+        self._judges: Judges | None = None
         # Items whose budget the App found spent, with what their session is told; read on
         # every request (one dict lookup), written by the spawner's job threads.
         self.spent: dict[str, str] = {}
@@ -175,11 +173,11 @@ class ModelGateway:
 
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        self._judges = ThreadPoolExecutor(JUDGES, thread_name_prefix="model-gateway-judge")
+        self._judges = Judges()
         try:
             await self._serve(ready)
         finally:
-            self._judges.shutdown(wait=False, cancel_futures=True)
+            self._judges.close()
 
     async def _serve(self, ready: threading.Event) -> None:
         assert self._stopping is not None
@@ -258,10 +256,10 @@ class ModelGateway:
     async def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
         """Refuse (403) a body that would make the provider's servers reach out for the
         session, or that is past the bounds of a parse (`reach.py`); the operator sees it in
-        the spawner's log, the App as an event. Judged in a thread of its own, so a large
-        body's parse does not hold up the other sessions' requests on the loop."""
-        loop = asyncio.get_running_loop()
-        why = await loop.run_in_executor(self._judges, refusal, body, wire, self.model_tools)
+        the spawner's log, the App as an event. Judged off the loop (`judging.py`), so a
+        large body's parse does not hold up the other sessions' requests."""
+        assert self._judges is not None
+        why = await self._judges.refusal(body, wire, self.model_tools)
         if why is None:
             return
         self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1

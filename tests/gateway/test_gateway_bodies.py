@@ -17,6 +17,7 @@ import pytest
 from app.config import load_config
 from app.gateway.access import open_model_access
 from app.gateway.forwarding import Upstream
+from app.gateway.judging import IN_THREAD
 from app.gateway.relay import ModelGateway
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything
 from tests.fakes.responses_api import FakeResponses
@@ -145,6 +146,23 @@ def test_a_key_given_twice_is_refused_whichever_copy_would_pass(model: FakeAnthr
         assert "'tools' twice" in answer.json()["error"]["message"]
     assert fine.status_code == 200 and len(model.snapshot()) == 1
     assert gw.reach_refused == {ITEM: 2}
+
+
+def test_a_large_body_is_judged_beside_the_gateway_as_a_small_one_is(model: FakeAnthropic) -> None:
+    """Past `IN_THREAD` bytes a body is judged in a process of the gateway's: the same rules."""
+    text = "y" * (IN_THREAD + 1024)
+    fetch = '{"type": "web_fetch_20250910", "name": "web_fetch"}'
+    message = f'"messages": [{{"role": "user", "content": "{text}"}}]'
+    twice = f'{{"model": "m", "max_tokens": 5, "tools": [{fetch}], {message}, "tools": []}}'
+    once = f'{{"model": "m", "max_tokens": 5, "tools": [], {message}}}'
+    with _gateway(model) as gw, httpx.Client(timeout=60) as client:
+        token = gw.passes.mint(ITEM)
+        url, headers = gw.url + "/v1/messages", {"x-api-key": token}
+        refused = client.post(url, headers=headers, content=twice.encode())
+        assert refused.status_code == 403 and "'tools' twice" in refused.text
+        assert model.snapshot() == []
+        assert client.post(url, headers=headers, content=once.encode()).status_code == 200
+    assert model.snapshot()[0].body["messages"][0]["content"] == text
 
 
 def test_the_operator_s_request_size_reaches_the_spawner_s_gateway(
