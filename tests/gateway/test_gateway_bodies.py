@@ -33,7 +33,7 @@ def _gateway(model: FakeAnthropic, **options: object) -> ModelGateway:
 
 
 @pytest.fixture
-def opened() -> Iterator[list[socket.socket]]:
+def sockets() -> Iterator[list[socket.socket]]:
     socks: list[socket.socket] = []
     yield socks
     for sock in socks:
@@ -53,12 +53,12 @@ def _answer(sock: socket.socket) -> tuple[bytes, dict]:
 
 
 def test_a_body_announced_larger_than_the_limit_is_refused_413_unread(
-    model: FakeAnthropic, opened: list[socket.socket]
+    model: FakeAnthropic, sockets: list[socket.socket]
 ) -> None:
     with _gateway(model, max_request_bytes=LIMIT) as gw:
         token = gw.passes.mint(ITEM)
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-        opened.append(sock)
+        sockets.append(sock)
         # Only the head goes: the answer comes without waiting for a byte of the body.
         sock.sendall(
             f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
@@ -80,12 +80,12 @@ def test_a_body_announced_larger_than_the_limit_is_refused_413_unread(
 
 
 def test_a_chunked_body_is_refused_once_it_passes_the_limit(
-    model: FakeAnthropic, opened: list[socket.socket]
+    model: FakeAnthropic, sockets: list[socket.socket]
 ) -> None:
     with _gateway(model, max_request_bytes=LIMIT) as gw:
         token = gw.passes.mint(ITEM)
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-        opened.append(sock)
+        sockets.append(sock)
         sock.sendall(
             f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
             "Transfer-Encoding: chunked\r\n\r\n".encode()
@@ -101,7 +101,7 @@ def test_a_chunked_body_is_refused_once_it_passes_the_limit(
 
 
 def test_a_too_large_responses_body_is_refused_in_openai_s_shape(
-    opened: list[socket.socket],
+    sockets: list[socket.socket],
 ) -> None:
     with FakeResponses([Step(anything, Reply("ok"))]) as model:
         openai = Upstream(model.base_url, ((b"authorization", b"Bearer sk-proj-canary"),))
@@ -109,7 +109,7 @@ def test_a_too_large_responses_body_is_refused_in_openai_s_shape(
         with ModelGateway(upstream, responses=openai, max_request_bytes=LIMIT) as gw:
             token = gw.passes.mint(ITEM)
             sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-            opened.append(sock)
+            sockets.append(sock)
             sock.sendall(
                 f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nauthorization: Bearer {token}\r\n"
                 f"content-length: {LIMIT + 1}\r\n\r\n".encode()
