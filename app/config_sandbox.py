@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from app.gateway.reach import SERVER_TOOLS
-from app.gateway.relay import HEAD_WAIT, PER_PASS
+from app.gateway.relay import BODIES_IN_FLIGHT, HEAD_WAIT, MAX_REQUEST, PER_PASS
 
 
 class ConfigModel(BaseModel):
@@ -73,10 +73,24 @@ class SandboxGateway(ConfigModel):
     """`routing.sandbox.gateway`: what one session may hold of the spawner's model gateway.
     `connectionsPerSession` connections at once (one more is refused 529, which the harness
     retries); `headTimeoutSeconds` for a new connection's first request head to come before
-    it is hung up on."""
+    it is hung up on; `maxRequestBytes` (bytes, or `48MiB`…) the largest request body it
+    takes — a larger one is refused 413 in the API's error shape, unread.
+
+    The default, 32 MiB, is a few MiB above the largest request the harnesses send. The text
+    of a full context is small: Claude Code's 200k-token window is about 0.8 MiB of text
+    (about four bytes a token) and its 1M-token one about 4 MiB, Codex's ~270k-token input
+    about 1.1 MiB, plus a tool list of about 0.1 MiB and JSON's escapes. What makes a
+    request large is images and PDFs, sent inline as base64 (a third larger than their
+    bytes): up to about 5 MB an image, and the Messages API itself refuses a request above
+    32 MB, so no real Claude Code request is larger than the default. An operator whose
+    Codex sessions read many large images may raise it (up to the gateway's budget for all
+    bodies held at once)."""
 
     connections_per_session: int = Field(default=PER_PASS, gt=0, le=512)
     head_timeout_seconds: float = Field(default=HEAD_WAIT, gt=0, le=3600)
+    max_request_bytes: ByteSize = Field(
+        default=ByteSize(MAX_REQUEST), ge=1024 * 1024, le=BODIES_IN_FLIGHT
+    )
 
 
 MIN_SESSION_MEMORY = 64 * 1024 * 1024

@@ -16,7 +16,18 @@ a run shows which one was busiest.
 With `--deltas N` each answer streams event by event as a model's does (its text in N deltas,
 1 ms apart), so the gateway's work per chunk is in the figures too; by default the scripted
 model writes a whole answer at once, and a relayed stream is one chunk.
+
+The flood scenario (`--scenario flood`; `all`, the default, runs both) is a hostile session's:
+a process of its own sends 60 MiB request bodies of nested empty objects (`[{},{},…]`), four at
+once, each again 0.1 s after it was answered (a retrying client, not a flood of connections,
+which is another bench's), their length announced (`--flood-kinds announced`, the default: refused
+413 from the head); `chunked` sends them in chunks (read until they pass `maxRequestBytes`,
+then refused), `within` sends 30 MiB ones within the limit whose values are too many for the
+parse to take (judged in a process beside the gateway). Meanwhile another session's small
+requests go through the gateway: their p99 must stay ≤ 20 ms, and the gateway's RSS is
+printed.
 Usage: bench/gateway.py [--requests N] [--concurrency C] [--think MS] [--deltas N]
+                     [--scenario streams|flood|all] [--flood-seconds S] [--flood-kinds K,…]
 """
 
 from __future__ import annotations
@@ -39,6 +50,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 ADDED_P50, ADDED_P99, RSS_MB = 0.005, 0.020, 40.0
+FLOOD_P99 = 0.020  # small requests' p99 while the large bodies are refused
+FLOOD_BODY = 60 * 1024 * 1024
+ATTACKERS = 4
 BODY = {
     "model": "claude-opus-4",
     "stream": True,
@@ -114,6 +128,73 @@ def streamed(payload: bytes, deltas: int) -> list[bytes]:
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
     # Before anything else is imported: the child's memory is the gateway's alone.
     child(sys.argv[2], int(sys.argv[3]))
+    sys.exit(0)
+KINDS = ("announced", "chunked", "within")
+PAUSE = 0.1  # seconds an attacker waits after one body is answered before sending the next
+
+
+def flood_child(url: str, token: str, kinds: list[int]) -> None:
+    """A hostile session (`--flood URL TOKEN`): `ATTACKERS` connections at once, each sending
+    large bodies of nested empty objects until stdin ends; prints how many were answered
+    413 and 403 (too many values) when it ends."""
+    import threading
+
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    counts: dict[str, int] = {}
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    block = b"{}," * (1024 * 1024 // 3)  # about 1 MiB of empty objects
+
+    async def one(kind: int) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+        size = FLOOD_BODY if kind != 2 else 30 * 1024 * 1024
+        if kind == 1:
+            head += "transfer-encoding: chunked\r\n\r\n"
+        else:
+            head += f"content-length: {size}\r\n\r\n"
+        answered = asyncio.ensure_future(reader.read(65536))  # read as a client does
+        try:
+            writer.write(head.encode() + (b"[" if kind != 1 else b"1\r\n[\r\n"))
+            sent = 1
+            while sent < size - len(block) - 2 and not answered.done():
+                piece = block if kind != 1 else b"%x\r\n%s\r\n" % (len(block), block)
+                writer.write(piece)
+                await writer.drain()
+                sent += len(block)
+            if not answered.done():
+                writer.write(b"{}]" if kind != 1 else b"3\r\n{}]\r\n0\r\n\r\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+        try:
+            answer = await asyncio.wait_for(answered, 60)
+        except (ConnectionError, TimeoutError):
+            answer = b""
+        status = answer[9:12].decode() or "reset"
+        counts[status] = counts.get(status, 0) + 1
+        writer.close()
+
+    async def attacker(index: int) -> None:
+        n = index
+        while not stop.is_set():
+            await one(kinds[n % len(kinds)])
+            await asyncio.sleep(PAUSE)  # a client's retry, not a flood of connections
+            n += 1
+
+    async def run() -> None:
+        tasks = [asyncio.create_task(attacker(i)) for i in range(ATTACKERS)]
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    print(json.dumps({"ready": True}), flush=True)
+    asyncio.run(run())
+    print(json.dumps(counts), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--flood"]:
+    flood_child(sys.argv[2], sys.argv[3], [KINDS.index(k) for k in sys.argv[4].split(",")])
     sys.exit(0)
 if __name__ == "__main__" and sys.argv[1:2] == ["--model"]:
     model_child(int(sys.argv[2]))
@@ -265,6 +346,72 @@ def child_process(*args: str) -> Iterator[tuple[subprocess.Popen[str], dict[str,
         proc.wait(timeout=30)
 
 
+def small_requests(direct: str, url: str, token: str, seconds: float) -> dict[str, list[float]]:
+    """Whole-answer times of one session's small requests, through the gateway and straight to
+    the scripted model in turn (the machine's own delays show in both), one every 10 ms or
+    so, for `seconds`."""
+
+    async def go() -> dict[str, list[float]]:
+        streams = {"direct": Stream(direct, "k"), "gateway": Stream(url, token)}
+        times: dict[str, list[float]] = {"direct": [], "gateway": []}
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                for name, stream in streams.items():
+                    await asyncio.sleep(0.01)
+                    times[name].append((await stream.one())[1])
+        finally:
+            for stream in streams.values():
+                stream.close()
+        return times
+
+    return asyncio.run(go())
+
+
+def flood(seconds: float, kinds: str) -> bool:
+    """Small requests of one session while another floods the gateway with large bodies of
+    `kinds` (`announced`: 60 MiB, its length given; `chunked`: 60 MiB in chunks; `within`:
+    30 MiB, its length given, too many values)."""
+    with (
+        child_process("--model", "0") as (_, model),
+        child_process("--child", model["url"], "2") as (proc, gateway),
+    ):
+        url, (small, hostile) = gateway["url"], gateway["tokens"]
+        idle = rss_mb(proc.pid)
+        quiet = small_requests(model["url"], url, small, min(seconds, 5.0))
+        peak = [idle]
+        with child_process("--flood", url, hostile, kinds) as (flooder, _):
+            import threading
+
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.wait(0.05):
+                    peak[0] = max(peak[0], rss_mb(proc.pid))
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            busy = small_requests(model["url"], url, small, seconds)
+            done.set()
+            assert flooder.stdin is not None and flooder.stdout is not None
+            flooder.stdin.close()
+            flooder.stdin = None
+            counts = json.loads(flooder.stdout.readline())
+        after = rss_mb(proc.pid)
+    for label, measured in (("alone", quiet), ("during the flood", busy)):
+        for name, times in measured.items():
+            print(
+                f"small requests {label}, {name}: p50 {percentile(times, 0.5) * 1000:.2f} ms, "
+                f"p99 {percentile(times, 0.99) * 1000:.2f} ms, max {max(times) * 1000:.2f} ms "
+                f"({len(times)} requests)"
+            )
+    print(f"large bodies ({kinds}) answered: {counts} (413: too large, 403: too many values)")
+    print(f"gateway RSS: {idle:.1f} MB before, {peak[0]:.1f} MB at most, {after:.1f} MB after")
+    ok = percentile(busy["gateway"], 0.99) <= FLOOD_P99
+    print(f"target p99 ≤ {FLOOD_P99 * 1000:.0f} ms during the flood: {'met' if ok else 'MISSED'}")
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=200, help="per stream, alone")
@@ -281,7 +428,19 @@ def main() -> int:
         default=40.0,
         help="ms each concurrent stream pauses before a request, on average",
     )
+    parser.add_argument("--scenario", choices=("streams", "flood", "all"), default="all")
+    parser.add_argument("--flood-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--flood-kinds",
+        default="announced",
+        help=f"the large bodies the flood sends, comma-separated, of {', '.join(KINDS)}",
+    )
     args = parser.parse_args()
+    flooded = True
+    if args.scenario != "streams":
+        flooded = flood(args.flood_seconds, args.flood_kinds)
+        if args.scenario == "flood":
+            return 0 if flooded else 1
     with (
         child_process("--model", str(args.deltas)) as (modeller, model),
         child_process("--child", model["url"], str(args.concurrency)) as (proc, gateway),
@@ -318,7 +477,7 @@ def main() -> int:
     ok = ok and busy <= RSS_MB
     targets = f"added p50 ≤ {ADDED_P50 * 1000:.0f} ms, p99 ≤ {ADDED_P99 * 1000:.0f} ms"
     print(f"targets {targets}, RSS ≤ {RSS_MB:.0f} MB: {'met' if ok else 'MISSED'}")
-    return 0 if ok else 1
+    return 0 if ok and flooded else 1
 
 
 if __name__ == "__main__":

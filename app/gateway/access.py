@@ -243,6 +243,7 @@ def open_model_access(
         "model_tools": frozenset(config.routing.sandbox.model_tools),
         "per_pass": caps.connections_per_session,
         "head_wait": caps.head_timeout_seconds,
+        "max_request_bytes": int(caps.max_request_bytes),
     }
     gateway = ModelGateway(upstream, **options)
     port = kept.get("port")

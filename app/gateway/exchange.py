@@ -1,8 +1,9 @@
 """One session's HTTP/1.1 connection to the model gateway, request after request: the
-request read (its head within the gateway's `head_wait`, its body counted against the bodies
-in flight), the pass checked and the connection attached to its holder, every refusal
-answered in the wire's own error shape. What a request then becomes upstream is the
-gateway's (`relay.py`).
+request read (its head within the gateway's `head_wait`, its body up to the gateway's
+`max_request_bytes` — a larger one refused 413 from its announced length, or as soon as its
+chunks pass it, unread beyond that — and counted against the bodies in flight), the pass
+checked and the connection attached to its holder, every refusal answered in the wire's own
+error shape. What a request then becomes upstream is the gateway's (`relay.py`).
 
 A request is read by httptools (`framing.py`), the connection's bytes fed to one parser as
 they come: a head past `MAX_HEAD`, one that breaks HTTP/1.1's rules, a body that ends early
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024  # above the Messages API's own request limit
 IDLE = 900.0  # seconds a connection may stay silent, between requests or within one
 OVERLOADED = "the model gateway holds too many large requests at once; retry shortly"
 MAX_HEAD = 64 * 1024
@@ -52,6 +52,10 @@ NO_OPENAI_CREDENTIAL = (
     "or routing.sandbox.openaiKeyFile in cli-config.yaml"
 )
 NO_CREDENTIAL_FOR = {MESSAGES.name: NO_CREDENTIAL, RESPONSES.name: NO_OPENAI_CREDENTIAL}
+TOO_LARGE = (
+    "the request body is larger than the model gateway forwards ({limit} bytes at most: "
+    "routing.sandbox.gateway.maxRequestBytes in the operator's cli-config.yaml)"
+)
 TOO_MANY = "this session holds too many connections to the model gateway; retry on one of them"
 NOT_FORWARDED = not_forwarded()
 JSON = [(b"content-type", b"application/json")]
@@ -153,13 +157,22 @@ class SessionExchange:
             if not isinstance(piece, bytes):
                 raise FramingError("a request's head inside another's body")  # llhttp gives none
             size = len(piece)
-            if held[0] + size > MAX_BODY:
-                raise GatewayRefusal(413, "request_too_large", "the request body is too large")
+            if held[0] + size > self.gateway.max_request_bytes:
+                raise self.too_large()
             if not self.gateway.hold(size):
                 raise GatewayRefusal(529, "overloaded_error", OVERLOADED)
             held[0] += size
             parts.append(piece)
         return b"".join(parts)
+
+    def too_large(self) -> GatewayRefusal:
+        message = TOO_LARGE.format(limit=self.gateway.max_request_bytes)
+        return GatewayRefusal(413, "request_too_large", message)
+
+    def _announced(self, request: RequestHead) -> int:
+        """The body's length its head gives (0 when none: chunks, or no body)."""
+        given = next((v for n, v in request.headers if n == b"content-length"), b"0")
+        return int(given)  # llhttp let one through, and only digits
 
     async def _one(self, request: RequestHead) -> None:
         wire = wire_for(request.method, request.target)
@@ -179,6 +192,8 @@ class SessionExchange:
                     self.gateway.spent_refusals(work_item_id) + 1
                 )
                 raise GatewayRefusal(400, "invalid_request_error", spent)  # as a spent balance is
+            if self._announced(request) > self.gateway.max_request_bytes:
+                raise self.too_large()  # answered before a byte of the body is read
         except GatewayRefusal as refused:
             refused.shape = wire or shape_for(request.target)
             await self.refuse(refused)
@@ -190,7 +205,7 @@ class SessionExchange:
                 await self.write(CONTINUE)
                 self.answering = False
             body = await self._body(held)
-            self.gateway.check_reach(body, work_item_id, wire)
+            await self.gateway.check_reach(body, work_item_id, wire)
             tools = await self.gateway.forward(self, request, body, work_item_id, wire)
         except GatewayRefusal as refused:
             refused.shape = wire

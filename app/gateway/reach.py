@@ -5,17 +5,21 @@ the session's closed network: an MCP server it connects to (`mcp_servers`, an `m
 `mcp` tool), server tools that search, fetch or run code (`web_search_…`, `web_fetch_…`,
 `code_execution_…`; on the Responses API `web_search`, `file_search`, `code_interpreter`,
 `image_generation`, `computer_use_preview`), and media named by URL, which the provider
-downloads. So the gateway reads each body once (it holds it whole already) and refuses:
+downloads, or stored objects of the operator's account it would use. So the gateway reads
+each body once (it holds it whole already), within bounds (`bodies.py`: no key twice, so the
+copy judged is the copy the provider reads), and refuses:
 
-- a body that is not a JSON object;
+- a body that is not a JSON object, or one past the bounds;
 - any MCP (never allowed: it is a host of the session's choosing);
 - a server tool whose name (its `type` without the version suffix) the operator did not list in
   `routing.sandbox.modelTools`; tools the client runs (`custom`, `function`, `bash`,
   `text_editor`, …) and the tool search tools, which look only inside the request, always pass;
-- an image, document or file given by an http(s) URL instead of its bytes.
+- a field, content block, input item or source it does not know, media given by URL or
+  `file_id`, and what names a stored object of the account (`contents.py`, by allow-list).
 
-`anthropic-beta` values that switch on MCP or a server tool that is not allowed are dropped
-before the request goes on, so no header opens what the body may not.
+`anthropic-beta` values that switch on MCP, the Files API, Skills or a server tool that is not
+allowed are dropped before the request goes on (compared whatever their case), so no header
+opens what the body may not.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from app.gateway.bodies import BodyError, parse_body
+from app.gateway.contents import messages_refusal, responses_refusal
 from app.gateway.wires import MESSAGES, Wire
 
 # Server tools an operator may allow (`routing.sandbox.modelTools`, checked by `app.config`):
@@ -50,8 +54,9 @@ TYPE_LIMIT = 64
 @dataclass(frozen=True)
 class Refused:
     """Why a body may not go upstream: `reason` (what the session is told), `kind` (`mcp`,
-    `server_tool`, `unknown_tool`, `media_by_url` or `not_json`) and `what` (the tool's type,
-    `mcp_servers`, or the media given by URL), both short enough to record."""
+    `server_tool`, `unknown_tool`, `media_by_url`, `account_object`, `unknown_field`,
+    `unknown_type`, or a bound of `bodies.py`: `not_json`, `duplicate_key`, `too_deep`,
+    `too_many`) and `what` (the tool's type, the field, the media), short enough to record."""
 
     reason: str
     kind: str
@@ -82,62 +87,21 @@ _BETAS: tuple[tuple[bytes, str | None], ...] = (
     (b"web-search-", "web_search"),
     (b"code-execution-", "code_execution"),
     (b"advisor-tool-", "advisor"),
+    (b"files-api-", None),
+    (b"skills-", None),
 )
-NOT_JSON = "the model gateway forwards only a request body that is a JSON object"
+# What the provider would do for the session on a refusal's kind (said after its reason).
+_REACHING = {
+    "media_by_url": "download it for the session",
+    "account_object": "use it with the operator's credential",
+    "unknown_field": "act on it unchecked; the gateway forwards only fields it knows",
+    "unknown_type": "act on it unchecked; the gateway forwards only content it knows",
+}
 
 
 def tool_name(kind: str) -> str:
     """A tool `type` without its version: `web_fetch_20250910` → `web_fetch`."""
     return _VERSION.sub("", kind)
-
-
-def _url(value: Any) -> bool:
-    return isinstance(value, str) and value[:8].lower().startswith(("http://", "https://"))
-
-
-def _messages_blocks(body: dict[str, Any]) -> str | None:
-    """Why a Messages body's media makes the provider fetch a URL, or None."""
-    messages = body.get("messages")
-    pending = (
-        [m.get("content") for m in messages if isinstance(m, dict)]
-        if isinstance(messages, list)
-        else []
-    )
-    pending.append(body.get("system"))
-    while pending:
-        content = pending.pop()
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            source = block.get("source")
-            if isinstance(source, dict) and (
-                source.get("type") == "url" or _url(source.get("url"))
-            ):
-                return f"a {block.get('type', 'content')} block given by URL"
-            inner = block.get("content")
-            if isinstance(inner, list):
-                pending.append(inner)
-    return None
-
-
-def _responses_parts(body: dict[str, Any]) -> str | None:
-    """Why a Responses body's input makes the provider fetch a URL, or None."""
-    given = body.get("input")
-    pending = [given] if isinstance(given, list) else []
-    while pending:
-        for part in pending.pop():
-            if not isinstance(part, dict):
-                continue
-            for key in ("image_url", "file_url"):
-                if _url(part.get(key)):
-                    return f"an input {key.removesuffix('_url')} given by URL"
-            for key in ("content", "output"):
-                inner = part.get(key)
-                if isinstance(inner, list):
-                    pending.append(inner)
-    return None
 
 
 def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) -> Refused | None:
@@ -175,13 +139,12 @@ def _tools_refusal(tools: Any, client: frozenset[str], allowed: frozenset[str]) 
 
 
 def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> Refused | None:
-    """Why `body` may not go upstream on `wire` with the server tools `allowed`, or None."""
+    """Why `body` may not go upstream on `wire` with the server tools `allowed`, or None.
+    Parsed within bounds (`bodies.py`): it may run off the gateway's loop."""
     try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return Refused(NOT_JSON, "not_json")
-    if not isinstance(parsed, dict):
-        return Refused(NOT_JSON, "not_json")
+        parsed = parse_body(body)
+    except BodyError as bad:
+        return Refused(bad.reason, bad.kind, bad.what)
     if parsed.get("mcp_servers"):
         why = "mcp_servers: the model provider would connect to an MCP server for the session"
         return Refused(why, "mcp", "mcp_servers")
@@ -189,11 +152,14 @@ def refusal(body: bytes, wire: Wire, allowed: frozenset[str]) -> Refused | None:
     refused = _tools_refusal(parsed.get("tools"), client, allowed)
     if refused is not None:
         return refused
-    media = _messages_blocks(parsed) if wire is MESSAGES else _responses_parts(parsed)
-    if media is not None:
-        why = media + ": the model provider would download it for the session"
-        return Refused(why, "media_by_url", media[:TYPE_LIMIT])
-    return None
+    walk = messages_refusal if wire is MESSAGES else responses_refusal
+    found = walk(parsed, allowed)
+    if found is None:
+        return None
+    kind, why, what = found
+    if kind in _REACHING:
+        why += ": the model provider would " + _REACHING[kind]
+    return Refused(why, kind, what[:TYPE_LIMIT])
 
 
 class RefusalLog:
@@ -235,7 +201,8 @@ def kept_betas(value: bytes, allowed: frozenset[str]) -> bytes:
     kept = []
     for beta in value.split(b","):
         flag = beta.strip()
-        switched = next((tool for prefix, tool in _BETAS if flag.startswith(prefix)), "")
+        lowered = flag.lower()  # the API reads flags whatever their case
+        switched = next((tool for prefix, tool in _BETAS if lowered.startswith(prefix)), "")
         if flag and (switched == "" or (switched is not None and switched in allowed)):
             kept.append(flag)
     return b",".join(kept)

@@ -8,17 +8,20 @@ and only a model API's own requests are forwarded (403 for anything else of the 
 before anything goes upstream. Which API a request speaks — Anthropic's Messages API or
 OpenAI's Responses API — picks its upstream, its error shape and how its usage reads
 (`wires.py`); the rest is one. A request's body is read whole before it goes on (a slow sender
-holds no upstream connection), within a budget for all bodies held at once: past it, a 529 the
-harness retries. A body that would make the provider's servers reach out for the session (MCP,
-server tools the operator did not allow, media by URL: `reach.py`) is refused 403 in its API's
-shape. An upstream that fails before answering is a 502 in that shape; one that breaks off
-mid-answer closes the session's connection. The answer is relayed as it arrives, chunk by chunk
-and byte for byte (an SSE stream is never buffered), while `metering.py` reads its usage into
-the tally, charged to the pass's work item (a session that leaves mid-answer does not end the
-reading: the rest is read for its usage, within bounds), and the tally keeps how long the
-item's harness was working. An item whose budget the App found spent is refused 400 in its
-API's shape (as the API refuses a spent credit balance), with the App's words, until a new
-launch of it is asked for.
+holds no upstream connection), up to `max_request_bytes` (a larger one is refused 413 as soon
+as its length or its bytes say so, the rest never read) and within a budget for all bodies
+held at once: past it, a 529 the harness retries. A body is parsed and judged off the loop
+(`judging.py`), within bounds of depth and values and with no key twice;
+one that would make the provider's servers reach out for the session (MCP, server tools the
+operator did not allow, media by URL or file, fields it does not know: `reach.py`) is refused
+403 in its API's shape. An upstream that fails before answering is a 502 in that shape; one
+that breaks off mid-answer closes the session's connection. The answer is relayed as it
+arrives, chunk by chunk and byte for byte (an SSE stream is never buffered), while
+`metering.py` reads its usage into the tally, charged to the pass's work item (a session that
+leaves mid-answer does not end the reading: the rest is read for its usage, within bounds),
+and the tally keeps how long the item's harness was working. An item whose budget the App
+found spent is refused 400 in its API's shape (as the API refuses a spent credit balance),
+with the App's words, until a new launch of it is asked for.
 
 Sessions are not trusted, and connections are accepted before any pass is seen, so none may
 hoard them: a connection whose first request head has not come within `head_wait` seconds is
@@ -44,9 +47,10 @@ from app.gateway.forwarding import (
     upstream_headers,
 )
 from app.gateway.framing import RequestHead
+from app.gateway.judging import Judges
 from app.gateway.metering import Tally, Usage, meter_for
 from app.gateway.passes import Passes
-from app.gateway.reach import RefusalLog, reaching_headers_dropped, refusal
+from app.gateway.reach import RefusalLog, reaching_headers_dropped
 from app.gateway.transport import Timeouts, UpstreamAnswer, UpstreamError, UpstreamPool
 from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
@@ -59,6 +63,9 @@ MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
 # process never loads the operator config's models, so the config takes them from here).
 PER_PASS = 16
 HEAD_WAIT = 30.0
+# The largest request body the gateway takes (`routing.sandbox.gateway.maxRequestBytes`'s
+# default; why this size: `app.config_sandbox.SandboxGateway`).
+MAX_REQUEST = 32 * 1024 * 1024
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0
@@ -93,6 +100,7 @@ class ModelGateway:
         max_connections: int = MAX_CONNECTIONS,
         per_pass: int = PER_PASS,
         head_wait: float = HEAD_WAIT,
+        max_request_bytes: int = MAX_REQUEST,
     ) -> None:
         self.upstream = upstream  # the Messages API's
         self.upstreams: dict[str, Upstream] = {
@@ -109,6 +117,7 @@ class ModelGateway:
         self.refusals = 0
         self.held = 0  # bytes of request bodies in flight (the loop's thread only)
         self.body_budget = body_budget
+        self.max_request_bytes = max_request_bytes
         self.max_connections, self.per_pass, self.head_wait = max_connections, per_pass, head_wait
         self.held_by: dict[str, int] = {}  # connections open per pass holder (the loop's thread)
         self.dropped = 0  # connections closed unserved: past a cap, or silent too long
@@ -118,6 +127,7 @@ class ModelGateway:
         self._stopping: asyncio.Event | None = None
         self._pool: UpstreamPool | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._judges: Judges | None = None
         # Items whose budget the App found spent, with what their session is told; read on
         # every request (one dict lookup), written by the spawner's job threads.
         self.spent: dict[str, str] = {}
@@ -163,6 +173,14 @@ class ModelGateway:
 
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
+        self._judges = Judges()
+        try:
+            await self._serve(ready)
+        finally:
+            self._judges.close()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        assert self._stopping is not None
         async with UpstreamPool(
             max_connections=200, max_idle=40, timeouts=TIMEOUTS, retries=1
         ) as pool:
@@ -235,10 +253,13 @@ class ModelGateway:
         self.held += size
         return True
 
-    def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
+    async def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None:
         """Refuse (403) a body that would make the provider's servers reach out for the
-        session (`reach.py`); the operator sees it in the spawner's log, the App as an event."""
-        why = refusal(body, wire, self.model_tools)
+        session, or that is past the bounds of a parse (`reach.py`); the operator sees it in
+        the spawner's log, the App as an event. Judged off the loop (`judging.py`), so a
+        large body's parse does not hold up the other sessions' requests."""
+        assert self._judges is not None
+        why = await self._judges.refusal(body, wire, self.model_tools)
         if why is None:
             return
         self.reach_refused[work_item_id] = self.reach_refused.get(work_item_id, 0) + 1
