@@ -39,6 +39,8 @@ def create_app(
     from app.gitgate.git_caps import GitCaps
     from app.gitgate.git_gateway import bp as git_bp
     from app.github.webhooks import MAX_BODY, WebhookIngress
+    from app.github.webhooks import PATH as WEBHOOK_PATH
+    from app.ingress.wsgi_doors import BodyDoors, WebhookDoor
     from app.runtime import build_state
     from app.settings import SettingsError, load_settings
     from app.web.metrics import bp as metrics_bp
@@ -60,6 +62,9 @@ def create_app(
     git_total = settings.the_loop_git_requests or max(1, web_threads // 2)
     each = settings.the_loop_git_requests_per_session
     app.wsgi_app = GitCaps(app.wsgi_app, state, git_total, each)  # type: ignore[method-assign]
+    # Every other body: its door, the process's body budget and deadline, under any front.
+    webhook = WebhookDoor(WEBHOOK_PATH, MAX_BODY)
+    app.wsgi_app = BodyDoors(app.wsgi_app, state, webhook)  # type: ignore[method-assign]
     slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(web_bp)  # the status page and /status, for the operator only
     app.register_blueprint(metrics_bp)  # /metrics: the operator or a scrape token

@@ -223,6 +223,20 @@ class Budget(_Model):
     minutes: float | None = Field(default=None, gt=0)
 
 
+class SessionComments(_Model):
+    """`routing.sessionComments`: how much a session may say on its issue through
+    `the-loop comment` / `ask`, each post an API call from the installation's shared rate
+    limit and a notification to everyone watching. At most `burst` posts in any span of
+    `burst / perHour` hours (so `perHour` on average); past it the session is answered 429.
+    `allowMentions: false` shows a session's @-mentions and team mentions inert."""
+
+    burst: int = Field(default=5, ge=1, strict=True, description="posts at once, per item")
+    per_hour: int = Field(default=30, ge=1, strict=True, description="posts an hour, per item")
+    allow_mentions: bool = Field(
+        default=False, description="let a session's @-mentions notify people and teams"
+    )
+
+
 class Routing(_Model):
     """`routing`: who may start work and how it runs — harness arguments, authorized users,
     the workspace, trust, the sandbox, the trigger and keywords, completion, pull requests,
@@ -245,6 +259,7 @@ class Routing(_Model):
     # beyond it wait in the App's queue, in execute order, until a session ends.
     max_sessions: int | None = Field(default=None, ge=1, strict=True)
     budget: Budget = Budget()
+    session_comments: SessionComments = SessionComments()
 
 
 class StandingSession(_Model):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,6 +31,15 @@ ITEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 TASKS_FILE = "tasks.md"
 TASKS_NODE = "tasks-breakdown"
 _TASK_RE = re.compile(r"^\s*[-*+]\s+\[([ xX])\]", re.MULTILINE)
+_HEADING_RE = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
+# What an artifact must hold to count: a Markdown heading and this many words besides.
+MIN_WORDS = 8
+# How much of an artifact is read to judge it (the rest cannot make it shorter).
+ARTIFACT_READ = 64 * 1024
+SHORT_ARTIFACT = (
+    f"an artifact needs a Markdown heading (`# …`) and a paragraph of at least {MIN_WORDS} words"
+)
+SHORT_TASKS = "a task list needs at least one task (`- [ ] …`)"
 
 
 class NodeStatus(StrEnum):
@@ -76,11 +85,13 @@ NODES: tuple[Node, ...] = (
     Node("complete"),
 )
 NODE_NAMES: tuple[str, ...] = tuple(n.name for n in NODES)
+ARTIFACT_NAMES = frozenset(name for node in NODES for names in node.requires for name in names)
 START_NODE = NODES[0].name
 
 
 class Evidence(NamedTuple):
-    """What a checkout holds for one item: its non-empty and empty artifacts, its task list."""
+    """What a checkout holds for one item: its artifacts that count (`counts_as_present`) and
+    those there but empty or too short, its task list."""
 
     present: frozenset[str] = frozenset()
     empty: frozenset[str] = frozenset()
@@ -95,6 +106,39 @@ class NodeResult(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "status": str(self.status), "messages": list(self.messages)}
+
+
+def substantive(text: str) -> bool:
+    """Whether an artifact's text is worth its name: a Markdown heading and at least
+    `MIN_WORDS` words (runs holding a letter or digit) outside its headings. The one rule
+    both the stop gate and the App's `phase next` (through the spawner's report) apply."""
+    lines = text.splitlines()
+    if not any(_HEADING_RE.match(line) for line in lines):
+        return False
+    words = sum(
+        1
+        for line in lines
+        if not _HEADING_RE.match(line)
+        for word in line.split()
+        if any(ch.isalnum() for ch in word)
+    )
+    return words >= MIN_WORDS
+
+
+def counts_as_present(name: str, size: int, read: Callable[[], str]) -> bool:
+    """Whether a `.md` file of `size` bytes in an item's folder counts as there: not empty
+    and, for a required artifact, `substantive` (the task list: holding a task). `read`
+    gives its first `ARTIFACT_READ` bytes as text; it is called only for a required
+    artifact, so other files are never opened."""
+    if size <= 0:
+        return False
+    if name == TASKS_FILE:
+        return count_tasks(read())[1] > 0
+    return name not in ARTIFACT_NAMES or substantive(read())
+
+
+def _what_counts(name: str) -> str:
+    return SHORT_TASKS if name == TASKS_FILE else SHORT_ARTIFACT
 
 
 def count_tasks(text: str) -> tuple[int, int]:
@@ -112,7 +156,8 @@ def _artifact_messages(
             continue
         paths = " or ".join(f"docs/specs/{item}/{name}" for name in alternatives)
         if any(name in evidence.empty for name in alternatives):
-            messages.append(f"required artifact is empty ({paths})")
+            rule = _what_counts(alternatives[0])
+            messages.append(f"required artifact is empty or too short ({paths}): {rule}")
         else:
             messages.append(f"required artifact is missing ({paths})")
     if node.tasks_ticked and TASKS_FILE not in evidence.present and TASKS_NODE not in skips:
@@ -268,7 +313,9 @@ def read_evidence(spec_dir: Path) -> Evidence:
         with os.scandir(spec_dir) as entries:
             for entry in entries:
                 if entry.name.endswith(".md") and entry.is_file():
-                    (present if entry.stat().st_size > 0 else empty).add(entry.name)
+                    path = Path(entry.path)
+                    there = counts_as_present(entry.name, entry.stat().st_size, _head_of(path))
+                    (present if there else empty).add(entry.name)
     except OSError:
         return Evidence()
     open_, total = 0, 0
@@ -276,6 +323,17 @@ def read_evidence(spec_dir: Path) -> Evidence:
         with contextlib.suppress(OSError):
             open_, total = count_tasks((spec_dir / TASKS_FILE).read_text(errors="replace"))
     return Evidence(frozenset(present), frozenset(empty), open_, total)
+
+
+def _head_of(path: Path) -> Callable[[], str]:
+    def read() -> str:
+        try:
+            with path.open("rb") as handle:
+                return handle.read(ARTIFACT_READ).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    return read
 
 
 def find_checkout(starts: Iterable[Path], item: str) -> Path | None:

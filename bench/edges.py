@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The App's doors under strangers' traffic: slow bodies and a flood of forged webhooks.
 
-Starts `the-loop serve` (gunicorn's asgi worker) on a fresh SQLite store, then:
+Starts `the-loop serve` (gunicorn's asgi worker; `--front gthread`: the App as plain WSGI,
+`gunicorn -k gthread --threads N 'app:create_app()'`) on a fresh SQLite store, then:
 
 1. opens --slow connections that announce a body and send one byte of it (authenticated
    spawner calls, Slack requests with fresh signature headers, webhooks), and while they
@@ -13,11 +14,14 @@ Starts `the-loop serve` (gunicorn's asgi worker) on a fresh SQLite store, then:
 3. sends --forged webhooks with a wrong signature and 8 KB header values over a few
    connections, and measures what the database (WAL folded in) and events.jsonl grew by,
    after the App has shut down and written its last summary: target < 1 MB for 100,000.
+4. (with --idle N) opens N connections that send nothing and times `/healthz` meanwhile
+   (target p99 < 1 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -54,7 +58,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(tmp: Path) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+def start(
+    tmp: Path, front: str = "serve", threads: int = 32
+) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
     port = free_port()
     env = {
         **os.environ,
@@ -65,8 +71,12 @@ def start(tmp: Path) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
         "THE_LOOP_CONFIG": str(tmp / "none.yaml"),
         "PORT": str(port),
     }
+    command = ["-m", "app.cli", "serve", "--workers", "1"]
+    if front == "gthread":
+        command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads)]
+        command += ["--bind", f"127.0.0.1:{port}", "app:create_app()"]
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--workers", "1"],
+        [sys.executable, *command],
         cwd=tmp,
         env=env,
         start_new_session=True,
@@ -129,7 +139,8 @@ def timed(call: object, samples: int) -> list[float]:
     out = []
     for _ in range(samples):
         started = time.monotonic()
-        call()  # type: ignore[operator]
+        with contextlib.suppress(httpx.HTTPError):  # unanswered: counted as its timeout
+            call()  # type: ignore[operator]
         out.append((time.monotonic() - started) * 1000)
     return out
 
@@ -178,6 +189,25 @@ def hold(
     return before, peak, health
 
 
+def idle(url: str, count: int, samples: int) -> list[float]:
+    """`/healthz` timed while `count` connections are open and send nothing (a probe that
+    gets no answer counts as its 30 s timeout)."""
+    host, port = url.removeprefix("http://").split(":")
+    socks = [socket.create_connection((host, int(port)), timeout=30) for _ in range(count)]
+    try:
+        time.sleep(0.5)
+        times = []
+        for _ in range(samples):
+            started = time.monotonic()
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"{url}/healthz", timeout=30)
+            times.append((time.monotonic() - started) * 1000)
+        return times
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def store_size(tmp: Path) -> int:
     db = tmp / "the-loop.db"
     with sqlite3.connect(db) as conn:
@@ -198,10 +228,14 @@ def main() -> int:
     parser.add_argument("--held-mib", type=int, default=24, help="each held body's size")
     parser.add_argument("--forged", type=int, default=100_000, help="forged webhooks")
     parser.add_argument("--connections", type=int, default=4, help="for the forged webhooks")
+    parser.add_argument("--front", choices=("serve", "gthread"), default="serve")
+    parser.add_argument("--threads", type=int, default=32, help="gthread's threads")
+    parser.add_argument("--idle", type=int, default=0, help="idle connections held open")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="the-loop-bench-edges-"))
-    server, url, env = start(tmp)
+    server, url, env = start(tmp, args.front, args.threads)
+    idle_health: list[float] = []
     try:
         token = seed(env, args.samples)
         socks = slow(url, token, args.slow)
@@ -220,9 +254,15 @@ def main() -> int:
         )
         before = store_size(tmp)
         seconds = forge(url, args.forged, args.connections)
+        if args.idle:
+            idle_health = idle(url, args.idle, args.samples)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # a front still waiting on a client's thread
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
     grown = store_size(tmp) - before
     shutil.rmtree(tmp, ignore_errors=True)
     ok_health, ok_claim = p99(health) < TARGET_MS, p99(claims) < TARGET_MS
@@ -248,7 +288,14 @@ def main() -> int:
         f"database + events.jsonl grew {grown:,} bytes (target < {TARGET_GROWTH:,})  "
         f"{'OK' if ok_growth else 'MISSED'}"
     )
-    return 0 if ok_health and ok_claim and ok_held and ok_growth else 1
+    ok_idle = not idle_health or p99(idle_health) < TARGET_MS
+    if idle_health:
+        print(
+            f"idle         {args.idle} connections: /healthz p50 "
+            f"{statistics.median(idle_health):.0f} ms  p99 {p99(idle_health):.0f} ms  "
+            f"(target p99 < {TARGET_MS:.0f} ms)  {'OK' if ok_idle else 'MISSED'}"
+        )
+    return 0 if ok_health and ok_claim and ok_held and ok_growth and ok_idle else 1
 
 
 def unanswered(sock: socket.socket) -> bool:

@@ -36,6 +36,11 @@ APP_ID = 4242  # the fake GitHub's App
 POSTGRES_URL = os.environ.get("THE_LOOP_TEST_POSTGRES_URL", "")
 
 
+def artifact(title: str = "Design") -> str:
+    """An artifact's text that counts (`app.graph.substantive`): a heading and a paragraph."""
+    return f"# {title}\n\nWhat this phase settled, said in a short paragraph of plain words.\n"
+
+
 def fixture_bytes(name: str) -> bytes:
     """The exact bytes of a published payload under tests/data (e.g. 'github/ping.json')."""
     return (FIXTURES / name).read_bytes()

@@ -19,7 +19,7 @@ from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, guard, json_body, loop_state
-from app.fleet.comments import parse_request, post
+from app.fleet.comments import parse_request, post, reserve_post
 from app.fleet.handover import (
     JobNotHeld,
     MintFailed,
@@ -47,6 +47,7 @@ from app.store import jobqueue as jobs
 from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
+from app.workitems.decisions import lock_work_item
 from app.workitems.spending import weigh_time
 
 log = logging.getLogger(__name__)
@@ -322,17 +323,28 @@ def report_events() -> Response:
 
 @bp.post("/comments")
 def agent_comment() -> Response:
+    """A session's comment or question, posted on its issue while the item's post rate
+    (`routing.sessionComments`) allows: the post is counted in one short transaction, with
+    the item locked, and made in a second, so GitHub's answer holds no lock."""
     state = loop_state()
     comment = parse_request(json_body())
+    rule = state.services.config.routing.session_comments
     with Session(state.engine) as session, session.begin():
         principal = _principal(session)
-        item = session.get(WorkItem, comment.work_item_id)
+        item = lock_work_item(session, comment.work_item_id)
         if item is None:
             raise ApiError(404, f"no work item {comment.work_item_id}")
         if not principal.may_act_on(item.id, item.repo_full_name):
             raise ApiError(403, f"this credential may not post on {item.id}")
+        refused = reserve_post(state.services, session, item, rule, time.time())
+    if refused is not None:
+        raise ApiError(429, refused, "too-many-posts")
+    with Session(state.engine) as session, session.begin():
+        item = session.get(WorkItem, comment.work_item_id)
+        if item is None:
+            raise ApiError(404, f"no work item {comment.work_item_id}")
         try:
-            posted = post(state.services, session, item, comment)
+            posted = post(state.services, session, item, comment, rule.allow_mentions)
         except (GitHubException, GitHubNotConfigured) as exc:
             raise ApiError(502, f"GitHub refused the comment: {exc}") from exc
     return jsonify(posted)

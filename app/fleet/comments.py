@@ -13,9 +13,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, defuse, marker
+from app.config import SessionComments
+from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 from app.services import Services
 from app.store.tables import WorkItem
+from app.workitems.post_rate import POSTS_KEY, THROTTLED_KEY, admit, posted_times, refusal_text
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65 536 characters; leave room for framing
 
@@ -56,18 +58,49 @@ def parse_request(data: Any) -> AgentComment:
     return AgentComment(work_item_id=work_item_id, kind=AgentCommentKind(kind), body=body)
 
 
-def render(comment: AgentComment) -> str:
-    """The issue comment's markdown: the agent's words, framed, with the hidden marker (pure)."""
+def render(comment: AgentComment, allow_mentions: bool = False) -> str:
+    """The issue comment's markdown: the agent's words, framed, with the hidden marker (pure).
+    Its @-mentions notify nobody unless the operator allows them."""
     # A marker the agent wrote itself is shown, not hidden: it must never pass for the App's
     # own checklist, confirmation or a Slack attribution.
     text = defuse(comment.body.strip())
+    if not allow_mentions:
+        text = defuse_mentions(text)
     if comment.kind == AgentCommentKind.ASK:
         text = f"**The agent asks** (reply on this issue to answer):\n\n{text}"
     return f"{text}\n\n{marker(MarkerKind.AGENT, type=comment.kind.value)}"
 
 
+def reserve_post(
+    services: Services, session: Session, item: WorkItem, rule: SessionComments, now: float
+) -> str | None:
+    """Count one more post of `item` against `rule` (the caller holds the item locked): None
+    when it may be made, else what the session is told. The first refusal is remembered for
+    the progress comment and reported as an event; later ones cost nothing but the answer."""
+    facts = dict(item.session or {})
+    admission = admit(rule, posted_times(facts), now)
+    if admission.admitted:
+        item.session = {**facts, POSTS_KEY: list(admission.kept)}
+        return None
+    if not facts.get(THROTTLED_KEY):
+        item.session = {**facts, THROTTLED_KEY: True}
+        services.events.emit(
+            "agent.comment_throttled",
+            item.id,
+            session=session,
+            level="warning",
+            burst=rule.burst,
+            per_hour=rule.per_hour,
+        )
+    return refusal_text(rule, admission.retry_after)
+
+
 def post(
-    services: Services, session: Session, item: WorkItem, comment: AgentComment
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    comment: AgentComment,
+    allow_mentions: bool = False,
 ) -> dict[str, Any]:
     """Post on the item's issue as the App; record and mirror it in the caller's transaction."""
     if item.installation_id is None:
@@ -75,7 +108,7 @@ def post(
     owner, name = item.repo_full_name.split("/", 1)
     client = services.github.installation(item.installation_id)
     resp = client.rest.issues.create_comment(
-        owner, name, item.issue_number, data={"body": render(comment)}
+        owner, name, item.issue_number, data={"body": render(comment, allow_mentions)}
     )
     posted = resp.parsed_data
     services.events.emit(

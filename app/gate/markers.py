@@ -52,6 +52,10 @@ _OPENING_RE = re.compile(r"<!--\s*the-loop:")
 _ATTR_RE = re.compile(r"([A-Za-z_][\w-]*)=(\S*)")
 _UNSAFE_VALUE = re.compile(r"[\s<>]")
 _DEFUSE_RE = re.compile(r"<!--(\s*the-loop:)", re.IGNORECASE)
+# An `@` GitHub would read as a mention: not inside a word (an e-mail address is none),
+# followed by a login's or an `org/team`'s first character.
+_MENTION_RE = re.compile(r"(?<![\w@])@(?=[A-Za-z0-9])")
+ZERO_WIDTH_SPACE = "\u200b"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,13 @@ def defuse(text: str) -> str:
     """`text` with any marker opening shown instead of hidden, so words someone else wrote
     (an agent's comment, a PR body) can never pass for one of the App's own markers."""
     return _DEFUSE_RE.sub(r"&lt;!--\1", text)
+
+
+def defuse_mentions(text: str) -> str:
+    """`text` with every @-mention and team mention shown but inert: a zero-width space
+    after the `@`, so GitHub notifies nobody. Words a session wrote must not page a person
+    or a team with the App's voice unless the operator allows it."""
+    return _MENTION_RE.sub("@" + ZERO_WIDTH_SPACE, text)
 
 
 def find_marker(body: str | None) -> Marker | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.gate.markers import MarkerKind, defuse, marker
+from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 
 MAX_PULL_BODY = 60_000  # GitHub refuses bodies over 65 536 characters; leave room for framing
 MAX_CHECK_SUMMARY = 600  # per failing check, so many failures still make one readable message
@@ -20,10 +20,13 @@ MAX_HUNK_LINES = 40
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out", "action_required", "startup_failure"})
 
 
-def pull_body(text: str, issue_number: int, work_item_id: str) -> str:
-    """The body of the PR a session opens: its words, "Closes #n" (merging closes the issue)
-    and the App's hidden marker naming the work item."""
+def pull_body(text: str, issue_number: int, work_item_id: str, allow_mentions: bool = False) -> str:
+    """The body of the PR a session opens: its words (their @-mentions inert unless the
+    operator allows them), "Closes #n" (merging closes the issue) and the App's hidden
+    marker naming the work item."""
     words = defuse(text.strip())
+    if not allow_mentions:
+        words = defuse_mentions(words)
     closes = f"Closes #{issue_number}"
     return f"{words}\n\n{closes}\n\n{marker(MarkerKind.PULL, item=work_item_id)}\n"
 

@@ -28,114 +28,22 @@ and the App N times `total`.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from werkzeug.wsgi import ClosingIterator
 
 from app.fleet.tokens import SESSION_PREFIX
 from app.ingress.budget import RETRY_AFTER_SECONDS
-from app.ingress.doors import (
-    GIT_BODY_SECONDS,
-    GIT_PATH,
-    BodyClock,
-    BodyCut,
-    basic_password,
-    git_busy,
-)
+from app.ingress.doors import GIT_BODY_SECONDS, GIT_PATH, BodyClock, basic_password, git_busy
 from app.ingress.sampling import cut
 from app.ingress.slots import Slots
+from app.ingress.wsgi_body import IdleInput, client_socket, declared_length_of, drop_body
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
     from app.runtime import AppState
-
-# The keys under which WSGI servers hand the application the client's socket.
-SOCKET_KEYS = ("gunicorn.socket", "werkzeug.socket")
-# How long a refused request's body may keep its thread: what has come already is read.
-GLANCE_SECONDS = 0.05
-GLANCE_BYTES = 1024 * 1024
-
-
-class IdleInput:
-    """A WSGI body stream whose reads wait on the client's socket only as long as `clock`
-    allows; a read that times out raises the clock's `BodyCut` (the view answers it).
-
-    A server's read may loop until it has all the bytes it was asked for, and a client that
-    sends one byte just inside each idle gap would keep it looping past the whole body's
-    deadline; with `guard`, a timer ends the socket's reading side at that deadline, so such
-    a read ends and is cut too. `close` stops the timer, gives the socket back as it was and,
-    when the body was not read to its end (`length`: its Content-Length, None when chunked),
-    shuts the socket's reading side: nobody reads the rest of it after the answer."""
-
-    def __init__(
-        self,
-        stream: Any,
-        sock: socket.socket,
-        clock: BodyClock,
-        guard: bool = False,
-        length: int | None = None,
-    ) -> None:
-        self.stream = stream
-        self.sock = sock
-        self.clock = clock
-        self.length = length
-        self.taken = 0
-        self.ended = False
-        self.prior = sock.gettimeout()
-        self.timer: threading.Timer | None = None
-        if guard:
-            self.timer = threading.Timer(max(clock.left(), 0.0), self._stop_reading)
-            self.timer.daemon = True
-            self.timer.start()
-
-    def _stop_reading(self) -> None:
-        with contextlib.suppress(OSError):  # the client is gone
-            self.sock.shutdown(socket.SHUT_RD)
-
-    def _bounded(self, read: Callable[[], bytes]) -> bytes:
-        self.sock.settimeout(max(self.clock.wait(), 0.001))
-        try:
-            data = read()
-        except TimeoutError:
-            raise self.clock.cut() from None
-        except Exception:
-            if self.clock.left() <= 0:  # the guard ended the reading side
-                raise self.clock.cut() from None
-            raise
-        finally:
-            self.restore()
-        self.taken += len(data)
-        self.ended = self.ended or not data
-        if self.clock.left() <= 0:
-            raise self.clock.cut()
-        return data
-
-    def read(self, size: int = -1) -> bytes:
-        return self._bounded(lambda: self.stream.read(size))
-
-    def readline(self, size: int = -1) -> bytes:
-        return self._bounded(lambda: self.stream.readline(size))
-
-    def restore(self) -> None:
-        """The socket as the server had it (its answer is sent without our clock)."""
-        with contextlib.suppress(OSError):  # the client is gone
-            self.sock.settimeout(self.prior)
-
-    def unread(self) -> bool:
-        """Whether some of the body may still be on its way: not read to its end."""
-        return not self.ended and (self.length is None or self.taken < self.length)
-
-    def close(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.restore()
-        if self.unread():
-            self._stop_reading()
 
 
 class GitCaps:
@@ -178,12 +86,12 @@ class GitCaps:
     def bound_body(self, environ: WSGIEnvironment, guard: bool = True) -> IdleInput | None:
         """Under a WSGI server that hands over its socket: the body read on the body's clock
         (and, with `guard`, cut at its deadline even inside a server's looping read)."""
-        sock = _socket(environ)
+        sock = client_socket(environ)
         if sock is None:
             return None
         idle = self.state.settings.the_loop_git_idle_seconds
         clock = BodyClock(GIT_BODY_SECONDS, idle)
-        length = _length(environ)
+        length = declared_length_of(environ)
         body = IdleInput(environ["wsgi.input"], sock, clock, guard=guard, length=length)
         environ["wsgi.input"] = body
         return body
@@ -198,7 +106,7 @@ class GitCaps:
             "remote": environ.get("REMOTE_ADDR"),
             "cap": cap,
         }
-        _drop_body(environ)  # and the reading side shut: gunicorn reads no more of it either
+        drop_body(environ)  # and the reading side shut: gunicorn reads no more of it either
         rows = self.state.sampled.note(refusal.reason, "request.rejected", fields)
         if rows:
             self.state.sampled.write(rows)
@@ -208,37 +116,3 @@ class GitCaps:
         headers += [*refusal.headers, ("Connection", "close")]
         start_response(f"{refusal.status} Service Unavailable", headers)
         return [payload]
-
-
-def _socket(environ: WSGIEnvironment) -> socket.socket | None:
-    """The client's socket, when the WSGI server hands it over (the ASGI front does not)."""
-    if "wsgi.input" not in environ:
-        return None
-    found = (environ.get(key) for key in SOCKET_KEYS)
-    return next((sock for sock in found if isinstance(sock, socket.socket)), None)
-
-
-def _length(environ: WSGIEnvironment) -> int | None:
-    """The body's length as the request declares it: None when chunked (known at its end)."""
-    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-        return None
-    try:
-        return max(int(environ.get("CONTENT_LENGTH") or 0), 0)
-    except ValueError:
-        return None
-
-
-def _drop_body(environ: WSGIEnvironment) -> None:
-    """A refused request's body: what has come already is read, without waiting for more.
-    A body still trickling in has the socket's reading side shut, so the server reads no
-    more of it either (on this thread or on its main one) and closes the connection."""
-    sock = _socket(environ)
-    if sock is None:
-        return
-    clock = BodyClock(GLANCE_SECONDS, GLANCE_SECONDS)
-    quick = IdleInput(environ["wsgi.input"], sock, clock, length=_length(environ))
-    size = 0
-    with contextlib.suppress(BodyCut, OSError, ValueError):
-        while size <= GLANCE_BYTES and (chunk := quick.read(64 * 1024)):
-            size += len(chunk)
-    quick.close()

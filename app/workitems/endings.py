@@ -19,7 +19,7 @@ from typing import Any
 
 from githubkit.exception import GitHubException
 
-from app.gate.markers import MarkerKind, defuse, marker
+from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 from app.gate.weblinks import branch_url, code_text, markdown_link, repository_url
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
@@ -78,7 +78,7 @@ class Ending:
 
 def _quiet(text: str) -> str:
     """The session's words with no marker, no mention and no control character (pure)."""
-    return defuse(_CONTROL_RE.sub("", text)).replace("@", "@\u200b")
+    return defuse_mentions(defuse(_CONTROL_RE.sub("", text)))
 
 
 def _fenced(text: str) -> list[str]:

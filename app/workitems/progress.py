@@ -41,6 +41,7 @@ from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
+from app.workitems.post_rate import THROTTLED_KEY
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.spending import budget_line_of, stopped_by_budget
 from app.workitems.usage import usage_line_of
@@ -161,6 +162,7 @@ def view_of(
         usage=usage,
         budget=budget,
         budget_spent=stopped_by_budget(item),
+        throttled=bool(session.get(THROTTLED_KEY)),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import markdown_link, work_links
 from app.store.tables import WorkItemStatus
+from app.workitems.post_rate import THROTTLED_NOTE
 from app.workitems.walk import PhaseState, Walk, phase_rows
 
 S = WorkItemStatus
@@ -64,6 +65,7 @@ class ProgressView:
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
     page: str = ""  # the issue's (or pull request's) page: where the repository's links start
+    throttled: bool = False  # some of the session's comments were refused: it posted too fast
 
 
 UNSANDBOXED_NOTE = (
@@ -146,6 +148,8 @@ def render_progress(view: ProgressView) -> str:
     if view.budget:
         lines.append(view.budget)
     lines += [f"- {note}" for note in view.notes]
+    if view.throttled:
+        lines += ["", THROTTLED_NOTE]
     # A stall's hint and the artifacts' names come from the session: defused, marker last.
     return (
         defuse("\n".join(lines))

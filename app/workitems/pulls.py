@@ -145,7 +145,8 @@ def open_pull_request(
         raise PullRequestRefused(409, f"{item.id} is {item.state}: it has no live session")
     io = PullIO(services.github, item.installation_id, item.repo_full_name)
     base = io.default_branch()
-    text = pull_body(body, item.issue_number, item.id)
+    mentions = services.config.routing.session_comments.allow_mentions
+    text = pull_body(body, item.issue_number, item.id, mentions)
     try:
         created = io.create(title=title, head=item.branch, base=base, body=text)
     except PullRefused as exc:

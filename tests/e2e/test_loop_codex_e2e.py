@@ -53,6 +53,14 @@ pytestmark = [
 ]
 SPEC = "issue-1"
 FOLDER = f"docs/specs/{SPEC}"
+
+
+def doc(title: str, name: str) -> str:
+    """The shell command that writes an artifact that counts: a heading and a paragraph."""
+    text = f"# {title}\\n\\n{title} written down in a paragraph of plain words.\\n"
+    return f"printf '{text}' > {FOLDER}/{name}"
+
+
 EXECUTE = "the-loop execute\n- [x] harness-codex\n- [ ] test-planning\n- [ ] tasks-breakdown\n"
 TOOL = "exec_command"
 MODEL_ID = "scripted-model"
@@ -67,7 +75,7 @@ def the_script() -> list[Step]:
                 "Writing the requirements.",
                 (
                     exec_command(
-                        f"mkdir -p {FOLDER} && echo '# Requirements' > {FOLDER}/requirements.md"
+                        f"mkdir -p {FOLDER} && {doc('Requirements', 'requirements.md')}"
                         " && the-loop phase next"
                     ),
                 ),
@@ -83,7 +91,7 @@ def the_script() -> list[Step]:
             contains("design step is not complete", f"{FOLDER}/design.md"),
             Reply(
                 "The gate wants the design.",
-                (exec_command(f"echo '# Design' > {FOLDER}/design.md && the-loop phase next"),),
+                (exec_command(f"{doc('Design', 'design.md')} && the-loop phase next"),),
             ),
             name="design after the gate",
         ),
@@ -96,11 +104,7 @@ def the_script() -> list[Step]:
             result_of(TOOL, "Moved from implementation to verification"),
             Reply(
                 "Verified.",
-                (
-                    exec_command(
-                        f"echo '# Verified' > {FOLDER}/verification.md && the-loop phase next"
-                    ),
-                ),
+                (exec_command(f"{doc('Verified', 'verification.md')} && the-loop phase next"),),
             ),
             name="verification",
         ),

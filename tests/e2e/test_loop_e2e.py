@@ -53,6 +53,14 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = "issue-1"
 FOLDER = f"docs/specs/{SPEC}"
+
+
+def doc(title: str, name: str) -> str:
+    """The shell command that writes an artifact that counts: a heading and a paragraph."""
+    text = f"# {title}\\n\\n{title} written down in a paragraph of plain words.\\n"
+    return f"printf '{text}' > {FOLDER}/{name}"
+
+
 EXECUTE = "the-loop execute\n- [ ] test-planning\n- [ ] tasks-breakdown\n"
 
 
@@ -65,7 +73,7 @@ def the_script() -> list[Step]:
                 "Writing the requirements.",
                 (
                     bash(
-                        f"mkdir -p {FOLDER} && echo '# Requirements' > {FOLDER}/requirements.md"
+                        f"mkdir -p {FOLDER} && {doc('Requirements', 'requirements.md')}"
                         " && the-loop phase next"
                     ),
                 ),
@@ -81,7 +89,7 @@ def the_script() -> list[Step]:
             contains("design step is not complete", f"{FOLDER}/design.md"),
             Reply(
                 "The gate wants the design.",
-                (bash(f"echo '# Design' > {FOLDER}/design.md && the-loop phase next"),),
+                (bash(f"{doc('Design', 'design.md')} && the-loop phase next"),),
             ),
             name="design after the gate",
         ),
@@ -94,7 +102,7 @@ def the_script() -> list[Step]:
             tool_result_for("Bash", "Moved from implementation to verification"),
             Reply(
                 "Verified.",
-                (bash(f"echo '# Verified' > {FOLDER}/verification.md && the-loop phase next"),),
+                (bash(f"{doc('Verified', 'verification.md')} && the-loop phase next"),),
             ),
             name="verification",
         ),

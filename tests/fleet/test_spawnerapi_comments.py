@@ -4,13 +4,15 @@ mirrored and keeps the item's status honest."""
 
 from __future__ import annotations
 
+import re
+import threading
 from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import select
 
 from app.fleet.tokens import mint_session_token
-from app.gate.markers import find_marker, is_own_comment
+from app.gate.markers import Marker, find_marker, is_own_comment
 from app.store.tables import Job, ModelVerdict, SlackOutbox, WorkItemStatus
 from app.workitems.offers import refused_choices
 from tests.spawnerapi_support import comment_delivery, send
@@ -264,3 +266,53 @@ def test_a_spawner_reports_only_within_its_scope(api):
     with api.session() as db, db.begin():
         assert "model-opus" in refused_choices(db)
         db.delete(db.get(ModelVerdict, "model-opus"))
+
+
+def test_a_burst_of_posts_reaches_github_only_up_to_the_burst_the_rest_is_429(api):
+    item = api.work_item(number=31, status=WorkItemStatus.RUNNING)
+    agent = api.spawner(session_token(api, item))
+    burst = api.state.services.config.routing.session_comments.burst
+    answers: list[tuple[int, dict]] = []
+    lock = threading.Lock()
+
+    def say(n: int) -> None:
+        resp = agent.comment(item, f"progress note {n}")
+        with lock:
+            answers.append((resp.status_code, resp.json()))
+
+    threads = [threading.Thread(target=say, args=(n,)) for n in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    codes = sorted(code for code, _ in answers)
+    assert codes == [200] * burst + [429] * (40 - burst)
+    refusal = next(body for code, body in answers if code == 429)
+    assert refusal["code"] == "too-many-posts" and "routing.sessionComments" in refusal["error"]
+    assert "nothing was posted" in refusal["error"]
+
+    def agents() -> list[dict]:
+        found = api.fake.issue_comments(api.repo, 31)
+        return [c for c in found if (find_marker(c["body"]) or Marker("")).kind == "agent"]
+
+    assert len(agents()) == burst
+    assert len(api.events("agent.comment_throttled", item)) == 1  # once, not per refusal
+
+    def progress() -> str | None:
+        for posted in api.fake.issue_comments(api.repo, 31):
+            if (find_marker(posted["body"]) or Marker("")).kind == "progress":
+                return posted["body"] if "posted faster" in posted["body"] else None
+        return None
+
+    assert "routing.sessionComments" in wait_for(progress, timeout=60)
+
+
+def test_a_sessions_mention_notifies_nobody(api):
+    item = api.work_item(number=32, status=WorkItemStatus.RUNNING)
+    agent = api.spawner(session_token(api, item))
+    resp = agent.comment(item, "Ping @octocat and @acme/reviewers; mail me at dev@example.com")
+    assert resp.status_code == 200, resp.text
+    (posted,) = api.fake.issue_comments(api.repo, 32)
+    assert not re.search(r"(?<![\w@])@[A-Za-z0-9]", posted["body"].replace("dev@example", ""))
+    assert "@\u200boctocat" in posted["body"] and "@\u200bacme/reviewers" in posted["body"]
+    assert "dev@example.com" in posted["body"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from app.gate.phases import PHASES, PhaseKind
 from app.graph import Evidence, NodeStatus, blocking_node, build_report
 from app.workstate import WorkItemState
 from tests.stopgate_support import REPRO_STATE
+from tests.support import artifact
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTHING = Evidence()
@@ -124,8 +126,8 @@ def test_requirements_accept_either_document_and_reject_an_empty_one() -> None:
     empty = blocking_node(report(s, Evidence(empty=frozenset({"bugfix.md"}))))
     assert empty is not None
     assert empty["messages"] == [
-        "required artifact is empty (docs/specs/issue-1/requirements.md or "
-        "docs/specs/issue-1/bugfix.md)"
+        "required artifact is empty or too short (docs/specs/issue-1/requirements.md or "
+        f"docs/specs/issue-1/bugfix.md): {graph.SHORT_ARTIFACT}"
     ]
 
 
@@ -254,7 +256,7 @@ def test_the_gate_asks_only_about_reached_nodes_and_misses_none(
 def test_read_evidence_sees_files_not_directories(tmp_path: Path) -> None:
     spec = tmp_path / "docs/specs/issue-1"
     (spec / "design.md").mkdir(parents=True)
-    (spec / "bugfix.md").write_text("bug")
+    (spec / "bugfix.md").write_text(artifact("Bug"))
     (spec / "tasks.md").write_text("- [ ] a\n- [x] b\n")
     (spec / "testing-plan.md").write_text("")
     evidence = graph.read_evidence(spec)
@@ -288,3 +290,41 @@ def test_importing_the_graph_stays_light() -> None:
     loaded = {m.split(".")[0] for m in json.loads(result.stdout)}
     assert not loaded & {"pydantic", "sqlalchemy", "flask", "githubkit", "yaml", "rich"}
     assert "app.config" not in json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("text", "counts"),
+    [
+        ("x", False),
+        ("# Design\n", False),  # a heading alone
+        ("A paragraph of words, with no heading at all above it.\n", False),
+        ("# Design\n\nToo few words here.\n", False),
+        ("# Design\n\n- - - * * * ### ## #\n", False),  # marks are no words
+        ("# Design\n\nThe parser reads one line at a time, never the whole file.\n", True),
+        ("Intro\n\n## Design\nThe parser reads one line at a time, never the whole.\n", True),
+        ("#Design\n\nThe parser reads one line at a time, never the whole file.\n", False),
+    ],
+)
+def test_an_artifact_counts_with_a_heading_and_a_paragraph(text: str, counts: bool) -> None:
+    assert graph.substantive(text) is counts
+
+
+def test_a_one_byte_artifact_is_too_short_and_the_gate_says_what_it_needs(tmp_path: Path) -> None:
+    spec = tmp_path / "docs/specs/issue-1"
+    spec.mkdir(parents=True)
+    (spec / "design.md").write_text("x")
+    (spec / "tasks.md").write_text("# Tasks\n\nnone yet\n")
+    (spec / "notes.md").write_text("x")  # not an artifact: never judged, never read
+    evidence = graph.read_evidence(spec)
+    assert evidence.present == {"notes.md"} and evidence.empty == {"design.md", "tasks.md"}
+    node = blocking_node(report(state(currentNode="design"), evidence))
+    assert node is not None and node["messages"] == [
+        f"required artifact is empty or too short (docs/specs/issue-1/design.md): "
+        f"{graph.SHORT_ARTIFACT}"
+    ]
+    assert "Markdown heading" in graph.SHORT_ARTIFACT
+    tasks = graph.artifact_problems("tasks-breakdown", "issue-1", evidence, ())
+    assert tasks == [
+        f"required artifact is empty or too short (docs/specs/issue-1/tasks.md): "
+        f"{graph.SHORT_TASKS}"
+    ]

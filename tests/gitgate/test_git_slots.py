@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from app.gitgate.git_caps import IdleInput
 from app.ingress.doors import BodyClock, BodyCut
 from app.ingress.slots import Slots
+from app.ingress.wsgi_body import IdleInput
 
 
 def test_a_holder_gets_its_share_and_the_total_caps_everyone():

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.stopgate_support import DESIGN_MISSING, REPRO_STATE, ROOT, at, gate, make_checkout
+from tests.support import artifact
 
 # --- spec 003, Expected vs actual ---------------------------------------------------------
 
@@ -75,8 +76,8 @@ def test_a_skip_on_a_node_that_cannot_be_skipped_is_ignored(tmp_path: Path) -> N
     checkout = make_checkout(
         tmp_path / "repo",
         state,
-        design_md="d",
-        testing_plan_md="p",
+        design_md=artifact(),
+        testing_plan_md=artifact("Testing plan"),
         tasks_md="- [x] one\n- [ ] two\n",
     )
     result = gate(tmp_path, checkout)
@@ -93,7 +94,7 @@ def test_writing_the_artifact_lets_the_turn_end_and_clears_the_count(tmp_path: P
     checkout = make_checkout(tmp_path / "repo", at("design"))
     assert "(attempt 1/3)" in gate(tmp_path, checkout).stderr
     assert "(attempt 2/3)" in gate(tmp_path, checkout).stderr
-    (checkout / "docs/specs/issue-1/design.md").write_text("# design\n")
+    (checkout / "docs/specs/issue-1/design.md").write_text(artifact())
     assert gate(tmp_path, checkout).returncode == 0
     (checkout / "docs/specs/issue-1/design.md").write_text("")
     again = gate(tmp_path, checkout)
@@ -240,3 +241,15 @@ def test_the_gate_imports_only_light_modules(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(result.stdout) == [2, [], False]
+
+
+def test_a_one_byte_artifact_does_not_end_the_turn_and_the_gate_says_what_it_needs(
+    tmp_path: Path,
+) -> None:
+    checkout = make_checkout(tmp_path / "repo", at("design"), design_md="x")
+    result = gate(tmp_path, checkout)
+    assert result.returncode == 2
+    assert "required artifact is empty or too short (docs/specs/issue-1/design.md)" in (
+        result.stderr
+    )
+    assert "a Markdown heading" in result.stderr and "8 words" in result.stderr

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.fleet.tokens import mint_session_token
 from tests.gate_support import ITEM, REPO, comment, deliver, labeled
 from tests.stopgate_support import at, gate, make_checkout
-from tests.support import free_port
+from tests.support import artifact, free_port
 
 pytestmark = pytest.mark.app_env(THE_LOOP_GATE_ATTEMPT_GAP="0")
 
@@ -59,7 +59,7 @@ def test_the_app_counts_the_nudges_and_a_count_file_in_reach_is_ignored(tmp_path
     assert [f"(attempt {n}/3)" in r.stderr for n, r in enumerate(results[:3], 1)] == [True] * 3
     message = json.loads(results[3].stdout)["systemMessage"]
     assert "design is still not complete after 3 attempts" in message
-    (checkout / "docs/specs/issue-1/design.md").write_text("# design\n")
+    (checkout / "docs/specs/issue-1/design.md").write_text(artifact())
     assert gate(tmp_path, checkout, **session).returncode == 0
 
 

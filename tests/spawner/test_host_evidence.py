@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.graph import Evidence, evidence_fields, evidence_from
 from app.spawner.workspace.evidence import host_evidence
+from tests.support import artifact
 
 SPEC = "issue-7"
 
@@ -20,7 +21,7 @@ def folder(checkout: Path) -> Path:
 
 def test_regular_files_are_seen_with_the_task_list_counted(tmp_path):
     specs = folder(tmp_path)
-    (specs / "design.md").write_text("# Design\n")
+    (specs / "design.md").write_text(artifact())
     (specs / "requirements.md").write_text("")
     (specs / "tasks.md").write_text("- [x] one\n- [ ] two\n- [ ] three\n")
     (specs / "notes.txt").write_text("not an artifact\n")
@@ -32,13 +33,13 @@ def test_regular_files_are_seen_with_the_task_list_counted(tmp_path):
 def test_a_link_is_no_artifact_wherever_it_points(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / "design.md").write_text("# elsewhere\n")
+    (outside / "design.md").write_text(artifact("Elsewhere"))
     (outside / "tasks.md").write_text("- [x] all done\n")
     checkout = tmp_path / "checkout"
     specs = folder(checkout)
     (specs / "design.md").symlink_to(outside / "design.md")
     (specs / "tasks.md").symlink_to(outside / "tasks.md")
-    (specs / "inside.md").write_text("# real\n")
+    (specs / "inside.md").write_text(artifact("Real"))
     (specs / "verification.md").symlink_to(specs / "inside.md")  # a link inside counts neither
     os.mkfifo(specs / "testing-plan.md")  # would block a reader that did not check
     seen = host_evidence(checkout, SPEC)

@@ -78,6 +78,7 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
                     "port": 443,
                     "method": "CONNECT",
                     "target": "example.com:443",
+                    "reason": "not in routing.sandbox.egress",
                     "folded": 0,
                 },
             )
@@ -89,6 +90,31 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
         assert bad.startswith(b"HTTP/1.1 400 Bad Request")
         nets.close(ITEM)
         assert not directory.exists()
+    finally:
+        nets.stop()
+
+
+def test_a_listed_name_that_resolves_to_loopback_is_refused_and_an_event_says_why(
+    tmp_path: Path, echo: int
+) -> None:
+    emitted: list[tuple[str, str, dict[str, Any]]] = []
+    nets = SessionNetworks(
+        tmp_path / "net", lambda event, item, **f: emitted.append((event, item, f))
+    )
+    plan = NetPlan((), 3128, frozenset({("localhost", echo)}), "http://127.0.0.1:9")
+    try:
+        directory = nets.open(ITEM, plan)
+        tunnel = f"CONNECT localhost:{echo} HTTP/1.1\r\n\r\nthrough\n".encode()
+        refused = talk_unix(directory / "proxy.sock", tunnel)
+        assert refused.startswith(b"HTTP/1.1 403 Forbidden"), refused
+        assert b"echo:" not in refused and b"not a public address" in refused
+        plain = f"GET http://localhost:{echo}/ HTTP/1.1\r\n\r\n".encode()
+        assert talk_unix(directory / "proxy.sock", plain).startswith(b"HTTP/1.1 403 Forbidden")
+        assert [(e, f["target"]) for e, _, f in emitted] == [
+            ("session.egress_refused", f"localhost:{echo}")
+        ] * 2
+        assert "resolves to" in emitted[0][2]["reason"]
+        assert "not a public address" in emitted[0][2]["reason"]
     finally:
         nets.stop()
 

@@ -16,6 +16,8 @@ from app.spawner.network.netplan import (
     BadRequest,
     Route,
     app_url_inside,
+    inward_address,
+    needs_resolving,
     parse_proxy_head,
     permitted,
     plan_network,
@@ -152,3 +154,33 @@ def test_each_network_mode_has_its_argv(tmp_path: Path) -> None:
         assert ("--ro-bind", "/etc", "/etc") not in pairs
         assert ("--ro-bind", "/etc/passwd", "/etc/passwd") in pairs
         assert "/etc/shadow" not in closed  # neither bound nor needing a cover
+
+
+@pytest.mark.parametrize(
+    ("addresses", "inward"),
+    [
+        (["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"], None),
+        (["93.184.215.14", "127.0.0.1"], "127.0.0.1"),  # one inward answer is enough
+        (["10.1.2.3"], "10.1.2.3"),
+        (["192.168.0.7"], "192.168.0.7"),
+        (["169.254.169.254"], "169.254.169.254"),  # a cloud's metadata service
+        (["0.0.0.0"], "0.0.0.0"),
+        (["::1"], "::1"),
+        (["fe80::1%eth0"], "fe80::1%eth0"),
+        (["fd00::5"], "fd00::5"),
+        (["::ffff:127.0.0.1"], "::ffff:127.0.0.1"),
+        (["100.64.0.9"], "100.64.0.9"),
+        (["224.0.0.251"], "224.0.0.251"),
+    ],
+)
+def test_a_name_that_resolves_inward_is_found_out(addresses: list[str], inward: str) -> None:
+    assert inward_address(addresses) == inward
+
+
+def test_listed_names_are_resolved_and_checked_but_written_addresses_and_the_app_are_not() -> None:
+    plan = plan_network("https://loop.example.com", GATEWAY, ["localhost:8000", "10.0.0.5:80"])
+    assert needs_resolving(plan, "localhost", 8000)
+    assert needs_resolving(plan, "LocalHost.", 8000)
+    assert not needs_resolving(plan, "10.0.0.5", 80)
+    assert not needs_resolving(plan, "[::1]", 8000)
+    assert not needs_resolving(plan, "loop.example.com", 443)  # the App, on the operator's net

@@ -73,7 +73,7 @@ except FileTooLarge as exc:
 found["usage"] = repr(claude_usage(home, str(sid)))
 found["tail"] = len(transcript_tail(home, str(sid)))
 evidence = host_evidence(checkout, "issue-7")
-found["tasks"] = [sorted(evidence.present), evidence.tasks_total]
+found["tasks"] = [sorted(evidence.present), sorted(evidence.empty), evidence.tasks_total]
 found["grew"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
 print(json.dumps(found))
 """
@@ -104,7 +104,7 @@ def test_huge_files_a_session_planted_cost_the_spawner_no_memory(tmp_path: Path)
     assert str(home / ".claude.json") in failure and f"{HUGE} bytes" in failure
     assert "not read" in found["config"]
     assert (home / ".claude.json").stat().st_size == HUGE  # refused, not half-read
-    assert found["tasks"] == [["tasks.md"], 0]  # seen, its first MiB counted (no task)
+    assert found["tasks"] == [[], ["tasks.md"], 0]  # its head read: no task, so no task list
     assert found["tail"] > 0 and found["usage"].startswith("Usage(")
 
 

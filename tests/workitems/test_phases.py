@@ -36,7 +36,7 @@ from tests.gate_support import (
     marked,
     progress_of,
 )
-from tests.support import wait_for
+from tests.support import artifact, wait_for
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
 
@@ -89,7 +89,7 @@ def phase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def write(env: dict[str, str], name: str, text: str = "written\n") -> None:
+def write(env: dict[str, str], name: str, text: str = artifact("Written")) -> None:
     """The session writes an artifact, and the spawner's next look reports it."""
     folder = Path(env["CHECKOUT"]) / "docs" / "specs" / SPEC
     folder.mkdir(parents=True, exist_ok=True)
@@ -135,6 +135,24 @@ def test_phase_next_is_refused_while_the_artifact_is_missing(executed, session_e
     )
     assert item_row(executed).phase == "design"
     assert executed.events("workitem.phase") == []
+
+
+def test_a_one_byte_artifact_is_refused_by_phase_next_and_by_the_app(executed, session_env):
+    """The same rule on both sides: `phase next` refuses at once, saying what an artifact
+    needs; asked directly, the App refuses what the spawner saw too."""
+    write(session_env, "design.md", "x")
+    refused = phase(session_env, "next")
+    assert refused.returncode == 1
+    assert "required artifact is empty or too short (docs/specs/issue-1/design.md)" in (
+        refused.stderr
+    )
+    assert "a Markdown heading" in refused.stderr
+    headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
+    body = {"work_item_id": ITEM, "from": "design", "artifacts": ["design.md"]}
+    asked = httpx.post(f"{executed.url}/spawner/v1/phase", json=body, headers=headers, timeout=10)
+    assert asked.status_code == 425
+    assert "empty or too short (docs/specs/issue-1/design.md)" in asked.json()["error"]
+    assert item_row(executed).phase == "design" and executed.events("workitem.phase") == []
 
 
 def test_the_walk_to_review_then_approval_then_complete(executed, session_env, fake_github):
@@ -259,7 +277,7 @@ def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, sess
     assert "required artifact is missing (docs/specs/issue-1/design.md)" in missing.json()["error"]
 
     outside = tmp_path / "elsewhere.md"
-    outside.write_text("# a design somewhere else\n")
+    outside.write_text(artifact("A design somewhere else"))
     folder = Path(session_env["CHECKOUT"]) / "docs" / "specs" / SPEC
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "design.md").symlink_to(outside)
@@ -272,7 +290,7 @@ def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, sess
     assert item_row(executed).phase == "design" and executed.events("workitem.phase") == []
 
     (folder / "design.md").unlink()
-    (folder / "design.md").write_text("# Design\n")
+    (folder / "design.md").write_text(artifact())
     waiting = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "phase", "next"],
         cwd=session_env["CHECKOUT"],

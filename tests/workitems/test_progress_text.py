@@ -68,3 +68,9 @@ def test_a_launch_failure_is_one_defused_line() -> None:
     text = render_progress(replace(view, failure=failure))
     assert "**could not start**: `git switch failed: 'x' &lt;!-- the-loop:review" in text
     assert text.count("<!-- the-loop:") == 1  # the App's own marker only
+
+
+def test_a_session_that_posted_too_fast_is_said_once_on_the_comment() -> None:
+    text = render_progress(view(throttled=True))
+    assert text.count("routing.sessionComments") == 1 and "refused" in text
+    assert "routing.sessionComments" not in render_progress(view())

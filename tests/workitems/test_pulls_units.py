@@ -84,6 +84,13 @@ def test_the_pull_body_closes_the_issue_and_defuses_markers() -> None:
     assert found.attrs["item"] == "github:o/r#7"
 
 
+def test_the_pull_bodys_mentions_notify_nobody_unless_the_operator_allows_them() -> None:
+    body = pull_body("Thanks @octocat, cc @acme/team.", 7, "github:o/r#7")
+    assert "@\u200boctocat" in body and "@\u200bacme/team" in body and "@octocat" not in body
+    allowed = pull_body("Thanks @octocat.", 7, "github:o/r#7", allow_mentions=True)
+    assert "Thanks @octocat." in allowed
+
+
 def test_a_review_comment_says_where_then_the_hunk_then_the_words() -> None:
     hunk = "\n".join(f"+line {n}" for n in range(100))
     text = review_comment_text(3, "src/a.py", 12, 10, "@@ -1 +1 @@\n" + hunk, " Rename this. ")

@@ -32,6 +32,9 @@ from app.spawner.network.netplan import (
     PROXY_SOCKET,
     BadRequest,
     NetPlan,
+    ProxyRequest,
+    inward_address,
+    needs_resolving,
     parse_proxy_head,
     permitted,
 )
@@ -257,7 +260,11 @@ class SessionNetworks:
             writer.close()
             return
         try:
-            opened = asyncio.open_connection(request.host, request.port)
+            address = await self._checked_address(session, request, writer)
+            if address is None:
+                writer.close()
+                return
+            opened = asyncio.open_connection(address, request.port)
             far_reader, far_writer = await asyncio.wait_for(opened, CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             _answer(writer, "502 Bad Gateway", f"the-loop egress proxy: {exc}")
@@ -269,7 +276,38 @@ class SessionNetworks:
             far_writer.write(request.head)
         await splice(reader, writer, far_reader, far_writer)
 
-    def _refused(self, session: _Session, host: str, port: int, method: str) -> None:
+    async def _checked_address(
+        self, session: _Session, request: ProxyRequest, writer: asyncio.StreamWriter
+    ) -> str | None:
+        """The address to connect to for a listed host: a name is resolved here, once, and
+        refused (403, an event saying why) when any of its addresses is loopback, private or
+        otherwise not public; the connection then goes to the address checked, never to a
+        second lookup's answer. An address the operator listed, or the App's own name,
+        is used as it is."""
+        if not needs_resolving(session.plan, request.host, request.port):
+            return request.host
+        loop = asyncio.get_running_loop()
+        found = await asyncio.wait_for(
+            loop.getaddrinfo(request.host, request.port, type=socket.SOCK_STREAM),
+            CONNECT_TIMEOUT,
+        )
+        addresses = [str(info[4][0]) for info in found]
+        inward = inward_address(addresses)
+        if inward is None and addresses:
+            return addresses[0]
+        why = f"resolves to {inward}, not a public address" if inward else "resolves to nothing"
+        self._refused(session, request.host, request.port, request.method, why)
+        _answer(writer, "403 Forbidden", f"the-loop egress proxy: {request.host} {why}")
+        return None
+
+    def _refused(
+        self,
+        session: _Session,
+        host: str,
+        port: int,
+        method: str,
+        why: str = "not in routing.sandbox.egress",
+    ) -> None:
         now = time.monotonic()
         session.refusals = [t for t in session.refusals if now - t < 60.0]
         if len(session.refusals) >= REFUSALS_PER_MINUTE:
@@ -286,5 +324,6 @@ class SessionNetworks:
             port=port,
             method=method[:16],
             target=f"{host[:255]}:{port}",
+            reason=why,
             folded=folded,
         )

@@ -58,6 +58,9 @@ class NetPlan:
     proxy_port: int
     allowed: frozenset[tuple[str, int]]
     app_url: str  # the App's URL as the session names it (and its checkout's `origin`)
+    # The App's own `host:port` when it goes through the proxy: it may resolve to a private
+    # address (the operator's own network), unlike a name the operator listed in `egress`.
+    own: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def env(self) -> dict[str, str]:
@@ -119,15 +122,43 @@ def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> 
     if model_url:
         routes.append(Route("model.sock", address_of(model_url)[1]))
     host, port = address_of(app_url)
+    own: set[tuple[str, int]] = set()
     if _relayed_app(app_url):
         inside = address_of(app_url_inside(app_url))[1]
         if inside not in {r.port for r in routes}:
             routes.append(Route("app.sock", inside, host, port))
     else:
         allowed.add((host, port))
+        own.add((host, port))
     taken = {r.port for r in routes}
     proxy_port = next(p for p in PROXY_PORTS if p not in taken)
-    return NetPlan(tuple(routes), proxy_port, frozenset(allowed), app_url_inside(app_url))
+    inside_url = app_url_inside(app_url)
+    return NetPlan(tuple(routes), proxy_port, frozenset(allowed), inside_url, frozenset(own))
+
+
+def needs_resolving(plan: NetPlan, host: str, port: int) -> bool:
+    """Whether the proxy must check where `host` resolves before connecting: every listed
+    name does, since DNS can answer anything; an address the operator wrote is taken as
+    written, and the App's own name may lie on the operator's private network."""
+    bare = host.strip("[]").lower().rstrip(".")
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        return (bare, port) not in plan.own
+    return False
+
+
+def inward_address(addresses: Iterable[str]) -> str | None:
+    """The first of a name's resolved addresses that is not on the public internet
+    (loopback, private, link-local, unspecified, multicast, reserved; an IPv4 address inside
+    IPv6 is judged as itself), or None when all are public. Pure."""
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            return text
+    return None
 
 
 def permitted(allowed: Collection[tuple[str, int]], host: str, port: int) -> bool:

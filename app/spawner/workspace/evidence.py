@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from app import graph
@@ -48,7 +49,8 @@ def _read_folder(folder: int) -> graph.Evidence:
         for entry in entries:
             if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                 size = entry.stat(follow_symlinks=False).st_size
-                (present if size > 0 else empty).add(entry.name)
+                there = graph.counts_as_present(entry.name, size, _head_of(folder, entry.name))
+                (present if there else empty).add(entry.name)
     open_, total = 0, 0
     if graph.TASKS_FILE in present:
         with contextlib.suppress(OSError):
@@ -56,14 +58,28 @@ def _read_folder(folder: int) -> graph.Evidence:
     return graph.Evidence(frozenset(present), frozenset(empty), open_, total)
 
 
-def _read_regular(folder: int, name: str) -> str:
-    """A regular file's text, opened without following a link (OSError otherwise)."""
+def _head_of(folder: int, name: str) -> Callable[[], str]:
+    """The start of an artifact's text, read as `graph.counts_as_present` asks (nothing
+    when it cannot be read as a regular file)."""
+
+    def read() -> str:
+        try:
+            return _read_regular(folder, name, graph.ARTIFACT_READ)
+        except OSError:
+            return ""
+
+    return read
+
+
+def _read_regular(folder: int, name: str, limit: int = MAX_TASKS_BYTES) -> str:
+    """A regular file's text (up to `limit` bytes), opened without following a link
+    (OSError otherwise)."""
     fd = os.open(name, _FILE, dir_fd=folder)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{name} is not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_TASKS_BYTES)
+            data = handle.read(limit)
     finally:
         os.close(fd)
     return data.decode("utf-8", errors="replace")
