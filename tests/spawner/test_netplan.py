@@ -152,3 +152,14 @@ def test_each_network_mode_has_its_argv(tmp_path: Path) -> None:
         assert ("--ro-bind", "/etc", "/etc") not in pairs
         assert ("--ro-bind", "/etc/passwd", "/etc/passwd") in pairs
         assert "/etc/shadow" not in closed  # neither bound nor needing a cover
+
+
+def test_the_devboxs_listed_services_are_relayed_at_their_own_address() -> None:
+    plan = plan_network(GATEWAY, GATEWAY, [], ["127.0.0.1:5432", "localhost:6379"])
+    assert plan.routes == (
+        Route("model.sock", 41000),
+        Route("svc0.sock", 5432),
+        Route("svc1.sock", 6379, "localhost"),
+    )
+    with pytest.raises(ValueError, match="41000 is relayed already"):
+        plan_network(GATEWAY, GATEWAY, [], ["127.0.0.1:41000"])

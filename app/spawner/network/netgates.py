@@ -87,6 +87,7 @@ class _Session:
     dropped: int = 0  # connections closed unserved, past a cap (a count, never an event)
     refusals: list[float] = field(default_factory=list)  # when the last events were sent
     folded: int = 0  # refusals not sent as events since the last one
+    allowed: set[tuple[str, int]] = field(default_factory=set)  # added while it runs
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, reason: str) -> None:
@@ -127,6 +128,21 @@ class SessionNetworks:
     def open(self, work_item_id: str, plan: NetPlan) -> Path:
         """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory."""
         return Path(self._run(self._open(work_item_id, plan)))
+
+    def allow(self, work_item_id: str, host: str, port: int) -> bool:
+        """Let `work_item_id`'s live session reach `host:port` from its next request on (the
+        proxy reads the set on every request: no relaunch); False when it has no network
+        served here. A relaunch plans afresh from the config (the App sends it again)."""
+        if self._loop is None:
+            return False
+        return bool(self._run(self._allow(work_item_id, host, port)))
+
+    async def _allow(self, work_item_id: str, host: str, port: int) -> bool:
+        session = self._sessions.get(work_item_id)
+        if session is None:
+            return False
+        session.allowed.add((host.strip("[]").lower().rstrip("."), port))
+        return True
 
     def close(self, work_item_id: str) -> None:
         """Stop serving `work_item_id`'s sockets and remove their directory."""
@@ -247,7 +263,8 @@ class SessionNetworks:
             _answer(writer, "400 Bad Request", f"the-loop egress proxy: {exc}")
             writer.close()
             return
-        if not permitted(session.plan.allowed, request.host, request.port):
+        allowed = session.plan.allowed | session.allowed
+        if not permitted(allowed, request.host, request.port):
             self._refused(session, request.host, request.port, request.method)
             reason = (
                 f"the-loop egress proxy: {request.host}:{request.port} is not in "

@@ -20,6 +20,8 @@ from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
+from app.spawner.network.presets import expand_egress, tool_env
+from app.spawner.network.registries import read_registries
 
 if TYPE_CHECKING:
     from app.spawner.launch import SpawnerContext
@@ -52,7 +54,9 @@ def session_networks(ctx: SpawnerContext) -> SessionNetworks:
 
 
 def _plan(ctx: SpawnerContext, model_url: str | None) -> NetPlan:
-    return plan_network(ctx.app_url, model_url, ctx.config.routing.sandbox.egress)
+    sandbox = ctx.config.routing.sandbox
+    egress = expand_egress(sandbox.egress, read_registries(ctx.env))
+    return plan_network(ctx.app_url, model_url, egress, sandbox.services)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,16 @@ class Opened:
 def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) -> Opened:
     """Serve `work_item_id`'s sockets (replacing any it had) for its next launch."""
     plan = _plan(ctx, model_url)
-    return Opened(session_networks(ctx).open(work_item_id, plan), plan, plan.env)
+    env = {**plan.env, **launch_env(ctx, plan)}
+    return Opened(session_networks(ctx).open(work_item_id, plan), plan, env)
+
+
+def launch_env(ctx: SpawnerContext, plan: NetPlan) -> dict[str, str]:
+    """What a closed network's session gains for its package tools: the devbox's registries
+    and CA bundle, and the proxy in each tool's words (`presets.tool_env`)."""
+    proxy = plan.env["HTTPS_PROXY"]
+    egress = ctx.config.routing.sandbox.egress
+    return tool_env(read_registries(ctx.env), egress, proxy)
 
 
 def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:

@@ -111,9 +111,24 @@ def app_url_inside(app_url: str) -> str:
     return parts._replace(netloc=f"{netloc}:{port + LOW_PORT_SHIFT}").geturl()
 
 
-def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> NetPlan:
+def service_routes(services: Iterable[str], taken: Collection[int]) -> list[Route]:
+    """The devbox's loopback services (`routing.sandbox.services`, `127.0.0.1:PORT`) relayed
+    in at the same address; one on a port the gateways already use inside is refused."""
+    routes: list[Route] = []
+    for number, entry in enumerate(dict.fromkeys(services)):
+        host, port = split_hostport(entry)
+        if port in taken or port in {r.port for r in routes}:
+            raise ValueError(f"routing.sandbox.services: {entry} is relayed already")
+        routes.append(Route(f"svc{number}.sock", port, host))
+    return routes
+
+
+def plan_network(
+    app_url: str, model_url: str | None, egress: Iterable[str], services: Iterable[str] = ()
+) -> NetPlan:
     """The plan for one session: the model gateway (always on the host's loopback) relayed,
-    the App relayed when it is on loopback, else let through the proxy."""
+    the App relayed when it is on loopback, else let through the proxy; the listed devbox
+    services relayed at their own addresses. `egress` is `host:port`s (presets expanded)."""
     routes: list[Route] = []
     allowed = {split_hostport(entry) for entry in egress}
     if model_url:
@@ -125,6 +140,7 @@ def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> 
             routes.append(Route("app.sock", inside, host, port))
     else:
         allowed.add((host, port))
+    routes += service_routes(services, {r.port for r in routes})
     taken = {r.port for r in routes}
     proxy_port = next(p for p in PROXY_PORTS if p not in taken)
     return NetPlan(tuple(routes), proxy_port, frozenset(allowed), app_url_inside(app_url))
