@@ -7,7 +7,6 @@ and why, for `the-loop doctor` to say."""
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
