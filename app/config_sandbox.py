@@ -47,7 +47,7 @@ _HOSTPORT_RE = re.compile(
 EGRESS_PRESETS = ("python", "node", "rust", "go")
 
 
-def _hostport(value: str) -> str:
+def normal_hostport(value: str) -> str:
     """One `host:port`, lower-cased, nothing else."""
     found = _HOSTPORT_RE.match(value.strip())
     if found is None or not 0 < int(found.group(2)) < 65536:
@@ -62,7 +62,7 @@ def _egress(value: str) -> str:
         return word
     if ":" not in word:
         raise ValueError(f"{value!r} is no preset (one of {', '.join(EGRESS_PRESETS)})")
-    return _hostport(value)
+    return normal_hostport(value)
 
 
 Egress = Annotated[str, AfterValidator(_egress)]
@@ -76,7 +76,7 @@ def _service(value: str) -> str:
         if "\0" in value or len(value) > 100:
             raise ValueError(f"{value!r} is no usable unix socket path")
         return value
-    entry = _hostport(value)
+    entry = normal_hostport(value)
     host, _, port = entry.rpartition(":")
     if host not in ("127.0.0.1", "localhost"):
         raise ValueError(f"{value!r}: a service is on the devbox's loopback (127.0.0.1:PORT)")

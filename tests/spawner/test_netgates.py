@@ -79,6 +79,7 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
                     "method": "CONNECT",
                     "target": "example.com:443",
                     "folded": 0,
+                    "harness_own": False,
                 },
             )
         ]

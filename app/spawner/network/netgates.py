@@ -164,10 +164,13 @@ class SessionNetworks:
         self._loop = self._thread = None
 
     async def _open(self, work_item_id: str, plan: NetPlan) -> Path:
+        before = self._sessions.get(work_item_id)
         await self._close(work_item_id, remove=False)
         directory = session_dir(self.root, work_item_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         session = _Session(work_item_id, plan, directory)
+        if before is not None:  # a relaunch keeps what people allowed this item
+            session.allowed = before.allowed
         for route in plan.routes:
             handle = self._forwarder(session, route.host, route.far_port)
             server = await asyncio.start_unix_server(handle, sock=_bound(directory, route.socket))
@@ -304,4 +307,5 @@ class SessionNetworks:
             method=method[:16],
             target=f"{host[:255]}:{port}",
             folded=folded,
+            harness_own=host in session.plan.quiet,
         )

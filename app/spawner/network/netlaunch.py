@@ -11,7 +11,8 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,9 +74,12 @@ class Opened:
         return relay_argv(sys.executable, relay, self.plan, inner)
 
 
-def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) -> Opened:
-    """Serve `work_item_id`'s sockets (replacing any it had) for its next launch."""
-    plan = _plan(ctx, model_url)
+def open_network(
+    ctx: SpawnerContext, work_item_id: str, model_url: str | None, quiet: Iterable[str] = ()
+) -> Opened:
+    """Serve `work_item_id`'s sockets (replacing any it had) for its next launch; refusals
+    of the `quiet` hosts (the harness's own) are marked so nobody is asked to allow them."""
+    plan = replace(_plan(ctx, model_url), quiet=frozenset(h.lower() for h in quiet))
     env = {**plan.env, **launch_env(ctx, plan)}
     return Opened(session_networks(ctx).open(work_item_id, plan), plan, env)
 
@@ -86,6 +90,24 @@ def launch_env(ctx: SpawnerContext, plan: NetPlan) -> dict[str, str]:
     proxy = plan.env["HTTPS_PROXY"]
     egress = ctx.config.routing.sandbox.egress
     return tool_env(read_registries(ctx.env), egress, proxy)
+
+
+def allow_host(
+    ctx: SpawnerContext, work_item_id: str, host: str, port: int, by: str
+) -> dict[str, Any]:
+    """An authorized human let `work_item_id`'s session through to `host:port`: its live
+    proxy does so from the next request on (and after a relaunch by this spawner)."""
+    allowed = ctx.networks is not None and ctx.networks.allow(work_item_id, host, port)
+    if allowed:
+        ctx.events.emit(
+            "session.egress_allowed",
+            work_item_id,
+            host=host,
+            port=port,
+            target=f"{host}:{port}",
+            by=by,
+        )
+    return {"allowed": allowed}
 
 
 def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:

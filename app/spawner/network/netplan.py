@@ -58,6 +58,7 @@ class NetPlan:
     proxy_port: int
     allowed: frozenset[tuple[str, int]]
     app_url: str  # the App's URL as the session names it (and its checkout's `origin`)
+    quiet: frozenset[str] = frozenset()  # the harness's own hosts: refused, never announced
 
     @property
     def env(self) -> dict[str, str]:
