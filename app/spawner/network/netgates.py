@@ -35,7 +35,7 @@ from app.spawner.network.netplan import (
     parse_proxy_head,
     permitted,
 )
-from app.spawner.network.netrelay import splice
+from app.spawner.network.netrelay import BUFFER, splice
 
 log = logging.getLogger(__name__)
 
@@ -173,11 +173,12 @@ class SessionNetworks:
             session.allowed = before.allowed
         for route in plan.routes:
             handle = self._forwarder(session, route.host, route.far_port)
-            server = await asyncio.start_unix_server(handle, sock=_bound(directory, route.socket))
+            sock = _bound(directory, route.socket)
+            server = await asyncio.start_unix_server(handle, sock=sock, limit=BUFFER)
             session.servers.append(server)
         proxy = self._proxy(session)
         sock = _bound(directory, PROXY_SOCKET)
-        session.servers.append(await asyncio.start_unix_server(proxy, sock=sock, limit=MAX_HEAD))
+        session.servers.append(await asyncio.start_unix_server(proxy, sock=sock, limit=BUFFER))
         self._sessions[work_item_id] = session
         return directory
 
@@ -224,7 +225,9 @@ class SessionNetworks:
         port: int,
     ) -> None:
         try:
-            far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+            far = await asyncio.wait_for(
+                asyncio.open_connection(host, port, limit=BUFFER), CONNECT_TIMEOUT
+            )
         except (OSError, TimeoutError) as exc:  # the far end is down: the log says so
             log.warning("%s: %s:%s unreachable: %r", session.work_item_id, host, port, exc)
             writer.close()
@@ -261,6 +264,8 @@ class SessionNetworks:
     ) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+            if len(head) > MAX_HEAD:  # the buffer is a download's; a head is kept short
+                raise BadRequest(f"a request head is at most {MAX_HEAD} bytes")
             request = parse_proxy_head(head)
         except (BadRequest, ValueError) as exc:
             _answer(writer, "400 Bad Request", f"the-loop egress proxy: {exc}")
@@ -277,7 +282,7 @@ class SessionNetworks:
             writer.close()
             return
         try:
-            opened = asyncio.open_connection(request.host, request.port)
+            opened = asyncio.open_connection(request.host, request.port, limit=BUFFER)
             far_reader, far_writer = await asyncio.wait_for(opened, CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             _answer(writer, "502 Bad Gateway", f"the-loop egress proxy: {exc}")

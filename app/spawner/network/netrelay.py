@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import asyncio
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
+# A stream's buffer: large enough that a download moves in big reads, not 64 KiB ones.
+BUFFER = 4 * CHUNK
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -63,7 +65,7 @@ def _handler(path: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            far_reader, far_writer = await asyncio.open_unix_connection(path)
+            far_reader, far_writer = await asyncio.open_unix_connection(path, limit=BUFFER)
         except OSError:
             writer.close()
             return
@@ -146,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     servers = [
         loop.run_until_complete(
-            asyncio.start_server(_handler(os.path.join(directory, name)), sock=sock)
+            asyncio.start_server(_handler(os.path.join(directory, name)), sock=sock, limit=BUFFER)
         )
         for sock, name in bound
     ]
