@@ -40,7 +40,7 @@ class _Echo(socketserver.StreamRequestHandler):
 
 
 @pytest.fixture
-def echo() -> Iterator[int]:
+def far_echo() -> Iterator[int]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
@@ -63,7 +63,7 @@ def allow_jobs(api: Any, item: str) -> list[Job]:
 
 
 def test_a_refused_host_is_noticed_once_and_an_authorized_allow_opens_it_live(
-    api: Any, ctx: SpawnerContext, echo: int, tmp_path: Path
+    api: Any, ctx: SpawnerContext, far_echo: int, tmp_path: Path
 ) -> None:
     item = api.work_item(number=5, status=WorkItemStatus.RUNNING)
     api.fake.grant(api.repo, "octocat", "write")
@@ -76,7 +76,7 @@ def test_a_refused_host_is_noticed_once_and_an_authorized_allow_opens_it_live(
 
     nets = SessionNetworks(tmp_path / "net", emit)
     ctx.networks = nets
-    target = f"127.0.0.1:{echo}"
+    target = f"127.0.0.1:{far_echo}"
     plan = NetPlan((), 3128, frozenset(), "http://127.0.0.1:9", quiet=frozenset({"own.test"}))
     tunnel = f"CONNECT {target} HTTP/1.1\r\n\r\nhello\n".encode()
     try:
