@@ -73,9 +73,10 @@ def _service(value: str) -> str:
     """One `routing.sandbox.services` entry: a devbox loopback `host:port` (unprivileged, as
     the relay inside binds it unprivileged) or a unix socket's absolute path."""
     if value.startswith("/"):
-        if "\0" in value or len(value) > 100:
-            raise ValueError(f"{value!r} is no usable unix socket path")
-        return value
+        path = Path(value)
+        if "\0" in value or len(value) > 100 or len(path.parts) < 3 or ".." in path.parts:
+            raise ValueError(f"{value!r} is no usable unix socket path (e.g. /run/app/app.sock)")
+        return str(path)
     entry = normal_hostport(value)
     host, _, port = entry.rpartition(":")
     if host not in ("127.0.0.1", "localhost"):

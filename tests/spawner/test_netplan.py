@@ -20,6 +20,7 @@ from app.spawner.network.netplan import (
     permitted,
     plan_network,
     relay_argv,
+    unix_dirs,
 )
 from app.spawner.network.netrelay import parse_routes
 
@@ -155,11 +156,16 @@ def test_each_network_mode_has_its_argv(tmp_path: Path) -> None:
 
 
 def test_the_devboxs_listed_services_are_relayed_at_their_own_address() -> None:
-    plan = plan_network(GATEWAY, GATEWAY, [], ["127.0.0.1:5432", "localhost:6379"])
+    services = ["127.0.0.1:5432", "localhost:6379", "/run/pg/.s.PGSQL.5432"]
+    plan = plan_network(GATEWAY, GATEWAY, [], services)
     assert plan.routes == (
         Route("model.sock", 41000),
         Route("svc0.sock", 5432),
         Route("svc1.sock", 6379, "localhost"),
+        Route("svc2.sock", 0, "/run/pg/.s.PGSQL.5432"),
     )
+    argv = relay_argv("python3", "/relay.py", plan, ["claude"])
+    assert parse_routes(argv[3:])[1][-2] == ("/run/pg/.s.PGSQL.5432", 0, "svc2.sock")
+    assert [str(d) for d in unix_dirs(services)] == ["/run/pg"]  # a tmpfs inside, for it
     with pytest.raises(ValueError, match="41000 is relayed already"):
         plan_network(GATEWAY, GATEWAY, [], ["127.0.0.1:41000"])

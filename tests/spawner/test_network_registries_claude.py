@@ -4,7 +4,7 @@ launched by the spawner in bubblewrap with `routing.sandbox.network: gateways`,
 model, runs `pip install` and `npm install` of small real packages from the registries this
 machine's pip and npm are configured with (no per-tool setting in the command: the session's
 environment carries the proxy, the registries and the CA bundle), imports them, and asks
-PostgreSQL a question with `psql`; a port of the devbox's loopback nobody listed stays
+PostgreSQL a question with `psql` and talks to a devbox unix socket at its own path; a port of the devbox's loopback nobody listed stays
 unreachable. What the session's commands reported is the assertion.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
+import threading
 from pathlib import Path
 
 import pytest
@@ -42,8 +44,17 @@ python3 -c 'import socket,sys
 try:
     socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10); print("connected")
 except OSError as exc: print(type(exc).__name__)' "$2" > unlisted.out
+python3 -c 'import socket,sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"ping\n")
+print(s.recv(100).decode().strip())' "$7" > unix.out 2>&1
 echo INSTALLED
 """
+
+
+class _Pong(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        if self.rfile.readline().strip() == b"ping":
+            self.wfile.write(b"pong from the devbox's unix socket\n")
 
 
 def _bash(command: str) -> ToolCall:
@@ -67,7 +78,12 @@ def test_a_session_installs_from_the_devboxs_registries_and_reaches_its_listed_s
     unlisted.bind(("127.0.0.1", 0))
     unlisted.listen()
     port = pg.port or 5432
+    (tmp_path / "svc").mkdir()
+    unix_path = str(tmp_path / "svc" / "pong.sock")
+    pong = socketserver.ThreadingUnixStreamServer(unix_path, _Pong)
+    threading.Thread(target=pong.serve_forever, daemon=True).start()
     words = [reports, unlisted.getsockname()[1], port, pg.password, pg.username, pg.database]
+    words.append(unix_path)
     command = "bash " + " ".join([str(tools / "install.sh"), *(str(w) for w in words)])
     script = [
         Step(contains("Install the packages"), Reply("Installing.", (_bash(command),))),
@@ -83,7 +99,7 @@ def test_a_session_installs_from_the_devboxs_registries_and_reaches_its_listed_s
                 readOnly=[str(tools)],
                 readWrite=[str(reports)],
                 egress=["python", "node"],
-                services=[f"127.0.0.1:{port}"],
+                services=[f"127.0.0.1:{port}", unix_path],
             )
             stopped.append(ctx)
             run_ok(ctx, spawn_job(origin, item="github:o/r#1", prompt="Install the packages."))
@@ -92,6 +108,8 @@ def test_a_session_installs_from_the_devboxs_registries_and_reaches_its_listed_s
             model.wait_for_step(1, timeout=10 * GENEROUS)
     finally:
         unlisted.close()
+        pong.shutdown()
+        pong.server_close()
 
     def read(name: str) -> str:
         return (reports / name).read_text().strip()
@@ -102,5 +120,6 @@ def test_a_session_installs_from_the_devboxs_registries_and_reaches_its_listed_s
     assert read("js.out") == "true"
     assert read("pg.out") == "42"  # the devbox's PostgreSQL, relayed in
     assert read("unlisted.out") == "ConnectionRefusedError"  # nothing else of its loopback
+    assert read("unix.out") == "pong from the devbox's unix socket"  # at the same path
     report = {name: read(name) for name in ("pip.log", "npm.log")}
     assert "Successfully installed" in report["pip.log"], json.dumps(report)

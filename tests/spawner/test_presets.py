@@ -102,6 +102,7 @@ def test_the_tools_own_configuration_is_read() -> None:
         ({"egress": ["pyhton"]}, "routing.sandbox.egress[0]: Value error, 'pyhton' is no preset"),
         ({"services": ["10.0.0.5:5432"]}, "routing.sandbox.services[0]"),
         ({"services": ["127.0.0.1:80"]}, "port is 1024 or above"),
+        ({"services": ["/top.sock"]}, "no usable unix socket path"),
     ],
 )
 def test_bad_presets_and_services_name_their_key(sandbox: dict[str, list[str]], error: str) -> None:

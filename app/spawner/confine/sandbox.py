@@ -76,6 +76,9 @@ class SandboxPlan:
     unsetenv: tuple[str, ...] = ()
     chdir: Path = Path("/")
     network: bool = True  # False: a network namespace of its own, with nothing in it
+    scratch: tuple[
+        Path, ...
+    ] = ()  # empty writable directories (a tmpfs each), e.g. a relayed socket's
 
 
 def lies_within(path: Path, parent: Path) -> bool:
@@ -124,6 +127,8 @@ def mount_args(plan: SandboxPlan) -> list[str]:
         if not secret.directory:
             cover = ["--ro-bind", "/dev/null", str(secret.path)]
         ops.append((len(secret.path.parts), 1, cover))
+    for path in plan.scratch:
+        ops.append((len(path.parts), 2, ["--tmpfs", str(path)]))
     ops.sort(key=lambda op: (op[0], op[1]))
     return [word for op in ops for word in op[2]]
 

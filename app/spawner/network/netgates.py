@@ -225,9 +225,12 @@ class SessionNetworks:
         port: int,
     ) -> None:
         try:
-            far = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=BUFFER), CONNECT_TIMEOUT
+            opening = (
+                asyncio.open_unix_connection(host, limit=BUFFER)
+                if host.startswith("/")  # a devbox service's unix socket
+                else asyncio.open_connection(host, port, limit=BUFFER)
             )
+            far = await asyncio.wait_for(opening, CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:  # the far end is down: the log says so
             log.warning("%s: %s:%s unreachable: %r", session.work_item_id, host, port, exc)
             writer.close()

@@ -48,6 +48,17 @@ class Route:
     def far_port(self) -> int:
         return self.target or self.port
 
+    @property
+    def unix(self) -> bool:
+        """A unix socket's path (`host`), at the same path inside and out."""
+        return self.host.startswith("/")
+
+
+def unix_dirs(services: Iterable[str]) -> tuple[PurePosixPath, ...]:
+    """The directories a closed network's sandbox gets empty and writable (a tmpfs each) so
+    the relay inside can make the listed unix sockets there."""
+    return tuple(dict.fromkeys(PurePosixPath(s).parent for s in services if s.startswith("/")))
+
 
 @dataclass(frozen=True)
 class NetPlan:
@@ -113,10 +124,14 @@ def app_url_inside(app_url: str) -> str:
 
 
 def service_routes(services: Iterable[str], taken: Collection[int]) -> list[Route]:
-    """The devbox's loopback services (`routing.sandbox.services`, `127.0.0.1:PORT`) relayed
-    in at the same address; one on a port the gateways already use inside is refused."""
+    """The devbox's loopback services (`routing.sandbox.services`: `127.0.0.1:PORT`, or a unix
+    socket's path, which stands in `host` with port 0) relayed in at the same address; one on
+    a port the gateways already use inside is refused."""
     routes: list[Route] = []
     for number, entry in enumerate(dict.fromkeys(services)):
+        if entry.startswith("/"):
+            routes.append(Route(f"svc{number}.sock", 0, entry))
+            continue
         host, port = split_hostport(entry)
         if port in taken or port in {r.port for r in routes}:
             raise ValueError(f"routing.sandbox.services: {entry} is relayed already")
@@ -213,6 +228,7 @@ def relay_argv(python: str, relay_file: str, plan: NetPlan, argv: Collection[str
     which listens for every route and the proxy, then runs `argv` as its child."""
     words = [python, "-S", relay_file, "--dir", str(INSIDE_DIR)]
     for route in plan.routes:
-        words += ["--route", f"{route.host}:{route.port}={route.socket}"]
+        address = route.host if route.unix else f"{route.host}:{route.port}"
+        words += ["--route", f"{address}={route.socket}"]
     words += ["--route", f"127.0.0.1:{plan.proxy_port}={PROXY_SOCKET}", "--", *argv]
     return words
