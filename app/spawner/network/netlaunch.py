@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config_sandbox import NetworkMode, SandboxMode
+from app.spawner.confine.isolation import CA_VARIABLES
 from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
-from app.spawner.network.presets import expand_egress, tool_env
+from app.spawner.network.presets import CA_NAMES, expand_egress, tool_env
 from app.spawner.network.registries import read_registries
 
 if TYPE_CHECKING:
@@ -89,7 +90,12 @@ def launch_env(ctx: SpawnerContext, plan: NetPlan) -> dict[str, str]:
     and CA bundle, and the proxy in each tool's words (`presets.tool_env`)."""
     proxy = plan.env["HTTPS_PROXY"]
     egress = ctx.config.routing.sandbox.egress
-    return tool_env(read_registries(ctx.env), egress, proxy)
+    told = tool_env(read_registries(ctx.env), egress, proxy)
+    # What the spawner's own environment already says (an index; certificates, e.g. the
+    # App's private CA in `SSL_CERT_DIR`) reaches the session as it is: never overridden.
+    if any(name in ctx.env for name in CA_VARIABLES):
+        told = {name: value for name, value in told.items() if name not in CA_NAMES}
+    return {name: value for name, value in told.items() if name not in ctx.env}
 
 
 def allow_host(

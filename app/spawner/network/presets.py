@@ -21,6 +21,9 @@ from urllib.parse import urlsplit
 
 from app.config_sandbox import EGRESS_PRESETS
 
+# Where a session's tools are told the devbox's CA bundle.
+CA_NAMES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS")
+
 
 @dataclass(frozen=True)
 class Registries:
@@ -101,7 +104,7 @@ def tool_env(registries: Registries, presets: Iterable[str], proxy: str) -> dict
             env["npm_config_registry"] = registries.npm_registry
         env["npm_config_proxy"] = env["npm_config_https_proxy"] = proxy
     if registries.ca_bundle:
-        for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"):
+        for name in CA_NAMES:
             env[name] = registries.ca_bundle
     return env
 
