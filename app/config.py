@@ -28,6 +28,7 @@ DEFAULT_APPROVE_KEYWORD = "the-loop approve"
 DEFAULT_CHANGES_KEYWORD = "the-loop changes"
 DEFAULT_ANSWER_KEYWORD = "the-loop answer"
 DEFAULT_BUDGET_KEYWORD = "the-loop budget"
+DEFAULT_ALLOW_KEYWORD = "the-loop allow"
 
 
 class ConfigError(ValueError):
@@ -154,6 +155,8 @@ class Trigger(_Model):
     changes_keyword: str = DEFAULT_CHANGES_KEYWORD  # sends the work back to implementation
     answer_keyword: str = DEFAULT_ANSWER_KEYWORD  # picks an option of a stalled session's screen
     budget_keyword: str = DEFAULT_BUDGET_KEYWORD  # raises a work item's budget
+    # lets a live session's egress proxy through to one more host:port, for this item
+    allow_keyword: str = DEFAULT_ALLOW_KEYWORD
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -164,6 +167,7 @@ class Trigger(_Model):
             self.changes_keyword,
             self.answer_keyword,
             self.budget_keyword,
+            self.allow_keyword,
         )
 
 

@@ -46,15 +46,51 @@ _HOSTPORT_RE = re.compile(
 )
 
 
-def _hostport(value: str) -> str:
-    """One `routing.sandbox.egress` entry, lower-cased: `host:port`, nothing else."""
+# `routing.sandbox.egress` names a package ecosystem by these words; what each stands for is
+# read from the devbox's own tool configuration when a session launches (`network/presets`).
+EGRESS_PRESETS = ("python", "node", "rust", "go")
+
+
+def normal_hostport(value: str) -> str:
+    """One `host:port`, lower-cased, nothing else."""
     found = _HOSTPORT_RE.match(value.strip())
     if found is None or not 0 < int(found.group(2)) < 65536:
         raise ValueError(f"{value!r} is not host:port (e.g. example.org:443)")
     return f"{found.group(1).lower()}:{int(found.group(2))}"
 
 
-HostPort = Annotated[str, AfterValidator(_hostport)]
+def _egress(value: str) -> str:
+    """One `routing.sandbox.egress` entry: `host:port`, or a preset's name."""
+    word = value.strip().lower()
+    if word in EGRESS_PRESETS:
+        return word
+    if ":" not in word:
+        raise ValueError(f"{value!r} is no preset (one of {', '.join(EGRESS_PRESETS)})")
+    return normal_hostport(value)
+
+
+Egress = Annotated[str, AfterValidator(_egress)]
+PRIVILEGED_PORT = 1024
+
+
+def _service(value: str) -> str:
+    """One `routing.sandbox.services` entry: a devbox loopback `host:port` (unprivileged, as
+    the relay inside binds it unprivileged) or a unix socket's absolute path."""
+    if value.startswith("/"):
+        path = Path(value)
+        if "\0" in value or len(value) > 100 or len(path.parts) < 3 or ".." in path.parts:
+            raise ValueError(f"{value!r} is no usable unix socket path (e.g. /run/app/app.sock)")
+        return str(path)
+    entry = normal_hostport(value)
+    host, _, port = entry.rpartition(":")
+    if host not in ("127.0.0.1", "localhost"):
+        raise ValueError(f"{value!r}: a service is on the devbox's loopback (127.0.0.1:PORT)")
+    if int(port) < PRIVILEGED_PORT:
+        raise ValueError(f"{value!r}: a service's port is 1024 or above")
+    return entry
+
+
+Service = Annotated[str, AfterValidator(_service)]
 
 
 def _model_tool(value: str) -> str:
@@ -156,7 +192,11 @@ class Sandbox(ConfigModel):
 
     `network: gateways` (the default) gives each session a network of its own that reaches
     only the App, the model gateway and the `egress` hosts (`host:port`, through the
-    spawner's allow-listing proxy); `network: host` shares the devbox's network.
+    spawner's allow-listing proxy, or a preset — `python`, `node`, `rust`, `go` — that
+    stands for the registries the devbox's own pip, npm, cargo or Go are configured with);
+    `network: host` shares the devbox's network. `services` lists devbox-local TCP ports
+    (`127.0.0.1:5432`) or unix sockets a closed network's session reaches at the same
+    address, relayed in by the spawner; nothing else on the devbox's loopback.
 
     `modelTools` lists the server tools (run by the model provider, beyond the session's
     network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
@@ -173,7 +213,8 @@ class Sandbox(ConfigModel):
     share_login: bool = False
     api_key_file: Path | None = None
     network: NetworkMode = NetworkMode.GATEWAYS
-    egress: list[HostPort] = Field(default_factory=list)
+    egress: list[Egress] = Field(default_factory=list)
+    services: list[Service] = Field(default_factory=list)
     openai_key_file: Path | None = None
     model_tools: list[ModelTool] = Field(default_factory=list)
     gateway: SandboxGateway = SandboxGateway()

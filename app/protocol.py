@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-JobKindName = Literal["spawn", "deliver", "stop", "answer"]
+JobKindName = Literal["spawn", "deliver", "stop", "answer", "allow"]
 
 # The code (`{"error": …, "code": NOT_HELD}`, status 409) of the App's answer to a spawner
 # acting for a job that is no longer its own: its lease lapsed (the job is offered again) or
@@ -34,6 +34,7 @@ SPAWNER_EVENTS = frozenset(
         "session.choice_fallback",
         "session.delivered",
         "session.disk_limit",
+        "session.egress_allowed",
         "session.egress_refused",
         "session.evidence",
         "session.exited",
@@ -153,12 +154,25 @@ class AnswerJob(ItemJob):
     ref: str = ""
 
 
-JobPayload = SpawnJob | DeliverJob | StopJob | AnswerJob
+class AllowJob(ItemJob):
+    """Let the item's live session's egress proxy through to `host:port` from now on (no
+    relaunch), as an authorized human asked; for this item only."""
+
+    kind: Literal["allow"] = "allow"
+    host: str = Field(min_length=1, max_length=253)
+    port: int = Field(gt=0, lt=65536)
+    author: str = ""
+    source: str = "github"
+    ref: str = ""
+
+
+JobPayload = SpawnJob | DeliverJob | StopJob | AnswerJob | AllowJob
 PAYLOADS: dict[str, type[JobPayload]] = {
     "spawn": SpawnJob,
     "deliver": DeliverJob,
     "stop": StopJob,
     "answer": AnswerJob,
+    "allow": AllowJob,
 }
 
 

@@ -59,8 +59,25 @@ def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
             f"acceptBypassPermissions={trust.accept_bypass_permissions}",
         )
     )
+    rows += network_rows(config)
     sessions = [s.name for s in config.standing_sessions.sessions]
     rows.append(("standingSessions", _names(sessions)))
+    return rows
+
+
+def network_rows(config: OperatorConfig) -> list[tuple[str, str]]:
+    """What a closed network's session may reach: egress (each preset as it expands on this
+    devbox, read from its tools' configuration) and the relayed services."""
+    import os
+
+    from app.spawner.network.presets import describe_presets
+    from app.spawner.network.registries import read_registries
+
+    sandbox = config.routing.sandbox
+    rows = [("routing.sandbox.egress", _names(list(sandbox.egress)))]
+    presets = describe_presets(read_registries(os.environ), sandbox.egress)
+    rows += [(f"routing.sandbox.egress[{preset}]", hosts) for preset, hosts in presets]
+    rows.append(("routing.sandbox.services", _names(list(sandbox.services))))
     return rows
 
 

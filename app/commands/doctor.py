@@ -172,6 +172,35 @@ def session_limits(config: Any, settings: Any) -> Check:
     return dc.check_limits(choose_plan(offer, sandbox.limits, sandboxed=sandboxed), offer)
 
 
+def service_answers(services: list[str]) -> dict[str, str]:
+    """Each `routing.sandbox.services` entry → "" when it accepts a connection, else why."""
+    import socket
+
+    answers: dict[str, str] = {}
+    for service in services:
+        try:
+            if service.startswith("/"):
+                with socket.socket(socket.AF_UNIX) as sock:
+                    sock.settimeout(5)
+                    sock.connect(service)
+            else:
+                host, _, port = service.rpartition(":")
+                socket.create_connection((host, int(port)), timeout=5).close()
+            answers[service] = ""
+        except OSError as exc:
+            answers[service] = exc.strerror or type(exc).__name__
+    return answers
+
+
+def network_use(sandbox: Any, env: Mapping[str, str]) -> list[Check]:
+    """What each egress preset expands to here, and whether each relayed service answers."""
+    from app.spawner.network.netchecks import check_presets, check_services
+    from app.spawner.network.registries import read_registries
+
+    checks = check_presets(sandbox, read_registries(env))
+    return checks + check_services(service_answers(sandbox.services))
+
+
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS
@@ -198,6 +227,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks.append(dc.check_sandbox(bwrap, *try_sandbox(bwrap, env)))
     closed = try_sandbox(bwrap, env, "--unshare-net")
     checks.append(dc.check_network(config.routing.sandbox, *closed))
+    checks += network_use(config.routing.sandbox, env)
     checks.append(session_limits(config, settings))
     checks.append(dc.check_session_env(env, config.routing.sandbox.env.pass_env))
     for harness in hostable_harnesses(config, env):

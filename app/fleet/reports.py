@@ -35,6 +35,7 @@ from app.protocol import SPAWNER_EVENTS
 from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
+from app.workitems.egress import announce_refusal
 from app.workitems.progress import usage_changed
 from app.workitems.session_facts import apply_session_event
 from app.workitems.spending import check_spending
@@ -197,6 +198,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             add_usage(session, item.id, reported_counts(raw))
             usage_changed(item, services.clock())
         apply_session_event(services, session, item, name, fields)
+        if name == "session.egress_refused":
+            announce_refusal(services, session, item, fields)
         if name.startswith("session."):
             check_spending(services, session, item, name)
         if name == "session.exited" and item.state == WorkItemStatus.EXITED:

@@ -19,10 +19,11 @@ from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
-from app.protocol import AnswerJob, DeliverJob, parse_payload
+from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
+from app.workitems.egress import allow_done
 from app.workitems.spending import resume_after_stop
 from app.workitems.states import Happened, transition
 from app.workitems.usage import CLOCK_KEYS
@@ -90,6 +91,10 @@ def apply_result(
         _delivered(outcome)
     elif job.kind == JobKind.ANSWER:
         _answered(outcome)
+    elif job.kind == JobKind.ALLOW:
+        payload = parse_payload(job.kind, job.payload)
+        assert isinstance(payload, AllowJob)
+        allow_done(services, item, payload, result if ok else {})
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
         revoke_session_tokens(session, job.work_item_id)

@@ -28,6 +28,7 @@ ROUTES: RouteTable = {
         workitems.decide_review,
         workitems.answer_question,
         workitems.raise_budget,
+        workitems.allow_host,
         followups.on_issue_comment,
     ],
     ("issue_comment", "edited"): [workitems.log_execute_edit],

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.protocol import AnswerJob, DeliverJob, SpawnJob, StopJob
+from app.protocol import AllowJob, AnswerJob, DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
@@ -32,7 +32,7 @@ from app.spawner.launch import (
     session_result,
     start_session,
 )
-from app.spawner.network.netlaunch import session_over
+from app.spawner.network.netlaunch import allow_host, session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
@@ -290,6 +290,8 @@ def _dispatch(ctx: SpawnerContext, job: ClaimedJob) -> dict[str, Any]:
         return deliver(ctx, job, payload)
     if isinstance(payload, AnswerJob):
         return answer(ctx, job, payload)
+    if isinstance(payload, AllowJob):
+        return allow_host(ctx, payload.work_item_id, payload.host, payload.port, payload.author)
     return stop(ctx, job, payload)
 
 

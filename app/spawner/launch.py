@@ -184,7 +184,8 @@ def prepare_launch(
         raise SandboxError(str(exc)) from exc
     net = None
     if closed(ctx, network):
-        net = open_network(ctx, work_item_id, model.url if model is not None else None)
+        gateway = model.url if model is not None else None
+        net = open_network(ctx, work_item_id, gateway, quiet=adapter.own_hosts)
     else:
         warning = {"level": "warning", "message": SHARED_NETWORK}
         ctx.events.emit("session.network_shared", work_item_id, **warning)

@@ -150,6 +150,7 @@ class JobKind(StrEnum):
     DELIVER = "deliver"
     STOP = "stop"
     ANSWER = "answer"
+    ALLOW = "allow"
 
 
 class Delivery(Base):

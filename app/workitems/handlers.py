@@ -24,6 +24,7 @@ from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemSta
 from app.workitems.answer import answer_reply
 from app.workitems.capacity import hold_line, renumber
 from app.workitems.decisions import Decision, Status, lock_work_item
+from app.workitems.egress import allow_reply
 from app.workitems.execute import execute_reply
 from app.workitems.issue_text import record_pin
 from app.workitems.jobs import enqueue, stop_job
@@ -285,6 +286,22 @@ def raise_budget(ctx: HandlerContext) -> None:
     if outcome.status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.budget_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
+        )
+
+
+def allow_host(ctx: HandlerContext) -> None:
+    """`issue_comment.created` starting with the allow keyword: let the item's live session
+    through to one more host."""
+    comment, ref = _comment(ctx), _issue_ref(ctx)
+    if comment is None or ref is None or is_own_comment(comment):
+        return
+    body = str(comment.get("body") or "")
+    if not is_execute(body, ctx.config.routing.trigger.allow_keyword):
+        return
+    decision = Decision.from_comment(work_item_id_of(*ref), comment)
+    if allow_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
+        ctx.emit(
+            "gate.allow_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
         )
 
 

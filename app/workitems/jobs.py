@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.gate.ids import spec_id
-from app.protocol import AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
+from app.protocol import AllowJob, AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
 from app.services import Services
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem
@@ -90,6 +90,15 @@ def answer_job(
         author=author,
         source=source,
         ref=ref,
+    )
+
+
+def allow_job(
+    item: WorkItem, *, host: str, port: int, author: str, source: str, ref: str
+) -> AllowJob:
+    """Let the item's live session's proxy through to `host:port`, for this item only."""
+    return AllowJob(
+        **_item_fields(item), host=host, port=port, author=author, source=source, ref=ref
     )
 
 

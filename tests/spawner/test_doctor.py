@@ -299,3 +299,33 @@ def test_the_network_check_says_the_mode():
     verdict = dc.check_network(Sandbox(), False, "bwrap: loopback: Failed RTM_NEWADDR")
     assert verdict.level is dc.Level.FAIL and "RTM_NEWADDR" in verdict.detail
     assert dc.check_network(Sandbox(mode="none"), True).level is dc.Level.WARN
+
+
+def test_doctor_says_what_each_preset_expands_to_and_which_services_answer(doctor_devbox):
+    import re
+    import socket
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    port = listening.getsockname()[1]
+    services = [f"127.0.0.1:{port}", f"127.0.0.1:{closed_port}"]
+    sandbox = {"egress": ["python", "node", "rust"], "services": services}
+    Path(doctor_devbox.env["THE_LOOP_CONFIG"]).write_text(
+        DEVBOX_YAML.replace("routing: {", f"routing: {{sandbox: {json.dumps(sandbox)}, ")
+    )
+    doctor_devbox.tools += ["python3", "npm", "node"]
+    try:
+        _, checks = doctor_devbox.doctor()
+    finally:
+        listening.close()
+    hosts = re.compile(r"^[a-z0-9.-]+:\d+(, [a-z0-9.-]+:\d+)*$")
+    for preset in ("python", "node"):  # this machine's pip and npm name their registries
+        row = checks[f"egress preset {preset}"]
+        assert row["level"] == "ok" and hosts.match(row["detail"]), row
+    rust = checks["egress preset rust"]  # this devbox's cargo names no registry of its own
+    assert rust["level"] == "warn" and rust["detail"].startswith("nothing (")
+    assert checks[f"service 127.0.0.1:{port}"]["level"] == "ok"
+    down = checks[f"service 127.0.0.1:{closed_port}"]
+    assert down["level"] == "warn" and "does not answer" in down["detail"]

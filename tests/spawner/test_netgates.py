@@ -80,6 +80,7 @@ def test_routes_relay_the_proxy_allows_and_refuses_and_the_end_cleans_up(
                     "target": "example.com:443",
                     "reason": "not in routing.sandbox.egress",
                     "folded": 0,
+                    "harness_own": False,
                 },
             )
         ]
@@ -176,5 +177,24 @@ def test_a_far_end_that_is_down_closes_the_connection_and_says_so_in_the_log(
             conn.connect(str(directory / "down.sock"))
             assert conn.recv(100) == b""
         assert f"{ITEM}: 127.0.0.1:{down} unreachable" in caplog.text
+    finally:
+        nets.stop()
+
+
+def test_a_host_allowed_while_the_session_runs_is_let_through_at_once(
+    tmp_path: Path, echo: int
+) -> None:
+    nets = SessionNetworks(tmp_path / "net", lambda *a, **f: None)
+    plan = NetPlan((), 3128, frozenset(), "http://127.0.0.1:9")
+    tunnel = f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nagain\n".encode()
+    try:
+        assert nets.allow(ITEM, "127.0.0.1", echo) is False  # nothing served yet
+        directory = nets.open(ITEM, plan)
+        assert talk_unix(directory / "proxy.sock", tunnel).startswith(b"HTTP/1.1 403")
+        assert nets.allow(ITEM, "127.0.0.1", echo) is True
+        assert nets.allow("github:o/r#2", "127.0.0.1", echo) is False  # no such session
+        assert talk_unix(directory / "proxy.sock", tunnel) == (
+            b"HTTP/1.1 200 Connection established\r\n\r\necho: again\n"
+        )
     finally:
         nets.stop()

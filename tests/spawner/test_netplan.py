@@ -22,6 +22,7 @@ from app.spawner.network.netplan import (
     permitted,
     plan_network,
     relay_argv,
+    unix_dirs,
 )
 from app.spawner.network.netrelay import parse_routes
 
@@ -184,3 +185,17 @@ def test_listed_names_are_resolved_and_checked_but_written_addresses_and_the_app
     assert not needs_resolving(plan, "10.0.0.5", 80)
     assert not needs_resolving(plan, "[::1]", 8000)
     assert not needs_resolving(plan, "loop.example.com", 443)  # the App, on the operator's net
+def test_the_devboxs_listed_services_are_relayed_at_their_own_address() -> None:
+    services = ["127.0.0.1:5432", "localhost:6379", "/run/pg/.s.PGSQL.5432"]
+    plan = plan_network(GATEWAY, GATEWAY, [], services)
+    assert plan.routes == (
+        Route("model.sock", 41000),
+        Route("svc0.sock", 5432),
+        Route("svc1.sock", 6379, "localhost"),
+        Route("svc2.sock", 0, "/run/pg/.s.PGSQL.5432"),
+    )
+    argv = relay_argv("python3", "/relay.py", plan, ["claude"])
+    assert parse_routes(argv[3:])[1][-2] == ("/run/pg/.s.PGSQL.5432", 0, "svc2.sock")
+    assert [str(d) for d in unix_dirs(services)] == ["/run/pg"]  # a tmpfs inside, for it
+    with pytest.raises(ValueError, match="41000 is relayed already"):
+        plan_network(GATEWAY, GATEWAY, [], ["127.0.0.1:41000"])

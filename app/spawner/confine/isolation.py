@@ -23,7 +23,7 @@ from app.config_sandbox import Sandbox
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv
 from app.spawner.confine.sessionenv import CA_VARIABLES
-from app.spawner.network.netplan import INSIDE_DIR
+from app.spawner.network.netplan import INSIDE_DIR, unix_dirs
 from hooks.stop_gate import FACTS_AT
 
 SYSTEM_DIRS = ("/usr", "/etc")
@@ -238,6 +238,8 @@ def host_plan(
         network=sockets is None,
         user=user,
         tmp_size=int(sandbox.limits.disk) if sandbox.limits.disk is not None else None,
+        # The relay inside makes the devbox's listed unix sockets at their own paths.
+        scratch=tuple(Path(d) for d in unix_dirs(sandbox.services)) if sockets else (),
     )
     if managed is None:
         return plan

@@ -85,6 +85,8 @@ class SandboxPlan:
     # (uid, gid) the session runs as, from a sandbox started as root (None: the caller's).
     user: tuple[int, int] | None = None
     tmp_size: int | None = None  # bytes the session's `/tmp` may hold (None: unbounded)
+    # Empty writable directories (a tmpfs each), e.g. where a relayed unix socket is made.
+    scratch: tuple[Path, ...] = ()
 
 
 def lies_within(path: Path, parent: Path) -> bool:
@@ -133,6 +135,8 @@ def mount_args(plan: SandboxPlan) -> list[str]:
         if not secret.directory:
             cover = ["--ro-bind", "/dev/null", str(secret.path)]
         ops.append((len(secret.path.parts), 1, cover))
+    for path in plan.scratch:
+        ops.append((len(path.parts), 2, ["--tmpfs", str(path)]))
     ops.sort(key=lambda op: (op[0], op[1]))
     if plan.user is not None:
         ops = _with_parents(ops, binds, plan)

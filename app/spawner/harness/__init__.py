@@ -62,6 +62,9 @@ class HarnessAdapter(Protocol):
     # What its environment gains in a network of its own: the traffic of its own that could
     # not get out there (updates, telemetry) switched off rather than refused at the proxy.
     closed_network_env: Mapping[str, str]
+    # Hosts the harness itself knocks on (its telemetry, its updates) should anything still
+    # try: refused as any other, but never announced on the issue as the work's need.
+    own_hosts: tuple[str, ...]
 
     def launch_head(self, session_id: str, resume: bool) -> tuple[str, ...]: ...
 

@@ -48,6 +48,7 @@ class ClaudeAdapter:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
     }
+    own_hosts = ("statsig.anthropic.com", "downloads.claude.ai")
     managed_at = HOST_MANAGED.parent
 
     def write_managed(self, state_dir: Path) -> Path:

@@ -91,6 +91,7 @@ class CodexAdapter:
     # `enter_after` behind the paste, not once the box shows it.
     enter_when_shown = False
     closed_network_env: dict[str, str] = {}
+    own_hosts: tuple[str, ...] = ()
     managed_at = MANAGED_AT
 
     def write_managed(self, state_dir: Path, host: Path = MANAGED_AT) -> Path:

@@ -38,7 +38,7 @@ from app.spawner.network.netplan import (
     parse_proxy_head,
     permitted,
 )
-from app.spawner.network.netrelay import splice
+from app.spawner.network.netrelay import BUFFER, splice
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class _Session:
     dropped: int = 0  # connections closed unserved, past a cap (a count, never an event)
     refusals: list[float] = field(default_factory=list)  # when the last events were sent
     folded: int = 0  # refusals not sent as events since the last one
+    allowed: set[tuple[str, int]] = field(default_factory=set)  # added while it runs
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, reason: str) -> None:
@@ -131,6 +132,21 @@ class SessionNetworks:
         """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory."""
         return Path(self._run(self._open(work_item_id, plan)))
 
+    def allow(self, work_item_id: str, host: str, port: int) -> bool:
+        """Let `work_item_id`'s live session reach `host:port` from its next request on (the
+        proxy reads the set on every request: no relaunch); False when it has no network
+        served here. A relaunch plans afresh from the config (the App sends it again)."""
+        if self._loop is None:
+            return False
+        return bool(self._run(self._allow(work_item_id, host, port)))
+
+    async def _allow(self, work_item_id: str, host: str, port: int) -> bool:
+        session = self._sessions.get(work_item_id)
+        if session is None:
+            return False
+        session.allowed.add((host.strip("[]").lower().rstrip("."), port))
+        return True
+
     def close(self, work_item_id: str) -> None:
         """Stop serving `work_item_id`'s sockets and remove their directory."""
         if self._loop is not None:
@@ -151,17 +167,21 @@ class SessionNetworks:
         self._loop = self._thread = None
 
     async def _open(self, work_item_id: str, plan: NetPlan) -> Path:
+        before = self._sessions.get(work_item_id)
         await self._close(work_item_id, remove=False)
         directory = session_dir(self.root, work_item_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         session = _Session(work_item_id, plan, directory)
+        if before is not None:  # a relaunch keeps what people allowed this item
+            session.allowed = before.allowed
         for route in plan.routes:
             handle = self._forwarder(session, route.host, route.far_port)
-            server = await asyncio.start_unix_server(handle, sock=_bound(directory, route.socket))
+            sock = _bound(directory, route.socket)
+            server = await asyncio.start_unix_server(handle, sock=sock, limit=BUFFER)
             session.servers.append(server)
         proxy = self._proxy(session)
         sock = _bound(directory, PROXY_SOCKET)
-        session.servers.append(await asyncio.start_unix_server(proxy, sock=sock, limit=MAX_HEAD))
+        session.servers.append(await asyncio.start_unix_server(proxy, sock=sock, limit=BUFFER))
         self._sessions[work_item_id] = session
         return directory
 
@@ -208,7 +228,12 @@ class SessionNetworks:
         port: int,
     ) -> None:
         try:
-            far = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+            opening = (
+                asyncio.open_unix_connection(host, limit=BUFFER)
+                if host.startswith("/")  # a devbox service's unix socket
+                else asyncio.open_connection(host, port, limit=BUFFER)
+            )
+            far = await asyncio.wait_for(opening, CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:  # the far end is down: the log says so
             log.warning("%s: %s:%s unreachable: %r", session.work_item_id, host, port, exc)
             writer.close()
@@ -245,12 +270,15 @@ class SessionNetworks:
     ) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+            if len(head) > MAX_HEAD:  # the buffer is a download's; a head is kept short
+                raise BadRequest(f"a request head is at most {MAX_HEAD} bytes")
             request = parse_proxy_head(head)
         except (BadRequest, ValueError) as exc:
             _answer(writer, "400 Bad Request", f"the-loop egress proxy: {exc}")
             writer.close()
             return
-        if not permitted(session.plan.allowed, request.host, request.port):
+        allowed = session.plan.allowed | session.allowed
+        if not permitted(allowed, request.host, request.port):
             self._refused(session, request.host, request.port, request.method)
             reason = (
                 f"the-loop egress proxy: {request.host}:{request.port} is not in "
@@ -264,7 +292,7 @@ class SessionNetworks:
             if address is None:
                 writer.close()
                 return
-            opened = asyncio.open_connection(address, request.port)
+            opened = asyncio.open_connection(address, request.port, limit=BUFFER)
             far_reader, far_writer = await asyncio.wait_for(opened, CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             _answer(writer, "502 Bad Gateway", f"the-loop egress proxy: {exc}")
@@ -326,4 +354,5 @@ class SessionNetworks:
             target=f"{host[:255]}:{port}",
             reason=why,
             folded=folded,
+            harness_own=host in session.plan.quiet,
         )

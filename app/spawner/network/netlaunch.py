@@ -11,16 +11,20 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.config_sandbox import NetworkMode, SandboxMode
+from app.spawner.confine.isolation import CA_VARIABLES
 from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.confine.sessionuser import hand_over, session_user
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
 from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
+from app.spawner.network.presets import CA_NAMES, expand_egress, tool_env
+from app.spawner.network.registries import read_registries
 
 if TYPE_CHECKING:
     from app.spawner.launch import SpawnerContext
@@ -53,7 +57,9 @@ def session_networks(ctx: SpawnerContext) -> SessionNetworks:
 
 
 def _plan(ctx: SpawnerContext, model_url: str | None) -> NetPlan:
-    return plan_network(ctx.app_url, model_url, ctx.config.routing.sandbox.egress)
+    sandbox = ctx.config.routing.sandbox
+    egress = expand_egress(sandbox.egress, read_registries(ctx.env))
+    return plan_network(ctx.app_url, model_url, egress, sandbox.services)
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,45 @@ class Opened:
         return relay_argv(sys.executable, relay, self.plan, inner)
 
 
-def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) -> Opened:
-    """Serve `work_item_id`'s sockets (replacing any it had) for its next launch."""
-    plan = _plan(ctx, model_url)
-    return Opened(session_networks(ctx).open(work_item_id, plan), plan, plan.env)
+def open_network(
+    ctx: SpawnerContext, work_item_id: str, model_url: str | None, quiet: Iterable[str] = ()
+) -> Opened:
+    """Serve `work_item_id`'s sockets (replacing any it had) for its next launch; refusals
+    of the `quiet` hosts (the harness's own) are marked so nobody is asked to allow them."""
+    plan = replace(_plan(ctx, model_url), quiet=frozenset(h.lower() for h in quiet))
+    env = {**plan.env, **launch_env(ctx, plan)}
+    return Opened(session_networks(ctx).open(work_item_id, plan), plan, env)
+
+
+def launch_env(ctx: SpawnerContext, plan: NetPlan) -> dict[str, str]:
+    """What a closed network's session gains for its package tools: the devbox's registries
+    and CA bundle, and the proxy in each tool's words (`presets.tool_env`)."""
+    proxy = plan.env["HTTPS_PROXY"]
+    egress = ctx.config.routing.sandbox.egress
+    told = tool_env(read_registries(ctx.env), egress, proxy)
+    # What the spawner's own environment already says (an index; certificates, e.g. the
+    # App's private CA in `SSL_CERT_DIR`) reaches the session as it is: never overridden.
+    if any(name in ctx.env for name in CA_VARIABLES):
+        told = {name: value for name, value in told.items() if name not in CA_NAMES}
+    return {name: value for name, value in told.items() if name not in ctx.env}
+
+
+def allow_host(
+    ctx: SpawnerContext, work_item_id: str, host: str, port: int, by: str
+) -> dict[str, Any]:
+    """An authorized human let `work_item_id`'s session through to `host:port`: its live
+    proxy does so from the next request on (and after a relaunch by this spawner)."""
+    allowed = ctx.networks is not None and ctx.networks.allow(work_item_id, host, port)
+    if allowed:
+        ctx.events.emit(
+            "session.egress_allowed",
+            work_item_id,
+            host=host,
+            port=port,
+            target=f"{host}:{port}",
+            by=by,
+        )
+    return {"allowed": allowed}
 
 
 def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:

@@ -48,6 +48,17 @@ class Route:
     def far_port(self) -> int:
         return self.target or self.port
 
+    @property
+    def unix(self) -> bool:
+        """A unix socket's path (`host`), at the same path inside and out."""
+        return self.host.startswith("/")
+
+
+def unix_dirs(services: Iterable[str]) -> tuple[PurePosixPath, ...]:
+    """The directories a closed network's sandbox gets empty and writable (a tmpfs each) so
+    the relay inside can make the listed unix sockets there."""
+    return tuple(dict.fromkeys(PurePosixPath(s).parent for s in services if s.startswith("/")))
+
 
 @dataclass(frozen=True)
 class NetPlan:
@@ -61,6 +72,7 @@ class NetPlan:
     # The App's own `host:port` when it goes through the proxy: it may resolve to a private
     # address (the operator's own network), unlike a name the operator listed in `egress`.
     own: frozenset[tuple[str, int]] = frozenset()
+    quiet: frozenset[str] = frozenset()  # the harness's own hosts: refused, never announced
 
     @property
     def env(self) -> dict[str, str]:
@@ -114,9 +126,28 @@ def app_url_inside(app_url: str) -> str:
     return parts._replace(netloc=f"{netloc}:{port + LOW_PORT_SHIFT}").geturl()
 
 
-def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> NetPlan:
+def service_routes(services: Iterable[str], taken: Collection[int]) -> list[Route]:
+    """The devbox's loopback services (`routing.sandbox.services`: `127.0.0.1:PORT`, or a unix
+    socket's path, which stands in `host` with port 0) relayed in at the same address; one on
+    a port the gateways already use inside is refused."""
+    routes: list[Route] = []
+    for number, entry in enumerate(dict.fromkeys(services)):
+        if entry.startswith("/"):
+            routes.append(Route(f"svc{number}.sock", 0, entry))
+            continue
+        host, port = split_hostport(entry)
+        if port in taken or port in {r.port for r in routes}:
+            raise ValueError(f"routing.sandbox.services: {entry} is relayed already")
+        routes.append(Route(f"svc{number}.sock", port, host))
+    return routes
+
+
+def plan_network(
+    app_url: str, model_url: str | None, egress: Iterable[str], services: Iterable[str] = ()
+) -> NetPlan:
     """The plan for one session: the model gateway (always on the host's loopback) relayed,
-    the App relayed when it is on loopback, else let through the proxy."""
+    the App relayed when it is on loopback, else let through the proxy; the listed devbox
+    services relayed at their own addresses. `egress` is `host:port`s (presets expanded)."""
     routes: list[Route] = []
     allowed = {split_hostport(entry) for entry in egress}
     if model_url:
@@ -130,6 +161,7 @@ def plan_network(app_url: str, model_url: str | None, egress: Iterable[str]) -> 
     else:
         allowed.add((host, port))
         own.add((host, port))
+    routes += service_routes(services, {r.port for r in routes})
     taken = {r.port for r in routes}
     proxy_port = next(p for p in PROXY_PORTS if p not in taken)
     inside_url = app_url_inside(app_url)
@@ -227,6 +259,7 @@ def relay_argv(python: str, relay_file: str, plan: NetPlan, argv: Collection[str
     which listens for every route and the proxy, then runs `argv` as its child."""
     words = [python, "-S", relay_file, "--dir", str(INSIDE_DIR)]
     for route in plan.routes:
-        words += ["--route", f"{route.host}:{route.port}={route.socket}"]
+        address = route.host if route.unix else f"{route.host}:{route.port}"
+        words += ["--route", f"{address}={route.socket}"]
     words += ["--route", f"127.0.0.1:{plan.proxy_port}={PROXY_SOCKET}", "--", *argv]
     return words

@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import asyncio
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
+# A stream's buffer: large enough that a download moves in big reads, not 64 KiB ones.
+BUFFER = 4 * CHUNK
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -63,7 +65,7 @@ def _handler(path: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            far_reader, far_writer = await asyncio.open_unix_connection(path)
+            far_reader, far_writer = await asyncio.open_unix_connection(path, limit=BUFFER)
         except OSError:
             writer.close()
             return
@@ -84,7 +86,10 @@ def parse_routes(words: Sequence[str]) -> tuple[str, list[tuple[str, int, str]],
         if flag == "--dir":
             directory = value
         elif flag == "--route":
-            address, _, name = value.partition("=")
+            address, _, name = value.rpartition("=")
+            if address.startswith("/"):  # a unix socket's path
+                routes.append((address, 0, name))
+                continue
             host, _, port = address.rpartition(":")
             routes.append((host, int(port), name))
     if not directory or not child:
@@ -97,6 +102,9 @@ def _bind(routes: list[tuple[str, int, str]]) -> list[tuple[socket.socket, str]]
     asyncio's own server would bind it: the address reused, IPv6 only on IPv6)."""
     bound: list[tuple[socket.socket, str]] = []
     for host, port, name in routes:
+        if host.startswith("/"):
+            bound.append((_listening_unix(host), name))
+            continue
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
         for one in hosts:
             try:
@@ -105,6 +113,21 @@ def _bind(routes: list[tuple[str, int, str]]) -> list[tuple[socket.socket, str]]
                 if one != "::1":  # a namespace without IPv6 still has 127.0.0.1
                     raise
     return bound
+
+
+def _listening_unix(path: str) -> socket.socket:
+    """A unix socket listening at `path` (its directory is the sandbox's own tmpfs)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen(100)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _listening(host: str, port: int) -> socket.socket:
@@ -146,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     loop = asyncio.new_event_loop()
     servers = [
         loop.run_until_complete(
-            asyncio.start_server(_handler(os.path.join(directory, name)), sock=sock)
+            asyncio.start_server(_handler(os.path.join(directory, name)), sock=sock, limit=BUFFER)
         )
         for sock, name in bound
     ]
