@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from app.config_compat import Finding, ShapeError, read_older_shapes, unused_keys
 from app.config_sandbox import ConfigModel as _Model
@@ -186,6 +186,35 @@ class Budget(_Model):
     minutes: float | None = Field(default=None, gt=0)
 
 
+class Setup(_Model):
+    """`routing.setup`: the repository's own set-up, run in the session's sandbox and
+    network before the harness launches (`docs/repository-setup.md`)."""
+
+    enabled: bool = Field(default=True, description="false: no set-up runs")
+    command: str | None = Field(
+        default=None,
+        description="a shell command run instead of the repository's devcontainer or "
+        ".the-loop/setup",
+    )
+    timeout_seconds: float = Field(
+        default=900, gt=0, le=24 * 3600, description="a set-up running longer fails"
+    )
+    warm_start: bool = Field(
+        default=True,
+        description="reuse what an earlier set-up produced at the same dependency manifests",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """`setup: false` (or `off`) switches it off; `setup: "<command>"` names a command."""
+        if value is False:
+            return {"enabled": False}
+        if isinstance(value, str):
+            return {"command": value}
+        return value
+
+
 class Routing(_Model):
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
@@ -204,6 +233,7 @@ class Routing(_Model):
     # beyond it wait in the App's queue, in execute order, until a session ends.
     max_sessions: int | None = Field(default=None, ge=1, strict=True)
     budget: Budget = Budget()
+    setup: Setup = Setup()
 
 
 class StandingSession(_Model):

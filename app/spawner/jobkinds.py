@@ -1,6 +1,7 @@
 """What the spawner does with each kind of job: spawn, deliver, stop (answer: keypick.py).
 
-- spawn: clone or reuse the checkout, write the App's frozen record into it (the state file
+- spawn: clone or reuse the checkout, run the repository's set-up in it (`setup_run`: a
+  failed set-up fails the job and launches nothing), write the App's frozen record into it (the state file
   the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
   again after its session already started (a lease that ran out while the result was in
   flight) reports that session: never two.
@@ -34,6 +35,7 @@ from app.spawner.launch import (
 )
 from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
+from app.spawner.setup_run import SetupFailed, run_setup
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
 from app.spawner.session.tmux import Pane, TmuxError
@@ -97,6 +99,7 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
     checkout = checkout_for(ctx, job)
+    run_setup(ctx, job.work_item_id, payload.repo, checkout.path)  # before anything of ours
     write_frozen_state(checkout.path, payload.spec_id, payload.frozen, payload.phase, payload.gates)
     choice = frozen_choice(ctx, job)
     launch = build_launch(
@@ -301,6 +304,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
         except (
             JobFailed,
             LaunchRefused,
+            SetupFailed,
             AnswerFailed,
             CheckoutError,
             SandboxError,
