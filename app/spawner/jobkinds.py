@@ -1,10 +1,10 @@
 """What the spawner does with each kind of job: spawn, deliver, stop (answer: keypick.py).
 
 - spawn: clone or reuse the checkout, run the repository's set-up in it (`setup_run`: a
-  failed set-up fails the job and launches nothing), write the App's frozen record into it (the state file
-  the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
-  again after its session already started (a lease that ran out while the result was in
-  flight) reports that session: never two.
+  failed set-up fails the job and launches nothing), write the App's frozen record into it
+  (the state file the stop gate reads), launch on that record's choice, re-validated. A
+  spawn job offered again after its session already started (a lease that ran out while
+  the result was in flight) reports that session: never two.
 - deliver: paste the comment into the live session. A session that waits at a blocking
   screen is not pasted into (the text would be lost in a menu); a dead session is respawned
   with `--resume` and the comment as its prompt (fresh `--session-id` if the resume dies at
@@ -35,12 +35,12 @@ from app.spawner.launch import (
 )
 from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
-from app.spawner.setup_run import SetupFailed, run_setup
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
 from app.spawner.session.keypick import AnswerFailed, answer
 from app.spawner.session.tmux import Pane, TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
+from app.spawner.setup_run import SetupFailed, run_setup
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
 from app.spawner.workspace.itemcheckout import checkout_for
 from app.spawner.workspace.leftovers import describe_session, session_home, transcript_tail

@@ -20,6 +20,7 @@ running the set-up again. A reused checkout already set up at its key is left as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -161,10 +162,8 @@ class _Output:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _run_stage(
@@ -260,9 +259,7 @@ def execute(ctx: SpawnerContext, work_item_id: str, checkout: Path, plan: SetupP
             return [*prefix, *(sandbox_argv(box, inner) if box is not None else inner)]
 
         for stage in plan.stages:
-            status, failed = _run_stage(
-                stage, argv_of, checkout, env, began + limit, output, tick
-            )
+            status, failed = _run_stage(stage, argv_of, checkout, env, began + limit, output, tick)
             if failed is not None:
                 return Ran(status, failed, output.tail())
         return Ran(0, None, output.tail())
