@@ -91,7 +91,7 @@ def session_health(
     silent = seen is not None and now - seen > SPAWNER_SILENT_AFTER
     setting_up = setup_words({"setup": setup}) if setup else ""
     if status in (S.FROZEN, S.SPAWNING) and setting_up and not silent:
-        return Health("setting up", "idle", setting_up)
+        return Health("setting up", "busy", setting_up)
     if status in (S.RUNNING, S.SPAWNING) and spawner and silent:
         note = f"last known {status}; spawner {spawner} last seen {ago(seen, now)}"
         return Health("unconfirmed", "warn", note)
