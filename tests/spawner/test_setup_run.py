@@ -6,6 +6,7 @@ gets what the first set-up produced without running it again."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from app.config import parse_config
@@ -20,7 +21,7 @@ DEVCONTAINER = """// the repository's dev container
 {
   "image": "mcr.microsoft.com/devcontainers/python:3",
   /* made once per container */
-  "onCreateCommand": ["sh", "-c", "mkdir -p .venv && od -An -N8 -tx8 /dev/urandom > .venv/made"],
+  "onCreateCommand": ["sh", "-c", "mkdir -p .venv/bin && od -An -N8 -tx8 /dev/urandom > .venv/made && printf '#!%%s/.venv/bin/python\\n' \\"$PWD\\" > .venv/bin/tool && ln -s /etc/hostname .venv/bin/link"],
   "postCreateCommand": {
     "marker": "echo ready > marker",
     "probe": "test -e %(state)s/events.jsonl && echo state-visible > probe || echo $HTTPS_PROXY > probe",
@@ -87,6 +88,10 @@ def test_the_setup_runs_confined_before_the_harness_and_warms_the_next_checkout(
     assert (second / ".venv" / "made").read_text() == (first / ".venv" / "made").read_text()
     assert (second / "marker").read_text() == "ready\n"
     assert not (second / ".venv").samefile(first / ".venv")  # a copy of its own
+    # A script naming the first checkout names the second; a link stays a link.
+    assert (second / ".venv/bin/tool").read_text() == f"#!{second}/.venv/bin/python\n"
+    assert (first / ".venv/bin/tool").read_text() == f"#!{first}/.venv/bin/python\n"
+    assert os.readlink(second / ".venv/bin/link") == "/etc/hostname"
     assert len(events(ctx, "session.setup_started")) == 2
 
     # A launch of the same item again on its set-up checkout runs nothing.

@@ -12,6 +12,12 @@ new checkout gets its own copy of it (`cp --reflink=auto`: a reflink where the f
 offers one), so no two sessions share a file. No link is followed: `cp -a` copies links as
 links, and an entry is taken from (or put into) a checkout only when every directory above
 it there is a real directory, and put only where nothing is yet.
+
+A set-up writes its checkout's path into some of what it makes: a virtualenv's scripts name
+their interpreter by absolute path (`#!/…/.venv/bin/python`), its `activate` names the
+directory. Such files — plain files in a `bin` directory holding the first checkout's path —
+are listed when the copy is kept, and that path is replaced by the new checkout's in each
+copy put.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ ENTRIES = "entries.json"
 TREE = "tree"
 BATCH = 200  # paths per `cp` call
 COPY_TIMEOUT = 1800
+MAX_REWRITTEN = 1024 * 1024  # bytes of a `bin` file whose checkout path is rewritten
 
 
 def store_of(state_dir: Path, repo: str) -> Path:
@@ -96,7 +103,9 @@ def save(store: Path, key: str, checkout: Path, entries: list[str]) -> bool:
     try:
         for start in range(0, len(kept), BATCH):
             _cp(["--parents", "-t", str(tree), "--", *kept[start : start + BATCH]], checkout)
-        (temporary / ENTRIES).write_text(json.dumps(kept))
+        where = os.path.realpath(checkout)  # as the set-up saw it
+        record = {"checkout": where, "entries": kept, "rewrite": _naming(tree, Path(where))}
+        (temporary / ENTRIES).write_text(json.dumps(record))
         os.rename(temporary, final)
     except OSError:
         shutil.rmtree(temporary, ignore_errors=True)
@@ -105,6 +114,46 @@ def save(store: Path, key: str, checkout: Path, entries: list[str]) -> bool:
         raise
     _prune(store)
     return True
+
+
+def _plain_file(path: Path) -> bytes | None:
+    """A plain file's bytes (None: a link, not a file, too large, unreadable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REWRITTEN:
+            return None
+        return file.read(MAX_REWRITTEN + 1)
+
+
+def _naming(tree: Path, checkout: Path) -> list[str]:
+    """The plain files in a `bin` directory of `tree` that hold `checkout`'s path."""
+    needle = str(checkout).encode()
+    found: list[str] = []
+    for top, dirs, files in os.walk(tree):  # links are never followed into
+        if Path(top).name != "bin":
+            continue
+        for name in files:
+            data = _plain_file(Path(top) / name)
+            if data is not None and needle in data:
+                found.append(str((Path(top) / name).relative_to(tree)))
+        dirs[:] = [d for d in dirs if d != "bin"]
+    return found
+
+
+def _rewrite(checkout: Path, entry: str, old: str, new: str) -> None:
+    """Put the path `new` for `old` in the copied file `entry` (a plain file only)."""
+    if not _clean(entry) or not plain_parents(checkout, entry):
+        return
+    data = _plain_file(checkout / entry)
+    if data is None:
+        return
+    fd = os.open(checkout / entry, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data.replace(old.encode(), new.encode()))
 
 
 def _prune(store: Path) -> None:
@@ -120,8 +169,9 @@ def restore(store: Path, key: str, checkout: Path) -> list[str] | None:
     An entry is skipped where the checkout already has something, or a link above it."""
     final = store / key
     try:
-        entries = json.loads((final / ENTRIES).read_text())
-    except (OSError, ValueError):
+        record = json.loads((final / ENTRIES).read_text())
+        entries, old, rewrite = record["entries"], record["checkout"], record["rewrite"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     os.utime(final)  # recently used: kept longest
     by_parent: dict[str, list[str]] = defaultdict(list)
@@ -138,4 +188,11 @@ def restore(store: Path, key: str, checkout: Path) -> list[str] | None:
         target = checkout / parent if parent else checkout
         for start in range(0, len(sources), BATCH):
             _cp(["-t", str(target), "--", *sources[start : start + BATCH]], checkout)
+    new = os.path.realpath(checkout)
+    if isinstance(old, str) and old != new:
+        ours = set(put)
+        for entry in rewrite if isinstance(rewrite, list) else []:
+            parts = entry.split("/") if isinstance(entry, str) else []
+            if any("/".join(parts[:n]) in ours for n in range(1, len(parts) + 1)):
+                _rewrite(checkout, entry, old, new)
     return put
