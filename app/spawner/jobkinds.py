@@ -99,7 +99,8 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
     checkout = checkout_for(ctx, job)
-    run_setup(ctx, job.work_item_id, payload.repo, checkout.path)  # before anything of ours
+    # Before anything of ours is written into the tree.
+    run_setup(ctx, job.work_item_id, payload.repo, checkout.path, fresh=not checkout.reused)
     write_frozen_state(checkout.path, payload.spec_id, payload.frozen, payload.phase, payload.gates)
     choice = frozen_choice(ctx, job)
     launch = build_launch(
@@ -192,7 +193,10 @@ def _respawn(
     can. A first message the old session never got goes in front of `text`."""
     payload = job.payload
     spec_id = payload.spec_id or (record.spec_id if record else "")
-    checkout = checkout_for(ctx, job).path
+    made = checkout_for(ctx, job)
+    checkout = made.path
+    if not made.reused:  # cloned now (its tree was gone, or refused): set up as a spawn's
+        run_setup(ctx, job.work_item_id, payload.repo, checkout, fresh=True)
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)

@@ -15,7 +15,8 @@ raises `SetupFailed`: the job fails, nothing is launched, and an `execute` tries
 
 Warm start (`workspace.prepared`): a set-up that succeeded is kept as a prepared copy under
 its manifest key; the next fresh checkout at the same key gets a copy of it instead of
-running the set-up again. A reused checkout already set up at its key is left as it is.
+running the set-up again. A reused checkout already set up is left as it is (the session
+may have changed it since).
 """
 
 from __future__ import annotations
@@ -273,11 +274,27 @@ def _done_file(ctx: SpawnerContext, work_item_id: str) -> Path:
     return ctx.state_dir / DONE / item_slug(work_item_id)
 
 
-def run_setup(ctx: SpawnerContext, work_item_id: str, repo: str, checkout: Path) -> None:
-    """Set `checkout` up for its session (warm when a prepared copy fits); raises
-    SetupFailed, after its event, when the set-up fails."""
+def set_up_here(ctx: SpawnerContext, work_item_id: str, checkout: Path) -> bool:
+    """Did a set-up succeed in this item's checkout (the tree there now)?"""
+    done = _done_file(ctx, work_item_id)
+    try:
+        return done.read_text().split(" ", 1)[1].strip() == str(checkout)
+    except (OSError, IndexError):
+        return False
+
+
+def run_setup(
+    ctx: SpawnerContext, work_item_id: str, repo: str, checkout: Path, *, fresh: bool
+) -> None:
+    """Set `checkout` up for its session (warm when a prepared copy fits), once per tree:
+    a reused checkout already set up is left as it is; a `fresh` one (just cloned) always
+    runs. Raises SetupFailed, after its event, when the set-up fails."""
     settings = ctx.config.routing.setup
     if not settings.enabled:
+        return
+    if fresh:
+        _done_file(ctx, work_item_id).unlink(missing_ok=True)
+    elif set_up_here(ctx, work_item_id, checkout):
         return
     emit = ctx.events.emit
     try:
@@ -291,8 +308,6 @@ def run_setup(ctx: SpawnerContext, work_item_id: str, repo: str, checkout: Path)
     git = HostGit(ctx.env, confined=ctx.config.routing.sandbox.resolved is not SandboxMode.NONE)
     key = manifest_key(repo, {**manifests(git, checkout), **sources}, plan)
     done = _done_file(ctx, work_item_id)
-    if done.is_file() and done.read_text().strip() == f"{key} {checkout}":
-        return  # this checkout is set up at this key already
     store = prepared.store_of(ctx.state_dir, repo)
     shown = [c.shown for c in plan.commands]
     emit("session.setup_started", work_item_id, source=plan.source, commands=shown, key=key)

@@ -167,3 +167,22 @@ def test_a_setup_script_the_operators_command_and_off(
     ctx.config = parse_config(raw, "test.yaml")
     run_ok(ctx, spawn_job(bare, item=item(3)))
     assert not (ctx.workspace_root / item_slug(item(3)) / "marker").exists()
+
+
+def test_a_setup_past_its_time_is_killed_and_fails(
+    tmp_path: Path,
+    ctx: SpawnerContext,
+) -> None:
+    raw = ctx.config.model_dump(by_alias=True)
+    raw["routing"]["setup"] = {"timeoutSeconds": 2}
+    ctx.config = parse_config(raw, "test.yaml")
+    slow = '{"postCreateCommand": "echo started; sleep 120; touch marker"}'
+    bare = repository(tmp_path, "slow.git", {".devcontainer/devcontainer.json": slow})
+
+    ok, _, error = run_job(ctx, spawn_job(bare, item=item(1)))
+
+    assert not ok and error == "the repository's set-up failed: postCreateCommand timed out"
+    (failed,) = events(ctx, "session.setup_failed")
+    assert failed["timed_out"] is True and failed["exit_status"] is None
+    assert failed["tail"] == "started\n" and failed["seconds"] < 120
+    assert not (ctx.workspace_root / item_slug(item(1)) / "marker").exists()
