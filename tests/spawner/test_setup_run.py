@@ -186,3 +186,23 @@ def test_a_setup_past_its_time_is_killed_and_fails(
     assert failed["timed_out"] is True and failed["exit_status"] is None
     assert failed["tail"] == "started\n" and failed["seconds"] < 120
     assert not (ctx.workspace_root / item_slug(item(1)) / "marker").exists()
+
+
+def test_a_devcontainer_file_that_is_a_link_is_not_followed(
+    tmp_path: Path,
+    ctx: SpawnerContext,
+) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"postCreateCommand": "touch marker"}')
+    work = tmp_path / "link-src"
+    (work / ".devcontainer").mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=work)
+    (work / ".devcontainer" / "devcontainer.json").symlink_to(elsewhere)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "a link", cwd=work)
+    git("clone", "-q", "--bare", str(work), str(tmp_path / "link.git"), cwd=tmp_path)
+
+    run_ok(ctx, spawn_job(tmp_path / "link.git", item=item(1)))
+
+    assert events(ctx, "session.setup_started") == []
+    assert not (ctx.workspace_root / item_slug(item(1)) / "marker").exists()
