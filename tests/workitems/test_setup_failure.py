@@ -73,8 +73,9 @@ def test_a_failing_setup_leaves_one_comment_and_launches_nothing(
     assert body.count("<!-- the-loop:") == 1  # the output's marker is shown, not hidden
     assert "`the-loop execute` tries again" in body
     assert standin.starts(ITEM) == []  # no harness ever started
+    # The comment is posted inside the transaction that records the failure: wait for it.
+    wait_for(lambda: item_row(running_app).session["setup"]["state"] == "failed", timeout=60)
     item = item_row(running_app)
-    assert item.session["setup"]["state"] == "failed"
     assert item.session["setup"]["exit_status"] == 3
     assert "set-up failed: onCreateCommand exited 3" in item.session["failure"]
     assert not list((tmp_path / "work").glob("*/marker"))
