@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from app.config_compat import read_older_shapes
 from app.config_keys import Finding, check_keys
@@ -240,6 +240,34 @@ class SessionComments(_Model):
         default=False, description="let a session's @-mentions notify people and teams"
     )
 
+class Setup(_Model):
+    """`routing.setup`: the repository's own set-up, run in the session's sandbox and
+    network before the harness launches (`docs/repository-setup.md`)."""
+
+    enabled: bool = Field(default=True, description="false: no set-up runs")
+    command: str | None = Field(
+        default=None,
+        description="a shell command run instead of the repository's devcontainer or "
+        ".the-loop/setup",
+    )
+    timeout_seconds: float = Field(
+        default=900, gt=0, le=24 * 3600, description="a set-up running longer fails"
+    )
+    warm_start: bool = Field(
+        default=True,
+        description="reuse what an earlier set-up produced at the same dependency manifests",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """`setup: false` (or `off`) switches it off; `setup: "<command>"` names a command."""
+        if value is False:
+            return {"enabled": False}
+        if isinstance(value, str):
+            return {"command": value}
+        return value
+
 
 class Routing(_Model):
     """`routing`: who may start work and how it runs — harness arguments, authorized users,
@@ -264,6 +292,7 @@ class Routing(_Model):
     max_sessions: int | None = Field(default=None, ge=1, strict=True)
     budget: Budget = Budget()
     session_comments: SessionComments = SessionComments()
+    setup: Setup = Setup()
 
 
 class StandingSession(_Model):

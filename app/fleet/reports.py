@@ -49,7 +49,18 @@ MAX_EVENT_BYTES = 64 * 1024
 # Mirrored from the job result instead, where the App knows the comment it answers; usage
 # is a count, shown with the item, never a message of its own; what the spawner sees of a
 # checkout's artifacts is the App's to act on, not news.
-NOT_MIRRORED = frozenset({"session.delivered", "session.evidence", USAGE_EVENT})
+NOT_MIRRORED = frozenset(
+    {
+        "session.delivered",
+        "session.evidence",
+        USAGE_EVENT,
+        # A set-up's course is the progress comment's (mirrored with it); its failure is news.
+        "session.setup_started",
+        "session.setup_running",
+        "session.setup_finished",
+        "session.setup_unkept",
+    }
+)
 # Reported after a session ended too (its last answers): no sign that the session lives.
 NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT})
 # What the App itself records or mirrors under a spawner's namespace: never a spawner's.

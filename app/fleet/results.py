@@ -113,8 +113,11 @@ def _spawned(out: _Outcome) -> None:
     facts = _session_facts(out.result, out.spawner)
     before = out.item.session or {}
     # The launch event may have come first: how the session is confined is kept, and so is
-    # what the spawner saw of the checkout (`session.evidence`), and its sessions' clock.
-    kept = {key: before[key] for key in ("sandbox", "evidence", *CLOCK_KEYS) if before.get(key)}
+    # what the spawner saw of the checkout (`session.evidence`), the repository's set-up,
+    # and its sessions' clock.
+    kept = {
+        key: before[key] for key in ("sandbox", "evidence", "setup", *CLOCK_KEYS) if before.get(key)
+    }
     out.item.session = {**facts, **kept}
     transition(out.item, Happened.SPAWN_OK)
     retarget(out.session, out.item.id, out.spawner.id)

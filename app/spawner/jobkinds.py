@@ -1,9 +1,10 @@
 """What the spawner does with each kind of job: spawn, deliver, stop (answer: keypick.py).
 
-- spawn: clone or reuse the checkout, write the App's frozen record into it (the state file
-  the stop gate reads), launch on that record's choice, re-validated. A spawn job offered
-  again after its session already started (a lease that ran out while the result was in
-  flight) reports that session: never two.
+- spawn: clone or reuse the checkout, run the repository's set-up in it (`setup_run`: a
+  failed set-up fails the job and launches nothing), write the App's frozen record into it
+  (the state file the stop gate reads), launch on that record's choice, re-validated. A
+  spawn job offered again after its session already started (a lease that ran out while
+  the result was in flight) reports that session: never two.
 - deliver: paste the comment into the live session. A session that waits at a blocking
   screen is not pasted into (the text would be lost in a menu); a dead session is respawned
   with `--resume` and the comment as its prompt (fresh `--session-id` if the resume dies at
@@ -39,6 +40,7 @@ from app.spawner.session.keypick import AnswerFailed, answer
 from app.spawner.session.tmux import Pane, TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
+from app.spawner.setup_run import SetupFailed, run_setup
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
 from app.spawner.workspace.itemcheckout import checkout_for
 from app.spawner.workspace.leftovers import describe_session, session_home, transcript_tail
@@ -97,6 +99,8 @@ def spawn(ctx: SpawnerContext, job: ClaimedJob, payload: SpawnJob) -> dict[str, 
     if existing is not None and _alive(ctx, existing):
         return session_result(existing, respawned=False)
     checkout = checkout_for(ctx, job)
+    # Before anything of ours is written into the tree.
+    run_setup(ctx, job.work_item_id, payload.repo, checkout.path, fresh=not checkout.reused)
     write_frozen_state(checkout.path, payload.spec_id, payload.frozen, payload.phase, payload.gates)
     choice = frozen_choice(ctx, job)
     launch = build_launch(
@@ -189,7 +193,10 @@ def _respawn(
     can. A first message the old session never got goes in front of `text`."""
     payload = job.payload
     spec_id = payload.spec_id or (record.spec_id if record else "")
-    checkout = checkout_for(ctx, job).path
+    made = checkout_for(ctx, job)
+    checkout = made.path
+    if not made.reused:  # cloned now (its tree was gone, or refused): set up as a spawn's
+        run_setup(ctx, job.work_item_id, payload.repo, checkout, fresh=True)
     facts: dict[str, Any] = {"reason": reason}
     if moved is not None:
         facts.update(old=moved.old, new=moved.new)
@@ -303,6 +310,7 @@ def run_job(ctx: SpawnerContext, job: ClaimedJob) -> tuple[bool, dict[str, Any],
         except (
             JobFailed,
             LaunchRefused,
+            SetupFailed,
             AnswerFailed,
             CheckoutError,
             SandboxError,

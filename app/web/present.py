@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 
 from app.store.tables import WorkItemStatus, aware
 from app.workitems.costs import usage_line
+from app.workitems.setup_notes import setup_words
 
 S = WorkItemStatus
 SPAWNER_SILENT_AFTER = timedelta(minutes=5)  # a polling spawner writes last_seen every minute
@@ -73,22 +74,37 @@ def session_health(
     failure: str | None = None,
     spawner: str | None = None,
     spawner_seen: datetime | None = None,
+    setup: Mapping[str, object] | None = None,
     now: datetime,
 ) -> Health:
-    """The health shown for a work item in `status` (pure)."""
+    """The health shown for a work item in `status` (pure); `setup` is the item's last
+    set-up record (`setup_notes`): its time while it runs, its exit and last line when it
+    failed."""
     if status == S.STALLED:
         screen = f"waiting at {stall_screen}" if stall_screen else "waiting on the screen"
         return Health("stalled", "bad", f"{screen}: {stall_hint}" if stall_hint else screen)
     if status == S.EXITED and failure:
-        return Health("exited", "bad", f"could not start: {failure}")
+        return Health("exited", "bad", f"could not start: {failure}{_setup_tail(setup)}")
     if status == S.EXITED:
         return Health("exited", "warn", "the session process ended")
     seen = aware(spawner_seen)
     silent = seen is not None and now - seen > SPAWNER_SILENT_AFTER
+    setting_up = setup_words({"setup": setup}) if setup else ""
+    if status in (S.FROZEN, S.SPAWNING) and setting_up and not silent:
+        return Health("setting up", "busy", setting_up)
     if status in (S.RUNNING, S.SPAWNING) and spawner and silent:
         note = f"last known {status}; spawner {spawner} last seen {ago(seen, now)}"
         return Health("unconfirmed", "warn", note)
     return Health(str(status), _TONES.get(status, "idle"))  # a StrEnum key matches its text
+
+
+def _setup_tail(setup: Mapping[str, object] | None) -> str:
+    """A failed set-up's exit status and last output line, for a launch's failure."""
+    if not setup or setup.get("state") != "failed":
+        return ""
+    lines = [line for line in str(setup.get("tail") or "").splitlines() if line.strip()]
+    last = f"; its last line: {lines[-1][:200]}" if lines else ""
+    return f" (set-up exit status {setup.get('exit_status')}{last})"
 
 
 def code_spans(text: str) -> Markup:

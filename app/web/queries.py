@@ -160,6 +160,7 @@ def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -
             failure=str(facts["failure"]) if facts.get("failure") else None,
             spawner=facts.get("spawner"),
             spawner_seen=seen.get(spawner_id) if isinstance(spawner_id, int) else None,
+            setup=facts["setup"] if isinstance(facts.get("setup"), dict) else None,
             now=now,
         )
         decision = ((frozen or {}).get("decisions") or {}).get("phase-selection") or {}

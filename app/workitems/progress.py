@@ -43,6 +43,7 @@ from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.capacity import place_in_line
 from app.workitems.post_rate import THROTTLED_KEY
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
+from app.workitems.setup_notes import setup_words
 from app.workitems.spending import budget_line_of, stopped_by_budget
 from app.workitems.usage import usage_line_of
 from app.workitems.walk import Walk
@@ -151,6 +152,7 @@ def view_of(
         failure=str(session.get("failure") or "") if item.state == WorkItemStatus.EXITED else "",
         unsandboxed=session.get("sandbox") == "none",
         shared_network=session.get("sandbox") != "none" and session.get("network") == "host",
+        setting_up=setup_words(session),
         queued=place_in_line(session) if item.state == WorkItemStatus.FROZEN else None,
         branch=item.branch or "",
         page=item.html_url or "",

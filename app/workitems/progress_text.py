@@ -62,6 +62,7 @@ class ProgressView:
     budget_spent: bool = False  # stopped because its budget ran out
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     shared_network: bool = False  # the sandbox shares the devbox's network (`network: host`)
+    setting_up: str = ""  # `setting up (2:31)` while the repository's set-up runs
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
     branch: str = ""  # the branch its session works on
     page: str = ""  # the (or pull request's) page: where the repository's links start
@@ -90,6 +91,8 @@ def _session_line(view: ProgressView) -> str:
         screen = f" at a {view.stall.replace('-', ' ')}" if view.stall else ""
         hint = f" — {view.stall_hint}" if view.stall_hint else ""
         words = f"**stalled{screen}**{hint}"
+    elif view.status in (S.FROZEN, S.SPAWNING) and view.setting_up:
+        words = view.setting_up
     elif view.status == S.FROZEN and view.queued is not None:
         position, length = view.queued
         words = f"queued ({position} of {length}) for a spawner"

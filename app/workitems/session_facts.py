@@ -1,6 +1,6 @@
 """What a spawner's session events change on a work item: its status (through the one
 transition table) and the session facts the progress comment shows — which screen a stalled
-session waits on, and how it ended."""
+session waits on, and how it ended, and the repository's set-up (`setup_notes`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.endings import BUDGET_REASON, report_ending
 from app.workitems.notices import announce_moved, announce_stall
+from app.workitems.setup_notes import SETUP_EVENTS, apply_setup_event
 from app.workitems.spending import budget_line_of
 from app.workitems.states import Happened, transition
 from app.workitems.usage import clocked, usage_line_of
@@ -75,6 +76,9 @@ def apply_session_event(
     the issue when a stall starts or ends, or when the session ended short of review. What
     the spawner saw of the item's artifacts is kept as the session's `evidence`: the only
     evidence a phase move is taken on."""
+    if name in SETUP_EVENTS:
+        apply_setup_event(services, item, name, fields)
+        return
     if name == EVIDENCE_EVENT:
         seen = graph.evidence_from(fields)
         if seen is not None:
