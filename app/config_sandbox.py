@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from app.config_routes import Routes
 from app.gateway.reach import SERVER_TOOLS
 from app.gateway.relay import HEAD_WAIT, PER_PASS
 
@@ -115,7 +116,10 @@ class Sandbox(ConfigModel):
     network) the model gateway lets a session ask for, e.g. `[web_search]` for Claude Code's
     WebSearch; by default none, and MCP through the provider never.
 
-    `limits` bounds each session's memory, processes and CPU (`SessionLimits`)."""
+    `limits` bounds each session's memory, processes and CPU (`SessionLimits`).
+
+    `routes` names upstreams a session in a closed network may use with a credential it
+    never sees (`config_routes.CredentialRoute`, docs/credential-routes.md)."""
 
     mode: str = SandboxMode.BUBBLEWRAP.value
     read_only: list[Path] = Field(default_factory=list)
@@ -128,6 +132,7 @@ class Sandbox(ConfigModel):
     model_tools: list[ModelTool] = Field(default_factory=list)
     gateway: SandboxGateway = SandboxGateway()
     limits: SessionLimits = SessionLimits()
+    routes: Routes = Field(default_factory=list)
 
     @property
     def resolved(self) -> SandboxMode:

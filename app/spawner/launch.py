@@ -30,6 +30,7 @@ from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
+from app.spawner.network.routes import CredentialRoutes
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
 from app.spawner.session.tmux import TmuxRunner
@@ -64,6 +65,8 @@ class SpawnerContext:
     budget_grace: float = 30.0
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
+    # `routing.sandbox.routes`, resolved at the spawner's start (None: none configured).
+    routes: CredentialRoutes | None = None
     limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
     # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
     ask_token: Callable[[int], str | None] | None = None

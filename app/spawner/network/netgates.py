@@ -22,7 +22,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,8 @@ ROUTE_CONNECTIONS = 16
 REFUSALS_PER_MINUTE = 20  # events; past it, refusals are counted into the next one
 SUN_PATH = 100  # a unix socket's path must stay under 108 bytes
 Emit = Callable[..., Any]
+# A socket served by a handler of the spawner's own (a credential route), not forwarded.
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 def session_dir(root: Path, work_item_id: str) -> Path:
@@ -124,9 +126,12 @@ class SessionNetworks:
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
 
-    def open(self, work_item_id: str, plan: NetPlan) -> Path:
-        """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory."""
-        return Path(self._run(self._open(work_item_id, plan)))
+    def open(
+        self, work_item_id: str, plan: NetPlan, served: Mapping[str, Handler] | None = None
+    ) -> Path:
+        """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory.
+        A route whose socket `served` names is answered by that handler, not forwarded."""
+        return Path(self._run(self._open(work_item_id, plan, served or {})))
 
     def close(self, work_item_id: str) -> None:
         """Stop serving `work_item_id`'s sockets and remove their directory."""
@@ -147,13 +152,13 @@ class SessionNetworks:
         loop.close()
         self._loop = self._thread = None
 
-    async def _open(self, work_item_id: str, plan: NetPlan) -> Path:
+    async def _open(self, work_item_id: str, plan: NetPlan, served: Mapping[str, Handler]) -> Path:
         await self._close(work_item_id, remove=False)
         directory = session_dir(self.root, work_item_id)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         session = _Session(work_item_id, plan, directory)
         for route in plan.routes:
-            handle = self._forwarder(session, route.host, route.far_port)
+            handle = self._forwarder(session, route.host, route.far_port, served.get(route.socket))
             server = await asyncio.start_unix_server(handle, sock=_bound(directory, route.socket))
             session.servers.append(server)
         proxy = self._proxy(session)
@@ -177,7 +182,9 @@ class SessionNetworks:
         session.open += 1
         return True
 
-    def _forwarder(self, session: _Session, host: str, port: int) -> Any:
+    def _forwarder(
+        self, session: _Session, host: str, port: int, served: Handler | None = None
+    ) -> Any:
         here = [0]  # this route's connections open now
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -189,7 +196,10 @@ class SessionNetworks:
                 return
             here[0] += 1
             try:
-                await self._relay(session, reader, writer, host, port)
+                if served is not None:
+                    await served(reader, writer)
+                else:
+                    await self._relay(session, reader, writer, host, port)
             finally:
                 here[0] -= 1
                 session.open -= 1

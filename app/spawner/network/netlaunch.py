@@ -51,8 +51,16 @@ def session_networks(ctx: SpawnerContext) -> SessionNetworks:
     return ctx.networks
 
 
-def _plan(ctx: SpawnerContext, model_url: str | None) -> NetPlan:
-    return plan_network(ctx.app_url, model_url, ctx.config.routing.sandbox.egress)
+def _plan(
+    ctx: SpawnerContext, model_url: str | None, work_item_id: str
+) -> tuple[NetPlan, dict[str, Any], dict[str, str]]:
+    """The session's plan, the handlers of the sockets the spawner answers itself (its
+    credential routes) and what its environment gains."""
+    plan = plan_network(ctx.app_url, model_url, ctx.config.routing.sandbox.egress)
+    if ctx.routes is None:
+        return plan, {}, plan.env
+    plan, served, env = ctx.routes.served(plan, work_item_id)
+    return plan, served, {**plan.env, **env}
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,8 @@ class Opened:
 
 def open_network(ctx: SpawnerContext, work_item_id: str, model_url: str | None) -> Opened:
     """Serve `work_item_id`'s sockets (replacing any it had) for its next launch."""
-    plan = _plan(ctx, model_url)
-    return Opened(session_networks(ctx).open(work_item_id, plan), plan, plan.env)
+    plan, served, env = _plan(ctx, model_url, work_item_id)
+    return Opened(session_networks(ctx).open(work_item_id, plan, served), plan, env)
 
 
 def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:
@@ -82,6 +90,8 @@ def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:
         ctx.models.end(work_item_id)
     if ctx.networks is not None:
         ctx.networks.close(work_item_id)
+    if ctx.routes is not None:
+        ctx.routes.report(work_item_id)
     return close_session_limits(ctx, work_item_id)
 
 
@@ -99,4 +109,5 @@ def restore_networks(ctx: SpawnerContext) -> None:
         return
     model_url = ctx.models.gateway.url if ctx.models is not None else None
     for item in live:
-        session_networks(ctx).open(item, _plan(ctx, model_url))
+        plan, served, _ = _plan(ctx, model_url, item)
+        session_networks(ctx).open(item, plan, served)
