@@ -171,6 +171,8 @@ def prepare_launch(
         socket_dir=ctx.runner.socket_path.parent,
         env=ctx.env,
     )
+    if ctx.routes is not None:  # the files its credential routes read their secrets from
+        hidden += ctx.routes.hidden()
     sandbox = ctx.config.routing.sandbox
     try:
         managed = (adapter.write_managed(ctx.state_dir), adapter.managed_at)

@@ -40,6 +40,7 @@ class ResolvedRoute:
     allow: tuple[tuple[str, str], ...]  # (method or "*", path prefix)
     secrets: tuple[bytes, ...] = field(default=(), repr=False)
     variables: frozenset[str] = frozenset()
+    files: frozenset[Path] = frozenset()  # what it read its credential from (hidden from sessions)
 
     @property
     def base_path(self) -> str:
@@ -55,6 +56,7 @@ class _Reader:
     def __init__(self, env: Mapping[str, str], read: ReadFile, key: str) -> None:
         self.env, self.read, self.key = env, read, key
         self.variables: set[str] = set()
+        self.files: set[Path] = set()
         self.secrets: list[str] = []
 
     def variable(self, name: str, key: str) -> str:
@@ -74,6 +76,7 @@ class _Reader:
             raise ConfigError(f"{key}: {path} is not text") from None
         if not value:
             raise ConfigError(f"{key}: {path} is empty")
+        self.files.add(path.expanduser())
         self.secrets.append(value)
         return value
 
@@ -133,7 +136,15 @@ def resolve_route(
     secrets = {value.encode() for value in reader.secrets if len(value) >= MIN_SECRET}
     secrets |= {value for _, value in headers if len(value) >= MIN_SECRET}
     ordered = tuple(sorted(secrets, key=len, reverse=True))
-    return ResolvedRoute(index, route.env, upstream, rules, ordered, frozenset(reader.variables))
+    return ResolvedRoute(
+        index,
+        route.env,
+        upstream,
+        rules,
+        ordered,
+        frozenset(reader.variables),
+        frozenset(reader.files),
+    )
 
 
 def _rule(entry: str) -> tuple[str, str]:

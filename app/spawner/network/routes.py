@@ -13,11 +13,14 @@ spawner: the session's environment holds only the loopback URL (`route_env`).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from app.protocol import ROUTES_EVENT
+from app.spawner.confine.sandbox import Secret
 from app.spawner.network.netplan import NetPlan
 from app.spawner.network.routecreds import ResolvedRoute
 from app.spawner.network.routerules import route_env, socket_name, with_routes
@@ -50,6 +53,12 @@ class CredentialRoutes:
             for route in self.routes
         }
         return plan, handlers, route_env(self.routes, ports)
+
+    def hidden(self) -> list[Secret]:
+        """The files the routes' credentials were read from, hidden from every sandbox
+        (an operator may keep one in a directory sessions see, such as `/etc`)."""
+        found = {Path(os.path.realpath(p)) for route in self.routes for p in route.files}
+        return [Secret(path, directory=False) for path in sorted(found) if path.is_file()]
 
     def _counter(self, work_item_id: str, env: str) -> Counted:
         def counted(refused: bool) -> None:
