@@ -31,8 +31,8 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
     from app.spawner.confine.hardening import undumpable
+    from app.spawner.network.credroutes import CredentialRoutes
     from app.spawner.network.routecreds import read_text, resolve_routes, variables_of
-    from app.spawner.network.routes import CredentialRoutes
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll

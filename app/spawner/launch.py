@@ -28,9 +28,9 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.harness import HomeSetup, adapter_of
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
+from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
-from app.spawner.network.routes import CredentialRoutes
 from app.spawner.registry import Registry, SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
 from app.spawner.session.tmux import TmuxRunner

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from app.config import parse_config
+from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netplan import plan_network
 from app.spawner.network.routecreds import read_text, resolve_routes
-from app.spawner.network.routes import CredentialRoutes
 from tests.fakes.credential_upstream import BIG, CredentialUpstream
 
 TOKEN = "tok-9f8e7d6c5b4a"
@@ -26,18 +26,18 @@ ITEM = "github:o/r#7"
 
 
 @pytest.fixture
-def upstream() -> Iterator[CredentialUpstream]:
+def credentialed() -> Iterator[CredentialUpstream]:
     with CredentialUpstream(BEARER) as served:
         yield served
 
 
 class Served:
-    def __init__(self, tmp_path: Path, upstream: CredentialUpstream, **route: Any) -> None:
+    def __init__(self, tmp_path: Path, credentialed: CredentialUpstream, **extra: Any) -> None:
         entry = {
             "env": "STAGING_API_URL",
-            "upstream": upstream.url + "/simple",
+            "upstream": credentialed.url + "/simple",
             "headers": {"Authorization": "Bearer ${STAGING_TOKEN}"},
-            **route,
+            **extra,
         }
         sandbox = parse_config({"routing": {"sandbox": {"routes": [entry]}}}, "ops.yaml")
         routes = resolve_routes(
@@ -60,49 +60,49 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path: Path, upstream: CredentialUpstream) -> Iterator[Served]:
-    made = Served(tmp_path, upstream)
+def route(tmp_path: Path, credentialed: CredentialUpstream) -> Iterator[Served]:
+    made = Served(tmp_path, credentialed)
     yield made
     made.close()
 
 
 def test_the_upstream_gets_the_credential_and_the_session_only_a_loopback_url(
-    served: Served, upstream: CredentialUpstream
+    route: Served, credentialed: CredentialUpstream
 ) -> None:
-    url = served.env["STAGING_API_URL"]
+    url = route.env["STAGING_API_URL"]
     assert url.startswith("http://127.0.0.1:") and url.endswith("/simple")
-    assert TOKEN not in repr(served.env)
-    answer = served.client.get(url + "/ok", headers={"Authorization": "Bearer forged"})
+    assert TOKEN not in repr(route.env)
+    answer = route.client.get(url + "/ok", headers={"Authorization": "Bearer forged"})
     assert answer.status_code == 200 and answer.text.startswith("ok GET /simple/ok 0")
-    assert upstream.seen == [("GET", "/simple/ok", BEARER)]  # the session's own never crossed
-    assert served.client.get(url + "/ok").status_code == 200  # kept alive, asked again
-    assert served.routes.report() == 1
-    assert served.events == [
+    assert credentialed.seen == [("GET", "/simple/ok", BEARER)]  # the session's own never crossed
+    assert route.client.get(url + "/ok").status_code == 200  # kept alive, asked again
+    assert route.routes.report() == 1
+    assert route.events == [
         ("session.routes", ITEM, {"routes": {"STAGING_API_URL": {"requests": 2, "refused": 0}}})
     ]
 
 
-def test_what_would_echo_the_credential_back_is_stripped(served: Served) -> None:
-    url = served.env["STAGING_API_URL"]
-    echoed = served.client.get(url + "/echo")
+def test_what_would_echo_the_credential_back_is_stripped(route: Served) -> None:
+    url = route.env["STAGING_API_URL"]
+    echoed = route.client.get(url + "/echo")
     assert echoed.status_code == 200 and TOKEN not in echoed.text
     assert '"authorization": "' + "*" * len(BEARER) + '"' in echoed.text  # same length
-    challenged = served.client.get(url + "/challenge")
+    challenged = route.client.get(url + "/challenge")
     assert challenged.status_code == 401
     assert "www-authenticate" not in challenged.headers and "set-cookie" not in challenged.headers
-    here = served.client.get(url + "/here")
+    here = route.client.get(url + "/here")
     assert here.status_code == 302
     assert here.headers["location"] == url + "/ok?from=here"  # back through the route
-    away = served.client.get(url + "/away")
+    away = route.client.get(url + "/away")
     assert away.headers["location"] == "http://elsewhere.example/x?from=away"  # no credential
     for answer in (echoed, challenged, here, away):
         assert TOKEN not in repr(answer.headers) + answer.text
 
 
 def test_a_disallowed_method_or_path_is_refused_403_and_never_sent(
-    tmp_path: Path, upstream: CredentialUpstream
+    tmp_path: Path, credentialed: CredentialUpstream
 ) -> None:
-    made = Served(tmp_path, upstream, allow=["GET /simple/", "POST /v1/test-runs"])
+    made = Served(tmp_path, credentialed, allow=["GET /simple/", "POST /v1/test-runs"])
     try:
         url = made.env["STAGING_API_URL"]
         refused = made.client.delete(url + "/ok")
@@ -117,8 +117,8 @@ def test_a_disallowed_method_or_path_is_refused_403_and_never_sent(
             assert raw.recv(1024).startswith(b"HTTP/1.1 403 Forbidden\r\n")
         posted = made.client.post(url.removesuffix("/simple") + "/v1/test-runs", content=b"run")
         assert posted.status_code == 200
-        assert [(m, p) for m, p, _ in upstream.seen if p.startswith("/admin")] == []
-        assert ("DELETE", "/simple/ok", BEARER) not in upstream.seen
+        assert [(m, p) for m, p, _ in credentialed.seen if p.startswith("/admin")] == []
+        assert ("DELETE", "/simple/ok", BEARER) not in credentialed.seen
         made.routes.report()
         counted = made.events[-1][2]["routes"]["STAGING_API_URL"]
         assert counted == {"requests": 1, "refused": 3}
@@ -126,26 +126,26 @@ def test_a_disallowed_method_or_path_is_refused_403_and_never_sent(
         made.close()
 
 
-def test_bodies_stream_both_ways(served: Served, upstream: CredentialUpstream) -> None:
-    url = served.env["STAGING_API_URL"]
+def test_bodies_stream_both_ways(route: Served, credentialed: CredentialUpstream) -> None:
+    url = route.env["STAGING_API_URL"]
     big = b"0123456789abcdef" * (1 << 20)  # 16 MiB up, in chunks of a generator
 
     def pieces() -> Iterator[bytes]:
         for at in range(0, len(big), 1 << 20):
             yield big[at : at + (1 << 20)]
 
-    sent = served.client.post(url + "/upload", content=pieces())
+    sent = route.client.post(url + "/upload", content=pieces())
     assert sent.text == f"ok POST /simple/upload {len(big)} {hashlib.sha256(big).hexdigest()}"
     size = 0
-    with served.client.stream("GET", url + "/big") as answer:
+    with route.client.stream("GET", url + "/big") as answer:
         for piece in answer.iter_bytes():
             size += len(piece)
     assert size == BIG
 
 
-def test_a_raw_request_without_host_closes_the_connection_unanswered(served: Served) -> None:
+def test_a_raw_request_without_host_closes_the_connection_unanswered(route: Served) -> None:
     with socket.socket(socket.AF_UNIX) as raw:
         raw.settimeout(30)
-        raw.connect(str(served.socket))
+        raw.connect(str(route.socket))
         raw.sendall(b"GET /simple/ok HTTP/1.1\r\n\r\n")
         assert raw.recv(1024) == b""

@@ -17,8 +17,8 @@ import pytest
 
 from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
+from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.routecreds import read_text, resolve_routes
-from app.spawner.network.routes import CredentialRoutes
 from tests.fakes.credential_upstream import CredentialUpstream
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
@@ -95,19 +95,14 @@ def upstreams() -> Iterator[tuple[CredentialUpstream, CredentialUpstream]]:
         yield staging, pkgs
 
 
-@pytest.fixture
-def standin(tmp_path: Path) -> StandIn:
-    return StandIn(tmp_path, HOSTILE)
-
-
 def test_a_hostile_session_uses_its_routes_and_never_finds_their_credentials(
     ctx: SpawnerContext,
-    standin: StandIn,
     origin: Path,
     tmp_path: Path,
     upstreams: tuple[CredentialUpstream, CredentialUpstream],
 ) -> None:
     staging, pkgs = upstreams
+    standin = StandIn(tmp_path / "hostile", HOSTILE)
     kept = tmp_path / "operator-etc"  # a directory the operator lets sessions see
     kept.mkdir()
     (kept / "pkg-pass").write_text(PASSWORD + "\n")

@@ -365,3 +365,24 @@ def test_a_spawner_whose_model_key_file_cannot_be_read_says_which_key_of_which_f
         and "routing.sandbox.apiKeyFile" in out.stderr
     )
     assert str(missing) in out.stderr
+
+
+def test_a_spawner_whose_route_names_an_unset_variable_says_which_key_of_which_file(
+    spawner_cli_env: dict[str, str],
+) -> None:
+    route = {
+        "env": "STAGING_API_URL",
+        "upstream": "https://api.staging.example.com",
+        "headers": {"Authorization": "Bearer ${STAGING_TOKEN}"},
+    }
+    write_config(spawner_cli_env, {"routing": {"sandbox": {"routes": [route]}}})
+    env = {
+        **spawner_cli_env,
+        "THE_LOOP_SPAWNER_TOKEN": "tlsp_x",
+        "THE_LOOP_URL": "http://127.0.0.1:9",
+    }
+    env.pop("STAGING_TOKEN", None)
+    out = the_loop(env, "spawner", "--name", "box")
+    assert out.returncode == 2
+    where = f"{spawner_cli_env['THE_LOOP_CONFIG']}: routing.sandbox.routes[0].headers.Authorization"
+    assert where in out.stderr and "no STAGING_TOKEN" in out.stderr

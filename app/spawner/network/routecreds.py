@@ -17,8 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.config import ConfigError
-from app.config_routes import REFERENCE, BasicAuth, CredentialRoute
-from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
+from app.config_sandbox import (
+    REFERENCE,
+    BasicAuth,
+    CredentialRoute,
+    NetworkMode,
+    Sandbox,
+    SandboxMode,
+)
 from app.gateway.forwarding import Upstream
 from app.gateway.framing import field_allowed
 from app.gateway.transport import UnsupportedProtocol
