@@ -224,3 +224,13 @@ def test_each_route_gets_a_free_port_inside_and_its_variable_keeps_the_path() ->
         "PIP_INDEX_URL": "http://127.0.0.1:17472/simple",
     }
     assert with_routes(plan, routes) == (extended, ports)  # a restarted spawner: the same
+
+
+def test_config_check_shows_each_route_without_its_header_values() -> None:
+    from app.commands.configcheck import understood_rows
+
+    literal = {**STAGING, "headers": {"X-Key": "inline-secret-value"}, "allow": ["GET /v1/"]}
+    rows = dict(understood_rows(config(literal)))
+    shown = rows["routing.sandbox.routes[STAGING_API_URL]"]
+    assert shown == "https://api.staging.example.com, adding X-Key; allows GET /v1/"
+    assert "inline-secret-value" not in repr(rows)
