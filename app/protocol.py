@@ -40,6 +40,7 @@ SPAWNER_EVENTS = frozenset(
         "session.exited",
         "session.home_failed",
         "session.job_failed",
+        "session.routes",
         "session.job_lost",
         "session.network_shared",
         "session.paste_confirmed",
@@ -218,6 +219,11 @@ USAGE_FIELDS = (
     "tool_calls",
     "active_ms",
 )
+
+
+# What a spawner's credential routes (`routing.sandbox.routes`) counted per work item since
+# its last report: `routes: {<env>: {"requests": n, "refused": m}}` (the App adds them up).
+ROUTES_EVENT = "session.routes"
 
 
 # The key that named a work item's id in files an older release wrote and a newer one reads:

@@ -62,6 +62,11 @@ def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     rows += network_rows(config)
     sessions = [s.name for s in config.standing_sessions.sessions]
     rows.append(("standingSessions", _names(sessions)))
+    for route in routing.sandbox.routes:  # header names only: a value may be written inline
+        added = [*route.headers, *(["basic auth"] if route.basic_auth else [])]
+        allows = _names(route.allow) if route.allow else "any method under its path"
+        text = f"{route.upstream}, adding {_names(added)}; allows {allows}"
+        rows.append((f"routing.sandbox.routes[{route.env}]", text))
     return rows
 
 

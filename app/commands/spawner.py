@@ -31,6 +31,8 @@ def run_agent(args: argparse.Namespace) -> int:
     from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
     from app.spawner.confine.hardening import undumpable
+    from app.spawner.network.credroutes import CredentialRoutes
+    from app.spawner.network.routecreds import read_text, resolve_routes, variables_of
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
@@ -59,8 +61,16 @@ def run_agent(args: argparse.Namespace) -> int:
     launched_with = dict(os.environ)
     for name in CREDENTIAL_VARIABLES:
         os.environ.pop(name, None)
+    try:  # the credential routes' secrets: read once, here; no child inherits them either
+        routes = resolve_routes(config.routing.sandbox, launched_with, read_text, config.source)
+    except ConfigError as exc:
+        print(f"the-loop spawner: {exc}", file=sys.stderr)
+        return 2
+    for name in variables_of(routes):
+        os.environ.pop(name, None)
     client = AppClient(settings.the_loop_url, token)
     ctx = build_context(settings, config, client=client, socket=args.tmux_socket)
+    ctx.routes = CredentialRoutes(routes, ctx.events.emit) if routes else None
     try:
         live = [r.work_item_id for r in ctx.registry.all() if r.live]
         ctx.models = open_model_access(

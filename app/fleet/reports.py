@@ -10,7 +10,8 @@ own standing sessions. The App's own event names (`gate.*`, `job.*`, `webhook.*`
 the App received it (the spawner's own clock may come as `reported_ts`). An event carrying
 an `id` is recorded once however often the spawner resends it. Each accepted event about a
 work item (but `session.exited` and `session.usage`) renews its session tokens; a
-`session.usage` event's counts are added to the item's totals.
+`session.usage` event's counts are added to the item's totals, a `session.routes` event's
+to its credential routes' counts.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from app.fleet.tokens import (
     scope_of,
     serves,
 )
-from app.protocol import SPAWNER_EVENTS
+from app.protocol import ROUTES_EVENT, SPAWNER_EVENTS
 from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.egress import announce_refusal
 from app.workitems.progress import usage_changed
+from app.workitems.route_usage import add_route_counts
 from app.workitems.session_facts import apply_session_event
 from app.workitems.spending import check_spending
 from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
@@ -59,10 +61,11 @@ NOT_MIRRORED = frozenset(
         "session.setup_running",
         "session.setup_finished",
         "session.setup_unkept",
+        ROUTES_EVENT,
     }
 )
 # Reported after a session ended too (its last answers): no sign that the session lives.
-NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT})
+NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT, ROUTES_EVENT})
 # What the App itself records or mirrors under a spawner's namespace: never a spawner's.
 APP_NAMES = frozenset({"session.spawn_deferred", "session.spawn_failed", "session.delivery_failed"})
 GLOBAL_ONLY = frozenset({"models.checked"})  # applies to every repository
@@ -207,6 +210,8 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
             renew_session_tokens(session, [item.id], services.clock())
         if name == USAGE_EVENT:
             add_usage(session, item.id, reported_counts(raw))
+            usage_changed(item, services.clock())
+        if name == ROUTES_EVENT and add_route_counts(item, raw.get("routes")):
             usage_changed(item, services.clock())
         apply_session_event(services, session, item, name, fields)
         if name == "session.egress_refused":

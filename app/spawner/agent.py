@@ -118,6 +118,10 @@ class Agent:
             helpers.append(
                 threading.Thread(target=self.ctx.models.run, args=(self.stop,), daemon=True)
             )
+        if self.ctx.routes is not None:  # credential routes' requests, counted per item
+            helpers.append(
+                threading.Thread(target=self.ctx.routes.run, args=(self.stop,), daemon=True)
+            )
         restore_networks(self.ctx)  # live sessions' sockets, served again
         clean_stale_limits(self.ctx)  # the cgroups of sessions that ended meanwhile go
         control = self._control()

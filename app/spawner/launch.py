@@ -30,6 +30,7 @@ from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.harness import HomeSetup, adapter_of
 from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
+from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
 from app.spawner.registry import Registry, SessionRecord, record_for
@@ -66,6 +67,8 @@ class SpawnerContext:
     budget_grace: float = 30.0
     # The host's side of sessions' closed networks (made on first use).
     networks: SessionNetworks | None = None
+    # `routing.sandbox.routes`, resolved at the spawner's start (None: none configured).
+    routes: CredentialRoutes | None = None
     limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
     disk: DiskMarks = field(default_factory=DiskMarks)  # sessions stopped past their disk bound
     # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
@@ -171,6 +174,8 @@ def prepare_launch(
         socket_dir=ctx.runner.socket_path.parent,
         env=ctx.env,
     )
+    if ctx.routes is not None:  # the files its credential routes read their secrets from
+        hidden += ctx.routes.hidden()
     sandbox = ctx.config.routing.sandbox
     try:
         managed = (adapter.write_managed(ctx.state_dir), adapter.managed_at)

@@ -19,6 +19,7 @@ from app.config import OperatorConfig
 from app.protocol import USAGE_EVENT, USAGE_FIELDS
 from app.store.tables import WorkItem, WorkItemUsage
 from app.workitems.costs import cost_usd, price_for, usage_line
+from app.workitems.route_usage import routes_text
 
 __all__ = [
     "USAGE_EVENT",
@@ -102,12 +103,14 @@ def usage_line_of(
     """The progress comment's usage line for `item`, or "" while it has used nothing; with
     `now`, a session still running counts its time up to then."""
     counts = usage_of(session, [item.id])[item.id]
+    routes = routes_text(item.session or {})  # its credential routes' requests, if any
     if not any(counts.values()):
-        return ""
+        return f"**Usage:** {routes}" if routes else ""
     frozen = item.frozen if isinstance(item.frozen, dict) else None
     model = str(frozen.get("model") or "") if frozen else ""
     minutes = wall_minutes(item.session or {}, now)
-    return usage_line(counts, priced(config, model, counts), minutes)
+    line = usage_line(counts, priced(config, model, counts), minutes)
+    return f"{line} · {routes}" if routes else line
 
 
 def _moment(value: Any) -> datetime | None:

@@ -365,3 +365,74 @@ def test_a_spawner_whose_model_key_file_cannot_be_read_says_which_key_of_which_f
         and "routing.sandbox.apiKeyFile" in out.stderr
     )
     assert str(missing) in out.stderr
+
+
+def test_a_spawner_whose_route_names_an_unset_variable_says_which_key_of_which_file(
+    spawner_cli_env: dict[str, str],
+) -> None:
+    route = {
+        "env": "STAGING_API_URL",
+        "upstream": "https://api.staging.example.com",
+        "headers": {"Authorization": "Bearer ${STAGING_TOKEN}"},
+    }
+    write_config(spawner_cli_env, {"routing": {"sandbox": {"routes": [route]}}})
+    env = {
+        **spawner_cli_env,
+        "THE_LOOP_SPAWNER_TOKEN": "tlsp_x",
+        "THE_LOOP_URL": "http://127.0.0.1:9",
+    }
+    env.pop("STAGING_TOKEN", None)
+    out = the_loop(env, "spawner", "--name", "box")
+    assert out.returncode == 2
+    where = f"{spawner_cli_env['THE_LOOP_CONFIG']}: routing.sandbox.routes[0].headers.Authorization"
+    assert where in out.stderr and "no STAGING_TOKEN" in out.stderr
+
+
+ROUTE_CANARY = "route-canary-token-in-the-spawner-env-4f1e"
+
+
+def test_a_running_spawner_hands_a_session_its_route_and_no_child_inherits_the_secret(
+    spawner_cli_env: dict[str, str],
+    tmp_path: Path,
+    standin: StandIn,
+    socket_name: str,
+    cli: Any,
+    comments_api: Api,
+) -> None:
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    route = {
+        "env": "STAGING_API_URL",
+        "upstream": "https://api.staging.example.com/v1",
+        "headers": {"Authorization": "Bearer ${STAGING_TOKEN}"},
+    }
+    write_config(
+        spawner_cli_env,
+        {
+            "harnesses": [{"name": "claude", "command": str(standin.path), "args": [FLAG]}],
+            "routing": {"sandbox": {**standin.sandbox, "routes": [route]}},
+            "standingSessions": {"sessions": [{"name": "ops", "cwd": str(ops)}]},
+        },
+    )
+    state = Path(spawner_cli_env["THE_LOOP_STATE_DIR"]) / "spawner"
+    with FakeAnthropic([]) as model:
+        daemon = {
+            **spawner_cli_env,
+            "THE_LOOP_URL": comments_api.url,
+            "THE_LOOP_SPAWNER_TOKEN": comments_api.token("route-box"),
+            "ANTHROPIC_API_KEY": CANARY_KEY,
+            "ANTHROPIC_BASE_URL": model.url,
+            "STAGING_TOKEN": ROUTE_CANARY,
+        }
+        spawner = ("--name", "route-box", "--tmux-socket", socket_name, "--wait", "2")
+        with spawner_process(daemon, state, *spawner):
+            out = cli("standing", "--tmux-socket", socket_name, "start", "ops")
+            assert out.returncode == 0, out.stderr
+            key = f"standing-{ops}"
+            wait_for(lambda: len(standin.starts(key)) == 1)
+            (start,) = standin.starts(key)
+            assert start["env"]["STAGING_API_URL"].startswith("http://127.0.0.1:")
+            assert start["env"]["STAGING_API_URL"].endswith("/v1")
+            assert ROUTE_CANARY not in json.dumps(start)  # not its env, not its argv
+            tmux = TmuxRunner(socket_name)._run(["show-environment", "-g"]).stdout
+            assert "STAGING_TOKEN" not in tmux and ROUTE_CANARY not in tmux

@@ -22,7 +22,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,8 @@ ROUTE_CONNECTIONS = 16
 REFUSALS_PER_MINUTE = 20  # events; past it, refusals are counted into the next one
 SUN_PATH = 100  # a unix socket's path must stay under 108 bytes
 Emit = Callable[..., Any]
+# A socket served by a handler of the spawner's own (a credential route), not forwarded.
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 def session_dir(root: Path, work_item_id: str) -> Path:
@@ -128,9 +130,12 @@ class SessionNetworks:
                 self._loop = loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
 
-    def open(self, work_item_id: str, plan: NetPlan) -> Path:
-        """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory."""
-        return Path(self._run(self._open(work_item_id, plan)))
+    def open(
+        self, work_item_id: str, plan: NetPlan, served: Mapping[str, Handler] | None = None
+    ) -> Path:
+        """Serve `work_item_id`'s sockets for `plan` (replacing any it had); their directory.
+        A route whose socket `served` names is answered by that handler, not forwarded."""
+        return Path(self._run(self._open(work_item_id, plan, served or {})))
 
     def allow(self, work_item_id: str, host: str, port: int) -> bool:
         """Let `work_item_id`'s live session reach `host:port` from its next request on (the
@@ -166,7 +171,7 @@ class SessionNetworks:
         loop.close()
         self._loop = self._thread = None
 
-    async def _open(self, work_item_id: str, plan: NetPlan) -> Path:
+    async def _open(self, work_item_id: str, plan: NetPlan, served: Mapping[str, Handler]) -> Path:
         before = self._sessions.get(work_item_id)
         await self._close(work_item_id, remove=False)
         directory = session_dir(self.root, work_item_id)
@@ -175,7 +180,7 @@ class SessionNetworks:
         if before is not None:  # a relaunch keeps what people allowed this item
             session.allowed = before.allowed
         for route in plan.routes:
-            handle = self._forwarder(session, route.host, route.far_port)
+            handle = self._forwarder(session, route.host, route.far_port, served.get(route.socket))
             sock = _bound(directory, route.socket)
             server = await asyncio.start_unix_server(handle, sock=sock, limit=BUFFER)
             session.servers.append(server)
@@ -200,7 +205,9 @@ class SessionNetworks:
         session.open += 1
         return True
 
-    def _forwarder(self, session: _Session, host: str, port: int) -> Any:
+    def _forwarder(
+        self, session: _Session, host: str, port: int, served: Handler | None = None
+    ) -> Any:
         here = [0]  # this route's connections open now
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -212,7 +219,10 @@ class SessionNetworks:
                 return
             here[0] += 1
             try:
-                await self._relay(session, reader, writer, host, port)
+                if served is not None:
+                    await served(reader, writer)
+                else:
+                    await self._relay(session, reader, writer, host, port)
             finally:
                 here[0] -= 1
                 session.open -= 1

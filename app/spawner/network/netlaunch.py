@@ -56,10 +56,19 @@ def session_networks(ctx: SpawnerContext) -> SessionNetworks:
     return ctx.networks
 
 
-def _plan(ctx: SpawnerContext, model_url: str | None) -> NetPlan:
+def _plan(
+    ctx: SpawnerContext, model_url: str | None, work_item_id: str
+) -> tuple[NetPlan, dict[str, Any], dict[str, str]]:
+    """The session's plan (egress presets expanded from the devbox's registries, its relayed
+    services), the handlers of the sockets the spawner answers itself (its credential
+    routes) and what its environment gains from them."""
     sandbox = ctx.config.routing.sandbox
     egress = expand_egress(sandbox.egress, read_registries(ctx.env))
-    return plan_network(ctx.app_url, model_url, egress, sandbox.services)
+    plan = plan_network(ctx.app_url, model_url, egress, sandbox.services)
+    if ctx.routes is None:
+        return plan, {}, {}
+    plan, served, env = ctx.routes.served(plan, work_item_id)
+    return plan, served, env
 
 
 @dataclass(frozen=True)
@@ -81,9 +90,10 @@ def open_network(
 ) -> Opened:
     """Serve `work_item_id`'s sockets (replacing any it had) for its next launch; refusals
     of the `quiet` hosts (the harness's own) are marked so nobody is asked to allow them."""
-    plan = replace(_plan(ctx, model_url), quiet=frozenset(h.lower() for h in quiet))
-    env = {**plan.env, **launch_env(ctx, plan)}
-    return Opened(session_networks(ctx).open(work_item_id, plan), plan, env)
+    plan, served, routed = _plan(ctx, model_url, work_item_id)
+    plan = replace(plan, quiet=frozenset(h.lower() for h in quiet))
+    env = {**plan.env, **launch_env(ctx, plan), **routed}
+    return Opened(session_networks(ctx).open(work_item_id, plan, served), plan, env)
 
 
 def launch_env(ctx: SpawnerContext, plan: NetPlan) -> dict[str, str]:
@@ -124,6 +134,8 @@ def session_over(ctx: SpawnerContext, work_item_id: str) -> dict[str, Any]:
         ctx.models.end(work_item_id)
     if ctx.networks is not None:
         ctx.networks.close(work_item_id)
+    if ctx.routes is not None:
+        ctx.routes.report(work_item_id)
     return close_session_limits(ctx, work_item_id)
 
 
@@ -143,4 +155,5 @@ def restore_networks(ctx: SpawnerContext) -> None:
     user = session_user()
     for item in live:
         # Made anew by this spawner: the sockets are handed to the sessions' user again.
-        hand_over([session_networks(ctx).open(item, _plan(ctx, model_url))], user)
+        plan, served, _ = _plan(ctx, model_url, item)
+        hand_over([session_networks(ctx).open(item, plan, served)], user)
