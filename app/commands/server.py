@@ -146,9 +146,28 @@ def run_worker(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     state.start_workers(workers)
+    print(worker_start_line(settings, workers), flush=True)
     stop.wait()
     state.stop_workers()
+    print(f"the-loop worker: pid {os.getpid()} stopped", flush=True)
     return 0
+
+
+def worker_start_line(settings: Any, workers: int) -> str:
+    """What `the-loop worker` says when it starts: who it is (host, pid) and the settings
+    that decide what it takes on — the store (without its password), how many inbox
+    workers, its lease, its retries and its CPU priority."""
+    import socket
+
+    from sqlalchemy.engine import make_url
+
+    store = make_url(settings.database_url).render_as_string(hide_password=True)
+    return (
+        f"the-loop worker: pid {os.getpid()} on {socket.gethostname()}, {workers} inbox "
+        f"worker{'s' if workers != 1 else ''} on {store}; a claim is held "
+        f"{settings.the_loop_inbox_lease_seconds:g} s, a failing delivery tried "
+        f"{settings.the_loop_inbox_attempts} times, nice +{settings.the_loop_worker_nice}"
+    )
 
 
 def _ensure_secret(env_file: Path, variable: str, make: Callable[[], str]) -> str | None:

@@ -141,9 +141,46 @@ def _stalls(session: Session, item_ids: Iterable[str]) -> dict[str, dict[str, An
     return latest
 
 
-def work_items(session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN) -> list[WorkItemRow]:
-    query = select(WorkItem).order_by(WorkItem.updated_at.desc()).limit(limit)
-    items = list(session.scalars(query))
+# Items whose session is (or may be) on a devbox: listed first whatever their number, so a
+# flood of other items never hides a live or unconfirmed session.
+LIVE_STATES = (
+    WorkItemStatus.SPAWNING,
+    WorkItemStatus.RUNNING,
+    WorkItemStatus.STALLED,
+    WorkItemStatus.FROZEN,
+)
+
+
+def _listed(session: Session, limit: int, state: str) -> list[WorkItem]:
+    """The items the page lists: with `state`, the most recent `limit` in it; else every
+    item in a live state, then the most recently updated others up to `limit`."""
+    recent = WorkItem.updated_at.desc()
+    if state:
+        return list(
+            session.scalars(
+                select(WorkItem).where(WorkItem.state == state).order_by(recent).limit(limit)
+            )
+        )
+    live = list(
+        session.scalars(select(WorkItem).where(WorkItem.state.in_(LIVE_STATES)).order_by(recent))
+    )
+    others = select(WorkItem).where(WorkItem.state.not_in(LIVE_STATES)).order_by(recent)
+    return live + list(session.scalars(others.limit(limit)))
+
+
+def work_items_total(session: Session, state: str = "") -> int:
+    """How many items there are (in `state`, when given): the page says how many it left out."""
+    query = select(func.count()).select_from(WorkItem)
+    if state:
+        query = query.where(WorkItem.state == state)
+    return int(session.scalar(query) or 0)
+
+
+def work_items(
+    session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN, state: str = ""
+) -> list[WorkItemRow]:
+    """The page's work item rows (see `_listed` for which and in what order)."""
+    items = _listed(session, limit, state)
     stalls = _stalls(session, (i.id for i in items if i.state == WorkItemStatus.STALLED))
     seen = {s.id: s.last_seen for s in session.scalars(select(Spawner))}
     rows: list[WorkItemRow] = []

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from app.config_inforce import in_force
 from app.github.registration import first_run_steps
 from app.store.inbox import requeue
-from app.store.tables import WorkItem
+from app.store.tables import WorkItem, WorkItemStatus
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans, usage_words
 from app.workitems.spending import budget_json
@@ -116,8 +116,10 @@ def _csrf() -> str:
     return auth.csrf_token(_admin_token() or "", decision.nonce)
 
 
-def page_context(state: Any, prefix: str, work_item_id: str) -> dict[str, Any]:
-    """Everything the page shows, as plain values."""
+def page_context(
+    state: Any, prefix: str, work_item_id: str, item_state: str = ""
+) -> dict[str, Any]:
+    """Everything the page shows, as plain values (`item_state`: only items in that state)."""
     from channels.outbox import status as outbox_status
 
     now = state.services.clock()
@@ -125,7 +127,8 @@ def page_context(state: Any, prefix: str, work_item_id: str) -> dict[str, Any]:
         context = {
             "now": now,
             "installations": queries.installations(session),
-            "work_items": queries.work_items(session, now),
+            "work_items": queries.work_items(session, now, state=item_state),
+            "work_items_total": queries.work_items_total(session, item_state),
             "spawners": queries.spawners(session),
             "jobs": queries.pending_jobs(session),
             "parked": queries.parked_deliveries(session),
@@ -145,7 +148,8 @@ def page_context(state: Any, prefix: str, work_item_id: str) -> dict[str, Any]:
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)
     context["ingress"] = state.services.settings.the_loop_ingress
-    context["filters"] = {"event": prefix, "work_item_id": work_item_id}
+    context["filters"] = {"event": prefix, "work_item_id": work_item_id, "state": item_state}
+    context["item_states"] = [str(s) for s in WorkItemStatus]
     return context
 
 
@@ -159,7 +163,10 @@ def next_steps(services: Any) -> tuple[str, ...]:
 def page() -> ResponseReturnValue:
     prefix = request.args.get("event", "").strip()[:64]
     work_item_id = request.args.get("work_item_id", "").strip()[:256]
-    context = page_context(_state(), prefix, work_item_id)
+    item_state = request.args.get("state", "").strip()
+    if item_state not in {str(s) for s in WorkItemStatus}:
+        item_state = ""
+    context = page_context(_state(), prefix, work_item_id, item_state)
     return render_template(
         "status.html",
         csrf=_csrf(),
@@ -197,6 +204,7 @@ def status() -> ResponseReturnValue:
     with Session(state.engine) as session:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(session, state.services.clock(), limit=50)
+        body["recent_not_listed"] = max(queries.work_items_total(session) - len(items), 0)
         usage = usage_of(session, [i.id for i in items])
         budgets = {
             i.id: budget_json(state.services, session, row)

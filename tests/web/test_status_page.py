@@ -265,3 +265,39 @@ def _event_filters(page: Any, numbers: dict[str, int]) -> None:
     page.wait_for_url("**work_item_id=*")
     names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
     assert sorted(names) == ["gate.frozen", "session.stalled"]
+
+
+def test_a_live_session_is_listed_first_however_many_items_came_after_it(app):
+    """130 parked items updated after one running session: the page and `/status` still list
+    the running one (first), say how many they left out, and filter by state."""
+    now = datetime.now(UTC)
+    with Session(app.state.engine) as session, session.begin():
+        session.add(Installation(id=7, account_login="octo", account_type="Organization"))
+        for n in range(1, 132):
+            running = n == 1
+            session.add(
+                WorkItem(
+                    id=work_item_id_of(n),
+                    repo_full_name=REPO,
+                    issue_number=n,
+                    installation_id=7,
+                    title=f"Issue {n}",
+                    html_url=f"https://github.com/{REPO}/issues/{n}",
+                    state="running" if running else "parked",
+                    session={"spawner_id": 1, "spawner": "devbox"} if running else None,
+                    updated_at=now - timedelta(hours=5) if running else now - timedelta(seconds=n),
+                )
+            )
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    page = httpx.get(f"{app.url}/", headers=auth, timeout=30).text
+    rows = page.split('class="work-item" data-item="')[1:]
+    assert rows[0].startswith(work_item_id_of(1))  # the live one, although the oldest
+    assert len(rows) == 101  # it, then the latest 100 of the others
+    assert "30 more items not shown." in page
+    only = httpx.get(f"{app.url}/?state=running", headers=auth, timeout=30).text
+    assert only.count('class="work-item" data-item="') == 1 and "not shown" not in only
+    parked = httpx.get(f"{app.url}/?state=parked", headers=auth, timeout=30).text
+    assert "30 more items parked not shown." in parked
+    body = httpx.get(f"{app.url}/status", headers=auth, timeout=30).json()
+    assert body["recent"][0]["work_item_id"] == work_item_id_of(1)
+    assert body["recent_not_listed"] == 131 - 51
