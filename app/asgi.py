@@ -2,7 +2,7 @@
 
 `POST /github/webhooks` is served natively on the event loop: a request waiting for its
 delivery to be committed costs a future, not a thread, so one process acknowledges
-thousands of deliveries a second with a flat tail (`bench/ingest`). Every other path — the
+thousands of deliveries a second with a flat tail (`bench/ingest.py`). Every other path — the
 Slack endpoints, the spawner API, `/status`, `/healthz` — is the Flask app of
 `create_app`, run on a thread pool through a2wsgi.
 
@@ -75,7 +75,7 @@ WSGI_THREADS = 32
 def settle_heap() -> None:
     """Move everything the App built at start-up (modules, models, schemas, routes) out of
     the garbage collector's reach. A full collection otherwise walks all of it with every
-    request waiting, several times a minute under a flood (`bench/ingest` shows the tail)."""
+    request waiting, several times a minute under a flood (`bench/ingest.py` shows the tail)."""
     gc.collect()
     gc.freeze()
 

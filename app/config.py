@@ -240,6 +240,7 @@ class SessionComments(_Model):
         default=False, description="let a session's @-mentions notify people and teams"
     )
 
+
 class Setup(_Model):
     """`routing.setup`: the repository's own set-up, run in the session's sandbox and
     network before the harness launches (`docs/repository-setup.md`)."""

@@ -22,7 +22,7 @@ def state_path(checkout: Path, spec_id: str) -> Path:
 
 class WorkItemState:
     """The file's record. A plain class, not a dataclass: importing dataclasses would slow
-    the stop gate on every turn (`bench/gate`)."""
+    the stop gate on every turn (`bench/gate.py`)."""
 
     __slots__ = (*CHOICE_KEYS, "workItem", "currentNode", "decisions", "parked", "skips")
 

@@ -140,7 +140,12 @@ def flood_child(url: str, token: str, kinds: list[int]) -> None:
     import threading
 
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def until_stdin_ends() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=until_stdin_ends, daemon=True).start()
     counts: dict[str, int] = {}
     host, port = url.removeprefix("http://").rsplit(":", 1)
     block = b"{}," * (1024 * 1024 // 3)  # about 1 MiB of empty objects

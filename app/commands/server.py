@@ -29,7 +29,7 @@ from gunicorn.app.base import BaseApplication
 # Seconds a thread may keep the GIL while another waits for it (Python's default: 0.005).
 # The event loop, the ingest writer and the inbox workers take turns with it, so a batch
 # committed in C waited up to a whole interval to wake its requests, and a request as long
-# to be read; `bench/ingest --routed` acknowledges more deliveries a second at 1 ms.
+# to be read; `bench/ingest.py --routed` acknowledges more deliveries a second at 1 ms.
 GIL_SWITCH_INTERVAL = 0.001
 
 
@@ -63,7 +63,7 @@ def batch_scheduling() -> None:
     Under a flood the ingest writer, the inbox workers and the other worker process kept
     waking and preempting the event loop, often only to find the GIL held and sleep again,
     and each switch cost both threads their caches (`/proc/<pid>/task/*/status` counts the
-    involuntary switches during `bench/ingest --routed`). A webhook
+    involuntary switches during `bench/ingest.py --routed`). A webhook
     that arrives meanwhile waits at most for the running thread's turn, milliseconds against
     GitHub's ten seconds. Where the policy does not exist or is refused, nothing changes."""
     policy = getattr(os, "SCHED_BATCH", None)

@@ -4,7 +4,7 @@ httptools (`framing.py`), with a small pool of kept-alive connections per origin
 The gateway sends one kind of request to one or two origins from one event loop it owns, so
 it needs little of a general client: no proxies, no HTTP/2, no cancel scopes or event-loop
 detection per call (httpcore's pool does each of these on every request, and they were most
-of what a relayed stream cost the gateway: `bench/gateway` prints it). What it keeps of
+of what a relayed stream cost the gateway: `bench/gateway.py` prints it). What it keeps of
 httpcore's pool: a connection is reused only when its last exchange ended cleanly and its
 server has not closed it; a failed connect is tried once more; connect, read, write and
 pool waits each have their own timeout; TLS checks the certificate against certifi's roots

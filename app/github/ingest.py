@@ -55,7 +55,7 @@ WAIT_SECONDS = 15.0
 # (`IngestWriter.pressed`), and for PRESSURE_HOLD seconds after it handlers in this process
 # step back. Two or three together is ordinary traffic: under steady routed deliveries,
 # counting every batch of two made the handlers step back most of the time and fall behind
-# (`bench/e2e`); a flood makes batches larger than that.
+# (`bench/e2e.py`); a flood makes batches larger than that.
 PRESSURE_HOLD = 0.05
 PRESSED_BATCH = 3
 

@@ -4,7 +4,7 @@ The decisions are plain functions of the request's headers and body (`precheck`,
 `acknowledged`), shared by the two ways the App is served: `WebhookIngress`, a WSGI
 middleware in front of Flask (`gunicorn 'app:create_app()'`), and the ASGI front of
 `app.asgi` (what `the-loop serve` runs). Either way this path skips Flask's request
-machinery, which costs about as much as storing the delivery (`bench/ingest`).
+machinery, which costs about as much as storing the delivery (`bench/ingest.py`).
 """
 
 from __future__ import annotations

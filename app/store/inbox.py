@@ -61,7 +61,7 @@ class _InboxSQL:
 
     Every routed delivery is claimed and then marked done, so these two run as often as
     webhooks arrive. As ORM statements they cost more than the handlers themselves (cache
-    key, bulk-update bookkeeping and loading an ORM row; `bench/e2e` shows it, where
+    key, bulk-update bookkeeping and loading an ORM row; `bench/e2e.py` shows it, where
     handlers have to keep up with the webhooks). The driver runs them as written, with times
     as `driver_time` gives them.
 

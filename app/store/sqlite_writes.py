@@ -1,6 +1,6 @@
 """Keeping SQLite writes off each other's toes when several App processes share one file.
 
-Two things measured with `bench/ingest` made acknowledgements slow on SQLite, and both are
+Two things measured with `bench/ingest.py` made acknowledgements slow on SQLite, and both are
 about the hot path waiting on something it should not wait for:
 
 - **Writers polling for the lock.** SQLite's busy handler sleeps 1, 2, 5, 10… ms between
@@ -152,7 +152,7 @@ def count_checkpointer(path: Path, change: int) -> None:
 def note_hold(seconds: float, holder: str) -> None:
     """Log a hold of the write lock past SLOW_HOLD (every other writer, webhooks included,
     waited this long), naming the holder: a transaction's first statement, or the
-    checkpointer's locked pass. `bench/retention` counts these lines."""
+    checkpointer's locked pass. `bench/retention.py` counts these lines."""
     if seconds > SLOW_HOLD:
         log.warning("SQLite write lock held %.0f ms from: %.120s", seconds * 1000, holder)
 

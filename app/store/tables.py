@@ -68,7 +68,7 @@ def _as_is(value: datetime) -> datetime:
 def compress_body(body: bytes) -> bytes:
     """A JSON webhook body as stored: Zstandard level 1, about a seventh of GitHub's verbose
     JSON. It runs on the acknowledgement path, where it is well ahead of zlib
-    (`bench/ingest`). Already-compressed input comes back unchanged, so callers may
+    (`bench/ingest.py`). Already-compressed input comes back unchanged, so callers may
     compress early."""
     if body.startswith((_ZSTD_MAGIC, _ZLIB_HEADER)):
         return body

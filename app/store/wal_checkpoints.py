@@ -17,7 +17,7 @@ would put on disk every page the passes of the whole cycle copied, with every wr
 waiting. The checkpointer flushes those pages itself first, writers carrying on, then copies
 and flushes what arrived meanwhile, so the locked pass is left a few frames and little to
 sync. (TRUNCATE would do the same and also shrink the file under the lock, for longer.)
-`bench/ingest` and `bench/retention` print what the locked passes cost.
+`bench/ingest.py` and `bench/retention.py` print what the locked passes cost.
 """
 
 from __future__ import annotations

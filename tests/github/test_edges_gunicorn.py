@@ -4,7 +4,7 @@ the body budget and the body deadline hold there as under `the-loop serve`
 most the budget, the rest answered 503 at once; a body over its door's limit is 413 before
 it is read; a body that stops coming is 408; and `/healthz` answers meanwhile.
 
-Timings are printed, never asserted against the clock (`bench/edges --front gthread`
+Timings are printed, never asserted against the clock (`bench/edges.py --front gthread`
 tracks the figures).
 """
 

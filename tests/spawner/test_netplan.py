@@ -185,6 +185,8 @@ def test_listed_names_are_resolved_and_checked_but_written_addresses_and_the_app
     assert not needs_resolving(plan, "10.0.0.5", 80)
     assert not needs_resolving(plan, "[::1]", 8000)
     assert not needs_resolving(plan, "loop.example.com", 443)  # the App, on the operator's net
+
+
 def test_the_devboxs_listed_services_are_relayed_at_their_own_address() -> None:
     services = ["127.0.0.1:5432", "localhost:6379", "/run/pg/.s.PGSQL.5432"]
     plan = plan_network(GATEWAY, GATEWAY, [], services)

@@ -13,7 +13,7 @@ The proxy runs in a process of its own (as in the spawner: one asyncio thread), 
 resident memory is its own: read before the first download and after the last, with its
 peak (VmHWM). Targets: through the proxy ≥ 80 % of the direct throughput (medians); the
 proxy's RSS flat (it grows by less than 8 MB over the run, whatever the body's size).
-Usage: bench/proxy [--mb N] [--rounds N]
+Usage: bench/proxy.py [--mb N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -144,8 +144,10 @@ def main() -> int:
         inside = probe.getsockname()[1]
     relay_file = str(ROOT / "app" / "spawner" / "network" / "netrelay.py")
     relay = subprocess.Popen(
-        [sys.executable, "-S", relay_file, "--dir", opened["dir"]]
-        + ["--route", f"127.0.0.1:{inside}=proxy.sock", "--", "sleep", "3600"]
+        [
+            *(sys.executable, "-S", relay_file, "--dir", opened["dir"]),
+            *("--route", f"127.0.0.1:{inside}=proxy.sock", "--", "sleep", "3600"),
+        ]
     )
     deadline = time.monotonic() + 60
     while True:  # the relay listens before it starts its child

@@ -18,7 +18,7 @@ shown to the sandbox read-only; a network index is reached through the session's
 proxy refuses is not retried (`PIP_RETRIES=0`).
 
 Target: a warm set-up takes ≤ 10 % of the cold one.
-Usage: bench/setup [--rounds N] [--packages "six idna ..."] [--network gateways|host]
+Usage: bench/setup.py [--rounds N] [--packages "six idna ..."] [--network gateways|host]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from app.spawner.session.tmux import TmuxRunner  # noqa: E402
 from app.spawner.setup_run import SetupFailed, run_setup  # noqa: E402
 from app.spawner.workspace.itemcheckout import checkout_for  # noqa: E402
 
-REPO = "bench/setup"
+REPO = "bench/setup.py"
 TARGET = 0.10
 PACKAGES = "requests six attrs packaging idna"
 DEVCONTAINER = """{
