@@ -300,7 +300,9 @@ def session_env(standin: StandIn, item: str = ITEM, start: int = 1) -> dict[str,
     """The environment the session process was started with (as the stand-in recorded it),
     plus a committer identity; what an agent's Bash tool would run commands with."""
     recorded = standin.wait_start(item, start)["env"]
-    return {**recorded, **AUTHOR_ENV}
+    # Run as root, the tests stand in for a session whose checkout is the session user's
+    # (see `confine/sessionuser.py`): their git must accept a repository another user owns.
+    return {**recorded, **AUTHOR_ENV, "GIT_CONFIG_PARAMETERS": "'safe.directory=*'"}
 
 
 def agent(env: dict[str, str], cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:

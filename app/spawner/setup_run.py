@@ -3,10 +3,11 @@
 What runs (`workspace.setupplan`): the operator's `routing.setup.command`, else the
 devcontainer file's lifecycle commands, else `.the-loop/setup`. It is the repository's code,
 so it runs exactly as untrusted as the session: the same bubblewrap plan (the checkout and
-the session's own home writable, nothing of the spawner's), the same closed network (the
-egress proxy and its allow-list; no model gateway), the same limits (the session's cgroup or
-rlimits, entered first), an environment built as the session's (the spawner's minus every
-secret and credential, plus the proxy's variables), and no credential at all.
+the session's own home writable, nothing of the spawner's), the same user (never root: see
+`sessionuser`), the same closed network (the egress proxy and its allow-list; no model
+gateway), the same limits (the session's cgroup or rlimits, entered first), the same
+environment (the allow-list of `sessionenv`, plus the proxy's variables), and no credential
+at all.
 
 Events say what happens: `session.setup_started`, `session.setup_running` (the time so far,
 every HEARTBEAT seconds, for the progress comment), `session.setup_finished` and
@@ -36,18 +37,18 @@ from typing import TYPE_CHECKING
 
 from app.config_sandbox import SandboxMode
 from app.files import write_text_atomic
-from app.gateway.access import without_credentials
 from app.spawner.confine.isolation import host_plan, secrets
 from app.spawner.confine.sandbox import sandbox_argv
+from app.spawner.confine.sessionenv import session_environment
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.confine.sessionlimits import (
     close_session_limits,
     enter_session_limits,
     inner_wrap,
 )
+from app.spawner.confine.sessionuser import SessionUserError, hand_over, session_user
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import closed, open_network
-from app.spawner.session.tmux import without_secrets
 from app.spawner.workspace import prepared
 from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.setupplan import (
@@ -138,10 +139,10 @@ def manifests(git: HostGit, checkout: Path) -> dict[str, bytes]:
     return found
 
 
-def session_env(ctx: SpawnerContext) -> dict[str, str]:
-    """The environment a set-up starts with: what a session's tmux server gives it (the
-    spawner's minus the App's secrets and the operator's model credentials)."""
-    return without_credentials(without_secrets(ctx.env))
+def setup_env(ctx: SpawnerContext) -> dict[str, str]:
+    """The environment a set-up starts with: a session's, built from the allow-list
+    (`sessionenv`), never the spawner's own."""
+    return session_environment(ctx.env, ctx.config.routing.sandbox.env.pass_env)
 
 
 class _Output:
@@ -213,7 +214,7 @@ def _run_stage(
 
 def execute(ctx: SpawnerContext, work_item_id: str, checkout: Path, plan: SetupPlan) -> Ran:
     """Run `plan` in `checkout`, confined as the item's session will be."""
-    env = session_env(ctx)
+    env = setup_env(ctx)
     env["GIT_TERMINAL_PROMPT"] = "0"
     home = home_for(ctx.state_dir, item_slug(work_item_id))
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -224,6 +225,12 @@ def execute(ctx: SpawnerContext, work_item_id: str, checkout: Path, plan: SetupP
         env.update(net.env)
     box = None
     if sandboxed:
+        try:
+            user = session_user()
+        except SessionUserError as exc:
+            raise SetupFailed(str(exc)) from None
+        # As the session will be: its user's tree, nothing set-uid in it.
+        hand_over([checkout, home, *([net.sockets] if net is not None else [])], user)
         hidden = secrets(
             state_dir=ctx.state_dir,
             real_home=ctx.home,
@@ -238,6 +245,7 @@ def execute(ctx: SpawnerContext, work_item_id: str, checkout: Path, plan: SetupP
             env=ctx.env,
             hidden=hidden,
             sockets=net.sockets if net is not None else None,
+            user=user.ids if user is not None else None,
         )
     else:
         env["HOME"] = str(home)

@@ -20,6 +20,7 @@ from app.gate.pull_texts import (
     review_comment_text,
     review_text,
 )
+from app.spawner.confine.hostwalk import tidy
 from app.spawner.workspace.checkout import CheckoutError
 from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.workbranch import (
@@ -131,6 +132,13 @@ def test_failing_checks_list_names_summaries_and_links() -> None:
     assert "- tests: timed_out\n" in text and "x" * 600 + " […]" in text and "x" * 601 not in text
 
 
+def handed(work: Path, host: HostGit) -> Path:
+    """`work` made its session's, as the spawner makes a checkout before any git of its
+    touches it (`prepare_checkout`): the tests' own git writes in it as the tests' user."""
+    tidy(work, host.owner)
+    return work
+
+
 def git_env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "HOME": str(home)}
 
@@ -142,14 +150,15 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     work = tmp_path / "work"
     git("clone", "-q", str(bare_repository(tmp_path)), str(work), cwd=tmp_path)
     gateway = gateway_remote("http://127.0.0.1:8000/", "o/r")
+    host = HostGit(git_env(home))
     assert gateway == "http://127.0.0.1:8000/git/o/r.git"
-    configure_push(work, HostGit(git_env(home)), gateway)
-    configure_push(work, HostGit(git_env(home)), gateway)  # a respawn configures again: same result
+    configure_push(handed(work, host), host, gateway)
+    configure_push(handed(work, host), host, gateway)  # a respawn configures again: same result
     import subprocess
 
     listed = subprocess.run(
         ["git", "-C", str(work), "config", "--get-all", "credential.helper"],
-        env=git_env(home),
+        env={**git_env(home), "GIT_CONFIG_PARAMETERS": "'safe.directory=*'"},
         capture_output=True,
         text=True,
         check=True,
@@ -161,14 +170,14 @@ def test_the_checkout_names_only_the_loops_helper(tmp_path: Path) -> None:
     assert "useHttpPath = true" in local and "autoSetupRemote = true" in local
     assert f"url = {gateway}" in local  # origin is the App, not GitHub
     git("remote", "remove", "origin", cwd=work)  # what a session may do to its checkout
-    configure_push(work, HostGit(git_env(home)), gateway)
+    configure_push(handed(work, host), host, gateway)
     assert f"url = {gateway}" in (work / ".git" / "config").read_text()
     # Or it gave origin a second URL, or took its URL and left the rest: one URL, the App's.
     git("remote", "set-url", "--add", "origin", "http://elsewhere.example/r.git", cwd=work)
-    configure_push(work, HostGit(git_env(home)), gateway)
+    configure_push(handed(work, host), host, gateway)
     assert git("remote", "get-url", "--all", "origin", cwd=work).split() == [gateway]
     git("config", "--unset-all", "remote.origin.url", cwd=work)
-    configure_push(work, HostGit(git_env(home)), gateway)
+    configure_push(handed(work, host), host, gateway)
     assert git("remote", "get-url", "--all", "origin", cwd=work).split() == [gateway]
 
 
@@ -177,14 +186,14 @@ def test_switching_to_the_work_branch(tmp_path: Path) -> None:
     work = tmp_path / "work"
     git("clone", "-q", str(origin), str(work), cwd=tmp_path)
     env = HostGit(git_env(tmp_path))
-    assert switch_to(work, "the-loop/issue-1", env) == "created"
-    assert switch_to(work, "the-loop/issue-1", env) == "current"
+    assert switch_to(handed(work, env), "the-loop/issue-1", env) == "created"
+    assert switch_to(handed(work, env), "the-loop/issue-1", env) == "current"
     git("switch", "-q", "main", cwd=work)
-    assert switch_to(work, "the-loop/issue-1", env) == "switched"
+    assert switch_to(handed(work, env), "the-loop/issue-1", env) == "switched"
     with pytest.raises(CheckoutError, match="not a branch name"):
-        switch_to(work, "-x", env)
+        switch_to(handed(work, env), "-x", env)
     with pytest.raises(CheckoutError, match="not a branch name"):
-        switch_to(work, "a..b", env)
+        switch_to(handed(work, env), "a..b", env)
 
     # Local changes that a switch would overwrite: git refuses, and so does the spawner.
     git("switch", "-q", "-c", "other", cwd=work)
@@ -193,4 +202,4 @@ def test_switching_to_the_work_branch(tmp_path: Path) -> None:
     git("switch", "-q", "the-loop/issue-1", cwd=work)
     (work / "README.md").write_text("uncommitted\n")
     with pytest.raises(CheckoutError, match="git switch failed"):
-        switch_to(work, "other", env)
+        switch_to(handed(work, env), "other", env)

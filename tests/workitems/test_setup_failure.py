@@ -75,6 +75,8 @@ def test_a_failing_setup_leaves_one_comment_and_launches_nothing(
     assert standin.starts(ITEM) == []  # no harness ever started
     # The comment is posted inside the transaction that records the failure: wait for it.
     wait_for(lambda: item_row(running_app).session["setup"]["state"] == "failed", timeout=60)
+    # The job's failure is recorded when the spawner reports its result, just after.
+    wait_for(lambda: "failure" in item_row(running_app).session, timeout=60)
     item = item_row(running_app)
     assert item.session["setup"]["exit_status"] == 3
     assert "set-up failed: onCreateCommand exited 3" in item.session["failure"]
