@@ -36,6 +36,7 @@ from app.protocol import ROUTES_EVENT, SPAWNER_EVENTS
 from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
+from app.workitems.decisions import lock_work_item
 from app.workitems.egress import announce_refusal
 from app.workitems.progress import usage_changed
 from app.workitems.route_usage import add_route_counts
@@ -175,7 +176,9 @@ def _scope_problem(
     name = raw.get("work_item_id")
     if not name or name.startswith(STANDING_PREFIX):
         return None, None
-    item = session.get(WorkItem, name)
+    # Locked until the batch's transaction ends: a job's result reported meanwhile rewrites
+    # the same session record (see `results`).
+    item = lock_work_item(session, name)
     if item is None:
         return f"no work item {name}", None
     if not serves(scope, item.repo_full_name):

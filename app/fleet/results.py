@@ -23,6 +23,7 @@ from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
+from app.workitems.decisions import lock_work_item
 from app.workitems.egress import allow_done
 from app.workitems.spending import resume_after_stop
 from app.workitems.states import Happened, transition
@@ -80,7 +81,9 @@ def apply_result(
         spawner=spawner.name,
         error=report.get("error"),
     )
-    item = session.get(WorkItem, job.work_item_id)
+    # Locked: a session event reported meanwhile (a set-up's failure) rewrites the same
+    # record, and neither may write back what it read before the other committed.
+    item = lock_work_item(session, job.work_item_id)
     if item is None:
         return
     result = report.get("result") or {}

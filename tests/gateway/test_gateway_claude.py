@@ -5,7 +5,7 @@ gateway serving known `usage` numbers.
 The operator's API key and tokens (in the spawner's environment), their OAuth login and their
 `primaryApiKey` (in the devbox user's home) are canaries: a Bash tool call inside the
 session looks for them in every environment it can read — its own, and bwrap's own
-through `/proc/1/environ` — and in every file of its home, and finds none. The model was
+through `/proc/1/environ` when it may read it (not as the session's user of a root spawner) — and in every file of its home, and finds none. The model was
 sent the operator's key on every request and never the session's pass; the App's count
 for the item is exactly what the model served; a wrong pass is refused from inside the
 session, and the session's own pass is refused once the issue is closed.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,7 @@ def tools(tmp_path: Path) -> tuple[Path, Path]:
     tools, reports = tmp_path / "tools", tmp_path / "reports"
     tools.mkdir()
     reports.mkdir()
+    reports.chmod(0o777)  # a root spawner's session is another user
     (tools / "scan.py").write_text(SCAN)
     (tools / "canaries.json").write_text(json.dumps(CANARIES))
     return tools, reports
@@ -238,7 +240,9 @@ def test_a_session_reaches_the_model_only_through_the_gateway_and_its_usage_is_c
     model.wait_for_step(1, timeout=GENEROUS)  # the scan ran and its result reached the model
     report = json.loads((tools[1] / "scan.json").read_text())
     assert report["found"] == []
-    assert report["pid1"].endswith("bwrap") and 1 in report["environs"]  # bwrap's own, read
+    assert report["pid1"].endswith("bwrap") and report["environs"]
+    # bwrap's own environment is read (and clean), unless the session runs as its own user.
+    assert (1 in report["environs"]) == (os.geteuid() != 0)
     assert report["refused"] == 401
     assert canary_devbox.models is not None
     assert report["base_url"] == canary_devbox.models.gateway.url

@@ -4,10 +4,12 @@ lets a listed host through and refuses the rest with a 403 and an event, folding
 refusals into a count; a directory deeper than a socket address allows still works; ending
 the session removes its sockets; one session holds at most its share of a route's
 connections, without touching another session's; a far end that is down closes the
-connection and leaves a line in the spawner's log."""
+connection and leaves a line in the spawner's log; a registry the devbox's own configuration
+names is reached wherever it lies, the same name written in `egress` is not."""
 
 from __future__ import annotations
 
+import os
 import socket
 import socketserver
 import threading
@@ -17,13 +19,16 @@ from typing import Any
 
 import pytest
 
+from app.config import parse_config
 from app.spawner.network.netgates import (
     REFUSALS_PER_MINUTE,
     ROUTE_CONNECTIONS,
     SessionNetworks,
     session_dir,
 )
+from app.spawner.network.netlaunch import egress_plan
 from app.spawner.network.netplan import NetPlan, Route
+from app.spawner.network.registries import read_registries
 from tests.spawner_support import talk_unix
 from tests.support import free_port
 
@@ -196,5 +201,26 @@ def test_a_host_allowed_while_the_session_runs_is_let_through_at_once(
         assert talk_unix(directory / "proxy.sock", tunnel) == (
             b"HTTP/1.1 200 Connection established\r\n\r\necho: again\n"
         )
+    finally:
+        nets.stop()
+
+
+def test_a_registry_the_devboxs_own_configuration_names_may_lie_on_its_private_network(
+    tmp_path: Path, echo: int
+) -> None:
+    # The devbox's pip is configured with a mirror on its own network (here: its loopback).
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    registries = read_registries({**env, "PIP_INDEX_URL": f"http://localhost:{echo}/simple"})
+    config = parse_config({"routing": {"sandbox": {"egress": ["python"]}}})
+    plan = egress_plan("http://127.0.0.1:9", None, config.routing.sandbox, registries)
+    written = parse_config({"routing": {"sandbox": {"egress": [f"localhost:{echo}"]}}})
+    by_name = egress_plan("http://127.0.0.1:9", None, written.routing.sandbox, registries)
+    nets = SessionNetworks(tmp_path / "net", lambda event, item, **f: None)
+    try:
+        tunnel = f"CONNECT localhost:{echo} HTTP/1.1\r\n\r\nthrough\n".encode()
+        through = talk_unix(nets.open(ITEM, plan) / "proxy.sock", tunnel)
+        assert through.endswith(b"echo: through\n"), through  # the preset's mirror: reached
+        refused = talk_unix(nets.open("github:o/r#2", by_name) / "proxy.sock", tunnel)
+        assert refused.startswith(b"HTTP/1.1 403") and b"not a public address" in refused
     finally:
         nets.stop()

@@ -28,7 +28,8 @@ from tests.jobs_support import run_ok, spawn_job
 from tests.spawner_support import bare_repository
 from tests.support import POSTGRES_URL
 
-pytestmark = pytest.mark.claude
+# Two real installs from the registries: minutes on a loaded machine, never a fixed budget.
+pytestmark = [pytest.mark.claude, pytest.mark.timeout(900)]
 # Small packages the devbox's own wheel folders do not hold: they come from the registry.
 PY_PACKAGE, NODE_PACKAGE = "pyjokes", "is-odd"
 SCRIPT = r"""
@@ -71,6 +72,7 @@ def test_a_session_installs_from_the_devboxs_registries_and_reaches_its_listed_s
     tools, reports = tmp_path / "tools", tmp_path / "reports"
     tools.mkdir()
     reports.mkdir()
+    reports.chmod(0o777)  # a root spawner's session is another user
     (tools / "install.sh").write_text(
         SCRIPT.replace("{py}", PY_PACKAGE).replace("{js}", NODE_PACKAGE)
     )

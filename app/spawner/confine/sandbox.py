@@ -136,7 +136,10 @@ def mount_args(plan: SandboxPlan) -> list[str]:
             cover = ["--ro-bind", "/dev/null", str(secret.path)]
         ops.append((len(secret.path.parts), 1, cover))
     for path in plan.scratch:
-        ops.append((len(path.parts), 2, ["--tmpfs", str(path)]))
+        # The session's relays bind sockets in it: with a user to drop to, anyone's (it
+        # exists only in this sandbox), as bubblewrap would otherwise make it root's.
+        perms = ["--perms", "1777"] if plan.user is not None else []
+        ops.append((len(path.parts), 2, [*perms, "--tmpfs", str(path)]))
     ops.sort(key=lambda op: (op[0], op[1]))
     if plan.user is not None:
         ops = _with_parents(ops, binds, plan)

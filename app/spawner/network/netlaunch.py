@@ -16,15 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config_sandbox import NetworkMode, SandboxMode
+from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
 from app.spawner.confine.isolation import CA_VARIABLES
 from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.confine.sessionuser import hand_over, session_user
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
-from app.spawner.network.netplan import NetPlan, app_url_inside, plan_network, relay_argv
-from app.spawner.network.presets import CA_NAMES, expand_egress, tool_env
-from app.spawner.network.registries import read_registries
+from app.spawner.network.netplan import (
+    NetPlan,
+    app_url_inside,
+    plan_network,
+    relay_argv,
+    split_hostport,
+)
+from app.spawner.network.presets import CA_NAMES, EGRESS_PRESETS, expand_egress, tool_env
+from app.spawner.network.registries import Registries, read_registries
 
 if TYPE_CHECKING:
     from app.spawner.launch import SpawnerContext
@@ -63,12 +69,25 @@ def _plan(
     services), the handlers of the sockets the spawner answers itself (its credential
     routes) and what its environment gains from them."""
     sandbox = ctx.config.routing.sandbox
-    egress = expand_egress(sandbox.egress, read_registries(ctx.env))
-    plan = plan_network(ctx.app_url, model_url, egress, sandbox.services)
+    plan = egress_plan(ctx.app_url, model_url, sandbox, read_registries(ctx.env))
     if ctx.routes is None:
         return plan, {}, {}
     plan, served, env = ctx.routes.served(plan, work_item_id)
     return plan, served, env
+
+
+def egress_plan(
+    app_url: str, model_url: str | None, sandbox: Sandbox, registries: Registries
+) -> NetPlan:
+    """A session's network plan with `sandbox`'s egress presets expanded from `registries`
+    (pure). A preset's hosts come from the devbox's own configuration (pip's, npm's), as the
+    App's name does: a mirror there may lie on the operator's private network, so they are
+    not held to the public-address rule a name written in `egress` is."""
+    egress = expand_egress(sandbox.egress, registries)
+    plan = plan_network(app_url, model_url, egress, sandbox.services)
+    presets = [entry for entry in sandbox.egress if entry in EGRESS_PRESETS]
+    configured = {split_hostport(entry) for entry in expand_egress(presets, registries)}
+    return replace(plan, own=plan.own | configured)
 
 
 @dataclass(frozen=True)

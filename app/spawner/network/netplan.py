@@ -69,7 +69,8 @@ class NetPlan:
     proxy_port: int
     allowed: frozenset[tuple[str, int]]
     app_url: str  # the App's URL as the session names it (and its checkout's `origin`)
-    # The App's own `host:port` when it goes through the proxy: it may resolve to a private
+    # The App's own `host:port` when it goes through the proxy, and the registries the
+    # egress presets found in the devbox's own configuration: they may resolve to a private
     # address (the operator's own network), unlike a name the operator listed in `egress`.
     own: frozenset[tuple[str, int]] = frozenset()
     quiet: frozenset[str] = frozenset()  # the harness's own hosts: refused, never announced
