@@ -210,6 +210,13 @@ def _branch_prefix(value: str) -> str:
     return value
 
 
+class PullComments(StrEnum):
+    """Which comments on a work item's pull request reach its session."""
+
+    ALL = "all"  # every authorized person's comment
+    MENTION = "mention"  # only those that mention the App or start a line with `the-loop`
+
+
 class PullRequests(_Model):
     """The work branch and what a pull request's traffic does."""
 
@@ -294,6 +301,13 @@ class Routing(_Model):
     budget: Budget = Budget()
     session_comments: SessionComments = SessionComments()
     setup: Setup = Setup()
+    pull_comments: PullComments = PullComments.ALL
+    """Which conversation comments on a work item's pull request reach its session: `all`
+    (every authorized person's), or `mention` (only those that mention the App, `@<slug>`,
+    or have a line starting with `the-loop`; others are not pasted and get no receipt).
+    Review comments on lines of the diff and "changes requested" reviews always reach it.
+    A config file without the key keeps `all`, as before; with no config file at all (a new
+    install) it is `mention`."""
 
 
 class StandingSession(_Model):
@@ -459,8 +473,8 @@ def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
 def load_config(path: Path) -> OperatorConfig:
     """Read the operator YAML at `path`; a missing file means the defaults."""
     path = path.expanduser()
-    if not path.exists():
-        return OperatorConfig(source=str(path))
+    if not path.exists():  # a new install: its pull requests' comments must mention the App
+        return OperatorConfig(source=str(path), routing=Routing(pull_comments=PullComments.MENTION))
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

@@ -49,6 +49,10 @@ def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     labels = routing.auto_execute_labels
     auto = f"executes when all are on the issue: {_names(labels)}" if labels else "—"
     rows.append(("routing.autoExecuteLabels", auto))
+    pull = "every authorized comment" if routing.pull_comments == "all" else "only those to the App"
+    rows.append(
+        ("routing.pullComments", f"{routing.pull_comments.value}: {pull} reach the session")
+    )
     rows.append(("routing.interaction.mode", config.interaction_mode.value))
     rows.append(("routing.workspace.root", str(routing.workspace.resolved_root)))
     trust = routing.harness_trust

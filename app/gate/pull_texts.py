@@ -7,7 +7,8 @@ what the App posts on GitHub echoes only numbers, logins, branch and repository 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
@@ -18,6 +19,22 @@ MAX_HUNK_LINES = 40
 # Conclusions that mean a check failed. `cancelled` is left out: a newer push cancels the
 # runs it supersedes, and that is not a failure to fix.
 FAILING_CONCLUSIONS = frozenset({"failure", "timed_out", "action_required", "startup_failure"})
+
+
+def addresses_the_app(body: str, bot_login: str | None, leads: Iterable[str]) -> bool:
+    """Does a pull-request comment speak to the App (pure)? It mentions the App (`@<slug>`,
+    from its bot login `<slug>[bot]`, case-blind, a whole name) or one of its lines starts
+    with one of `leads` (`the-loop`, the first word of each trigger keyword), case-blind, a
+    colon or comma after it allowed."""
+    slug = (bot_login or "").removesuffix("[bot]")
+    if slug and re.search(rf"(?<![\w-])@{re.escape(slug)}(?![\w-])", body, re.IGNORECASE):
+        return True
+    words = {lead.lower() for lead in leads if lead}
+    for line in body.splitlines():
+        first = line.strip().split(maxsplit=1)
+        if first and first[0].lower().rstrip(":,") in words:
+            return True
+    return False
 
 
 def pull_body(text: str, issue_number: int, work_item_id: str, allow_mentions: bool = False) -> str:

@@ -14,8 +14,10 @@ from typing import Any
 from sqlalchemy import BindParameter, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
+from app.config import PullComments
 from app.gate.markers import is_own_comment
 from app.gate.parse import is_execute
+from app.gate.pull_texts import addresses_the_app
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
@@ -136,9 +138,25 @@ def on_issue_comment(ctx: HandlerContext) -> None:
             services, ctx.session, item.id, "written by a bot or the App", author, ref, "github"
         )
         return
+    if "pull_request" in issue and not speaks_to_session(ctx, body):
+        record_ignored(services, ctx.session, item.id, NOT_ADDRESSED, author, ref, "github")
+        return
     why = refusal(ctx.services, ctx.installation_id or item.installation_id, repo, author)
     if why is not None:
         record_ignored(services, ctx.session, item.id, why, author, ref, "github")
         return
     decision = Decision(item.id, author, body, ref, "github", comment_id=int(ref))
     deliver_comment(services, ctx.session, decision)
+
+
+NOT_ADDRESSED = "does not mention the App (routing.pullComments: mention)"
+
+
+def speaks_to_session(ctx: HandlerContext, body: str) -> bool:
+    """May a comment on a work item's pull request reach its session? Always with
+    `routing.pullComments: all`; with `mention`, only when it addresses the App (people
+    discussing among themselves on the PR are not instructions)."""
+    if ctx.config.routing.pull_comments is PullComments.ALL:
+        return True
+    leads = {"the-loop", *(k.split()[0] for k in ctx.config.routing.trigger.keywords if k.split())}
+    return addresses_the_app(body, ctx.services.github.bot_login(), leads)

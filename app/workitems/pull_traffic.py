@@ -4,7 +4,9 @@ PR are issue comments; `followups.on_issue_comment` finds their item through the
 
 Reviews and review comments follow the follow-up rule: only people the execute rule
 authorizes reach the session; everyone else, and every bot, is recorded as
-`comment.ignored`. Checks come from CI, not people: failing ones are delivered once per head
+`comment.ignored`. With `routing.pullComments: mention` an approving or commenting review's
+words reach it only when they address the App; line comments and "changes requested"
+always do. Checks come from CI, not people: failing ones are delivered once per head
 commit (`routing.pullRequests.deliverCheckFailures`).
 """
 
@@ -28,7 +30,12 @@ from app.services import HandlerContext
 from app.store.tables import WorkItem
 from app.workitems.authz import refusal
 from app.workitems.decisions import Decision
-from app.workitems.followups import deliver_comment, record_ignored
+from app.workitems.followups import (
+    NOT_ADDRESSED,
+    deliver_comment,
+    record_ignored,
+    speaks_to_session,
+)
 from app.workitems.pulls import item_for_branch, item_for_pull
 
 REVIEW_STATES = frozenset({"approved", "changes_requested", "commented"})
@@ -104,6 +111,10 @@ def on_review(ctx: HandlerContext) -> None:
         return
     item, number = found
     ref = f"review:{review['id']}"
+    if state != "changes_requested" and not speaks_to_session(ctx, body):
+        login = str((review.get("user") or {}).get("login") or "")
+        record_ignored(ctx.services, ctx.session, item.id, NOT_ADDRESSED, login, ref, "github")
+        return
     author = _admitted(ctx, item, review, ref)
     if author is None:
         return

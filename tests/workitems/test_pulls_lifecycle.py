@@ -15,6 +15,8 @@ import pytest
 
 from app.gate.markers import MarkerKind, is_marked
 from app.store.tables import JobKind, WorkItemStatus
+from app.workitems.followups import NOT_ADDRESSED
+from tests.fakes.github_api import APP_SLUG
 from tests.gate_support import comment
 from tests.pull_support import (
     BRANCH,
@@ -238,3 +240,46 @@ def test_a_pull_request_closed_unmerged_stops_the_session_and_waits_for_a_human(
 
     wait_for(lambda: len(confirmations()) >= 2)  # posted once the execute committed
     assert len(confirmations()) == 2  # the new run is confirmed too
+
+
+MENTION_ONLY = CONFIG.replace("routing:\n", "routing:\n  pullComments: mention\n")
+
+
+@pytest.mark.parametrize("pull_config", [MENTION_ONLY], indirect=True)
+def test_with_mention_only_pr_comments_addressed_to_the_app_reach_the_session(bed):
+    spawner = running(bed)
+    opened_by_hand(bed)
+    # People talking among themselves on the PR: nothing reaches the session, no receipt.
+    chat = pr_comment("I think we should ask the agent to split this.")
+    bed.send("issue_comment", chat)
+    approved = review("approved", "Looks fine to me, Bob?")
+    bed.send("pull_request_review", approved)
+    assert delivered(bed) == []
+    ignored = bed.events("comment.ignored")
+    assert [e["reason"] for e in ignored] == [NOT_ADDRESSED] * 2
+    # Addressed to the App: by its name, or a line that starts with `the-loop`.
+    named = pr_comment(f"@{APP_SLUG.upper()} please split this function.")
+    led = pr_comment("Nice.\nthe-loop: also bump the version.")
+    # Line comments and requested changes always reach it.
+    line = review_comment(body="Why?")
+    changes = review("changes_requested", "Handle the empty list.")
+    for event, payload in (
+        ("issue_comment", named),
+        ("issue_comment", led),
+        ("pull_request_review_comment", line),
+        ("pull_request_review", changes),
+    ):
+        bed.send(event, payload)
+    bodies = [job["body"] for job in delivered(bed)]
+    assert len(bodies) == 4
+    assert bodies[0] == f"@{APP_SLUG.upper()} please split this function."
+    assert bodies[1] == "Nice.\nthe-loop: also bump the version."
+    assert "Why?" in bodies[2] and "Handle the empty list." in bodies[3]
+    while (job := spawner.job(wait=1)) is not None:  # each delivered one gets its receipt
+        assert spawner.result(job["id"], ok=True, delivered=True, respawned=False).is_success
+    eyes = {r["target_id"] for r in bed.fake.reactions if r["content"] == "eyes"}
+    reached = {named["comment"]["id"], led["comment"]["id"], line["comment"]["id"]}
+    assert reached <= eyes and chat["comment"]["id"] not in eyes
+    said = [c["body"] for c in bed.fake.issue_comments(REPO, PR) if "👀" in c["body"]]
+    assert len(said) == 1 and f"review={changes['review']['id']}" in said[0]
+    assert f"review={approved['review']['id']}" not in said[0]

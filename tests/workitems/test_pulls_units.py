@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config import ConfigError, PullComments, load_config, parse_config
 from app.gate.ids import issue_of_branch, work_branch
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.pull_texts import (
     MAX_HUNK_LINES,
     CheckFailure,
+    addresses_the_app,
     checks_text,
     pull_body,
     review_comment_text,
@@ -203,3 +204,30 @@ def test_switching_to_the_work_branch(tmp_path: Path) -> None:
     (work / "README.md").write_text("uncommitted\n")
     with pytest.raises(CheckoutError, match="git switch failed"):
         switch_to(handed(work, env), "other", env)
+
+
+@pytest.mark.parametrize(
+    ("body", "addressed"),
+    [
+        ("@the-loop-test please split this", True),
+        ("Thanks @The-Loop-Test.", True),
+        ("@the-loop-testing is another app", False),
+        ("mail me at x@the-loop-test", False),
+        ("the-loop: bump the version", True),
+        ("Looks good.\n  THE-LOOP also add a test", True),
+        ("loopy do this", True),  # the first word of a configured keyword
+        ("I think we should ask the-loop to do it", False),
+        ("@octocat what do you think?", False),
+    ],
+)
+def test_a_pr_comment_addresses_the_app_by_name_or_a_leading_word(body: str, addressed: bool):
+    assert addresses_the_app(body, "the-loop-test[bot]", {"the-loop", "loopy"}) is addressed
+
+
+def test_pr_comments_default_to_all_in_a_config_file_and_to_mention_without_one(tmp_path: Path):
+    assert parse_config({}).routing.pull_comments is PullComments.ALL  # an older file: as before
+    assert load_config(tmp_path / "absent.yaml").routing.pull_comments is PullComments.MENTION
+    written = parse_config({"routing": {"pullComments": "mention"}})
+    assert written.routing.pull_comments is PullComments.MENTION
+    with pytest.raises(ConfigError, match="pullComments"):
+        parse_config({"routing": {"pullComments": "some"}})
