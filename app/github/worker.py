@@ -72,6 +72,18 @@ class InboxWorker:
             self._idle = row is None
             if row is None:
                 return False
+            if row.attempts > 1:  # an operator sees each delivery taken up again, and why
+                log.info(
+                    "worker %s: delivery %s (%s.%s) claimed again, attempt %d of %d: its "
+                    "last try failed, or the worker holding it stopped within its %d s lease",
+                    self.name,
+                    row.delivery_id,
+                    row.event,
+                    row.action,
+                    row.attempts,
+                    self.retry.attempts,
+                    self.retry.lease.total_seconds(),
+                )
             self._handle(conn, row)
         return True
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import timedelta
 
@@ -117,7 +118,8 @@ def test_a_delivery_that_keeps_failing_is_parked_not_dropped(store):
         assert session.scalars(select(Delivery)).one().state == InboxState.QUEUED
 
 
-def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store):
+def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store, caplog):
+    caplog.set_level(logging.INFO, logger="app.github.worker")
     engine, services, clock = store
     store_delivery(engine)
     with engine.connect() as conn:
@@ -128,6 +130,8 @@ def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store):
     clock.now += inbox.LEASE + timedelta(seconds=1)
     assert worker.run_once() is True
     assert effects(engine) == ["effect:d-1"]
+    (line,) = [r.getMessage() for r in caplog.records if "claimed again" in r.getMessage()]
+    assert "delivery d-1 (issues.opened) claimed again, attempt 2 of 8" in line
 
 
 def test_unrouted_deliveries_are_marked_done(store):
