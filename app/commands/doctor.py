@@ -172,6 +172,23 @@ def session_limits(config: Any, settings: Any) -> Check:
     return dc.check_limits(choose_plan(offer, sandbox.limits, sandboxed=sandboxed), offer)
 
 
+def session_user_check(config: Any) -> Check:
+    """Who this devbox's sessions run as (the account looked up, never made here)."""
+    import pwd
+
+    from app.config_sandbox import SandboxMode
+    from app.spawner import devbox_checks as dc
+    from app.spawner.confine.sessionuser import SESSION_USER
+
+    try:
+        found = pwd.getpwnam(SESSION_USER)
+        account: tuple[str, int] | None = (found.pw_name, found.pw_uid)
+    except KeyError:
+        account = None
+    sandboxed = config.routing.sandbox.resolved is not SandboxMode.NONE
+    return dc.check_session_user(os.geteuid(), sandboxed, account, SESSION_USER)
+
+
 def service_answers(services: list[str]) -> dict[str, str]:
     """Each `routing.sandbox.services` entry → "" when it accepts a connection, else why."""
     import socket
@@ -229,6 +246,10 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     checks.append(dc.check_network(config.routing.sandbox, *closed))
     checks += network_use(config.routing.sandbox, env)
     checks.append(session_limits(config, settings))
+    checks.append(session_user_check(config))
+    disk = config.routing.sandbox.limits.disk
+    shown = disk.human_readable(decimal=False) if disk is not None else ""
+    checks.append(dc.check_disk(int(disk) if disk is not None else None, shown))
     checks.append(dc.check_session_env(env, config.routing.sandbox.env.pass_env))
     for harness in hostable_harnesses(config, env):
         executable = adapter_for(config, harness).executable

@@ -344,3 +344,35 @@ def check_session_env(spawner_env: Mapping[str, str], pass_env: Sequence[str]) -
         fix = "edit routing.sandbox.env.passEnv"
         return Check(name, Level.WARN, f"{detail}; {'; '.join(problems)}", fix)
     return Check(name, Level.OK, detail)
+
+
+def check_session_user(
+    spawner_uid: int, sandboxed: bool, account: tuple[str, int] | None, name: str
+) -> Check:
+    """Who sessions run as (`sessionuser`): the spawner's own user when it is not root; as
+    root, the unprivileged `name` account (`account`: its name and uid, None while it is not
+    made yet: the first launch makes it). A root spawner with `routing.sandbox.mode: none`
+    runs sessions as root: a warning, as running unsandboxed is."""
+    check = "session user"
+    if spawner_uid != 0:
+        return Check(check, Level.OK, f"the spawner's own (uid {spawner_uid}), never root")
+    if not sandboxed:
+        fix = "run the spawner as another user, or set routing.sandbox.mode: bubblewrap"
+        said = "root: a root spawner runs unsandboxed sessions as root"
+        return Check(check, Level.WARN, said, fix)
+    if account is None:
+        return Check(check, Level.OK, f"{name}, made on the first launch (useradd --system)")
+    return Check(
+        check, Level.OK, f"{account[0]} (uid {account[1]}): it owns each checkout and home"
+    )
+
+
+def check_disk(limit: int | None, human: str) -> Check:
+    """Each session's disk bound (`routing.sandbox.limits.disk`, `human` its text): its
+    checkout and home watched from the host, its `/tmp` a tmpfs no larger; none is a
+    warning (a session could fill the disk the App's database shares)."""
+    if limit is None:
+        fix = "set routing.sandbox.limits.disk (e.g. 20GiB)"
+        return Check("session disk", Level.WARN, "no bound: a session may fill the disk", fix)
+    detail = f"{human} per session: checkout and home measured every few seconds, /tmp a tmpfs"
+    return Check("session disk", Level.OK, detail)

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.config import load_config
 from app.fleet.tokens import create_token, mint_session_token
+from app.spawner.devbox_checks import Level, check_disk, check_session_user
 from app.spawner.probes import Result, Verdict, VerdictCache, plan_probes
 from tests.support import RunningApp, free_port
 
@@ -118,6 +119,8 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
         "sandbox (bwrap)": "ok",
         "network": "ok",
         "session limits": "ok",
+        "session user": "ok",
+        "session disk": "ok",
         "session environment": "ok",
         "sandbox shows claude": "ok",
         "App reachable": "ok",
@@ -133,6 +136,10 @@ def test_a_healthy_devbox_passes_every_check(doctor_devbox, running_app):
     assert checks["network"]["detail"] == "gateways: the App, the model gateway; egress: none"
     limits = checks["session limits"]["detail"]  # the defaults, by a cgroup of its own
     assert limits.startswith("cgroup") and limits.endswith(": memory 4.0GiB, processes 512")
+    # Never root: the spawner's own user, or as root the unprivileged session account.
+    user = checks["session user"]["detail"]
+    assert ("the-loop-session (uid" in user) if os.geteuid() == 0 else ("never root" in user)
+    assert checks["session disk"]["detail"].startswith("20.0GiB per session")
     session_env = checks["session environment"]["detail"]  # names, harmless values only
     assert "PATH=" in session_env and "THE_LOOP_SESSION_TOKEN" in session_env
     assert "THE_LOOP_SPAWNER_TOKEN" not in session_env
@@ -329,3 +336,16 @@ def test_doctor_says_what_each_preset_expands_to_and_which_services_answer(docto
     assert checks[f"service 127.0.0.1:{port}"]["level"] == "ok"
     down = checks[f"service 127.0.0.1:{closed_port}"]
     assert down["level"] == "warn" and "does not answer" in down["detail"]
+
+
+def test_doctor_says_who_sessions_run_as_and_warns_of_root_without_a_sandbox():
+    as_user = check_session_user(1000, sandboxed=True, account=None, name="the-loop-session")
+    assert as_user.level is Level.OK and "uid 1000" in as_user.detail
+    made = check_session_user(0, sandboxed=True, account=("the-loop-session", 999), name="x")
+    assert made.level is Level.OK and made.detail.startswith("the-loop-session (uid 999)")
+    later = check_session_user(0, sandboxed=True, account=None, name="the-loop-session")
+    assert later.level is Level.OK and "made on the first launch" in later.detail
+    root = check_session_user(0, sandboxed=False, account=None, name="the-loop-session")
+    assert root.level is Level.WARN and "as root" in root.detail and "bubblewrap" in root.fix
+    unbounded = check_disk(None, "")
+    assert unbounded.level is Level.WARN and "routing.sandbox.limits.disk" in unbounded.fix
