@@ -28,18 +28,16 @@ def frozen_record(
     selection: Selection, author: str, at: datetime, base: str = ""
 ) -> dict[str, Any]:
     """The frozen choice: what the work item runs with, signed by `author` at `at`; `base`
-    only when the execute named one (a record without it means the default branch)."""
-    record: dict[str, Any] = {
+    is `""` unless the execute named one (a record from before bases has none: the same)."""
+    return {
         "decisions": {PHASE_SELECTION: {"at": at.isoformat(), "by": author}},
         "skips": {node: {"by": author} for node in selection.skips},
         "harness": selection.harness,
         "model": selection.model,
         "effort": selection.effort,
         "dropped": [{"token": d.token, "reason": d.reason} for d in selection.dropped],
+        "base": base,
     }
-    if base:
-        record["base"] = base
-    return record
 
 
 @dataclass(frozen=True)
