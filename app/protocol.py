@@ -91,6 +91,9 @@ class Frozen(_Shape):
     model: str = ""
     effort: str = ""
     dropped: list[dict[str, str]] = Field(default_factory=list)
+    # The branch the work starts from and its pull request targets (`base:<branch>` on the
+    # execute line); "" = the repository's default branch.
+    base: str = ""
     # The approved issue text: the SHA-256 of its body and when the App read it.
     issue: dict[str, Any] = Field(default_factory=dict)
 

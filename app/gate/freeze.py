@@ -2,7 +2,9 @@
 
 `frozen_record` is the shape stored on the work item and written into the checkout's
 `work-item-state.json`: `decisions.phase-selection` (who, when), `skips`, `harness`,
-`model`, `effort` (`""` = no choice) and the ticks that were dropped. Because the state
+`model`, `effort` (`""` = no choice), the ticks that were dropped and, when the execute
+named one (`base:<branch>`), the `base` branch the work starts from and its pull request
+targets. Because the state
 file is agent-writable, `revalidate` re-checks a read-back choice against the operator's
 declarations and the hosting harnesses, falling back to the default with a warning.
 """
@@ -22,8 +24,11 @@ from app.harnesses import models_for, resolve_harness
 PHASE_SELECTION = "phase-selection"
 
 
-def frozen_record(selection: Selection, author: str, at: datetime) -> dict[str, Any]:
-    """The frozen choice: what the work item runs with, signed by `author` at `at`."""
+def frozen_record(
+    selection: Selection, author: str, at: datetime, base: str = ""
+) -> dict[str, Any]:
+    """The frozen choice: what the work item runs with, signed by `author` at `at`; `base`
+    is `""` unless the execute named one (a record from before bases has none: the same)."""
     return {
         "decisions": {PHASE_SELECTION: {"at": at.isoformat(), "by": author}},
         "skips": {node: {"by": author} for node in selection.skips},
@@ -31,6 +36,7 @@ def frozen_record(selection: Selection, author: str, at: datetime) -> dict[str, 
         "model": selection.model,
         "effort": selection.effort,
         "dropped": [{"token": d.token, "reason": d.reason} for d in selection.dropped],
+        "base": base,
     }
 
 

@@ -28,3 +28,21 @@ def issue_of_branch(prefix: str, ref: str) -> int | None:
         return None
     match = _SPEC_RE.fullmatch(ref[len(prefix) :])
     return int(match.group(1)) if match else None
+
+
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+MAX_BRANCH = 255  # GitHub's own limit on a ref's name
+
+
+def branch_name_ok(name: str) -> bool:
+    """Whether git takes `name` as a branch name: `git check-ref-format --branch`'s rules,
+    in pure form (the App checks a human's `base:` word with it before asking GitHub).
+
+    No control characters, space, `~ ^ : ? * [ \\`, `..`, `@{` or `//`; no component that
+    starts with `.` or ends with `.lock`; not starting with `-` or `/`, not ending with `/`
+    or `.`; not `@` nor `HEAD`."""
+    if not name or len(name) > MAX_BRANCH or name in ("@", "HEAD"):
+        return False
+    if name.startswith(("-", "/")) or name.endswith(("/", ".")) or _REF_FORBIDDEN.search(name):
+        return False
+    return not any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))

@@ -61,3 +61,22 @@ def is_execute(body: str | None, keyword: str) -> bool:
         return False
     rest = text[len(key) :]
     return rest == "" or not (rest[0].isalnum() or rest[0] in "-_")
+
+
+BASE_PREFIX = "base:"
+
+
+def execute_base(body: str | None, keyword: str) -> str | None:
+    """The branch a `base:<branch>` word on the execute line names (`the-loop execute
+    base:release/2.4` → `release/2.4`), `""` for a bare `base:`, None when the line has no
+    such word (the pull request then targets the default branch). Only the words after
+    `keyword` on its own line count, the first `base:` word deciding; the name is not checked
+    here (`ids.branch_name_ok`)."""
+    if not is_execute(body, keyword):
+        return None
+    text = (body or "").lstrip("\ufeff \t\r\n")
+    line = text[len(keyword.strip()) :].split("\n", 1)[0]
+    for word in line.split():
+        if word.lower().startswith(BASE_PREFIX):
+            return word[len(BASE_PREFIX) :]
+    return None

@@ -1,6 +1,6 @@
 """The GitHub calls about one repository's pull requests: open one, read the default branch,
-list a commit's failing checks, react to a review comment. A thin edge over githubkit; the
-decisions are the callers'."""
+tell whether a branch exists, list a commit's failing checks, react to a review comment. A
+thin edge over githubkit; the decisions are the callers'."""
 
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ class PullIO:
         """The repository's default branch, as GitHub has it now."""
         data = self.client.rest.repos.get(self.owner, self.name).json()
         return str(data.get("default_branch") or "main")
+
+    def branch_exists(self, branch: str) -> bool:
+        """Whether `branch` exists on GitHub now (its 404 says no; other failures raise)."""
+        try:
+            self.client.rest.repos.get_branch(self.owner, self.name, branch)
+        except RequestFailed as exc:
+            if exc.response.status_code == 404:
+                return False
+            raise
+        return True
 
     def create(self, *, title: str, head: str, base: str, body: str) -> dict[str, Any]:
         """Open a pull request; returns GitHub's pull request object (raises PullRefused)."""

@@ -4,11 +4,14 @@
 execute (`autoexecute`) and the Slack mirror's Execute button, each with its `Decision`.
 It checks who is replying, reads the ticks (a checklist in the reply wins over the
 checklist comment's current boxes), freezes the selection once, queues one spawn job and
-owes the issue one confirmation. It runs inside the caller's transaction, so a crash re-runs
-it; every GitHub write is found-or-posted through its marker. The confirmation is not
-written here: it is recorded on the item and posted by the progress publisher once the
-transaction has committed (`progress.publish_soon`), so the spawn job reaches a spawner
-without waiting for two GitHub round trips.
+owes the issue one confirmation. A `base:<branch>` word on the execute line names the branch
+the work starts from and its pull request targets; GitHub is asked that it exists before
+anything is frozen, and a base it does not have is refused with one comment. It runs inside
+the caller's transaction, so a crash re-runs it; every GitHub write is found-or-posted
+through its marker. The confirmation is not written here: it is recorded on the item and
+posted by the progress publisher once the transaction has committed
+(`progress.publish_soon`), so the spawn job reaches a spawner without waiting for two
+GitHub round trips.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from app.gate.confirm import (
     initial_prompt,
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
-from app.gate.ids import spec_id, work_branch
-from app.gate.parse import Tick, is_execute, parse_rows
+from app.gate.ids import branch_name_ok, spec_id, work_branch
+from app.gate.parse import Tick, execute_base, is_execute, parse_rows
 from app.github.issues import IssueIO
+from app.github.pull_io import PullIO
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
@@ -53,6 +57,19 @@ def _not_parked_reason(item: WorkItem, label: str) -> str:
     if item.state == WorkItemStatus.UNLABELED:
         return f"the `{label}` label was removed; add it again to start this work item"
     return f"the work item is {item.state}, not waiting for an execute"
+
+
+def _base_refusal(services: Services, item: WorkItem, base: str) -> tuple[str, str] | None:
+    """Why `base` (an execute's `base:` word) cannot be the item's base branch, and the
+    reason's code; None when it can: a name git takes and, for an item on GitHub, a branch
+    GitHub has now. A name git refuses is not echoed back."""
+    if not branch_name_ok(base) or "`" in base:
+        return "the `base:` word names no branch git accepts (`base:release/2.4`)", "bad-base"
+    if item.installation_id is None:
+        return None
+    if not PullIO(services.github, item.installation_id, item.repo_full_name).branch_exists(base):
+        return f"the branch `{base}` does not exist in {item.repo_full_name}", "no-such-base"
+    return None
 
 
 def _board(
@@ -127,8 +144,10 @@ def _freeze(
     item: WorkItem,
     decision: Decision,
     issue: dict[str, Any] | None,
+    base: str = "",
 ) -> Outcome:
-    """Freeze the selection, queue the spawn job, owe the issue its confirmation."""
+    """Freeze the selection (with its `base` branch, "" for the default), queue the spawn
+    job, owe the issue its confirmation."""
     io = None
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
@@ -137,7 +156,7 @@ def _freeze(
         why = ask_again(services, session, item, io, reading, decision.author, decision.ref)
         return Outcome(Status.CHANGED, why=why)
     selection = _select(services, session, item, io, decision.body)
-    frozen = frozen_record(selection, decision.author, services.clock())
+    frozen = frozen_record(selection, decision.author, services.clock(), base)
     again = decision.ref if item.state == WorkItemStatus.PR_CLOSED else None
     frozen["issue"] = approved_record(item, reading)
     item.frozen = frozen
@@ -218,4 +237,8 @@ def execute_reply(
     if item.state != WorkItemStatus.PARKED and not again:
         why = _not_parked_reason(item, config.routing.trigger.label)
         return _refuse(services, session, item, decision, why, "not-parked")
-    return _freeze(services, session, item, decision, issue)
+    base = execute_base(decision.body, keyword)
+    refused = _base_refusal(services, item, base) if base is not None else None
+    if refused is not None:  # before anything is frozen or queued
+        return _refuse(services, session, item, decision, *refused)
+    return _freeze(services, session, item, decision, issue, base or "")

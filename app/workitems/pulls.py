@@ -127,8 +127,9 @@ def link(
 def open_pull_request(
     services: Services, session: Session, item: WorkItem, title: str, body: str
 ) -> dict[str, Any]:
-    """A session's `pr create`: open the PR from its work branch to the default branch, with
-    "Closes #n" and the App's marker; returns the recorded PR (raises PullRequestRefused)."""
+    """A session's `pr create`: open the PR from its work branch to the base the execute
+    named (`base:<branch>`, else the default branch), with "Closes #n" and the App's marker;
+    returns the recorded PR (raises PullRequestRefused)."""
     title = title.strip()
     if not title or len(title) > MAX_TITLE:
         raise PullRequestRefused(400, f"the title must be 1 to {MAX_TITLE} characters")
@@ -144,7 +145,7 @@ def open_pull_request(
     if not is_live(item.state):
         raise PullRequestRefused(409, f"{item.id} is {item.state}: it has no live session")
     io = PullIO(services.github, item.installation_id, item.repo_full_name)
-    base = io.default_branch()
+    base = str((item.frozen or {}).get("base") or "") or io.default_branch()
     mentions = services.config.routing.session_comments.allow_mentions
     text = pull_body(body, item.issue_number, item.id, mentions)
     try:

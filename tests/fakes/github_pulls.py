@@ -1,5 +1,6 @@
 """The fake GitHub's pull-request endpoints, in GitHub's shapes: the repository (its default
-branch), opening and reading pull requests, and a commit's check runs.
+branch), a branch (404 when the git fake's copy has none of that name), opening and reading
+pull requests, and a commit's check runs.
 
 Opening a PR checks what GitHub checks: the head branch must exist (in the git-over-HTTP
 fake's repositories when `git_root` is set) and have no open PR already; otherwise 422 with
@@ -105,6 +106,16 @@ def add_pull_routes(
         if (denied := require_token()) is not None:
             return denied
         return jsonify(repository(fake, owner, repo))
+
+    @app.get("/repos/<owner>/<repo>/branches/<path:branch>")
+    def get_branch(owner: str, repo: str, branch: str):  # type: ignore[no-untyped-def]
+        """A branch as GitHub shows it; 404 for one the git fake's copy does not have."""
+        if (denied := require_token()) is not None:
+            return denied
+        sha = head_sha(fake.git_root, f"{owner}/{repo}", branch)
+        if sha is None:
+            return jsonify(message="Branch not found"), 404
+        return jsonify(name=branch, commit={"sha": sha}, protected=False)
 
     @app.post("/repos/<owner>/<repo>/pulls")
     def create_pull(owner: str, repo: str):  # type: ignore[no-untyped-def]

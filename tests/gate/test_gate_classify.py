@@ -143,6 +143,7 @@ def test_the_text_a_slack_execute_composes_freezes_what_was_pressed():
         "model": "gpt",
         "effort": "low",
         "dropped": [],
+        "base": "",
     }
 
 

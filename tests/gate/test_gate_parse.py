@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from app.config import parse_config
 from app.gate.checklist import build_checklist, build_offer
+from app.gate.ids import branch_name_ok
 from app.gate.markers import (
     Marker,
     MarkerKind,
@@ -17,7 +20,7 @@ from app.gate.markers import (
     is_own_comment,
     marker,
 )
-from app.gate.parse import Tick, first_ticks, is_execute, parse_rows
+from app.gate.parse import Tick, execute_base, first_ticks, is_execute, parse_rows
 from app.gate.render import render_checklist
 
 KEYWORD = "the-loop execute"
@@ -149,3 +152,67 @@ def test_own_comments_are_bot_authored_or_marked():
     assert is_own_comment({"user": {"login": "x[bot]", "type": "Bot"}, "body": "the-loop execute"})
     assert has_marker("<!-- the-loop:whatever with junk")
     assert not has_marker("the-loop: auto-execute")
+
+
+@pytest.mark.parametrize(
+    ("body", "base"),
+    [
+        ("the-loop execute base:release/2.4", "release/2.4"),
+        ("  The-Loop Execute   BASE:release/2.4 please\n- [x] design", "release/2.4"),
+        ("the-loop execute base:main base:other", "main"),
+        ("the-loop execute base:", ""),
+        ("the-loop execute", None),
+        ("the-loop execute\nbase:release/2.4", None),  # only the execute line says
+        ("the-loop execute rebase:x", None),
+        ("please the-loop execute base:x", None),  # not an execute at all
+    ],
+)
+def test_an_execute_line_may_name_its_base_branch(body: str, base: str | None) -> None:
+    assert execute_base(body, KEYWORD) == base
+
+
+NAMES = [
+    "release/2.4",
+    "main",
+    "feature/a-b_c.d",
+    "v1.0",
+    "a@b",
+    "",
+    "-x",
+    "a..b",
+    "a b",
+    "a~1",
+    "a^",
+    "a:b",
+    "a?",
+    "a*",
+    "a[b",
+    "a\\b",
+    "a@{1}",
+    "HEAD",
+    "/a",
+    "a/",
+    "a//b",
+    "a.",
+    ".a",
+    "a/.b",
+    "a.lock",
+    "a/b.lock/c",
+    "a\x7fb",
+    "a\tb",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_base_name_is_held_to_gits_branch_rules(name: str) -> None:
+    """`branch_name_ok` agrees with `git check-ref-format --branch` itself."""
+    git = subprocess.run(
+        ["git", "check-ref-format", "--branch", name], capture_output=True, check=False
+    )
+    assert branch_name_ok(name) is (git.returncode == 0)
+
+
+def test_a_base_name_git_would_read_as_head_is_refused() -> None:
+    """`@` passes `check-ref-format --branch` as a shorthand for HEAD: it names no base."""
+    assert not branch_name_ok("@")
+    assert not branch_name_ok("x" * 256)

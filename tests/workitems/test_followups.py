@@ -54,6 +54,7 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
             "model": "",
             "effort": "",
             "dropped": [],
+            "base": "",  # no `base:` word: the default branch
             "issue": {},
         },
     }

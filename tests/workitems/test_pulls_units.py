@@ -206,6 +206,30 @@ def test_switching_to_the_work_branch(tmp_path: Path) -> None:
         switch_to(handed(work, env), "other", env)
 
 
+def test_a_new_work_branch_is_cut_from_the_base_branch(tmp_path: Path) -> None:
+    origin = bare_repository(tmp_path)
+    src = tmp_path / "origin.git-src"
+    git("switch", "-q", "-c", "release/2.4", cwd=src)
+    (src / "RELEASE").write_text("2.4\n")
+    git("add", "RELEASE", cwd=src)
+    git("commit", "-q", "-m", "release", cwd=src)
+    git("push", "-q", str(origin), "release/2.4", cwd=src)
+    work = tmp_path / "work"
+    git("clone", "-q", str(origin), str(work), cwd=tmp_path)
+    env = HostGit(git_env(tmp_path))
+    assert switch_to(handed(work, env), "the-loop/issue-1", env, "release/2.4") == "created"
+    assert (work / "RELEASE").read_text() == "2.4\n"
+    tip = git("rev-parse", "origin/release/2.4", cwd=work).strip()
+    assert git("rev-parse", "HEAD", cwd=work).strip() == tip
+    # Not tracking the base: a plain `git push` publishes the work branch, not the base.
+    config = (work / ".git" / "config").read_text()
+    assert '[branch "the-loop/issue-1"]' not in config
+    with pytest.raises(CheckoutError, match="not in the checkout"):
+        switch_to(handed(work, env), "the-loop/issue-2", env, "release/9.9")
+    with pytest.raises(CheckoutError, match="not a branch name"):
+        switch_to(handed(work, env), "the-loop/issue-2", env, "a..b")
+
+
 @pytest.mark.parametrize(
     ("body", "addressed"),
     [

@@ -97,8 +97,8 @@ def checkout_for(ctx: SpawnerContext, job: ClaimedJob) -> Checkout:
 def on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, git: HostGit) -> None:
     """`origin` at the App's git gateway with the push helper (and the App's CA, when the
     spawner trusts a private one) in the checkout's config, and the checkout on the job's
-    branch. A reused checkout that cannot switch (local changes in the way) is left where
-    it is."""
+    branch (a new one cut from the frozen base branch, when the execute named one). A
+    reused checkout that cannot switch (local changes in the way) is left where it is."""
     app_url = session_app_url(ctx)  # as the session sees it
     trust = app_trust(app_url, trusted_by_variable(ctx.env))
     configure_push(checkout.path, git, gateway_remote(app_url, job.payload.repo), trust=trust)
@@ -106,7 +106,7 @@ def on_work_branch(ctx: SpawnerContext, job: ClaimedJob, checkout: Checkout, git
     if not branch:
         return
     try:
-        how = switch_to(checkout.path, branch, git)
+        how = switch_to(checkout.path, branch, git, job.payload.frozen.base)
     except CheckoutError as exc:
         if not checkout.reused:
             raise

@@ -2,7 +2,9 @@
 
 The branch is the App's (every job names it: `the-loop/issue-7`, or a labelled pull
 request's head branch); the spawner only puts the checkout on it — tracking the remote
-branch when one exists, so a respawn elsewhere picks up what was pushed.
+branch when one exists, so a respawn elsewhere picks up what was pushed, else cut from the
+base branch the execute named (`origin/<base>`, which a clone has), else from the checkout's
+default branch.
 
 The checkout's `origin` is the App's git gateway (`<THE_LOOP_URL>/git/<owner>/<repo>.git`),
 not GitHub: the session fetches and pushes through the App, which lets only the work branch
@@ -120,12 +122,15 @@ def _exists(path: Path, git: HostGit, ref: str) -> bool:
     return _git(path, git, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0
 
 
-def switch_to(path: Path, branch: str, git: HostGit) -> str:
+def switch_to(path: Path, branch: str, git: HostGit, base: str = "") -> str:
     """Put the checkout on `branch`; returns how: `current`, `switched`, `tracking` (made
-    from the remote branch) or `created` (from the checked-out commit). Raises
-    CheckoutError when git refuses (a bad name, local changes in the way)."""
-    if not git.branch_name_ok(branch):
-        raise CheckoutError(f"{branch!r} is not a branch name git accepts")
+    from the remote branch) or `created` (from the checked-out commit, or from `origin/<base>`
+    when the execute named a base; not tracking it, so a plain `git push` publishes the work
+    branch). Raises CheckoutError when git refuses (a bad name, local changes in the way)
+    or a new branch's base is not in the checkout."""
+    for name in (branch, base) if base else (branch,):
+        if not git.branch_name_ok(name):
+            raise CheckoutError(f"{name!r} is not a branch name git accepts")
     current = _git(path, git, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if current.stdout.strip() == branch:
         return "current"
@@ -135,5 +140,10 @@ def switch_to(path: Path, branch: str, git: HostGit) -> str:
     if _exists(path, git, f"refs/remotes/origin/{branch}"):
         _git(path, git, "switch", "--quiet", "--create", branch, "--track", f"origin/{branch}")
         return "tracking"
-    _git(path, git, "switch", "--quiet", "--create", branch)
+    if not base:
+        _git(path, git, "switch", "--quiet", "--create", branch)
+        return "created"
+    if not _exists(path, git, f"refs/remotes/origin/{base}"):
+        raise CheckoutError(f"the base branch {base!r} is not in the checkout (origin/{base})")
+    _git(path, git, "switch", "--quiet", "--create", branch, "--no-track", f"origin/{base}")
     return "created"
