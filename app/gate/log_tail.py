@@ -16,7 +16,7 @@ MAX_LOG_LINES = 2000
 MAX_LOG_BYTES = 256 * 1024
 
 # CSI (ESC [ … final), OSC (ESC ] … BEL or ESC \), and any other two-byte escape.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?")
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|\x1b.?")
 # C0 controls but tab and newline, DEL and the C1 controls.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

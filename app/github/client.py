@@ -154,7 +154,8 @@ class GitHubApp:
 
     def revoke(self, token: str) -> None:
         """Withdraw an installation token before it expires (`DELETE /installation/token`)."""
-        self.token_client(token).rest.apps.revoke_installation_access_token()
+        client = self.token_client(token)  # githubkit's namespaces hold it weakly: keep it
+        client.rest.apps.revoke_installation_access_token()
 
     def bot_login(self) -> str | None:
         """The App's own login (`<slug>[bot]`), learnt from `GET /app`; None while unknown
