@@ -34,6 +34,7 @@ def create_app(
 
     from app.fleet.api import LEASE_CONFIG
     from app.fleet.api import bp as spawner_bp
+    from app.fleet.checks_api import bp as checks_bp
     from app.fleet.phase_api import bp as phase_bp
     from app.fleet.pull_api import bp as pulls_bp
     from app.gitgate.git_caps import GitCaps
@@ -71,6 +72,7 @@ def create_app(
     app.register_blueprint(spawner_bp)
     app.register_blueprint(phase_bp)
     app.register_blueprint(pulls_bp)
+    app.register_blueprint(checks_bp)  # `the-loop checks`: a PR's check runs and job logs
     app.register_blueprint(git_bp)  # /git/…: a session's origin, forwarded to GitHub
 
     @app.get("/healthz")

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "configcheck",
     "doctor",
     "pr",
+    "ci_checks",
     "git_credential",
 )
 

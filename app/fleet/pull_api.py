@@ -21,7 +21,7 @@ from app.workitems.pulls import open_pull_request
 bp = guard(Blueprint("pulls", __name__, url_prefix="/spawner/v1"))
 
 
-def _caller(session: Session, work_item_id: Any, *, lock: bool) -> tuple[Principal, WorkItem]:
+def caller(session: Session, work_item_id: Any, *, lock: bool) -> tuple[Principal, WorkItem]:
     """Who calls, and the work item they name, which they must be allowed to act on."""
     principal = authenticate(
         session, request.headers.get("Authorization"), loop_state().services.clock()
@@ -52,7 +52,7 @@ def linked() -> Response:
     """The work item's branch and linked pull request (null when none)."""
     state = loop_state()
     with Session(state.engine) as session:
-        _principal, item = _caller(session, request.args.get("work_item_id"), lock=False)
+        _principal, item = caller(session, request.args.get("work_item_id"), lock=False)
         return jsonify(_shown(item))
 
 
@@ -66,7 +66,7 @@ def create() -> Response:
         raise ApiError(400, "`title` and `body` must be text")
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
-            _principal, item = _caller(session, data.get("work_item_id"), lock=True)
+            _principal, item = caller(session, data.get("work_item_id"), lock=True)
             # A PullRequestRefused rolls this back and is answered by `app.fleet.api_guard`.
             open_pull_request(state.services, session, item, title, body)
             shown = _shown(item)

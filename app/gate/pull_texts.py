@@ -159,7 +159,12 @@ def checks_text(number: int, sha: str, failures: Sequence[CheckFailure]) -> str:
         lines.append(line)
         if check.summary.strip():
             lines.append("  " + _cut(check.summary, MAX_CHECK_SUMMARY).replace("\n", "\n  "))
-    lines += ["", "Fix what they report, commit, and `git push`; the checks run again."]
+    lines += [
+        "",
+        "`the-loop checks` lists them with their ids; `the-loop checks log <id>` prints the end "
+        "of a GitHub Actions job's log.",
+        "Fix what they report, commit, and `git push`; the checks run again.",
+    ]
     return "\n".join(lines)
 
 

@@ -136,11 +136,25 @@ class GitHubApp:
         expires = datetime.fromisoformat(str(data.expires_at).replace("Z", "+00:00"))
         return InstallationToken(token=data.token, expires_at=expires)
 
+    def token_client(self, token: str, *, follow_redirects: bool = True) -> GitHub[Any]:
+        """A client calling GitHub with `token` (one `repository_token` minted). Without
+        `follow_redirects` a redirect is answered to the caller, who decides where to go."""
+        return GitHub(
+            TokenAuthStrategy(token),
+            base_url=self.base_url,
+            auto_retry=RETRY,
+            ssl_verify=self._ssl,
+            follow_redirects=follow_redirects,
+        )
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context the App's GitHub calls verify with (also for a download URL)."""
+        return self._ssl
+
     def revoke(self, token: str) -> None:
         """Withdraw an installation token before it expires (`DELETE /installation/token`)."""
-        client = GitHub(
-            TokenAuthStrategy(token), base_url=self.base_url, auto_retry=RETRY, ssl_verify=self._ssl
-        )
+        client = self.token_client(token)  # githubkit's namespaces hold it weakly: keep it
         client.rest.apps.revoke_installation_access_token()
 
     def bot_login(self) -> str | None:

@@ -237,3 +237,19 @@ class AppClient:
         payload = {"work_item_id": work_item_id, "title": title, "body": body}
         data = self._call("POST", "/pull-request", json=payload).json()
         return data if isinstance(data, dict) else {}
+
+    def check_runs(self, work_item_id: str) -> dict[str, Any]:
+        """The check runs on the head commit of the work item's pull request."""
+        data = self._call("GET", "/checks", params={"work_item_id": work_item_id}).json()
+        return data if isinstance(data, dict) else {}
+
+    def check_log(self, work_item_id: str, run_id: int) -> dict[str, Any]:
+        """The end of check run `run_id`'s job log (Unauthorized: not this PR's head commit).
+        The App downloads it first, so this waits longer than other calls."""
+        data = self._call(
+            "GET",
+            f"/checks/{run_id}/log",
+            params={"work_item_id": work_item_id},
+            timeout=httpx.Timeout(120.0),
+        ).json()
+        return data if isinstance(data, dict) else {}

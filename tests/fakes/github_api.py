@@ -36,6 +36,7 @@ APP_PERMISSIONS = {  # what manifest.yaml asks for
     "contents": "write",
     "pull_requests": "write",
     "checks": "read",
+    "actions": "read",
     "metadata": "read",
 }
 LEVELS = ("none", "read", "write", "admin")
@@ -102,6 +103,9 @@ class FakeGitHub:
     manifest_conversions: dict[str, dict[str, Any]] = field(default_factory=dict)
     pulls: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    # (repo, job id) -> the job's log, served through a one-time download link
+    job_logs: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    log_links: dict[str, tuple[str, int]] = field(default_factory=dict)
     default_branch: str = "main"
     # Where pushed branches live (`<git_root>/<owner>/<repo>.git`): a PR's head must exist.
     git_root: Any = None
@@ -191,6 +195,12 @@ class FakeGitHub:
         }
         self.check_runs.setdefault((repo.lower(), sha), []).append(run)
         return run
+
+    def add_job_log(self, repo: str, job_id: int, text: str | bytes) -> None:
+        """The log of Actions job `job_id` (a check run's id), as `…/actions/jobs/{id}/logs`
+        serves it: a 302 to a download link on this server that wants no credential."""
+        data = text.encode() if isinstance(text, str) else text
+        self.job_logs[(repo.lower(), int(job_id))] = data
 
     def calls(self, method: str, pattern: str) -> list[Recorded]:
         rx = re.compile(pattern)

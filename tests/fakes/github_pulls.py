@@ -1,6 +1,7 @@
 """The fake GitHub's pull-request endpoints, in GitHub's shapes: the repository (its default
 branch), a branch (404 when the git fake's copy has none of that name), opening and reading
-pull requests, and a commit's check runs.
+pull requests, a commit's check runs, and an Actions job's log (a 302 to a download link on
+the fake itself, as GitHub sends one to its blob storage).
 
 Opening a PR checks what GitHub checks: the head branch must exist (in the git-over-HTTP
 fake's repositories when `git_root` is set) and have no open PR already; otherwise 422 with
@@ -10,13 +11,14 @@ GitHub's own messages.
 from __future__ import annotations
 
 import itertools
+import secrets
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, jsonify, redirect, request
 
 if TYPE_CHECKING:
     from tests.fakes.github_api import FakeGitHub
@@ -99,7 +101,7 @@ def new_pull(fake: FakeGitHub, owner: str, name: str, data: dict[str, Any], sha:
 
 
 def add_pull_routes(
-    app: Flask, fake: FakeGitHub, require_token: Callable[[], Response | None]
+    app: Flask, fake: FakeGitHub, require_token: Callable[..., Response | None]
 ) -> None:
     @app.get("/repos/<owner>/<repo>")
     def get_repository(owner: str, repo: str):  # type: ignore[no-untyped-def]
@@ -149,3 +151,25 @@ def add_pull_routes(
             return denied
         runs = fake.check_runs.get((f"{owner}/{repo}".lower(), ref), [])
         return jsonify(total_count=len(runs), check_runs=runs)
+
+    @app.get("/repos/<owner>/<repo>/actions/jobs/<int:job_id>/logs")
+    def job_logs(owner: str, repo: str, job_id: int):  # type: ignore[no-untyped-def]
+        full = f"{owner}/{repo}"
+        if (denied := require_token(full, "actions")) is not None:
+            return denied
+        if (full.lower(), job_id) not in fake.job_logs:
+            return jsonify(message="Not Found"), 404
+        link = secrets.token_urlsafe(16)
+        fake.log_links[link] = (full.lower(), job_id)
+        return redirect(f"{request.host_url}_blobs/job-logs/{link}", 302)
+
+    @app.get("/_blobs/job-logs/<link>")
+    def job_log_download(link: str):  # type: ignore[no-untyped-def]
+        # The download link is its own credential: a client that sends a token here has
+        # sent it where it does not belong.
+        if request.headers.get("Authorization"):
+            return Response("an Authorization header is not expected here", 400)
+        key = fake.log_links.get(link)
+        if key is None:
+            return Response("gone", 410)
+        return Response(fake.job_logs[key], mimetype="text/plain")

@@ -34,6 +34,7 @@ def test_manifest_declares_least_privilege_and_events():
         "contents": "write",
         "pull_requests": "write",
         "checks": "read",
+        "actions": "read",
         "metadata": "read",
     }
     events = set(manifest["default_events"])

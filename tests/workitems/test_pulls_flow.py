@@ -163,6 +163,7 @@ def test_review_comments_and_failing_checks_reach_the_session_and_the_merge_fini
     seen = standin.stdin(bed.item().id).decode()
     assert "Octocoders-linter: failure — 2 errors" in seen and "README.md:3 E1" in seen
     assert "unit-tests" not in seen and f"https://github.com/{REPO}/runs/" in seen
+    assert "`the-loop checks log <id>`" in seen  # how to read a failing job's log
 
     merged = pr_payload("pull_request.closed.json", number, sha=sha)
     merged["pull_request"]["merged"] = True
