@@ -12,10 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.spawner.appclient import AppClient
 
 ENV_ITEM = ("THE_LOOP_WORK_ITEM_ID", "THE_LOOP_WORK_ITEM")
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
 
 
 class ToolError(RuntimeError):
@@ -39,6 +44,30 @@ def target(env: Mapping[str, str]) -> tuple[str, str, str]:
     if missing:
         raise ToolError(f"not inside a the-loop session: {', '.join(missing)} not set")
     return url, item, token
+
+
+def ask_app(name: str, call: Callable[[AppClient, str], dict[str, Any]]) -> dict[str, Any] | int:
+    """`call(client, work item)` against the App for the session's item: its answer, or the
+    exit status after saying on stderr why there is none (not inside a session: EXIT_USAGE;
+    refused, or the App did not answer: EXIT_REFUSED). `name` is the command, as said."""
+    from app.spawner.appclient import AppClient, AppError, Rejected, Unauthorized
+
+    try:
+        url, item, token = target(os.environ)
+    except ToolError as exc:
+        print(f"the-loop {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    client = AppClient(url, token)
+    try:
+        return call(client, item)
+    except (Rejected, Unauthorized) as exc:
+        print(f"the-loop {name}: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except AppError as exc:
+        print(f"the-loop {name}: the App did not answer: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        client.close()
 
 
 def body_of(words: list[str], stdin: Any) -> str:

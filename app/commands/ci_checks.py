@@ -10,16 +10,12 @@ Only check runs of the pull request's head commit can be read.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from typing import Any
 
-from app.commands.agent_tools import ToolError, target
+from app.commands.agent_tools import ask_app
 from app.gate.pull_texts import FAILING_CONCLUSIONS
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 
 def _others(runs: list[dict[str, Any]]) -> str:
@@ -69,28 +65,16 @@ def describe_log(shown: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.spawner.appclient import AppClient, AppError, Rejected, Unauthorized
-
-    try:
-        url, item, token = target(os.environ)
-    except ToolError as exc:
-        print(f"the-loop checks: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    client = AppClient(url, token)
-    try:
-        if args.action == "log":
-            out = describe_log(client.check_log(item, args.id))
-        else:
-            out = describe_checks(client.check_runs(item))
-    except (Rejected, Unauthorized) as exc:
-        print(f"the-loop checks: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except AppError as exc:
-        print(f"the-loop checks: the App did not answer: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    finally:
-        client.close()
-    sys.stdout.write(out)
+    if args.action == "log":
+        shown = ask_app("checks", lambda client, item: client.check_log(item, args.id))
+        if isinstance(shown, int):
+            return shown
+        sys.stdout.write(describe_log(shown))
+        return 0
+    listed = ask_app("checks", lambda client, item: client.check_runs(item))
+    if isinstance(listed, int):
+        return listed
+    sys.stdout.write(describe_checks(listed))
     return 0
 
 

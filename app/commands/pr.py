@@ -10,15 +10,11 @@ says so on the issue. `the-loop pr` shows the branch and the linked pull request
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from app.commands.agent_tools import ToolError, target
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
+from app.commands.agent_tools import EXIT_REFUSED, EXIT_USAGE, ToolError, ask_app
 
 
 def _body(args: argparse.Namespace) -> str:
@@ -50,29 +46,22 @@ def describe(shown: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.spawner.appclient import AppClient, AppError, Rejected, Unauthorized
-
     creating = args.action == "create"
     try:
-        url, item, token = target(os.environ)
         body = _body(args) if creating else ""
     except ToolError as exc:
         print(f"the-loop pr: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    client = AppClient(url, token)
-    try:
-        if creating:
-            shown = client.open_pull_request(item, args.title, body)
-        else:
-            shown = client.pull_request(item)
-    except (Rejected, Unauthorized) as exc:
-        print(f"the-loop pr: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except AppError as exc:
-        print(f"the-loop pr: the App did not answer: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    finally:
-        client.close()
+    shown = ask_app(
+        "pr",
+        lambda client, item: (
+            client.open_pull_request(item, args.title, body)
+            if creating
+            else client.pull_request(item)
+        ),
+    )
+    if isinstance(shown, int):
+        return shown
     sys.stdout.write(describe(shown))
     return 0 if (shown.get("pull_request") or {}).get("number") else EXIT_REFUSED
 
