@@ -168,9 +168,10 @@ def record_verdicts(session: Session, verdicts: Any) -> None:
 
 
 def _scope_problem(
-    session: Session, raw: dict[str, Any], scope: list[str]
+    session: Session, raw: dict[str, Any], scope: list[str], locked: dict[str, WorkItem | None]
 ) -> tuple[str | None, WorkItem | None]:
-    """Why a well-formed event is outside the spawner's scope (or None), and its work item."""
+    """Why a well-formed event is outside the spawner's scope (or None), and its work item
+    (locked once per batch: `locked` keeps the items this batch holds)."""
     if raw["event"] in GLOBAL_ONLY and ANY_REPOSITORY not in scope:
         return f"only a spawner serving every repository may report {raw['event']}", None
     name = raw.get("work_item_id")
@@ -178,7 +179,9 @@ def _scope_problem(
         return None, None
     # Locked until the batch's transaction ends: a job's result reported meanwhile rewrites
     # the same session record (see `results`).
-    item = lock_work_item(session, name)
+    if name not in locked:
+        locked[name] = lock_work_item(session, name)
+    item = locked[name]
     if item is None:
         return f"no work item {name}", None
     if not serves(scope, item.repo_full_name):
@@ -190,11 +193,12 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
     """Record a batch of reported events inside the caller's transaction."""
     out = Ingested()
     scope = scope_of(spawner)
+    locked: dict[str, WorkItem | None] = {}
     for index, raw in enumerate(events[:MAX_BATCH]):
         why = check_event(raw)
         item = None
         if why is None:
-            why, item = _scope_problem(session, raw, scope)
+            why, item = _scope_problem(session, raw, scope, locked)
         if why is not None:
             out.rejected.append({"index": index, "error": why})
             continue
