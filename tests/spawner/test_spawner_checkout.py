@@ -57,6 +57,24 @@ def test_a_fresh_clone_then_reuse(tmp_path: Path) -> None:
     assert [p.name for p in root.iterdir()] == [first.path.name]  # no staging leftovers
 
 
+def test_a_clone_from_a_local_path_shares_no_file_with_its_source(tmp_path: Path) -> None:
+    """The checkout is handed to the session's user: a hard link into the source would let
+    a change of owner or mode there reach the source's own objects."""
+    origin = bare_repository(tmp_path)
+    root = tmp_path / "work"
+    checkout = prepare_checkout(
+        root,
+        "github:o/r#8",
+        str(origin),
+        ask_token=None,
+        askpass=write_askpass(tmp_path / "state"),
+        env=env(tmp_path),
+    )
+    objects = [p for p in (checkout.path / ".git" / "objects").rglob("*") if p.is_file()]
+    assert objects
+    assert [p for p in objects if p.stat().st_nlink > 1] == []
+
+
 def test_a_failed_clone_leaves_nothing_behind(tmp_path: Path) -> None:
     root = tmp_path / "work"
     with pytest.raises(CheckoutError, match="git clone failed"):

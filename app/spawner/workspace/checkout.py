@@ -139,7 +139,19 @@ def prepare_checkout(
     check_clone_url(clone_url)
     token = ask_token() if ask_token is not None else None
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}."))
-    command = ["-c", "credential.helper=", "clone", "--quiet", "--", clone_url, str(staging)]
+    # --no-hardlinks: a clone from a local path shares no file with its source, so the
+    # session user's tree (chowned to it by `tidy`) never changes the source's objects, and
+    # parallel clones of one source never see each other's chown mid-clone.
+    command = [
+        "-c",
+        "credential.helper=",
+        "clone",
+        "--quiet",
+        "--no-hardlinks",
+        "--",
+        clone_url,
+        str(staging),
+    ]
     try:
         proc = run_git(command, git_env(base, askpass, token), timeout=CLONE_TIMEOUT)
         if proc.returncode != 0:
