@@ -206,15 +206,15 @@ def sandbox_line(settings: Any) -> tuple[str, bool]:
 
     config = load_config(settings.the_loop_config)
     sandbox = config.routing.sandbox
+    problem = sandbox_problem(config, dict(os.environ))
+    if problem:
+        return f"the-loop up: {problem}", False
     if sandbox.resolved is SandboxMode.NONE:
         return (
             "the-loop: WARNING: routing.sandbox.mode is none in "
             f"{config.source}: sessions run unconfined and can read this machine's secrets",
             True,
         )
-    problem = sandbox_problem(config, dict(os.environ))
-    if problem:
-        return f"the-loop up: {problem}", False
     return (
         "the-loop: sessions run in a bubblewrap sandbox (routing.sandbox.mode: "
         f"bubblewrap{'' if sandbox.mode == 'bubblewrap' else f', from {sandbox.mode!r}'}; "

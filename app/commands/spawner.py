@@ -143,12 +143,14 @@ def spawner_token(args: argparse.Namespace, from_env: str | None) -> str:
 
 def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
     """Why sessions cannot be launched as configured here, or None. With the sandbox off
-    there is nothing to check (every launch then warns)."""
+    only a root spawner is refused (its sessions would run as root); otherwise every launch
+    then warns."""
     from app.config_sandbox import SandboxMode
     from app.spawner.confine.isolation import bubblewrap_problem
+    from app.spawner.confine.sessionuser import unconfined_as_root
 
     if config.routing.sandbox.resolved is SandboxMode.NONE:
-        return None
+        return unconfined_as_root(config.source)
     return bubblewrap_problem(config.source, env)
 
 

@@ -352,14 +352,14 @@ def check_session_user(
     """Who sessions run as (`sessionuser`): the spawner's own user when it is not root; as
     root, the unprivileged `name` account (`account`: its name and uid, None while it is not
     made yet: the first launch makes it). A root spawner with `routing.sandbox.mode: none`
-    runs sessions as root: a warning, as running unsandboxed is."""
+    would run sessions as root: it refuses to, so that is a failure."""
     check = "session user"
     if spawner_uid != 0:
         return Check(check, Level.OK, f"the spawner's own (uid {spawner_uid}), never root")
     if not sandboxed:
         fix = "run the spawner as another user, or set routing.sandbox.mode: bubblewrap"
-        said = "root: a root spawner runs unsandboxed sessions as root"
-        return Check(check, Level.WARN, said, fix)
+        said = "none: a root spawner refuses unsandboxed sessions (they would run as root)"
+        return Check(check, Level.FAIL, said, fix)
     if account is None:
         return Check(check, Level.OK, f"{name}, made on the first launch (useradd --system)")
     return Check(

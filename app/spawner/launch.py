@@ -20,11 +20,22 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.diskwatch import DiskMarks
-from app.spawner.confine.isolation import MISSING, SandboxError, confined_argv, host_plan, secrets
+from app.spawner.confine.isolation import (
+    SandboxError,
+    confined_argv,
+    host_plan,
+    missing_bubblewrap,
+    secrets,
+)
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
 from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
-from app.spawner.confine.sessionuser import SessionUserError, hand_over, session_user
+from app.spawner.confine.sessionuser import (
+    SessionUserError,
+    hand_over,
+    session_user,
+    unconfined_as_root,
+)
 from app.spawner.confine.trust import TrustOutcome
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.harness import HomeSetup, adapter_of
@@ -143,9 +154,12 @@ def prepare_launch(
     mode = ctx.config.routing.sandbox.resolved
     sandboxed = mode is not SandboxMode.NONE
     if not sandboxed:
+        as_root = unconfined_as_root(ctx.config.source)
+        if as_root is not None:
+            raise SandboxError(as_root)
         ctx.events.emit("session.unsandboxed", work_item_id, level="warning", message=UNSANDBOXED)
     elif shutil.which(BWRAP, path=ctx.env.get("PATH")) is None:
-        raise SandboxError(MISSING.format(config=ctx.config.source))
+        raise SandboxError(missing_bubblewrap(ctx.config.source))
     setup = HomeSetup(
         real_home=ctx.home,
         own_home=home_for(ctx.state_dir, item_slug(work_item_id)),

@@ -338,7 +338,7 @@ def test_doctor_says_what_each_preset_expands_to_and_which_services_answer(docto
     assert down["level"] == "warn" and "does not answer" in down["detail"]
 
 
-def test_doctor_says_who_sessions_run_as_and_warns_of_root_without_a_sandbox():
+def test_doctor_says_who_sessions_run_as_and_fails_a_root_spawner_without_a_sandbox():
     as_user = check_session_user(1000, sandboxed=True, account=None, name="the-loop-session")
     assert as_user.level is Level.OK and "uid 1000" in as_user.detail
     made = check_session_user(0, sandboxed=True, account=("the-loop-session", 999), name="x")
@@ -346,6 +346,6 @@ def test_doctor_says_who_sessions_run_as_and_warns_of_root_without_a_sandbox():
     later = check_session_user(0, sandboxed=True, account=None, name="the-loop-session")
     assert later.level is Level.OK and "made on the first launch" in later.detail
     root = check_session_user(0, sandboxed=False, account=None, name="the-loop-session")
-    assert root.level is Level.WARN and "as root" in root.detail and "bubblewrap" in root.fix
+    assert root.level is Level.FAIL and "as root" in root.detail and "bubblewrap" in root.fix
     unbounded = check_disk(None, "")
     assert unbounded.level is Level.WARN and "routing.sandbox.limits.disk" in unbounded.fix

@@ -3,8 +3,8 @@ spawner process, tmux, git, bubblewrap), goes looking for the App's and the spaw
 every process environment it can see, the spawner's token file, the App's `.env`, the SQLite
 database, the spawner's state, another item's checkout and home, `~/.ssh`, and every file
 under the test's directory; then it tries each token it found on the App. Sandboxed, it finds
-nothing. The same run unconfined (`routing.sandbox.mode: none`) finds plenty, which is what
-shows the search itself works."""
+nothing. The same search run on the host beside it finds plenty, which is what shows the
+search itself works (a root spawner never runs a session unconfined)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import pytest
 
 from app.spawner.naming import item_slug
 from app.spawner.workspace.checkout import checkout_dir
@@ -103,7 +101,7 @@ def _targets(box: Devbox, app_dir: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
+def devbox(tmp_path: Path) -> Iterator[Devbox]:
     key = generate_private_key_pem()
     fake = FakeGitHub(app_id=4242, private_key_pem=key)
     fake.grant(REPO, USER, "write")
@@ -120,7 +118,11 @@ def devbox(tmp_path: Path, mode: str) -> Iterator[Devbox]:
     (hostile / "bin" / "search.py").write_text(SEARCH)
     (hostile / "bin" / "targets.json").write_text(json.dumps(_targets(box, app_dir)))
     port = free_port()
-    sandbox = {"mode": mode, "readOnly": [str(harness.parent)], "readWrite": [str(box.records)]}
+    sandbox = {
+        "mode": "bubblewrap",
+        "readOnly": [str(harness.parent)],
+        "readWrite": [str(box.records)],
+    }
     (app_dir / "cli-config.yaml").write_text(
         json.dumps(
             {
@@ -166,29 +168,44 @@ def _secrets(box: Devbox, app_dir: Path) -> list[str]:
     return [token, SECRET, "PRIVATE KEY-----", "ssh-key-of-the-devbox-user"]
 
 
-@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
-def test_a_hostile_session_finds_no_secret_of_the_app_or_the_spawner(
-    tmp_path: Path, mode: str
-) -> None:
-    with devbox(tmp_path, mode) as box:
+def test_a_hostile_session_finds_no_secret_of_the_app_or_the_spawner(tmp_path: Path) -> None:
+    with devbox(tmp_path) as box:
         box.release(2)  # another work item: its checkout and home exist first
         other = box.report(2)
         box.release(1)
         report = box.report(1)
         assert report["own_checkout_readable"] and other["own_checkout_readable"]
         spilled = [s for s in _secrets(box, tmp_path / "app") if s in json.dumps(report)]
+        control = _search_on_the_host(box)
     assert spilled == []  # what it recorded never holds a secret itself
-    if mode == "bubblewrap":
-        assert report["found"] == []
-        # Item 2 looked at the same list, which names its own checkout, home and item.
-        assert all(
-            "Hello-World-2-" in json.dumps(f) or "#2" in json.dumps(f) for f in other["found"]
-        )
-        assert report["pids"] <= 3  # bwrap's init, itself (and a shell, if any)
-        assert report["home"] == str(box.state / "spawner" / "homes" / item_slug(box.item(1)))
-    else:  # the control: unconfined, the same search finds the secrets and gets in
-        kinds = {next(iter(f)) for f in report["found"]}
-        assert {"exists", "file", "app_accepted"} <= kinds, report["found"]
-        exists = {f["exists"] for f in report["found"] if "exists" in f}
-        assert str(tmp_path / "app" / ".env") in exists
-        assert str(box.home / ".ssh" / "id_ed25519") in exists
+    assert report["found"] == []
+    # Item 2 looked at the same list, which names its own checkout, home and item.
+    assert all("Hello-World-2-" in json.dumps(f) or "#2" in json.dumps(f) for f in other["found"])
+    assert report["pids"] <= 3  # bwrap's init, itself (and a shell, if any)
+    assert report["home"] == str(box.state / "spawner" / "homes" / item_slug(box.item(1)))
+    # The control: the same search run on the host, as the spawner's user, finds the secrets
+    # and gets in with them, which is what shows the search itself works.
+    kinds = {next(iter(f)) for f in control["found"]}
+    assert {"exists", "file", "app_accepted"} <= kinds, control["found"]
+    exists = {f["exists"] for f in control["found"] if "exists" in f}
+    assert str(tmp_path / "app" / ".env") in exists
+    assert str(box.home / ".ssh" / "id_ed25519") in exists
+
+
+def _search_on_the_host(box: Devbox) -> dict[str, Any]:
+    """The hostile search, run unconfined beside the devbox (item 1's name, the App's URL)."""
+    tools = box.tmp / "hostile" / "bin"
+    out = box.tmp / "control.json"
+    env = {
+        "PATH": os.environ["PATH"],
+        "THE_LOOP_URL": box.url,
+        "THE_LOOP_WORK_ITEM_ID": box.item(1),
+    }
+    subprocess.run(
+        [sys.executable, str(tools / "search.py"), str(tools / "targets.json"), str(out)],
+        env=env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    return dict(json.loads(out.read_text()))

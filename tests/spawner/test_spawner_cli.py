@@ -346,9 +346,7 @@ def test_a_spawner_whose_model_key_file_cannot_be_read_says_which_key_of_which_f
     spawner_cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     missing = tmp_path / "no-such.key"
-    write_config(
-        spawner_cli_env, {"routing": {"sandbox": {"mode": "none", "apiKeyFile": str(missing)}}}
-    )
+    write_config(spawner_cli_env, {"routing": {"sandbox": {"apiKeyFile": str(missing)}}})
     out = the_loop(
         {
             **spawner_cli_env,

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.store import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
@@ -43,13 +46,32 @@ def test_a_spawner_without_bubblewrap_refuses_to_start_with_one_line(tmp_path: P
     )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "bubblewrap (bwrap) is not installed" in out.stderr
-    assert "routing.sandbox.mode: none" in out.stderr
+    # Unsandboxed sessions run as the spawner's user: a root spawner is not offered that.
+    assert ("routing.sandbox.mode: none" in out.stderr) is (os.geteuid() != 0)
 
 
-def test_up_without_bubblewrap_refuses_and_says_how_to_opt_out(tmp_path: Path) -> None:
+@pytest.mark.skipif(os.geteuid() != 0, reason="what a root spawner does")
+def test_a_root_spawner_with_the_sandbox_off_refuses_to_start(tmp_path: Path) -> None:
+    (tmp_path / "cli-config.yaml").write_text("routing: {sandbox: {mode: none}}\n")
+    up = the_loop(tmp_path, "up", PORT=str(free_port()), PATH=os.environ["PATH"])
+    spawner = the_loop(
+        tmp_path,
+        "spawner",
+        PATH=os.environ["PATH"],
+        THE_LOOP_SPAWNER_TOKEN="tlsp_x",
+        THE_LOOP_URL="http://127.0.0.1:9",
+    )
+    for out in (up, spawner):
+        assert out.returncode == 2, out.stderr
+        assert "runs as root: sessions never run as root" in out.stderr
+        assert "cli-config.yaml" in out.stderr  # the file to edit
+
+
+def test_up_keeps_its_state_private_and_its_token_out_of_the_spawners_environment(
+    tmp_path: Path,
+) -> None:
     out = the_loop(tmp_path, "up", PATH=NO_BWRAP, PORT=str(free_port()))
     assert out.returncode == 2 and "bubblewrap (bwrap) is not installed" in out.stderr
-    (tmp_path / "cli-config.yaml").write_text("routing: {sandbox: {mode: none}}\n")
     port = free_port()
     log = tmp_path / "up.log"
     env = {"HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]}
@@ -68,7 +90,7 @@ def test_up_without_bubblewrap_refuses_and_says_how_to_opt_out(tmp_path: Path) -
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    assert "WARNING: routing.sandbox.mode is none" in log.read_text()
+    assert "sessions run in a bubblewrap sandbox" in log.read_text()
 
 
 def _spawner_pid(parent: int) -> int | None:
@@ -109,6 +131,19 @@ def test_a_new_sqlite_database_and_its_directory_are_private(tmp_path: Path) -> 
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="what a root spawner does")
+def test_with_the_sandbox_off_a_root_spawner_launches_nothing(
+    ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path
+) -> None:
+    """An unconfined session runs as the spawner's user: as root, the launch is refused
+    (the job fails saying why) and no session starts."""
+    ctx.config = make_config(standin, tmp_path, sandbox={"mode": "none"})
+    ok, _, error = run_job(ctx, spawn_job(origin))
+    assert not ok and error is not None and "sessions never run as root" in error
+    assert events(ctx, "session.spawned") == [] and standin.starts(WI) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="a root spawner refuses it (the test above)")
 def test_with_the_sandbox_off_every_launch_warns_and_trusts_the_real_home(
     ctx: SpawnerContext, standin: StandIn, origin: Path, home: Path, tmp_path: Path
 ) -> None:

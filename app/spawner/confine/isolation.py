@@ -45,9 +45,16 @@ UNSET = (
 )
 MISSING = (
     "bubblewrap (bwrap) is not installed, and sessions run in its sandbox: install it "
-    "(apt-get install bubblewrap) or set routing.sandbox.mode: none in {config} to run "
-    "sessions unconfined"
+    "(apt-get install bubblewrap){opt_out}"
 )
+OPT_OUT = " or set routing.sandbox.mode: none in {config} to run sessions unconfined"
+
+
+def missing_bubblewrap(config_source: str) -> str:
+    """The line for a devbox without bubblewrap; a root spawner is not offered `mode: none`
+    (its sessions would run as root)."""
+    opt_out = "" if os.geteuid() == 0 else OPT_OUT.format(config=config_source)
+    return MISSING.format(opt_out=opt_out)
 
 
 class SandboxError(RuntimeError):
@@ -62,7 +69,7 @@ def bubblewrap_problem(config_source: str, env: Mapping[str, str]) -> str | None
     """One line saying why bubblewrap cannot confine sessions here, or None when it can."""
     found = shutil.which(BWRAP, path=env.get("PATH"))
     if found is None:
-        return MISSING.format(config=config_source)
+        return missing_bubblewrap(config_source)
     probe = [found, "--ro-bind", "/", "/", "--cap-drop", "ALL", "--unshare-pid", "true"]
     try:
         proc = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False)

@@ -7,6 +7,8 @@ starts as root (it reads the spawner's private files to show them, read-only) an
 thing inside drops to `the-loop-session`, an unprivileged system account made on first use
 (`useradd`), with no capability and none to gain. The session's checkout and home are that
 user's; nothing else of the host is. A spawner that is not root runs sessions as itself.
+Only the sandbox can drop a session to another user, so a root spawner refuses
+`routing.sandbox.mode: none` (`unconfined_as_root`).
 
 Before a session starts, and whenever it ended, its checkout and home are tidied
 (`hostwalk.tidy`): no set-uid or set-gid bit and no world-writable directory survives
@@ -37,6 +39,19 @@ USERADD = (
     "/usr/sbin/nologin",
 )
 _MADE = threading.Lock()
+
+
+ROOT_UNCONFINED = (
+    "routing.sandbox.mode is none in {config} and the spawner runs as root: sessions never "
+    "run as root, and only the sandbox can drop them to another user. Remove mode: none "
+    "(bubblewrap, the default) or run the spawner as an unprivileged user"
+)
+
+
+def unconfined_as_root(config_source: str) -> str | None:
+    """Why unsandboxed sessions cannot run here (the spawner is root: they would be), or
+    None. An unconfined session runs as the spawner's user, with the operator's home."""
+    return ROOT_UNCONFINED.format(config=config_source) if os.geteuid() == 0 else None
 
 
 class SessionUserError(RuntimeError):
