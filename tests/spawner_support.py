@@ -422,3 +422,14 @@ def gateway_context(
         ask_token=client.job_token if client is not None else None,
         **options,
     )
+
+
+# The sandbox modes a launch test runs in: `none` only where the tests do not run as root (a
+# root spawner refuses it: its unconfined sessions would run as root).
+SANDBOX_MODES = [
+    "bubblewrap",
+    pytest.param(
+        "none",
+        marks=pytest.mark.skipif(os.geteuid() == 0, reason="a root spawner refuses mode: none"),
+    ),
+]

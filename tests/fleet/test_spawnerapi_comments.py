@@ -26,12 +26,19 @@ def session_token(api, item: str) -> str:
         return mint_session_token(db, item, datetime.now(UTC))
 
 
+def said(api, number: int) -> list[dict]:
+    """The item's comments but its progress comment, which the App posts (and edits) on its
+    own schedule once something happened."""
+    comments = api.fake.issue_comments(api.repo, number)
+    return [c for c in comments if getattr(find_marker(c["body"]), "kind", None) != "progress"]
+
+
 def test_a_session_posts_on_its_issue_as_the_app_with_the_agent_marker(api):
     item = api.work_item(number=11, status=WorkItemStatus.RUNNING)
     agent = api.spawner(session_token(api, item))
     resp = agent.comment(item, "Design is up for review in docs/specs/issue-11/design.md")
     assert resp.status_code == 200, resp.text
-    (posted,) = api.fake.issue_comments(api.repo, 11)
+    (posted,) = said(api, 11)
     assert resp.json() == {"comment_id": posted["id"], "html_url": posted["html_url"]}
     assert posted["body"].startswith("Design is up for review")
     assert find_marker(posted["body"]).kind == "agent"
@@ -44,7 +51,7 @@ def test_a_question_is_marked_as_one(api):
     spawner = api.spawner(api.token())
     resp = spawner.comment(item, "Should the CLI keep the old flag?", kind="ask")
     assert resp.status_code == 200
-    (posted,) = api.fake.issue_comments(api.repo, 12)
+    (posted,) = said(api, 12)
     assert (
         "The agent asks" in posted["body"] and "Should the CLI keep the old flag?" in posted["body"]
     )
@@ -99,7 +106,7 @@ def test_the_agents_comment_coming_back_as_a_webhook_is_not_delivered(api):
     api.fake.grant(api.repo, "the-loop-test[bot]", "admin")
     spawner = api.spawner(api.token())
     spawner.comment(item, "All tests pass.")
-    (posted,) = api.fake.issue_comments(api.repo, 17)
+    (posted,) = said(api, 17)
     send(api, comment_delivery(api.repo, 17, posted["body"], login=posted["user"]["login"]))
     with api.session() as db:
         assert list(db.scalars(select(Job).where(Job.work_item_id == item))) == []
@@ -181,7 +188,8 @@ def recording_mirror(api):
 def outbox(api, item: str) -> list[SlackOutbox]:
     with api.session() as db:
         query = select(SlackOutbox).where(SlackOutbox.work_item_id == item).order_by(SlackOutbox.id)
-        return list(db.scalars(query))
+        # the progress comment's mirror comes on the App's own schedule: not what is asked here
+        return [row for row in db.scalars(query) if row.kind != "progress"]
 
 
 def test_session_events_and_agent_words_reach_the_mirror(api, recording_mirror):
@@ -312,7 +320,7 @@ def test_a_sessions_mention_notifies_nobody(api):
     agent = api.spawner(session_token(api, item))
     resp = agent.comment(item, "Ping @octocat and @acme/reviewers; mail me at dev@example.com")
     assert resp.status_code == 200, resp.text
-    (posted,) = api.fake.issue_comments(api.repo, 32)
+    (posted,) = said(api, 32)
     assert not re.search(r"(?<![\w@])@[A-Za-z0-9]", posted["body"].replace("dev@example", ""))
     assert "@\u200boctocat" in posted["body"] and "@\u200bacme/reviewers" in posted["body"]
     assert "dev@example.com" in posted["body"]

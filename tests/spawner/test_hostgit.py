@@ -24,7 +24,14 @@ from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from app.spawner.workspace.hostgit import HostGit
 from tests.jobs_support import NAME, WI, deliver_job, events, make_config, run_ok, spawn_job
-from tests.spawner_support import BRANCH, StandIn, bare_repository, git, on_branch
+from tests.spawner_support import (
+    BRANCH,
+    SANDBOX_MODES,
+    StandIn,
+    bare_repository,
+    git,
+    on_branch,
+)
 
 HOOKS = ("post-checkout", "post-index-change", "reference-transaction", "pre-auto-gc")
 
@@ -80,16 +87,7 @@ def ended(ctx: SpawnerContext) -> None:
     ctx.runner.kill(NAME, owner=WI)
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "bubblewrap",
-        pytest.param(
-            "none",
-            marks=pytest.mark.skipif(os.geteuid() == 0, reason="a root spawner refuses mode: none"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", SANDBOX_MODES)
 def test_planted_hooks_fsmonitor_filters_and_includes_never_run_on_a_relaunch(
     ctx: SpawnerContext, standin: StandIn, origin: Path, tmp_path: Path, mode: str
 ) -> None:

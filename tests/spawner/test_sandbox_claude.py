@@ -7,7 +7,6 @@ the session keeps running."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from tests.claude_support import (
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.hostile_support import SEARCH
 from tests.jobs_support import deliver_job, events, run_ok, spawn_job
-from tests.spawner_support import bare_repository, git
+from tests.spawner_support import SANDBOX_MODES, bare_repository, git
 from tests.support import wait_for
 
 pytestmark = pytest.mark.claude
@@ -105,16 +104,7 @@ def test_a_bash_call_looking_for_secrets_finds_none(
     assert report["home"] == str(ctx.state_dir / "homes" / item_slug(item(1)))
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "bubblewrap",
-        pytest.param(
-            "none",
-            marks=pytest.mark.skipif(os.geteuid() == 0, reason="a root spawner refuses mode: none"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", SANDBOX_MODES)
 def test_eight_sessions_launched_at_once_all_start_without_a_trust_dialog(
     tmp_path: Path, stopped: list[SpawnerContext], mode: str
 ) -> None:

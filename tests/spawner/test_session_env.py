@@ -20,7 +20,7 @@ from app.spawner.devbox_checks import Level, check_session_env
 from app.spawner.launch import SpawnerContext
 from app.spawner.session.tmux import TmuxRunner, stale_names
 from tests.jobs_support import SESSION_TOKEN, WI, make_config, run_ok, spawn_job, standin_context
-from tests.spawner_support import StandIn
+from tests.spawner_support import SANDBOX_MODES, StandIn
 
 # What an operator's shell or service unit holds beside what the spawner needs.
 OPERATOR_SECRETS = {
@@ -126,7 +126,7 @@ def dirty_runner(dirty: dict[str, str]) -> Iterator[TmuxRunner]:
         runner.kill_server()
 
 
-@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+@pytest.mark.parametrize("mode", SANDBOX_MODES)
 def test_a_session_holds_none_of_the_spawners_secrets_but_what_is_passed(
     mode: str,
     tmp_path: Path,

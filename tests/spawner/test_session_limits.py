@@ -31,7 +31,7 @@ from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionState
 from app.spawner.session.watchdog import Watchdog
 from tests.jobs_support import NAME, WI, events, make_config, run_ok, spawn_job
-from tests.spawner_support import StandIn
+from tests.spawner_support import SANDBOX_MODES, StandIn
 from tests.support import wait_for
 
 PROCESSES, MEMORY = 64, 256 << 20
@@ -131,7 +131,7 @@ def _stop(ctx: SpawnerContext, item: str) -> dict[str, Any]:
     return run_ok(ctx, ClaimedJob(9, stop, 60))
 
 
-@pytest.mark.parametrize("mode", ["bubblewrap", "none"])
+@pytest.mark.parametrize("mode", SANDBOX_MODES)
 def test_a_fork_bomb_stays_under_the_process_limit_and_its_cgroup_goes_at_its_stop(
     bounded: SpawnerContext, hostile: StandIn, origin: Path, tmp_path: Path, mode: str
 ) -> None:
