@@ -13,6 +13,8 @@ Message kinds and their payloads (every payload also carries `url`, the issue's 
 - `session`: {event, ...the event's fields} for session.spawned/respawned/delivered/
   stalled/exited
 - `agent_comment`: {kind: "comment" | "ask", body}
+- `egress`: {event: "refused", target, markdown} once per refused `host:port` (a chat
+  surface may offer to allow it), or {event: "allowed", target, live, markdown} its answer
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from channels import walk_blocks
+from channels import allow_blocks, walk_blocks
 from channels.answer_blocks import answer_buttons
 from channels.checklist_control import OPEN_ACTION, control_blocks, summary_lines
 from channels.text import (
@@ -43,6 +43,7 @@ class Kind(StrEnum):
     REVIEW = "review"
     DONE = "done"
     PULL_REQUEST = "pull_request"  # the item's pull request opened, or closed unmerged
+    EGRESS = "egress"  # a host the session was refused (with an Allow button), or its answer
 
 
 @dataclass(frozen=True)
@@ -274,4 +275,6 @@ def render(kind: str, payload: Mapping[str, Any], work_item_id: str, url: str = 
         return _finish(*walk_blocks.done(payload), url)
     if kind == Kind.PULL_REQUEST:
         return pull_request(payload, url)
+    if kind == Kind.EGRESS:
+        return _finish(*allow_blocks.egress(payload, work_item_id), url)
     return fallback(kind, payload, url)

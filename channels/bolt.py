@@ -1,4 +1,5 @@
-"""The Bolt app: listeners for the Execute button and thread replies, over HTTP or Socket Mode.
+"""The Bolt app: listeners for the buttons (Execute, review, answer, allow) and thread replies,
+over HTTP or Socket Mode.
 
 Bolt verifies every HTTP request against the signing secret. Listeners acknowledge first
 and then work (Bolt answers Slack as soon as `ack()` is called and lets the listener run on),
@@ -20,6 +21,8 @@ from sqlalchemy import Engine
 
 from app.services import Services
 from channels.actions import Press, handle_execute
+from channels.allow_actions import handle_allow
+from channels.allow_blocks import ALLOW_ACTION
 from channels.answer_actions import handle_answer
 from channels.answer_blocks import ANSWER_ACTION_PATTERN
 from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
@@ -91,6 +94,11 @@ def register(app: App, deps: SlackDeps) -> None:
     def on_answer(ack: Ack, body: dict[str, Any]) -> None:
         ack()
         _guard(deps, lambda: handle_answer(deps, body), _audience(body))
+
+    @app.action(ALLOW_ACTION)
+    def on_allow(ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        _guard(deps, lambda: handle_allow(deps, body), _audience(body))
 
     @app.view(CHANGES_VIEW)
     def on_changes_submitted(ack: Ack, body: dict[str, Any]) -> None:

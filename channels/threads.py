@@ -3,7 +3,8 @@
 The reply is posted on the issue by the App, attributed and marked (so it is never read back
 as input), then handed to the same delivery path a GitHub comment takes. A reply that starts
 with the execute keyword is an execute, through the gate's one parser; one with the budget
-keyword raises the item's budget, as on GitHub. Each reply is handled
+keyword raises the item's budget, and one with the allow keyword lets the session through to
+a refused host, as on GitHub. Each reply is handled
 once (Slack retries events); it gets a reaction when the session has it (the sender adds
 it when the spawner's `session.delivered` report is mirrored).
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.workitems.decisions import Status
+from app.workitems.egress import allow_reply
 from app.workitems.followups import deliver_comment
 from app.workitems.review import review_reply, verdict_of
 from app.workitems.spending import raise_reply
@@ -72,6 +74,12 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
                 else f"Budget not raised ({raised.why or raised.status.value})."
             )
             deps.tell(reply.channel, reply.user, said, reply.thread_ts)
+        return
+    if starts_with_keyword(text, trigger.allow_keyword):
+        ref = f"slack-allow:{reply.channel}:{reply.ts}"
+        allowed = deps.post_once(ref, item, login, reply.user, text, allow_reply)
+        if allowed is not None and allowed.status is Status.REFUSED:
+            deps.tell(reply.channel, reply.user, f"Refused: {allowed.why}.", reply.thread_ts)
         return
     ref = reply_ref(reply.channel, reply.ts)
     outcome = deps.post_once(ref, item, login, reply.user, text, deliver_comment)

@@ -7,8 +7,10 @@ import dataclasses
 import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -433,3 +435,19 @@ SANDBOX_MODES = [
         marks=pytest.mark.skipif(os.geteuid() == 0, reason="a root spawner refuses mode: none"),
     ),
 ]
+
+
+class _Echo(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        self.wfile.write(b"echo: " + self.rfile.readline())
+
+
+@pytest.fixture
+def far_echo() -> Iterator[int]:
+    """A TCP server on loopback that answers a line with `echo: <line>`: a far host a
+    session's proxy lets through, or not; its port."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()

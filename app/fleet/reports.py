@@ -63,6 +63,8 @@ NOT_MIRRORED = frozenset(
         "session.setup_finished",
         "session.setup_unkept",
         ROUTES_EVENT,
+        # Noticed once per host by `egress`, with its Allow button; a refusal a try is noise.
+        "session.egress_refused",
     }
 )
 # Reported after a session ended too (its last answers): no sign that the session lives.

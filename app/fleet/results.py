@@ -97,7 +97,7 @@ def apply_result(
     elif job.kind == JobKind.ALLOW:
         payload = parse_payload(job.kind, job.payload)
         assert isinstance(payload, AllowJob)
-        allow_done(services, item, payload, result if ok else {})
+        allow_done(services, session, item, payload, result if ok else {})
     elif job.kind == JobKind.STOP and ok and result.get("stopped"):
         transition(item, Happened.STOP_OK)
         revoke_session_tokens(session, job.work_item_id)

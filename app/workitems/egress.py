@@ -3,13 +3,15 @@ host:port` reply.
 
 When a session's egress proxy refuses a host, the item gets one notice per `host:port` (a
 `Once` row per item and host: a session knocking again costs no comment and no GitHub call):
-the host and the reply that lets it through. Refusals of hosts the harness itself knocks on
-(the spawner marks them `harness_own`) are not noticed, nor are names that are no
+the host and the reply that lets it through, mirrored to the item's Slack thread (the `egress`
+kind, where an Allow button stands for the reply). Refusals of hosts the harness itself
+knocks on (the spawner marks them `harness_own`) are not noticed, nor are names that are no
 `host:port` (the name comes from the session: it is shown only once it reads as one). An
-authorized reply becomes one allow job for the item's spawner, which lets the live session's
-proxy through to that host at once, for this item only; the result's note says how to add it
-for good (`routing.sandbox.egress`). A reader's reply changes nothing and gets the usual
-refusal.
+authorized reply — typed on the issue, or the Slack button's, which is posted on the issue
+and decided here the same way — becomes one allow job for the item's spawner, which lets the
+live session's proxy through to that host at once, for this item only; the result's note,
+on the issue and in the thread, says how to add it for good (`routing.sandbox.egress`). A
+reader's reply changes nothing and gets the usual refusal.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ def allowed_target(body: str, keyword: str) -> tuple[str, int] | None:
     return target_of(words[0]) if words else None
 
 
-def refused_text(work_item_id: str, target: str, command: str, keyword: str) -> str:
-    """The notice of one refused host (pure); `command` is what knocked, when known."""
+def refused_words(target: str, command: str, keyword: str) -> str:
+    """The notice of one refused host, as the issue and the Slack thread show it (pure);
+    `command` is what knocked, when known."""
     knocked = f" (from `{command}`)" if command else ""
     lines = [
         f"The session's network refused **`{target}`**{knocked}: it is not in `{FOR_GOOD}`.",
@@ -65,19 +68,29 @@ def refused_text(work_item_id: str, target: str, command: str, keyword: str) -> 
         f"To let this item's session reach it now, reply `{keyword} {target}` "
         "(the same rule as execute).",
     ]
-    text = defuse("\n".join(lines))
+    return defuse("\n".join(lines))
+
+
+def refused_text(work_item_id: str, target: str, command: str, keyword: str) -> str:
+    """The issue comment of one refused host: its words and the App's marker (pure)."""
+    text = refused_words(target, command, keyword)
     return f"{text}\n\n{marker(MarkerKind.NOTICE, item=work_item_id, egress=target)}\n"
 
 
-def allowed_text(work_item_id: str, target: str, by: str, live: bool) -> str:
-    """The answer to an allow job's result (pure)."""
+def allowed_words(target: str, by: str, live: bool) -> str:
+    """The answer to an allow job's result, as the issue and the Slack thread show it (pure)."""
     if live:
         first = f"`{target}` is let through for this item's session now (asked by @{by})."
     else:
         first = f"`{target}` could not be let through: this item's session is not running."
     how = f"To allow it for every session, add `{target}` to `{FOR_GOOD}` in the operator config."
+    return f"{defuse(first)}\n\n{how}"
+
+
+def allowed_text(work_item_id: str, target: str, by: str, live: bool) -> str:
+    """The issue comment answering an allow job's result (pure)."""
     mark = marker(MarkerKind.NOTICE, item=work_item_id, allowed=target)
-    return f"{defuse(first)}\n\n{how}\n\n{mark}\n"
+    return f"{allowed_words(target, by, live)}\n\n{mark}\n"
 
 
 def _first(session: Session, key: str) -> bool:
@@ -117,6 +130,9 @@ def announce_refusal(
         return
     keyword = services.config.routing.trigger.allow_keyword
     _post(services, item, refused_text(item.id, target, "", keyword))
+    words = refused_words(target, "", keyword)
+    mirrored = {"event": "refused", "target": target, "markdown": words, "url": item.html_url}
+    services.mirror.post(session, item.id, "egress", mirrored)
 
 
 def allow_reply(services: Services, session: Session, decision: Decision) -> Outcome:
@@ -150,9 +166,17 @@ def allow_reply(services: Services, session: Session, decision: Decision) -> Out
 
 
 def allow_done(
-    services: Services, item: WorkItem, job: AllowJob, result: Mapping[str, Any]
+    services: Services,
+    session: Session,
+    item: WorkItem,
+    job: AllowJob,
+    result: Mapping[str, Any],
 ) -> None:
-    """The spawner ran an allow job: say on the issue what it did and how to keep it."""
+    """The spawner ran an allow job: say on the issue, and in the Slack thread, what it did
+    and how to keep it."""
     host = f"[{job.host}]" if ":" in job.host else job.host
-    text = allowed_text(item.id, f"{host}:{job.port}", job.author, bool(result.get("allowed")))
-    _post(services, item, text)
+    target, live = f"{host}:{job.port}", bool(result.get("allowed"))
+    _post(services, item, allowed_text(item.id, target, job.author, live))
+    words = allowed_words(target, job.author, live)
+    mirrored = {"event": "allowed", "target": target, "live": live, "markdown": words}
+    services.mirror.post(session, item.id, "egress", {**mirrored, "url": item.html_url})

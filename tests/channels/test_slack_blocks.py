@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from app.workitems.egress import refused_words
 from channels.blocks import Kind, checklist_closed, render
 from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION
 from tests.fakes.slack_api import block_problems
@@ -44,6 +45,12 @@ PAYLOADS: dict[str, dict[str, Any]] = {
         "number": 101,
         "html_url": "https://github.com/Codertocat/Hello-World/pull/101",
         "by": "session",
+        "url": ISSUE_URL,
+    },
+    Kind.EGRESS: {
+        "event": "refused",
+        "target": "pypi.example.org:443",
+        "markdown": refused_words("pypi.example.org:443", "", "the-loop allow"),
         "url": ISSUE_URL,
     },
     Kind.AGENT_COMMENT: {

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.gate.markers import find_marker
+from channels.allow_blocks import parse_allow_value
 from channels.answer_blocks import parse_answer_value
 from channels.blocks import Kind, render
 from channels.checklist_control import execute_text, pressed_tokens
@@ -44,6 +45,8 @@ EVENTS = [
     "session.exited",
     "closed",
     "opened",
+    "refused",
+    "allowed",
 ]
 # Any string, and strings built from the pieces Slack and GitHub markup are made of, which
 # plain random text seldom spells.
@@ -119,6 +122,7 @@ KEYS = {
     Kind.REVIEW: "artifacts approve_keyword changes_keyword",
     Kind.DONE: "reason",
     Kind.PULL_REQUEST: "number html_url event by",
+    Kind.EGRESS: "event target live markdown",
     "something-new": "title body",
 }
 
@@ -182,6 +186,7 @@ def test_the_small_text_helpers_take_any_string(
 ) -> None:
     starts_with_keyword(value, keyword)
     parse_answer_value(value)
+    parse_allow_value(value)
     found = find_marker(attributed(value, login, member))
     assert found is not None and found.kind == "slack"  # whatever the member wrote
     session_words({"status": value, "stall": keyword, "stall_hint": login})

@@ -8,10 +8,7 @@ the issue says how to allow the host for good."""
 
 from __future__ import annotations
 
-import socketserver
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +29,6 @@ from tests.spawnerapi_support import comment_delivery, send
 from tests.support import wait_for
 
 pytestmark = pytest.mark.sqlite_only
-
-
-class _Echo(socketserver.StreamRequestHandler):
-    def handle(self) -> None:
-        self.wfile.write(b"echo: " + self.rfile.readline())
-
-
-@pytest.fixture
-def far_echo() -> Iterator[int]:
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def notices(api: Any, number: int) -> list[str]:
