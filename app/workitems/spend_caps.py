@@ -229,3 +229,59 @@ def mark_held(config: OperatorConfig, session: Session, now: datetime) -> None:
         else:
             facts.pop(HELD_KEY, None)
         item.session = facts
+
+
+@dataclass(frozen=True)
+class CapSpend:
+    """One cap against what its window spent, for `/metrics` and the status page."""
+
+    window: Window
+    scope: str
+    installation_id: int
+    repository: str  # "" for an installation's cap
+    kind: str  # tokens | usd
+    limit: float
+    spent: float
+    lifted_by: str  # "" unless lifted for the day (a repository's caps)
+
+
+def spend_report(config: OperatorConfig, session: Session, now: datetime) -> list[CapSpend]:
+    """Every cap in force, against what each installation and repository that spent this
+    month spent in its window (a cap with nothing spent yet shows no row)."""
+    caps = list(caps_of(config.routing.budget))
+    if not caps:
+        return []
+    rows = session.execute(
+        select(
+            SpendDay.installation_id,
+            SpendDay.repo_full_name,
+            SpendDay.day,
+            SpendDay.tokens,
+            SpendDay.usd_micros,
+            SpendDay.lifted_by,
+        ).where(SpendDay.day >= first_day(Window.MONTHLY, now))
+    ).all()
+    today = day_key(now)
+    lifted = {(i, r): by for i, r, d, _, _, by in rows if d == today and by}
+    sums: dict[tuple[Window, int, str], list[int]] = {}
+    for inst, repo, day, tokens, micros, _ in rows:
+        for window in WINDOWS:
+            if day < first_day(window, now):
+                continue
+            for key in ((window, inst, ""), (window, inst, repo)):
+                total = sums.setdefault(key, [0, 0])
+                total[0] += int(tokens or 0)
+                total[1] += int(micros or 0)
+    out: list[CapSpend] = []
+    for (window, inst, repo), (tokens, micros) in sorted(sums.items()):
+        for cap_window, scope, cap in caps:
+            if cap_window is not window or (scope == REPOSITORY) != bool(repo):
+                continue
+            by = lifted.get((inst, repo), "") if repo else ""
+            for kind, limit, spent in (
+                ("tokens", cap.tokens, float(tokens)),
+                ("usd", cap.usd, micros / MICROS),
+            ):
+                if limit is not None:
+                    out.append(CapSpend(window, scope, inst, repo, kind, limit, spent, by))
+    return out

@@ -9,7 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
@@ -19,6 +21,7 @@ from app.workitems.progress import view_of
 from app.workitems.progress_text import render_progress
 from app.workitems.spend_windows import Window, first_day
 from tests.spawnerapi_support import Api, comment_delivery, send, serve_api
+from tests.support import OPERATOR_TOKEN
 
 SHARED_API = {"config_yaml": "routing: {budget: {daily: {tokens: 1000}}}\n"}
 pytestmark = pytest.mark.sqlite_only
@@ -138,7 +141,8 @@ def repo_api(tmp_path_factory: pytest.TempPathFactory, app_private_key: str) -> 
         "routing:\n  budget:\n    daily: {repository: {tokens: 1000}}\n"
         "    monthly: {repository: {usd: 2}}\n"
     )
-    yield from serve_api("sqlite", directory, app_private_key, config_yaml=config)
+    admin = {"THE_LOOP_ADMIN_TOKEN": OPERATOR_TOKEN}
+    yield from serve_api("sqlite", directory, app_private_key, config_yaml=config, extra_env=admin)
 
 
 def test_a_repository_cap_holds_only_its_own_repository(repo_api: Api) -> None:
@@ -182,3 +186,34 @@ def test_a_monthly_cap_counts_every_day_of_the_month_at_the_model_price(repo_api
     words = held_words(api.item(waiting).session)
     assert words.startswith("monthly budget of this repository reached (resets 1 ")
     assert words.endswith(" 00:00 UTC)")
+
+
+def test_metrics_and_the_status_page_show_spend_against_each_cap(repo_api: Api) -> None:
+    api = repo_api.fresh()
+    running = api.work_item(1, status=WorkItemStatus.RUNNING)
+    report(api, running, input_tokens=400, output_tokens=20)
+    auth = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    scraped = httpx.get(f"{api.url}/metrics", headers=auth)
+    assert scraped.status_code == 200, scraped.text
+    samples = {
+        (s.name, s.labels.get("window"), s.labels.get("kind")): s.value
+        for family in text_string_to_metric_families(scraped.text)
+        for s in family.samples
+        if s.labels.get("repository") == api.repo.lower()
+    }
+    assert samples[("the_loop_spend_cap_limit", "daily", "tokens")] == 1000
+    assert samples[("the_loop_spend_cap_spent", "daily", "tokens")] == 420
+    assert samples[("the_loop_spend_cap_limit", "monthly", "usd")] == 2
+    assert ("the_loop_spend_cap_limit", "daily", "usd") not in samples  # no such cap
+
+    page = httpx.get(f"{api.url}/", headers=auth)
+    assert page.status_code == 200
+    row = page.text.split(f'data-repository="{api.repo.lower()}" data-kind="tokens"', 1)[1]
+    row = row.split("</tr>", 1)[0]
+    assert "420 tokens" in row and "1,000 tokens" in row
+    status = httpx.get(f"{api.url}/status", headers=auth).json()
+    mine = [c for c in status["spend_caps"] if c["repository"] == api.repo.lower()]
+    assert {(c["window"], c["kind"], c["limit"], c["spent"]) for c in mine} == {
+        ("daily", "tokens", 1000, 420),
+        ("monthly", "usd", 2, 0),
+    }
