@@ -48,7 +48,7 @@ from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
 from app.workitems.decisions import lock_work_item
-from app.workitems.spend_caps import held_repositories
+from app.workitems.spend_caps import held_repositories, mark_held
 from app.workitems.spending import weigh_time
 
 log = logging.getLogger(__name__)
@@ -230,6 +230,8 @@ def _claim(
                 offer = prepare_offer(state.services, session, job, spawner, lease)
                 spent.append(offer.spent)
                 if not offer.withdrawn:
+                    if job.kind == JobKind.SPAWN:  # the line moved: what still holds it
+                        mark_held(state.services.config, session, now)
                     break
     except Exception as exc:
         if job_id is None:

@@ -197,11 +197,20 @@ def lift(session: Session, installation_id: int | None, repo: str, by: str, now:
     key = (int(installation_id or 0), _repo(repo), day_key(now))
     row = session.get(SpendDay, key, with_for_update=True)
     if row is None:
-        row = SpendDay(
-            installation_id=key[0], repo_full_name=key[1], day=key[2], tokens=0, usd_micros=0
-        )
-        session.add(row)
-    elif row.lifted_by:
+        try:
+            with session.begin_nested():
+                fresh = SpendDay(
+                    installation_id=key[0],
+                    repo_full_name=key[1],
+                    day=key[2],
+                    tokens=0,
+                    usd_micros=0,
+                )
+                session.add(fresh)
+        except IntegrityError:  # a usage report made the day's row first
+            pass
+        row = session.get(SpendDay, key, with_for_update=True, populate_existing=True)
+    if row is None or row.lifted_by:
         return False
     row.lifted_by = by[:256]
     row.lifted_at = now

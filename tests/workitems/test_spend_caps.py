@@ -7,6 +7,7 @@ the issue lifts the caps for the day and the stopped session is relaunched."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -19,12 +20,11 @@ from app.workitems.capacity import held_words
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.progress import view_of
 from app.workitems.progress_text import render_progress
-from app.workitems.spend_windows import Window, first_day
+from app.workitems.spend_windows import Window, day_key, first_day
 from tests.spawnerapi_support import Api, comment_delivery, send, serve_api
 from tests.support import OPERATOR_TOKEN
 
 SHARED_API = {"config_yaml": "routing: {budget: {daily: {tokens: 1000}}}\n"}
-pytestmark = pytest.mark.sqlite_only
 DAILY_WAIT = "daily budget reached (resets 00:00 UTC)"
 
 
@@ -217,3 +217,24 @@ def test_metrics_and_the_status_page_show_spend_against_each_cap(repo_api: Api) 
         ("daily", "tokens", 1000, 420),
         ("monthly", "usd", 2, 0),
     }
+
+
+def test_what_yesterday_spent_holds_nothing_today(repo_api: Api) -> None:
+    api = repo_api.fresh()
+    token = api.token()
+    api.spawner(token).register()
+    yesterday = day_key(api.state.services.clock() - timedelta(days=1))
+    with api.session() as db, db.begin():
+        db.add(
+            SpendDay(
+                installation_id=1,
+                repo_full_name=api.repo.lower(),
+                day=yesterday,
+                tokens=50_000,
+                usd_micros=0,
+            )
+        )
+    item = api.work_item(1)
+    spawn = execute(api, item)
+    assert held_words(api.item(item).session) == ""
+    assert [job["id"] for job in drain(api, token)] == [spawn]
