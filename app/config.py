@@ -258,7 +258,7 @@ class Budget(_Model):
     """`routing.budget`: what one work item may spend, each limit optional — model tokens
     (input, output and cache, summed), dollars at the item's model price, and minutes of its
     sessions' wall-clock time. The App warns the session at 90 % and stops it at 100 %.
-    `daily` and `monthly` cap what all items spend together (`WindowCaps`)."""
+    `daily` and `monthly` cap what all items spend together."""
 
     tokens: int | None = Field(default=None, ge=1, strict=True)
     usd: float | None = Field(default=None, gt=0)
