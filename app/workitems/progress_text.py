@@ -180,6 +180,7 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "stall": view.stall,
         "stall_hint": view.stall_hint,
         "queued": list(view.queued) if view.queued else None,
+        "waiting": view.held or None,  # why a spend cap holds it in line
         "artifacts": list(view.artifacts),
         "pull_request": dict(view.pull_request),
         "links": work_links(view.page, view.branch, view.spec_id, view.artifacts).to_json(),
