@@ -351,15 +351,17 @@ def lift_reply(services: Services, session: Session, decision: Decision) -> Outc
     if item is None or item.frozen is None:
         return Outcome(Status.NOT_A_WORK_ITEM)
     config, now = services.config, services.clock()
-    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
     capped = _capped(item)
-    if why is None and not capped:
+    why, reason = refusal(services, item.installation_id, item.repo_full_name, decision.author), ""
+    if why is not None:
+        reason = "unauthorized"
+    elif not capped:
         level, _ = cap_level(config, session, item.installation_id, item.repo_full_name, now)
         if level is not BudgetLevel.SPENT:
             why = "no daily or monthly budget holds this item; `+<amount>` adds to its own"
+            reason = "no-cap"
     if why is not None:
         keyword = config.routing.trigger.budget_keyword
-        reason = "unauthorized" if "no daily" not in why else "no-cap"
         refuse(
             services, session, item, decision, why, reason, keyword=keyword, action="lift the caps"
         )

@@ -17,10 +17,12 @@ from sqlalchemy import select
 
 from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
 from app.workitems.capacity import held_words
+from app.workitems.decisions import Decision, Status
 from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.progress import view_of
 from app.workitems.progress_text import render_progress
 from app.workitems.spend_windows import Window, day_key, first_day
+from app.workitems.spending import raise_reply
 from tests.spawnerapi_support import Api, comment_delivery, send, serve_api
 from tests.support import OPERATOR_TOKEN
 
@@ -238,3 +240,16 @@ def test_what_yesterday_spent_holds_nothing_today(repo_api: Api) -> None:
     spawn = execute(api, item)
     assert held_words(api.item(item).session) == ""
     assert [job["id"] for job in drain(api, token)] == [spawn]
+
+
+def test_the_keyword_alone_lifts_nothing_while_no_cap_holds_the_item(repo_api: Api) -> None:
+    api = repo_api.fresh()
+    item = api.work_item(1, status=WorkItemStatus.RUNNING)
+    api.fake.grant(api.repo, "boss", "maintain")
+    with api.session() as db, db.begin():
+        decision = Decision(item, "boss", "the-loop budget", "201", "github", 201)
+        outcome = raise_reply(api.state.services, db, decision)
+    assert outcome.status is Status.REFUSED and "no daily or monthly budget" in (outcome.why or "")
+    assert [e["reason"] for e in api.events("gate.refused", item)] == ["no-cap"]
+    with api.session() as db:
+        assert db.get(SpendDay, (1, api.repo.lower(), day_key(api.state.services.clock()))) is None
