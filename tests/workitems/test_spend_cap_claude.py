@@ -42,16 +42,17 @@ OPERATOR_YAML = "routing:\n  budget: {daily: {tokens: 10000}}\n"
 
 
 @pytest.fixture
-def reports(tmp_path: Path) -> Path:
-    found = tmp_path / "reports"
+def gate_dir(tmp_path: Path) -> Path:
+    """Where the test lets the wrap-up's Bash call finish (a `go` file)."""
+    found = tmp_path / "gate"
     found.mkdir()
     return found
 
 
-def model_script(reports: Path) -> list[Step]:
+def model_script(gate_dir: Path) -> list[Step]:
     # The wrap-up's Bash call waits for the test, so its result comes after the App found
     # the cap reached and told the gateway.
-    hold = f"while [ ! -e {reports}/go ]; do sleep 0.2; done; echo released"
+    hold = f"while [ ! -e {gate_dir}/go ]; do sleep 0.2; done; echo released"
     return [
         Step(contains("Work on the GitHub issue"), Reply("Starting.", usage=FIRST)),
         Step(contains(WARNING), Reply("Committing and pushing.", (bash(hold),), PAST)),
@@ -65,7 +66,7 @@ MODEL_SCRIPT = model_script
 
 @pytest.fixture
 def cap_devbox(
-    running_app: RunningApp, model: FakeAnthropic, reports: Path, tmp_path: Path
+    running_app: RunningApp, model: FakeAnthropic, gate_dir: Path, tmp_path: Path
 ) -> Iterator[SpawnerContext]:
     config = parse_config(
         {
@@ -79,7 +80,7 @@ def cap_devbox(
             ],
             "routing": {
                 "workspace": {"root": str(tmp_path / "work")},
-                "sandbox": {"readWrite": [str(reports)]},
+                "sandbox": {"readWrite": [str(gate_dir)]},
             },
         }
     )
@@ -117,7 +118,7 @@ def test_a_daily_cap_stops_the_session_queues_the_next_execute_and_is_lifted(
     fake_github: Any,
     cap_devbox: SpawnerContext,
     model: FakeAnthropic,
-    reports: Path,
+    gate_dir: Path,
     tmp_path: Path,
 ) -> None:
     fake, _ = fake_github
@@ -136,7 +137,7 @@ def test_a_daily_cap_stops_the_session_queues_the_next_execute_and_is_lifted(
     gateway = cap_devbox.models.gateway
     wait_for(lambda: ITEM in gateway.spent, timeout=GENEROUS)
     before = len(model.main_requests())
-    (reports / "go").touch()
+    (gate_dir / "go").touch()
     wait_for(lambda: gateway.spent_refusals(ITEM) >= 1, timeout=GENEROUS)
     wait_for(lambda: item_row(running_app).state == WorkItemStatus.STOPPED, timeout=GENEROUS)
     assert len(model.main_requests()) == before  # nothing reached the model past the cap
