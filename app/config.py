@@ -224,14 +224,47 @@ class PullRequests(_Model):
     deliver_check_failures: bool = True  # failing checks on the PR's head reach the session
 
 
+class Cap(_Model):
+    """A spend cap over one window: model tokens (input, output and cache, summed) and
+    dollars at each item's model price, each optional."""
+
+    tokens: int | None = Field(default=None, ge=1, strict=True, description="tokens a window")
+    usd: float | None = Field(default=None, gt=0, description="dollars a window")
+
+    @property
+    def empty(self) -> bool:
+        return self.tokens is None and self.usd is None
+
+
+class WindowCaps(_Model):
+    """`routing.budget.daily` / `monthly`: what all work items together may spend in a UTC
+    day or month — across the installation (`tokens`, `usd`) and in each one repository
+    (`repository`). A cap reached holds new executes in the line and stops running sessions
+    (wrap-up at 90 %) until the window resets or an authorized `the-loop budget` lifts it
+    for the day."""
+
+    tokens: int | None = Field(
+        default=None, ge=1, strict=True, description="tokens a window, per installation"
+    )
+    usd: float | None = Field(default=None, gt=0, description="dollars a window, per installation")
+    repository: Cap = Cap()
+
+    @property
+    def installation(self) -> Cap:
+        return Cap(tokens=self.tokens, usd=self.usd)
+
+
 class Budget(_Model):
     """`routing.budget`: what one work item may spend, each limit optional — model tokens
     (input, output and cache, summed), dollars at the item's model price, and minutes of its
-    sessions' wall-clock time. The App warns the session at 90 % and stops it at 100 %."""
+    sessions' wall-clock time. The App warns the session at 90 % and stops it at 100 %.
+    `daily` and `monthly` cap what all items spend together."""
 
     tokens: int | None = Field(default=None, ge=1, strict=True)
     usd: float | None = Field(default=None, gt=0)
     minutes: float | None = Field(default=None, gt=0)
+    daily: WindowCaps = WindowCaps()
+    monthly: WindowCaps = WindowCaps()
 
 
 class SessionComments(_Model):

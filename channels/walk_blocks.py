@@ -98,6 +98,9 @@ def session_words(payload: Mapping[str, Any]) -> str:
     place = payload.get("queued")
     if status == "frozen" and isinstance(place, (list, tuple)) and len(place) == 2:
         words = f"queued ({int(place[0])} of {int(place[1])}) for a spawner"
+    held = payload.get("waiting")
+    if status == "frozen" and isinstance(held, str) and held:
+        words = f"waiting: {escape(held[:200])}"
     return words
 
 

@@ -48,6 +48,7 @@ from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
 from app.workitems.capacity import has_room
 from app.workitems.decisions import lock_work_item
+from app.workitems.spend_caps import held_repositories, mark_held
 from app.workitems.spending import weigh_time
 
 log = logging.getLogger(__name__)
@@ -214,18 +215,23 @@ def _claim(
     hosts = [str(h) for h in spawner.harnesses or []]
     with Session(state.engine) as session:
         room = has_room(session, spawner.id, limit)
+        held = held_repositories(state.services.config, session, now) if room else []
     job_id: int | None = None
     spent: list[str | None] = []
     try:
         with Session(state.engine, expire_on_commit=False) as session, session.begin():
             while True:  # past spawns their items no longer want (`prepare_offer`)
-                job = jobs.take_job(session, spawner.id, scope_of(spawner), now, lease, hosts, room)
+                job = jobs.take_job(
+                    session, spawner.id, scope_of(spawner), now, lease, hosts, room, held
+                )
                 if job is None:
                     break
                 job_id = job.id
                 offer = prepare_offer(state.services, session, job, spawner, lease)
                 spent.append(offer.spent)
                 if not offer.withdrawn:
+                    if job.kind == JobKind.SPAWN:  # the line moved: what still holds it
+                        mark_held(state.services.config, session, now)
                     break
     except Exception as exc:
         if job_id is None:

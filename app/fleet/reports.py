@@ -41,6 +41,7 @@ from app.workitems.egress import announce_refusal
 from app.workitems.progress import usage_changed
 from app.workitems.route_usage import add_route_counts
 from app.workitems.session_facts import apply_session_event
+from app.workitems.spend_caps import record_spend
 from app.workitems.spending import check_spending
 from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
 
@@ -218,7 +219,9 @@ def ingest(services: Services, session: Session, spawner: Spawner, events: list[
         if name not in NOT_RENEWING:  # an exited session's tokens lapse unless it respawns
             renew_session_tokens(session, [item.id], services.clock())
         if name == USAGE_EVENT:
-            add_usage(session, item.id, reported_counts(raw))
+            counts = reported_counts(raw)
+            add_usage(session, item.id, counts)
+            record_spend(services.config, session, item, counts, services.clock())
             usage_changed(item, services.clock())
         if name == ROUTES_EVENT and add_route_counts(item, raw.get("routes")):
             usage_changed(item, services.clock())

@@ -70,6 +70,12 @@ def queue_job(session: Session, key: str, payload: JobPayload) -> Job | None:
     return job
 
 
+def announce(session: Session, repo: str) -> None:
+    """Wake the pollers serving `repo` once `session` commits: a job of it may be claimable
+    now that was not (its repository's spend cap lifted)."""
+    _announce(session, repo)
+
+
 def _announce(session: Session, repo: str) -> None:
     """Wake the pollers serving `repo` once `session` commits: in this process, and in the
     App's other replicas through PostgreSQL's NOTIFY (SQLite's watcher sees the commit)."""
@@ -103,8 +109,9 @@ def retarget(session: Session, work_item_id: str, spawner_id: int) -> None:
 def _build_claimable() -> ColumnElement[bool]:
     """Which jobs a spawner may take now: due, in order for its work item, meant for it, of a
     harness it hosts, of a repository it serves, and — for a spawn, or a follow-up that
-    relaunches an exited session — while it has room for another session (parameters `now`,
-    `spawner`, `any_harness`, `harnesses`, `any_repo`, `scope`, `may_spawn`).
+    relaunches an exited session — while it has room for another session and its repository
+    is not held by a spend cap (parameters `now`, `spawner`, `any_harness`, `harnesses`,
+    `any_repo`, `scope`, `may_spawn`, `held`).
 
     Built once: a claim runs on every long-poll wake-up, and composing this expression costs
     more than running it.
@@ -126,7 +133,13 @@ def _build_claimable() -> ColumnElement[bool]:
             and_(Job.state == JobState.CLAIMED, Job.lease_until < bindparam("now")),
         ),
         Job.attempts < MAX_ATTEMPTS,
-        or_(bindparam("may_spawn", type_=Boolean), and_(Job.kind != JobKind.SPAWN, ~relaunch)),
+        or_(
+            and_(
+                bindparam("may_spawn", type_=Boolean),
+                func.lower(Job.repo_full_name).not_in(bindparam("held", expanding=True)),
+            ),
+            and_(Job.kind != JobKind.SPAWN, ~relaunch),
+        ),
         or_(Job.target_spawner_id.is_(None), Job.target_spawner_id == bindparam("spawner")),
         or_(
             bindparam("any_harness", type_=Boolean),
@@ -164,6 +177,7 @@ def take_job(
     lease: timedelta = LEASE,
     harnesses: list[str] | None = None,
     spawns: bool = True,
+    held: list[str] | None = None,
 ) -> Job | None:
     """Take the oldest job `spawner_id` may run, for `lease`, in the caller's transaction;
     None when there is none. The claim holds only if that transaction commits: a caller that
@@ -173,6 +187,7 @@ def take_job(
     that hosts it. Without `spawns` (the spawner has no room for another session) only jobs
     for sessions it already runs are offered: deliver, stop and answer for a live session
     are never held back; a follow-up that would relaunch an exited one waits for room.
+    Spawns and relaunches of the repositories in `held` (lower case) wait likewise.
     """
     if not scope:
         return None
@@ -184,6 +199,7 @@ def take_job(
         "any_repo": ANY_REPOSITORY in scope,
         "scope": [s.lower() for s in scope],
         "may_spawn": spawns,
+        "held": [h.lower() for h in held or []],
     }
     candidates = _CANDIDATES
     if is_postgres(session.get_bind().engine):

@@ -364,6 +364,21 @@ class WorkItemUsage(Base):
     )
 
 
+class SpendDay(Base):
+    """What every work item of one repository spent of the model on one UTC day (tokens, and
+    dollars in millionths at each item's model price), the ledger the daily and monthly
+    spend caps read; and who lifted the caps for that repository on that day."""
+
+    __tablename__ = "spend_days"
+    installation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # 0: none
+    repo_full_name: Mapped[str] = mapped_column(String(256), primary_key=True)  # lower case
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # 2026-12-06
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    usd_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    lifted_by: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    lifted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
 class ModelVerdict(Base):
     """What `the-loop models check` found for a checklist row (`model-opus`, `effort-max`):
     `ok`, `refused` or `unknown`. The gate hides `refused` rows."""

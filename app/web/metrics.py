@@ -7,7 +7,8 @@ Two kinds of figures, kept apart on purpose:
   own; a scraper adds them up across targets.
 - the store's present state (`StoreCollector`), read when scraped: deliveries waiting or
   parked in the inbox, jobs by kind and state, work items by status, model tokens and their
-  cost by harness and model, sessions stopped by their budget. Every replica reports
+  cost by harness and model, sessions stopped by their budget, each spend cap against its
+  window's spend. Every replica reports
   the same shared figures, so a dashboard takes one replica's value (`max`), never the sum.
 
 The route is behind the operator credential, or a scrape token of its own
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -33,6 +35,7 @@ from app.config import OperatorConfig
 from app.protocol import USAGE_FIELDS
 from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth
+from app.workitems.spend_caps import spend_report
 from app.workitems.usage import TOKEN_KINDS, by_choice
 
 bp = Blueprint("metrics", __name__)
@@ -118,6 +121,7 @@ class StoreCollector(Collector):
             )
             yield _tokens(session)
             yield from _by_choice(session, self.config())
+            yield from _caps(session, self.config())
             yield _by(
                 session,
                 "the_loop_work_items",
@@ -174,6 +178,27 @@ def _by_choice(session: Session, config: OperatorConfig) -> Iterator[Metric]:
     yield tokens
     yield cost
     yield stops
+
+
+def _caps(session: Session, config: OperatorConfig) -> Iterator[Metric]:
+    """Each daily and monthly spend cap against what its window spent (`spend_report`)."""
+    labels = ["window", "scope", "installation", "repository", "kind"]
+    limit = GaugeMetricFamily(
+        "the_loop_spend_cap_limit",
+        "A daily or monthly spend cap (tokens, or dollars) of an installation or repository",
+        labels=labels,
+    )
+    spent = GaugeMetricFamily(
+        "the_loop_spend_cap_spent",
+        "What the cap's UTC day or month spent so far, against `the_loop_spend_cap_limit`",
+        labels=labels,
+    )
+    for row in spend_report(config, session, datetime.now(UTC)):
+        values = [row.window.value, row.scope, str(row.installation_id), row.repository, row.kind]
+        limit.add_metric(values, row.limit)
+        spent.add_metric(values, row.spent)
+    yield limit
+    yield spent
 
 
 def _by(

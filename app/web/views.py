@@ -30,6 +30,7 @@ from app.store.inbox import requeue
 from app.store.tables import WorkItem, WorkItemStatus
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans, usage_words
+from app.workitems.spend_caps import spend_report
 from app.workitems.spending import budget_json
 from app.workitems.usage import priced, usage_of
 
@@ -138,6 +139,7 @@ def page_context(
         }
         rows = context["work_items"]
         used = usage_of(session, [w.id for w in rows])
+        context["spend_caps"] = spend_report(state.services.config, session, now)
     config = state.services.config
     context["in_force"] = in_force(config)
     context["config_source"] = config.source
@@ -213,6 +215,7 @@ def status() -> ResponseReturnValue:
         }
         parked = queries.parked_deliveries(session, limit=20)
         log_pass = queries.delivery_log(session)
+        caps = spend_report(state.services.config, session, state.services.clock())
     body["recent"] = [
         {
             "work_item_id": i.id,
@@ -233,6 +236,7 @@ def status() -> ResponseReturnValue:
         }
         for i in items
     ]
+    body["spend_caps"] = [{**asdict(c), "window": c.window.value} for c in caps]
     body["parked_deliveries"] = [
         {**asdict(d), "received_at": d.received_at.isoformat() if d.received_at else None}
         for d in parked

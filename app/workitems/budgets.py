@@ -194,3 +194,14 @@ def parse_raise(body: str, keyword: str) -> Raise | str:
     if amount > MAX_RAISE[kind]:
         return f"{amount_text(kind, amount)} is more than one raise may add"
     return Raise(kind, amount)
+
+
+def asks_lift(body: str, keyword: str) -> bool:
+    """Whether a `<keyword>` comment says nothing more (or `lift`): it lifts the spend caps
+    for the day rather than adding to the item's budget."""
+    text = body.lstrip("\ufeff \t\r\n")
+    if text[: len(keyword.strip())].lower() != keyword.strip().lower():
+        return False
+    rest = text[len(keyword.strip()) :].strip().splitlines()
+    words = rest[0].strip().lower() if rest else ""
+    return words in ("", "lift")

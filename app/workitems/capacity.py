@@ -24,6 +24,7 @@ S = WorkItemStatus
 # Statuses in which an item's session runs on its spawner (SPAWNING counts by its claim).
 HOLDING = (S.RUNNING, S.STALLED)
 QUEUE_KEY = "queued"  # in an item's session facts: [position, length]
+HELD_KEY = "held"  # in a waiting item's session facts: why a spend cap holds it
 LINE_LOCK = 0x74686C696E65  # PostgreSQL advisory lock of the line's renumbering ("thline")
 
 
@@ -97,9 +98,10 @@ def renumber(session: Session, leaving: WorkItem | None = None) -> None:
     writes any item (`leaving` too); the next one then reads the line as the last one left
     it."""
     hold_line(session)
-    if leaving is not None and QUEUE_KEY in (leaving.session or {}):
+    if leaving is not None and {QUEUE_KEY, HELD_KEY} & set(leaving.session or {}):
         facts = dict(leaving.session or {})
-        facts.pop(QUEUE_KEY)
+        facts.pop(QUEUE_KEY, None)
+        facts.pop(HELD_KEY, None)
         leaving.session = facts
     line = waiting_items(session)
     for position, item in enumerate(line, start=1):
@@ -119,3 +121,9 @@ def place_in_line(facts: dict[str, object] | None) -> tuple[int, int] | None:
     ):
         return int(place[0]), int(place[1])
     return None
+
+
+def held_words(facts: dict[str, object] | None) -> str:
+    """Why a spend cap holds a waiting item, as recorded in its session facts ("" if none)."""
+    words = (facts or {}).get(HELD_KEY)
+    return words[:200] if isinstance(words, str) else ""

@@ -71,6 +71,7 @@ class Ending:
     uncommitted_files: Sequence[str] = ()  # changed in the checkout, never committed
     usage: str = ""  # the usage line (workitems/costs.py) once the gateway counted any
     budget: str = ""  # the budget line, for a session its budget stopped
+    capped: bool = False  # … a daily or monthly spend cap, that is
     branch: str = ""
     branch_url: str = ""
     pull_request: Mapping[str, Any] = field(default_factory=dict)
@@ -131,8 +132,14 @@ def _budget_lines(ending: Ending) -> list[str]:
         "",
         ending.budget,
         f"**Where the work is:** {' and '.join(where) if where else 'its checkout on the devbox'}",
-        f"**To go on:** an authorized person comments `the-loop budget +<amount>` here "
-        f"({SYNTAX}); the session is then relaunched where it left off.",
+        (
+            "**To go on:** an authorized person comments `the-loop budget` here, which lifts "
+            "the spend caps of this repository until 00:00 UTC"
+            if ending.capped
+            else f"**To go on:** an authorized person comments `the-loop budget +<amount>` "
+            f"here ({SYNTAX})"
+        )
+        + "; the session is then relaunched where it left off.",
     ]
 
 
@@ -195,6 +202,7 @@ def ending_of(item: WorkItem, name: str, fields: Mapping[str, Any]) -> Ending:
         branch=branch,
         branch_url=branch_url(repository_url(item.html_url or ""), branch),
         pull_request=dict(item.pull_request or {}),
+        capped=bool((item.budget or {}).get("capped")) and bool((item.budget or {}).get("spent")),
     )
 
 

@@ -17,6 +17,7 @@ from app.services import Services
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem
 from app.workitems.capacity import renumber
+from app.workitems.spend_caps import mark_held
 
 
 def _item_fields(item: WorkItem) -> dict[str, Any]:
@@ -106,10 +107,11 @@ def enqueue(
     services: Services, session: Session, key: str, payload: JobPayload, **facts: Any
 ) -> Job | None:
     """Queue `payload` once per `key` in the caller's transaction; None for a repeat. A new
-    spawn joins the line of items waiting for a session."""
+    spawn joins the line of items waiting for a session, saying so if a spend cap holds it."""
     job = queue_job(session, key, payload)
     if job is not None and payload.kind == JobKind.SPAWN:
         renumber(session)
+        mark_held(services.config, session, services.clock())  # a spend cap may hold it
     if job is not None:
         services.events.emit(
             "job.queued",

@@ -40,7 +40,7 @@ from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
-from app.workitems.capacity import place_in_line
+from app.workitems.capacity import held_words, place_in_line
 from app.workitems.post_rate import THROTTLED_KEY
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.setup_notes import setup_words
@@ -154,6 +154,7 @@ def view_of(
         shared_network=session.get("sandbox") != "none" and session.get("network") == "host",
         setting_up=setup_words(session),
         queued=place_in_line(session) if item.state == WorkItemStatus.FROZEN else None,
+        held=held_words(session) if item.state == WorkItemStatus.FROZEN else "",
         branch=item.branch or "",
         page=item.html_url or "",
         artifacts=list(item.artifacts or []),
@@ -164,6 +165,7 @@ def view_of(
         usage=usage,
         budget=budget,
         budget_spent=stopped_by_budget(item),
+        capped=stopped_by_budget(item) and bool((item.budget or {}).get("capped")),
         throttled=bool(session.get(THROTTLED_KEY)),
     )
 

@@ -60,10 +60,12 @@ class ProgressView:
     usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
     budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
     budget_spent: bool = False  # stopped because its budget ran out
+    capped: bool = False  # … its repository's daily or monthly spend cap, that is
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)
     shared_network: bool = False  # the sandbox shares the devbox's network (`network: host`)
     setting_up: str = ""  # `setting up (2:31)` while the repository's set-up runs
     queued: tuple[int, int] | None = None  # (k, n): its place among items waiting to launch
+    held: str = ""  # why a spend cap holds it in line: `daily budget reached (resets …)`
     branch: str = ""  # the branch its session works on
     page: str = ""  # the issue's (or pull request's) page: where the repository's links start
     throttled: bool = False  # some of the session's comments were refused: it posted too fast
@@ -93,11 +95,15 @@ def _session_line(view: ProgressView) -> str:
         words = f"**stalled{screen}**{hint}"
     elif view.status in (S.FROZEN, S.SPAWNING) and view.setting_up:
         words = view.setting_up
+    elif view.status == S.FROZEN and view.held:
+        words = f"waiting: {view.held}"
     elif view.status == S.FROZEN and view.queued is not None:
         position, length = view.queued
         words = f"queued ({position} of {length}) for a spawner"
     elif view.status == S.STOPPED and view.budget_spent:
         words = "**stopped: budget** (an authorized `the-loop budget +<amount>` goes on)"
+        if view.capped:
+            words = "**stopped: spend cap** (an authorized `the-loop budget` lifts it for the day)"
     elif view.status == S.EXITED and view.failure:
         # The spawner's words may quote git or a path the session chose: defused, one line.
         reason = defuse(" ".join(view.failure.split()).replace("`", "'"))
@@ -174,6 +180,7 @@ def mirror_payload(view: ProgressView) -> dict[str, Any]:
         "stall": view.stall,
         "stall_hint": view.stall_hint,
         "queued": list(view.queued) if view.queued else None,
+        "waiting": view.held or None,  # why a spend cap holds it in line
         "artifacts": list(view.artifacts),
         "pull_request": dict(view.pull_request),
         "links": work_links(view.page, view.branch, view.spec_id, view.artifacts).to_json(),

@@ -21,14 +21,24 @@ from sqlalchemy.orm import Session
 from app.gate.markers import MarkerKind, marker
 from app.github.issues import IssueIO
 from app.services import Services
+from app.store.jobqueue import announce
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.authz import refusal
+from app.workitems.budget_texts import (
+    cap_line,
+    cap_refusal_note,
+    cap_warning_text,
+    lift_ack_text,
+    raise_ack_text,
+    refusal_note,
+    warning_text,
+)
 from app.workitems.budgets import (
-    WARN_AT,
     BudgetLevel,
     Limits,
     Raise,
     Spent,
+    asks_lift,
     budget_text,
     level_of,
     limits_of,
@@ -36,9 +46,12 @@ from app.workitems.budgets import (
     since_base,
     tokens_in,
 )
+from app.workitems.capacity import hold_line
 from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.endings import BUDGET_REASON
 from app.workitems.jobs import deliver_job, enqueue, stop_job
+from app.workitems.spend_caps import any_cap, cap_level, lift, mark_held
+from app.workitems.spend_windows import window_key
 from app.workitems.states import Happened, is_live, transition
 from app.workitems.usage import priced, usage_of, wall_minutes
 
@@ -72,7 +85,13 @@ def standing(
 
 
 def budget_line_of(services: Services, session: Session, item: WorkItem) -> str:
-    """`**Budget:** tokens 9.2k of 10k · …`, or "" when no budget is configured."""
+    """`**Budget:** tokens 9.2k of 10k · …`, or "" when no budget is configured; for an
+    item a spend cap stopped, that cap while it holds."""
+    if _capped(item):
+        now = services.clock()
+        _, cap = cap_level(services.config, session, item.installation_id, item.repo_full_name, now)
+        if cap is not None:
+            return cap_line(cap, now)
     limits, spent = standing(services, session, item, _facts(item))
     return f"**Budget:** {budget_text(limits, spent)}" if not limits.empty else ""
 
@@ -97,27 +116,6 @@ def budget_json(services: Services, session: Session, item: WorkItem) -> dict[st
     }
 
 
-def warning_text(limits: Limits, spent: Spent) -> str:
-    """What the session is told once, at `WARN_AT` of its budget (pure)."""
-    return (
-        f"the-loop: budget — this work item has used {WARN_AT:.0%} or more of its budget "
-        f"({budget_text(limits, spent)}). Wrap up now: commit your work, push it "
-        "(`git push`), say on the issue where it stands (`the-loop comment`), then stop. "
-        "When the budget is spent the model refuses further requests and the session is "
-        "stopped."
-    )
-
-
-def refusal_note(limits: Limits, spent: Spent) -> str:
-    """What the model gateway answers the session once its budget is spent (pure)."""
-    return (
-        f"the-loop: budget spent ({budget_text(limits, spent)}). This work item may not use "
-        "the model any more; the session is being stopped and its work stays on its "
-        "branch. An authorized person can add to it with `the-loop budget +<amount>` on "
-        "the issue."
-    )
-
-
 def _notice(services: Services, session: Session, item: WorkItem, key: str, text: str) -> None:
     payload = deliver_job(
         item, author="the-loop", body=text, ref=key, source=NOTICE_SOURCE, comment_id=None
@@ -126,15 +124,27 @@ def _notice(services: Services, session: Session, item: WorkItem, key: str, text
 
 
 def check_spending(services: Services, session: Session, item: WorkItem, event: str) -> None:
-    """Weigh the item's run after a reported `event` (inside the caller's transaction)."""
+    """Weigh the item's run, then its repository's spend caps, after a reported `event`
+    (inside the caller's transaction)."""
     configured = services.config.routing.budget
-    if configured.tokens is None and configured.usd is None and configured.minutes is None:
+    own = not (configured.tokens is None and configured.usd is None and configured.minutes is None)
+    if not own and not any_cap(services.config):
         return
     facts = _facts(item)
-    if not is_live(item.state) or item.frozen is None or facts.get("spent"):
-        if facts != item.budget:
-            item.budget = facts
-        return
+    if is_live(item.state) and item.frozen is not None and not facts.get("spent"):
+        if own:
+            _weigh_own(services, session, item, facts)
+        if not facts.get("spent") and item.state in (
+            WorkItemStatus.RUNNING,
+            WorkItemStatus.STALLED,
+        ):
+            _weigh_caps(services, session, item, facts)
+    if facts != item.budget:
+        item.budget = facts
+
+
+def _weigh_own(services: Services, session: Session, item: WorkItem, facts: dict[str, Any]) -> None:
+    """The item's own budget: warned once at 90 %, stopped at 100 %."""
     limits, spent = standing(services, session, item, facts)
     level, kind = level_of(limits, spent)
     run = facts["run"]
@@ -160,8 +170,33 @@ def check_spending(services: Services, session: Session, item: WorkItem, event: 
             limit=kind,
             spent=budget_text(limits, spent),
         )
-    if facts != item.budget:
-        item.budget = facts
+
+
+def _weigh_caps(
+    services: Services, session: Session, item: WorkItem, facts: dict[str, Any]
+) -> None:
+    """The spend caps over the item's repository: a running session is told to wrap up
+    once per window at 90 % of one, and stopped when one is reached; the items waiting in
+    line then say what holds them."""
+    now = services.clock()
+    config = services.config
+    level, cap = cap_level(config, session, item.installation_id, item.repo_full_name, now)
+    if cap is None:
+        return
+    window = window_key(cap.window, now)
+    if level is BudgetLevel.SPENT:
+        facts["spent"] = cap.name
+        facts["capped"] = window
+        stop = stop_job(item, reason=BUDGET_REASON, note=cap_refusal_note(cap, now))
+        enqueue(services, session, f"stop:cap:{item.id}:{facts['run']}:{window}", stop)
+        emit(services, session, "budget.cap_reached", item.id, cap=cap.name, spent=cap.words())
+        facts["stops"] = int(facts.get("stops") or 0) + 1
+        mark_held(config, session, now)
+    elif level is BudgetLevel.WARN and facts.get("cap_warned") != window:
+        facts["cap_warned"] = window
+        key = f"cap-warn:{item.id}:{window}"
+        _notice(services, session, item, key, cap_warning_text(cap))
+        emit(services, session, "budget.cap_warned", item.id, cap=cap.name, spent=cap.words())
 
 
 def weigh_time(services: Services, session: Session, work_items: Sequence[str]) -> None:
@@ -196,7 +231,10 @@ def stopped_by_budget(item: WorkItem) -> bool:
 
 def raise_reply(services: Services, session: Session, decision: Decision) -> Outcome:
     """Apply `the-loop budget +<amount>` from any surface: RECORDED when the budget grew,
-    else REPEAT, REFUSED (with why) or NOT_A_WORK_ITEM."""
+    else REPEAT, REFUSED (with why) or NOT_A_WORK_ITEM. `the-loop budget` alone lifts the
+    spend caps instead (`lift_reply`)."""
+    if asks_lift(decision.body, services.config.routing.trigger.budget_keyword):
+        return lift_reply(services, session, decision)
     reply = decision
     item = lock_work_item(session, decision.work_item_id)
     if item is None or item.frozen is None:
@@ -267,18 +305,24 @@ def _reopen(item: WorkItem, level: BudgetLevel) -> None:
     facts["run"] = int(facts["run"]) + 1
     facts["warned"] = level >= BudgetLevel.WARN
     facts.pop("resume", None)
+    facts.pop("capped", None)
     item.budget = facts
 
 
-def _go_on(services: Services, session: Session, item: WorkItem, by: str, words: str) -> bool:
-    """Relaunch an item its budget stopped, now that it has more; False if it cannot."""
+def _go_on(
+    services: Services, session: Session, item: WorkItem, by: str, words: str, lifted: bool = False
+) -> bool:
+    """Relaunch an item its budget (or a spend cap, `lifted` since) stopped, now that it has
+    more; False if it cannot."""
     limits, spent = standing(services, session, item, _facts(item))
     level, _ = level_of(limits, spent)
     if level is BudgetLevel.SPENT or transition(item, Happened.BUDGET_RAISED) is None:
         return False
     _reopen(item, level)
     text = (
-        f"the-loop: budget raised by @{by} (+{words}; now {budget_text(limits, spent)}). "
+        f"the-loop: budget — @{by} lifted the spend caps for today. Continue where you left off."
+        if lifted
+        else f"the-loop: budget raised by @{by} (+{words}; now {budget_text(limits, spent)}). "
         "Continue where you left off."
     )
     run = _facts(item)["run"]
@@ -287,12 +331,71 @@ def _go_on(services: Services, session: Session, item: WorkItem, by: str, words:
 
 
 def resume_after_stop(services: Services, session: Session, item: WorkItem) -> None:
-    """A budget stop landed after someone raised the budget meanwhile: relaunch the item."""
+    """A budget stop landed after someone raised the budget (or lifted the spend caps)
+    meanwhile: relaunch the item."""
     facts = _facts(item)
     resume = facts.get("resume")
     if not isinstance(resume, dict) or not stopped_by_budget(item):
         return
-    _go_on(services, session, item, str(resume.get("by") or ""), str(resume.get("words") or ""))
+    by, words = str(resume.get("by") or ""), str(resume.get("words") or "")
+    _go_on(services, session, item, by, words, lifted=bool(resume.get("lifted")))
+
+
+def lift_reply(services: Services, session: Session, decision: Decision) -> Outcome:
+    """Apply `the-loop budget` alone from any surface: the spend caps over the item's
+    repository are lifted for the rest of the UTC day, the items they held go on (a session
+    they stopped is relaunched). RECORDED, else REPEAT, REFUSED (with why) or
+    NOT_A_WORK_ITEM."""
+    hold_line(session)  # the item may wait in line: the line before its row (`hold_line`)
+    item = lock_work_item(session, decision.work_item_id)
+    if item is None or item.frozen is None:
+        return Outcome(Status.NOT_A_WORK_ITEM)
+    config, now = services.config, services.clock()
+    capped = _capped(item)
+    why, reason = refusal(services, item.installation_id, item.repo_full_name, decision.author), ""
+    if why is not None:
+        reason = "unauthorized"
+    elif not capped:
+        level, _ = cap_level(config, session, item.installation_id, item.repo_full_name, now)
+        if level is not BudgetLevel.SPENT:
+            why = "no daily or monthly budget holds this item; `+<amount>` adds to its own"
+            reason = "no-cap"
+    if why is not None:
+        keyword = config.routing.trigger.budget_keyword
+        refuse(
+            services, session, item, decision, why, reason, keyword=keyword, action="lift the caps"
+        )
+        return Outcome(Status.REFUSED, why)
+    lifted = lift(session, item.installation_id, item.repo_full_name, decision.author, now)
+    if not lifted and not capped:
+        return Outcome(Status.REPEAT)
+    emit(services, session, "budget.lifted", item.id, by=decision.author, source=decision.source)
+    mark_held(config, session, now)
+    announce(session, item.repo_full_name)  # its held spawn may be claimed now
+    after = ""
+    facts = _facts(item)
+    if capped and is_live(item.state):  # its cap's stop is on its way
+        facts["resume"] = {"by": decision.author, "words": "", "ref": decision.ref, "lifted": True}
+        item.budget = facts
+        after = "relaunched once its stop lands"
+    elif capped and _go_on(services, session, item, decision.author, "", lifted=True):
+        after = "relaunched"
+    if decision.source == "github" and item.installation_id is not None:
+        text = lift_ack_text(decision.author, after)
+        _post_notice(services, item, decision.ref, text)
+    return Outcome(Status.RECORDED)
+
+
+def _capped(item: WorkItem) -> bool:
+    """Whether a spend cap stopped (or is stopping) the item's session."""
+    facts = _facts(item)
+    return bool(facts.get("spent")) and bool(facts.get("capped"))
+
+
+def _post_notice(services: Services, item: WorkItem, ref: str, text: str) -> None:
+    lines = [text, "", marker(MarkerKind.NOTICE, item=item.id, ref=ref)]
+    io = IssueIO(services.github, item.installation_id or 0, item.repo_full_name, item.issue_number)
+    io.post_once("\n".join(lines) + "\n", MarkerKind.NOTICE, item=item.id, ref=ref)
 
 
 def _acknowledge(
@@ -306,18 +409,5 @@ def _acknowledge(
 ) -> None:
     if reply.source != "github" or item.installation_id is None:
         return
-    then = {
-        "relaunched": "The session is relaunched where it left off.",
-        "relaunched once its stop lands": (
-            "The session was being stopped: it is relaunched where it left off once it is."
-        ),
-        "spent": "It is still spent: add more to let the session go on.",
-    }.get(after, "")
-    lines = [
-        f"@{reply.author} added {asked.words} to this item's budget: now "
-        f"{budget_text(limits, spent)}. {then}".rstrip(),
-        "",
-        marker(MarkerKind.NOTICE, item=item.id, ref=reply.ref),
-    ]
-    io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
-    io.post_once("\n".join(lines) + "\n", MarkerKind.NOTICE, item=item.id, ref=reply.ref)
+    text = raise_ack_text(reply.author, asked.words, budget_text(limits, spent), after)
+    _post_notice(services, item, reply.ref, text)

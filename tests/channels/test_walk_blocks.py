@@ -25,6 +25,12 @@ def test_an_item_waiting_for_room_says_its_place_in_line() -> None:
     assert "queued (1 of 2)" in blocks[1]["text"]["text"]
 
 
+def test_an_item_a_spend_cap_holds_says_why_it_waits() -> None:
+    held = {**BASE, "status": "frozen", "queued": [1, 1], "waiting": "daily budget reached <x>"}
+    assert session_words(held) == "waiting: daily budget reached &lt;x&gt;"
+    assert session_words({**held, "status": "running"}) != session_words(held)
+
+
 def test_the_parent_links_artifacts_branch_and_pull_request() -> None:
     blob = "https://github.com/o/r/blob/the-loop/issue-1/docs/specs/issue-1/design.md"
     tree = "https://github.com/o/r/tree/the-loop/issue-1"

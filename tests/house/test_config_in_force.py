@@ -52,14 +52,22 @@ def bare_env(tmp_path: Path, config: Path) -> dict[str, str]:
 
 
 def test_every_setting_of_budget_and_sandbox_is_shown_with_its_source():
-    config = parse_config(
-        {"routing": {"budget": {"usd": 2.5}, "sandbox": {"network": "host"}}}, "f.yaml"
-    )
+    budget = {"usd": 2.5, "daily": {"tokens": 5_000_000, "repository": {"usd": 20}}}
+    config = parse_config({"routing": {"budget": budget, "sandbox": {"network": "host"}}}, "f.yaml")
     rows = {r.key: (r.value, r.source) for r in in_force(config)}
-    budget = {k for k in rows if k.startswith("routing.budget.")}
-    assert budget == {f"routing.budget.{k}" for k in ("tokens", "usd", "minutes")}
+    shown = {k for k in rows if k.startswith("routing.budget.")}
+    caps = [
+        f"{w}.{s}{k}"
+        for w in ("daily", "monthly")
+        for s in ("", "repository.")
+        for k in ("tokens", "usd")
+    ]
+    assert shown == {f"routing.budget.{k}" for k in ("tokens", "usd", "minutes", *caps)}
     assert rows["routing.budget.usd"] == ("2.5", FILE)
     assert rows["routing.budget.tokens"] == ("no limit", DEFAULT)
+    assert rows["routing.budget.daily.tokens"] == ("5000000", FILE)
+    assert rows["routing.budget.daily.repository.usd"] == ("20", FILE)
+    assert rows["routing.budget.monthly.usd"] == ("no limit", DEFAULT)
     assert rows["routing.sandbox.network"] == ("host", FILE)
     assert rows["routing.sandbox.limits.processes"] == ("512", DEFAULT)
     assert rows["routing.sandbox.apiKeyFile"][1] == ENVIRONMENT

@@ -12,6 +12,7 @@ from app.workitems.budgets import (
     Limits,
     Raise,
     Spent,
+    asks_lift,
     budget_text,
     level_of,
     limits_of,
@@ -138,6 +139,9 @@ def test_a_budget_stop_says_what_was_spent_where_the_work_is_and_how_to_go_on() 
         ({"tokens": "lots"}, "routing.budget.tokens"),
         ({"usd": -1}, "routing.budget.usd"),
         ({"minutes": 0}, "routing.budget.minutes"),
+        ({"daily": {"tokens": 0}}, "routing.budget.daily.tokens"),
+        ({"monthly": {"repository": {"usd": -5}}}, "routing.budget.monthly.repository.usd"),
+        ({"daily": {"minutes": 30}}, "routing.budget.daily.minutes"),
     ],
 )
 def test_a_bad_budget_is_named_with_its_key_and_file(budget: dict, key: str) -> None:
@@ -149,3 +153,34 @@ def test_a_bad_budget_is_named_with_its_key_and_file(budget: dict, key: str) -> 
 def test_a_budget_parses_each_limit_optional() -> None:
     config = parse_config({"routing": {"budget": {"usd": 2.5}}})
     assert config.routing.budget == Budget(usd=2.5)
+
+
+@pytest.mark.parametrize(
+    ("body", "lifts"),
+    [
+        ("the-loop budget", True),
+        ("  The-Loop Budget\n", True),
+        ("the-loop budget\n+200k", False),  # a raise, as `parse_raise` reads it
+        ("the-loop budget lift", True),
+        ("the-loop budget +200k", False),
+        ("the-loop budget more", False),
+    ],
+)
+def test_the_keyword_alone_lifts_the_spend_caps(body: str, lifts: bool) -> None:
+    assert asks_lift(body, "the-loop budget") is lifts
+
+
+def test_a_spend_cap_stop_says_how_to_lift_it() -> None:
+    ending = Ending(
+        work_item_id="github:o/r#1",
+        launch="2026-01-01T00:00:00",
+        phase="implementation",
+        how="stopped",
+        reason="budget",
+        budget="**Budget:** daily budget reached: tokens 1k of 1k (resets 00:00 UTC)",
+        capped=True,
+    )
+    text = ending_text(ending)
+    assert "**Budget:** daily budget reached" in text
+    assert "comments `the-loop budget` here, which lifts the spend caps" in text
+    assert "+<amount>" not in text
