@@ -156,9 +156,17 @@ def delivery_row(app: RunningApp) -> Delivery:
         return row
 
 
+def item_state(app: RunningApp, work_item_id: str) -> str | None:
+    with Session(app.state.engine) as session:
+        item = session.get(WorkItem, work_item_id)
+        return item.state if item is not None else None
+
+
 def test_the_status_page_in_chromium(app, shots, database_url):
     sync_playwright = _browser_or_skip()
     numbers = seed(app.state.engine)
+    silent = work_item_id_of(numbers["running-silent"])
+    wait_for(lambda: item_state(app, silent) == WorkItemStatus.LOST)  # gone-box counted dead
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
@@ -218,8 +226,9 @@ def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -
     assert row("exited").locator(".health").inner_text() == "exited"
     assert row("running").locator(".health").inner_text() == "running"
     silent = row("running-silent")
-    assert silent.locator(".health").inner_text() == "unconfirmed"
+    assert silent.locator(".health").inner_text() == "lost"  # the App counted gone-box dead
     assert "gone-box last seen 3h ago" in silent.locator(".health-note").inner_text()
+    assert "execute again" in silent.locator(".health-note").inner_text()
     for key in numbers:
         assert row(key).count() == 1, key
     running = row("running")
@@ -258,7 +267,7 @@ def _event_filters(page: Any, numbers: dict[str, int]) -> None:
     page.click('button:has-text("Filter")')
     page.wait_for_url("**event=session.*")
     names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
-    assert names == ["session.stalled"]
+    assert sorted(names) == ["session.lost", "session.stalled"]  # the App's word on gone-box
     page.fill('input[name="event"]', "")
     page.fill('input[name="work_item_id"]', work_item_id_of(numbers["stalled"]))
     page.click('button:has-text("Filter")')
