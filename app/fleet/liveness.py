@@ -24,7 +24,7 @@ from app.services import Services
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
 from app.workitems.decisions import lock_work_item
 from app.workitems.spending import weigh_time
-from app.workitems.states import Happened, transition
+from app.workitems.states import HOSTED, Happened, transition
 
 log = logging.getLogger(__name__)
 
@@ -110,32 +110,43 @@ def sweep(
     services: Services, engine: Engine, now: datetime, dead_after: timedelta
 ) -> dict[str, list[str]]:
     """Mark the items of every dead spawner lost (the one place a spawner's death is
-    decided); returns, per spawner counted dead, the items lost now (often none)."""
+    decided); returns, per spawner counted dead, the items lost now (often none). A beat
+    that lands while this runs is not lost either way: its next one names the sessions it
+    runs, and `revive` brings them back."""
     cutoff = now - dead_after
     with Session(engine) as session:
         silent = session.scalars(
-            select(Spawner).where(Spawner.last_seen.is_not(None), Spawner.last_seen < cutoff)
+            select(Spawner.id).where(Spawner.last_seen.is_not(None), Spawner.last_seen < cutoff)
         ).all()
     dead: dict[str, list[str]] = {}
-    for spawner in silent:
-        if not is_dead(spawner.last_seen, now, dead_after):
-            continue
+    for spawner_id in silent:
         with Session(engine) as session, session.begin():
-            lost: list[str] = []
-            for work_item_id in sessions_on(session, spawner):
-                item = lock_work_item(session, work_item_id)
-                if item is not None and transition(item, Happened.SPAWNER_DEAD) is not None:
-                    lost.append(item.id)
-                    services.events.emit(
-                        "session.lost",
-                        item.id,
-                        session=session,
-                        level="warning",
-                        spawner=spawner.name,
-                        last_seen=aware(spawner.last_seen).isoformat(),  # type: ignore[union-attr]
-                    )
-        dead[spawner.name] = lost
+            spawner = session.get(Spawner, spawner_id, with_for_update=True)
+            if spawner is None or not is_dead(spawner.last_seen, now, dead_after):
+                continue  # it spoke since, or its token was revoked
+            dead[spawner.name] = _lose(services, session, spawner)
     return dead
+
+
+def _lose(services: Services, session: Session, spawner: Spawner) -> list[str]:
+    """Turn the running sessions of dead `spawner` lost; returns their items."""
+    candidates = sessions_on(session, spawner)
+    query = select(WorkItem.id, WorkItem.state).where(WorkItem.id.in_(candidates))
+    states = {work_item_id: state for work_item_id, state in session.execute(query)}
+    lost: list[str] = []
+    for work_item_id in [i for i in candidates if states.get(i) in HOSTED]:
+        item = lock_work_item(session, work_item_id)
+        if item is not None and transition(item, Happened.SPAWNER_DEAD) is not None:
+            lost.append(item.id)
+            services.events.emit(
+                "session.lost",
+                item.id,
+                session=session,
+                level="warning",
+                spawner=spawner.name,
+                last_seen=str(spawner.last_seen),
+            )
+    return lost
 
 
 class SpawnerSweep(WakeLoop):
