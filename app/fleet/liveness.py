@@ -124,7 +124,7 @@ def sweep(
             spawner = session.get(Spawner, spawner_id, with_for_update=True)
             if spawner is None or not is_dead(spawner.last_seen, now, dead_after):
                 continue  # it spoke since, or its token was revoked
-            dead[spawner.name] = _lose(services, session, spawner)
+            dead.setdefault(spawner.name, []).extend(_lose(services, session, spawner))
     return dead
 
 
@@ -151,7 +151,9 @@ def _lose(services: Services, session: Session, spawner: Spawner) -> list[str]:
 
 class SpawnerSweep(WakeLoop):
     """Runs `sweep` every few seconds in an App process with inbox workers, and says once
-    (per process) of each spawner it finds dead that it is, with a warning line."""
+    (per process) of each spawner it finds dead that it is, with a warning line. It judges
+    no one in its first dead window: while the App was down nobody could reach it, and the
+    spawners' first beats after it came back are still on their way."""
 
     thread_name = "spawner-sweep"
 
@@ -168,9 +170,14 @@ class SpawnerSweep(WakeLoop):
         self.dead_after = dead_after
         self.clock = clock
         self._told: set[str] = set()
+        self._since: datetime | None = None  # the first look of this process
 
     def run_once(self) -> bool:
-        dead = sweep(self.services, self.engine, self.clock(), self.dead_after)
+        now = self.clock()
+        self._since = self._since or now
+        if now - self._since <= self.dead_after:
+            return False
+        dead = sweep(self.services, self.engine, now, self.dead_after)
         for name, lost in dead.items():
             if name in self._told and not lost:
                 continue

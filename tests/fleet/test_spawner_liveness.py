@@ -4,13 +4,14 @@ dead, and the heartbeat that brings a lost session back, against the real App.""
 from __future__ import annotations
 
 import itertools
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.fleet.liveness import LOOK_EVERY, is_dead, look_due, sweep
+from app.fleet.liveness import LOOK_EVERY, SpawnerSweep, is_dead, look_due, sweep
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus
 from tests.spawnerapi_support import Api, SpawnerClient
 
@@ -136,3 +137,25 @@ def test_a_heartbeat_names_sessions_in_a_list(api: Api) -> None:
     assert bad.status_code == 400 and "list" in bad.json()["error"]
     nobody = api.spawner("tlsp_not-a-token").client.post("/heartbeat", json={"sessions": []})
     assert nobody.status_code == 401
+
+
+def test_the_sweep_judges_no_one_in_its_first_window_then_warns_once(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An App that was down heard nobody: its first dead window is the spawners' to speak in.
+    After it, a dead spawner is said once, however often the sweep runs."""
+    spawner_id, _ = _spawner(api, "quiet-box")
+    item = api.work_item(1, status=S.RUNNING, session={"spawner_id": spawner_id})
+    start = _silence(api, spawner_id, 3600)
+    clock = iter([start, start + DEAD, start + DEAD * 2, start + DEAD * 3])
+    loop = SpawnerSweep(api.state.services, api.state.engine, DEAD, lambda: next(clock))
+    caplog.set_level(logging.WARNING, logger="app.fleet.liveness")
+
+    loop.run_once()
+    loop.run_once()  # still within the first window
+    assert api.item(item).state == S.RUNNING
+    loop.run_once()
+    assert api.item(item).state == S.LOST
+    loop.run_once()
+    warned = [r.getMessage() for r in caplog.records if "quiet-box marked dead" in r.getMessage()]
+    assert len(warned) == 1 and item in warned[0]

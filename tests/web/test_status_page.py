@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -135,7 +137,12 @@ def seed(engine: Any) -> dict[str, int]:
 
 @pytest.fixture
 def app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
-    with served_app({**settings_env, "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN}) as running:
+    env = {
+        **settings_env,
+        "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN,
+        "THE_LOOP_SPAWNER_DEAD_SECONDS": "5",
+    }
+    with served_app(env) as running:
         yield running
 
 
@@ -162,11 +169,37 @@ def item_state(app: RunningApp, work_item_id: str) -> str | None:
         return item.state if item is not None else None
 
 
+@contextmanager
+def beating(engine: Any, spawner_id: int) -> Iterator[None]:
+    """Spawner `spawner_id` heard every half second, as its heartbeats would be."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(0.5):
+            with Session(engine) as session, session.begin():
+                row = session.get(Spawner, spawner_id)
+                if row is not None:
+                    row.last_seen = datetime.now(UTC)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def test_the_status_page_in_chromium(app, shots, database_url):
     sync_playwright = _browser_or_skip()
     numbers = seed(app.state.engine)
-    silent = work_item_id_of(numbers["running-silent"])
-    wait_for(lambda: item_state(app, silent) == WorkItemStatus.LOST)  # gone-box counted dead
+    with beating(app.state.engine, 1):  # devbox lives; gone-box is silent
+        silent = work_item_id_of(numbers["running-silent"])
+        wait_for(lambda: item_state(app, silent) == WorkItemStatus.LOST, timeout=60)
+        _page(app, shots, numbers, sync_playwright)
+
+
+def _page(app: RunningApp, shots: Path, numbers: dict[str, int], sync_playwright: Any) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
