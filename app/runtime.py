@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.config import config_findings, load_config
+from app.fleet.liveness import SpawnerSweep
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.reconcile import LogLoop, Reconciler, interval_of
@@ -43,6 +44,7 @@ class AppState:
     sampled: SampledLog = field(init=False)
     meters: Meters = field(init=False)
     pruner: PeriodicPrune = field(init=False)
+    spawner_sweep: SpawnerSweep = field(init=False)  # counts silent spawners dead
     log_loop: LogLoop | None = field(default=None, init=False)  # reads GitHub's delivery log
     # Releases the process's WAL checkpointer (SQLite) while inbox workers run: their
     # commits then never checkpoint holding the write lock every webhook waits for.
@@ -59,6 +61,12 @@ class AppState:
             self.settings.the_loop_prune_interval,
             self.services.clock,
             self._pruned,
+        )
+        self.spawner_sweep = SpawnerSweep(
+            self.services,
+            self.engine,
+            timedelta(seconds=self.settings.the_loop_spawner_dead_seconds),
+            self.services.clock,
         )
 
     def _pruned(self, pruned: Pruned) -> None:
@@ -93,6 +101,7 @@ class AppState:
         if count:
             self.progress.start()
             self.pruner.start()
+            self.spawner_sweep.start()
             self.start_log_loop()
             if self._checkpoints_done is None:
                 self._checkpoints_done = look_after(self.engine)
@@ -130,6 +139,7 @@ class AppState:
             worker.stop()
         self.progress.stop()
         self.pruner.stop()
+        self.spawner_sweep.stop()
         if self._checkpoints_done is not None:
             self._checkpoints_done()
             self._checkpoints_done = None

@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     """How long a worker holds a delivery it claimed; one that dies leaves it due again after."""
     the_loop_job_lease_seconds: float = 120.0
     """How long a spawner holds a claimed job without a heartbeat before it is offered again."""
+    the_loop_spawner_heartbeat_seconds: float = Field(default=5.0, gt=0)
+    """Seconds between a spawner's heartbeats to the App (each says which sessions it runs)."""
+    the_loop_spawner_dead_seconds: float = Field(default=30.0, gt=0)
+    """Seconds a spawner may stay silent before the App counts it dead: its running sessions
+    turn `lost`, and the progress comment and Slack thread say so."""
     the_loop_body_deadline: float = 30.0
     """Seconds a request's whole body may take to arrive; a slower one is answered 408."""
     the_loop_unverified_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)

@@ -31,6 +31,7 @@ STATUS_WORDS = {
     "exited": "exited (a follow-up relaunches it)",
     "stopped": "stopped",
     "done": "done",
+    "lost": ":warning: *lost*: its spawner went silent (execute again to rerun it)",
 }
 
 

@@ -150,6 +150,10 @@ def app_env(
         # (two seconds by default, to make a burst of changes one GitHub edit): the tests that
         # wait for a comment to say something do not wait out the operator's window.
         "THE_LOOP_PROGRESS_WINDOW_SECONDS": "0.2",
+        # Most tests' spawners are clients that poll and report but never heartbeat: a test
+        # that outlasts the dead window must not see its items turn lost. The tests of a
+        # spawner's death set their own window.
+        "THE_LOOP_SPAWNER_DEAD_SECONDS": "3600",
     }
 
 

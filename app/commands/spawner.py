@@ -88,6 +88,7 @@ def run_agent(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         watchdog_interval=args.watchdog_interval,
         max_backoff=args.max_backoff,
+        heartbeat=settings.the_loop_spawner_heartbeat_seconds,
     )
     agent = Agent(ctx, client, options)
     for sig in (signal.SIGTERM, signal.SIGINT):

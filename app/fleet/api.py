@@ -30,26 +30,18 @@ from app.fleet.handover import (
     revoke,
     take_token,
 )
+from app.fleet.liveness import note_seen, revive
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
-from app.fleet.tokens import (
-    Principal,
-    TokenError,
-    authenticate,
-    hosted_items,
-    register,
-    renew_session_tokens,
-    scope_of,
-)
+from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
 from app.github.client import GitHubNotConfigured
 from app.protocol import NOT_HELD
 from app.store import jobqueue as jobs
 from app.store import jobwake
-from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, aware
+from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.capacity import has_room
 from app.workitems.decisions import lock_work_item
 from app.workitems.spend_caps import held_repositories, mark_held
-from app.workitems.spending import weigh_time
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +51,6 @@ MAX_WAIT = 30.0
 DEFAULT_WAIT = 25.0
 LEASE_CONFIG = "THE_LOOP_JOB_LEASE_SECONDS"  # Flask config keys; tests change them
 POLL_CONFIG = "THE_LOOP_JOB_POLL_SECONDS"
-LAST_SEEN_EVERY = timedelta(seconds=60)
 
 
 def _lease() -> timedelta:
@@ -177,12 +168,7 @@ def next_job() -> Response | tuple[str, int]:
     limit = _session_limit()
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
-        now = state.services.clock()
-        if spawner.last_seen is None or now - aware(spawner.last_seen) > LAST_SEEN_EVERY:
-            spawner.last_seen = now  # a write per minute, not per poll
-            hosted = hosted_items(session, spawner)
-            renew_session_tokens(session, hosted, now)
-            weigh_time(state.services, session, hosted)  # a minutes budget runs out idle too
+        note_seen(state.services, session, spawner, state.services.clock())
     jobwake.listen_for_jobs(state.engine)
     _give_up_expired(state)
     deadline = time.monotonic() + wait
@@ -242,6 +228,22 @@ def _claim(
     for token in spent:  # the tokens of earlier claims whose leases ran out
         revoke(state.services, token)
     return None if job is None else offer.to_json()
+
+
+@bp.post("/heartbeat")
+def spawner_heartbeat() -> Response:
+    """The spawner is alive, and runs the sessions `sessions` names (work item ids): sent
+    every few seconds (`THE_LOOP_SPAWNER_HEARTBEAT_SECONDS`). A lost session it names comes
+    back to running; one silent past `THE_LOOP_SPAWNER_DEAD_SECONDS` is counted dead."""
+    state = loop_state()
+    reported = json_body().get("sessions") or []
+    if not isinstance(reported, list):
+        raise ApiError(400, "`sessions` must be a list of work item ids")
+    with Session(state.engine) as session, session.begin():
+        spawner = _spawner(session)
+        note_seen(state.services, session, spawner, state.services.clock())
+        back = revive(state.services, session, spawner, reported)
+    return jsonify(ok=True, running_again=back)
 
 
 @bp.post("/jobs/<int:job_id>/heartbeat")

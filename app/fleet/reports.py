@@ -71,7 +71,15 @@ NOT_MIRRORED = frozenset(
 # Reported after a session ended too (its last answers): no sign that the session lives.
 NOT_RENEWING = frozenset({"session.exited", USAGE_EVENT, ROUTES_EVENT})
 # What the App itself records or mirrors under a spawner's namespace: never a spawner's.
-APP_NAMES = frozenset({"session.spawn_deferred", "session.spawn_failed", "session.delivery_failed"})
+APP_NAMES = frozenset(
+    {
+        "session.spawn_deferred",
+        "session.spawn_failed",
+        "session.delivery_failed",
+        "session.lost",  # its spawner went silent (`liveness`)
+        "session.found",  # …and came back naming it
+    }
+)
 GLOBAL_ONLY = frozenset({"models.checked"})  # applies to every repository
 STANDING_PREFIX = "standing:"  # a spawner's own standing session, not an App work item
 # Field names the event log itself uses; a reported field of that name is kept renamed.

@@ -3,7 +3,9 @@
 It reconnects with capped exponential backoff whenever the App is unreachable (an App
 restart is just a pause), registers again after every reconnect, holds a claimed job's lease
 with heartbeats while the job runs, and retries a result until the App has it. Beside it run
-the event sender (the outbox) and the watchdog. Only a rejected token stops it.
+the event sender (the outbox), the watchdog and the spawner's own heartbeat (every few
+seconds, naming the sessions it runs: silent too long, the App counts them lost). As it
+starts it ends the sessions an earlier run left behind. Only a rejected token stops it.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from app.spawner.confine.sessionlimits import clean_stale_limits
 from app.spawner.jobkinds import run_job
 from app.spawner.launch import SpawnerContext
 from app.spawner.network.netlaunch import restore_networks, session_over
+from app.spawner.session.tmux import TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.standing_control import ControlError, ControlServer, standing_answer
+from app.spawner.standing_sessions import PREFIX as STANDING_PREFIX
 from app.spawner.workspace.leftovers import describe_session
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,7 @@ class AgentOptions:
     watchdog_interval: float = 5.0
     transcript_interval: float = 60.0  # without a gateway: how often transcripts are read
     max_backoff: float = 30.0
+    heartbeat: float = 5.0  # seconds between "alive" calls (THE_LOOP_SPAWNER_HEARTBEAT_SECONDS)
 
 
 class Agent:
@@ -111,6 +116,7 @@ class Agent:
         helpers = [
             threading.Thread(target=self.ctx.events.run, args=(self.stop,), daemon=True),
             threading.Thread(target=self._watch, daemon=True),
+            threading.Thread(target=self._beat, daemon=True),
             threading.Thread(target=watch_disk, args=(self.ctx, self.stop), daemon=True),
             claims,
         ]
@@ -122,7 +128,8 @@ class Agent:
             helpers.append(
                 threading.Thread(target=self.ctx.routes.run, args=(self.stop,), daemon=True)
             )
-        restore_networks(self.ctx)  # live sessions' sockets, served again
+        self._end_left_behind()
+        restore_networks(self.ctx)  # live (standing) sessions' sockets, served again
         clean_stale_limits(self.ctx)  # the cgroups of sessions that ended meanwhile go
         control = self._control()
         for thread in helpers:
@@ -142,6 +149,31 @@ class Agent:
         except (AppUnavailable, Unauthorized) as exc:
             log.warning("events left to send at shutdown: %s", exc)
         return code[0] if code else 0
+
+    def _end_left_behind(self) -> None:
+        """End the work items' sessions an earlier run left: nobody watched them since."""
+        try:
+            self.watchdog.end_left_behind(lambda owner: owner.startswith(STANDING_PREFIX))
+        except TmuxError as exc:
+            log.error("the sessions an earlier spawner left could not be ended: %s", exc)
+
+    def _beat(self) -> None:
+        """Tell the App every `heartbeat` seconds that this spawner lives, and which work
+        items' sessions it runs (a lost one it names is running again)."""
+        failing = False
+        while True:
+            sessions = [
+                r.work_item_id for r in self.ctx.registry.all() if r.live and not r.standing
+            ]
+            try:
+                self.client.alive(sessions)
+                failing = False
+            except (AppUnavailable, Rejected, Unauthorized) as exc:
+                if not failing:  # said once per outage, not every few seconds
+                    log.warning("heartbeat to the App failed: %s", exc)
+                failing = True
+            if self.stop.wait(self.options.heartbeat):
+                return
 
     def _control(self) -> ControlServer | None:
         """Serve `the-loop standing start|stop` (standing sessions are launched here, where

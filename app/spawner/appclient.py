@@ -200,6 +200,12 @@ class AppClient:
     def heartbeat(self, job_id: int) -> None:
         self._call("POST", f"/jobs/{job_id}/heartbeat")
 
+    def alive(self, sessions: list[str]) -> dict[str, Any]:
+        """Tell the App this spawner lives and runs the sessions of `sessions` (work item
+        ids); silent past the App's dead window, its sessions are counted lost."""
+        data = self._call("POST", "/heartbeat", json={"sessions": sessions}).json()
+        return data if isinstance(data, dict) else {}
+
     def result(
         self, job_id: int, ok: bool, result: dict[str, Any], error: str | None = None
     ) -> dict[str, Any]:

@@ -138,6 +138,7 @@ class WorkItemStatus(StrEnum):
     SPAWNING = "spawning"  # a spawner claimed the spawn job
     RUNNING = "running"  # session live in tmux
     STALLED = "stalled"  # session waits on an interactive prompt
+    LOST = "lost"  # its spawner went silent: nobody watches the session; a person decides
     EXITED = "exited"  # session process ended
     STOPPED = "stopped"  # stopped because the issue closed
     CLOSED = "closed"  # issue closed before any session

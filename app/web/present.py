@@ -3,8 +3,9 @@ a work item's usage.
 
 A session's health comes from its work item's status, which the spawner's watchdog keeps
 honest (`session.stalled`, `session.exited`); it never says "running" for a session that
-is stalled or gone. A live session whose spawner has stopped polling is shown as
-unconfirmed rather than running: nobody is watching it any more.
+is stalled or gone. A session whose spawner went silent is `lost` once the App's sweep
+counts the spawner dead (`app.fleet.liveness`); until the sweep has run, a running one whose
+spawner is already past the dead window is shown as unconfirmed rather than running.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
+from app.fleet.liveness import is_dead
 from app.store.tables import WorkItemStatus, aware
 from app.workitems.costs import usage_line
 from app.workitems.setup_notes import setup_words
 
 S = WorkItemStatus
-SPAWNER_SILENT_AFTER = timedelta(minutes=5)  # a polling spawner writes last_seen every minute
+DEAD_AFTER = timedelta(seconds=30)  # the setting's default; the page passes the setting
 MISSING = "—"
 
 
@@ -63,6 +65,7 @@ _TONES: dict[str, str] = {
     S.CLOSED: "idle",
     S.DONE: "ok",
     S.PR_CLOSED: "warn",  # its pull request closed unmerged: a human decides what next
+    S.LOST: "bad",  # its spawner went silent: a human decides what next
 }
 
 
@@ -76,6 +79,7 @@ def session_health(
     spawner_seen: datetime | None = None,
     setup: Mapping[str, object] | None = None,
     now: datetime,
+    dead_after: timedelta = DEAD_AFTER,
 ) -> Health:
     """The health shown for a work item in `status` (pure); `setup` is the item's last
     set-up record (`setup_notes`): its time while it runs, its exit and last line when it
@@ -88,7 +92,10 @@ def session_health(
     if status == S.EXITED:
         return Health("exited", "warn", "the session process ended")
     seen = aware(spawner_seen)
-    silent = seen is not None and now - seen > SPAWNER_SILENT_AFTER
+    if status == S.LOST:
+        where = f"spawner {spawner} last seen {ago(seen, now)}" if spawner else "its spawner"
+        return Health("lost", "bad", f"{where}; execute again to rerun it")
+    silent = is_dead(seen, now, dead_after)
     setting_up = setup_words({"setup": setup}) if setup else ""
     if status in (S.FROZEN, S.SPAWNING) and setting_up and not silent:
         return Health("setting up", "busy", setting_up)

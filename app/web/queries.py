@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from app.fleet.liveness import is_dead
 from app.store.tables import (
     Delivery,
     DeliveryLogState,
@@ -28,7 +29,7 @@ from app.store.tables import (
     WorkItemStatus,
     aware,
 )
-from app.web.present import Health, session_health
+from app.web.present import DEAD_AFTER, Health, session_health
 from app.workitems.spending import stopped_by_budget
 from app.workitems.usage import wall_minutes
 
@@ -177,9 +178,14 @@ def work_items_total(session: Session, state: str = "") -> int:
 
 
 def work_items(
-    session: Session, now: datetime, limit: int = WORK_ITEMS_SHOWN, state: str = ""
+    session: Session,
+    now: datetime,
+    limit: int = WORK_ITEMS_SHOWN,
+    state: str = "",
+    dead_after: timedelta = DEAD_AFTER,
 ) -> list[WorkItemRow]:
-    """The page's work item rows (see `_listed` for which and in what order)."""
+    """The page's work item rows (see `_listed` for which and in what order); a spawner
+    silent for `dead_after` counts as dead."""
     items = _listed(session, limit, state)
     stalls = _stalls(session, (i.id for i in items if i.state == WorkItemStatus.STALLED))
     seen = {s.id: s.last_seen for s in session.scalars(select(Spawner))}
@@ -199,6 +205,7 @@ def work_items(
             spawner_seen=seen.get(spawner_id) if isinstance(spawner_id, int) else None,
             setup=facts["setup"] if isinstance(facts.get("setup"), dict) else None,
             now=now,
+            dead_after=dead_after,
         )
         decision = ((frozen or {}).get("decisions") or {}).get("phase-selection") or {}
         pull_number, pull_page = _pull(item)
@@ -233,9 +240,12 @@ class SpawnerRow:
     harnesses: list[str]
     version: str | None
     last_seen: datetime | None
+    dead: bool = False  # silent past the dead window
 
 
-def spawners(session: Session) -> list[SpawnerRow]:
+def spawners(
+    session: Session, now: datetime, dead_after: timedelta = DEAD_AFTER
+) -> list[SpawnerRow]:
     return [
         SpawnerRow(
             id=s.id,
@@ -245,6 +255,7 @@ def spawners(session: Session) -> list[SpawnerRow]:
             harnesses=[str(h) for h in s.harnesses or []],
             version=s.version,
             last_seen=aware(s.last_seen),
+            dead=is_dead(s.last_seen, now, dead_after),
         )
         for s in session.scalars(select(Spawner).order_by(Spawner.name, Spawner.id))
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -117,6 +118,11 @@ def _csrf() -> str:
     return auth.csrf_token(_admin_token() or "", decision.nonce)
 
 
+def dead_after_of(state: Any) -> timedelta:
+    """How long a spawner may stay silent before it counts as dead (its setting)."""
+    return timedelta(seconds=state.settings.the_loop_spawner_dead_seconds)
+
+
 def page_context(
     state: Any, prefix: str, work_item_id: str, item_state: str = ""
 ) -> dict[str, Any]:
@@ -128,9 +134,11 @@ def page_context(
         context = {
             "now": now,
             "installations": queries.installations(session),
-            "work_items": queries.work_items(session, now, state=item_state),
+            "work_items": queries.work_items(
+                session, now, state=item_state, dead_after=dead_after_of(state)
+            ),
             "work_items_total": queries.work_items_total(session, item_state),
-            "spawners": queries.spawners(session),
+            "spawners": queries.spawners(session, now, dead_after_of(state)),
             "jobs": queries.pending_jobs(session),
             "parked": queries.parked_deliveries(session),
             "events": queries.recent_events(session, prefix, work_item_id),
@@ -205,7 +213,9 @@ def status() -> ResponseReturnValue:
     state = _state()
     with Session(state.engine) as session:
         body: dict[str, Any] = queries.status_counts(session)
-        items = queries.work_items(session, state.services.clock(), limit=50)
+        items = queries.work_items(
+            session, state.services.clock(), limit=50, dead_after=dead_after_of(state)
+        )
         body["recent_not_listed"] = max(queries.work_items_total(session) - len(items), 0)
         usage = usage_of(session, [i.id for i in items])
         budgets = {

@@ -41,7 +41,7 @@ from app.workitems.jobs import enqueue, spawn_job
 from app.workitems.offers import current_offer
 from app.workitems.progress import publish_soon
 from app.workitems.spending import restart_run
-from app.workitems.states import Happened, transition
+from app.workitems.states import RUN_AGAIN, Happened, transition
 from app.workitems.walk import first_phase
 
 
@@ -157,7 +157,7 @@ def _freeze(
         return Outcome(Status.CHANGED, why=why)
     selection = _select(services, session, item, io, decision.body)
     frozen = frozen_record(selection, decision.author, services.clock(), base)
-    again = decision.ref if item.state == WorkItemStatus.PR_CLOSED else None
+    again = decision.ref if item.state in RUN_AGAIN else None
     frozen["issue"] = approved_record(item, reading)
     item.frozen = frozen
     transition(item, Happened.EXECUTED)
@@ -220,7 +220,7 @@ def execute_reply(
     why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
     if why is not None:
         return _refuse(services, session, item, decision, why, "unauthorized")
-    again = item.state == WorkItemStatus.PR_CLOSED  # its pull request closed unmerged
+    again = item.state in RUN_AGAIN
     if item.frozen is not None and not again:
         emit(
             services,

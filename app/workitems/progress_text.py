@@ -35,6 +35,10 @@ SESSION_WORDS: Mapping[str, str] = {
     S.STOPPED: "stopped",
     S.DONE: "done",
     S.PR_CLOSED: "stopped: the pull request was closed unmerged (reopen it, or execute again)",
+    S.LOST: (
+        "lost: its spawner went silent, so nobody watches the session (it runs again when "
+        "the spawner comes back with it alive, or when someone authorized executes again)"
+    ),
 }
 
 

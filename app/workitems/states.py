@@ -19,6 +19,10 @@ S = WorkItemStatus
 # A session exists, is being started, or can be respawned to take a comment.
 LIVE: frozenset[WorkItemStatus] = frozenset({S.FROZEN, S.SPAWNING, S.RUNNING, S.STALLED, S.EXITED})
 EVERY: frozenset[WorkItemStatus] = frozenset(S)
+# Where a frozen item waits for a person, who may run it again with an execute.
+RUN_AGAIN: frozenset[WorkItemStatus] = frozenset({S.PR_CLOSED, S.LOST})
+# A session a spawner reported it runs: what its spawner's death leaves unwatched.
+HOSTED: frozenset[WorkItemStatus] = frozenset({S.RUNNING, S.STALLED})
 
 
 class Happened(StrEnum):
@@ -43,6 +47,8 @@ class Happened(StrEnum):
     PR_CLOSED = "pr.closed"  # its pull request closed unmerged: a human decides what next
     PR_REOPENED = "pr.reopened"  # …and was reopened: a follow-up relaunches the session
     BUDGET_RAISED = "budget.raised"  # an item stopped by its budget got more: it goes on
+    SPAWNER_DEAD = "spawner.dead"  # the spawner hosting its session went silent
+    SESSION_ALIVE = "session.alive"  # its spawner came back and reports the session live
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,12 @@ TABLE: Mapping[Happened, tuple[Rule, ...]] = {
     H.RELABELED: (_rule(S.PARKED, S.UNLABELED, S.CLOSED),),
     H.UNLABELED: (_rule(S.UNLABELED, S.PARKED),),
     # A closed-unmerged pull request's item may be executed again from the same checklist.
-    H.EXECUTED: (_rule(S.FROZEN, S.PARKED, S.PR_CLOSED),),
-    H.CLOSED: (_rule(S.STOPPED, LIVE), _rule(S.CLOSED, S.PARKED, S.UNLABELED, S.PR_CLOSED)),
+    # A lost session waits for a person too: an execute runs the item again.
+    H.EXECUTED: (_rule(S.FROZEN, S.PARKED, RUN_AGAIN),),
+    H.CLOSED: (
+        _rule(S.STOPPED, LIVE, S.LOST),
+        _rule(S.CLOSED, S.PARKED, S.UNLABELED, S.PR_CLOSED),
+    ),
     H.SPAWN_CLAIMED: (_rule(S.SPAWNING, S.FROZEN),),
     # A new session that the watchdog already saw waiting on a prompt stays stalled.
     H.SPAWN_OK: (_rule(S.RUNNING, LIVE - {S.STALLED}),),
@@ -77,16 +87,19 @@ TABLE: Mapping[Happened, tuple[Rule, ...]] = {
     H.SESSION_RESPAWNED: (_rule(S.RUNNING, LIVE),),
     H.SESSION_STALLED: (_rule(S.STALLED, LIVE),),
     H.SESSION_UNSTALLED: (_rule(S.RUNNING, LIVE),),
-    H.SESSION_EXITED: (_rule(S.EXITED, LIVE),),
+    H.SESSION_EXITED: (_rule(S.EXITED, LIVE, S.LOST),),
     # A stop always lands (the issue closed), except on an item that already closed, or
     # whose session was stopped because its pull request closed (it waits for a human).
     H.STOP_OK: (_rule(S.STOPPED, EVERY - {S.CLOSED, S.DONE, S.PR_CLOSED}),),
-    H.COMPLETED: (_rule(S.DONE, LIVE),),
+    H.COMPLETED: (_rule(S.DONE, LIVE, S.LOST),),
     # "Closes #n" closes the issue as the PR merges; either delivery may arrive first.
-    H.PR_MERGED: (_rule(S.DONE, LIVE, S.STOPPED, S.PR_CLOSED),),
+    H.PR_MERGED: (_rule(S.DONE, LIVE, S.STOPPED, S.PR_CLOSED, S.LOST),),
     H.PR_CLOSED: (_rule(S.PR_CLOSED, LIVE),),
     H.PR_REOPENED: (_rule(S.EXITED, S.PR_CLOSED),),
     H.BUDGET_RAISED: (_rule(S.EXITED, S.STOPPED),),
+    # Lost is not live: a silent spawner's sessions count nowhere until it speaks again.
+    H.SPAWNER_DEAD: (_rule(S.LOST, HOSTED),),
+    H.SESSION_ALIVE: (_rule(S.RUNNING, S.LOST),),
 }
 
 

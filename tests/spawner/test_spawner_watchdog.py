@@ -22,7 +22,7 @@ from app.spawner.session.screens import (
     last_lines,
     unsent,
 )
-from app.spawner.session.watchdog import Watchdog
+from app.spawner.session.watchdog import LEFT_BEHIND, Watchdog
 from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for
 
@@ -234,3 +234,29 @@ def test_an_answer_to_a_screen_without_a_question_presses_nothing(fleet: Fleet) 
     wait_for(lambda: "working" in fleet.runner.capture("2"))
     with pytest.raises(AnswerFailed, match="no question"):
         answer(answer_context(fleet), *answer_job("2", 1, "0" * 16))
+
+
+def test_a_starting_spawner_ends_the_work_sessions_an_earlier_run_left_and_reports_each(
+    fleet: Fleet,
+) -> None:
+    """A recorded session and one never recorded (tagged, its record not written before the
+    crash) are ended and reported; a standing session and a pane already dead are not."""
+    fleet.start("1", "echo on the left-behind screen; sleep 60")
+    fleet.start("2", "exit 3")  # ended on its own: `tick` reports its real exit status
+    fleet.runner.start("unrecorded", fleet.tmp, ["sleep", "60"], owner="github:o/r#9")
+    fleet.runner.start("ops", fleet.tmp, ["sleep", "60"], owner="standing:ops")
+    wait_for(lambda: "left-behind" in fleet.runner.capture("1"))
+    wait_for(lambda: (p := fleet.runner.pane("2")) is not None and p.dead)
+
+    ended = fleet.dog.end_left_behind(lambda owner: owner.startswith("standing:"))
+
+    assert sorted(ended) == ["github:o/r#1", "github:o/r#9"]
+    assert not fleet.runner.exists("1") and not fleet.runner.exists("unrecorded")
+    assert fleet.runner.exists("ops")  # the operator's own
+    exits = {e["work_item_id"]: e for e in fleet.events_named("session.exited")}
+    assert set(exits) == {"github:o/r#1", "github:o/r#9"}
+    assert {e["reason"] for e in exits.values()} == {LEFT_BEHIND}
+    assert "on the left-behind screen" in "\n".join(exits["github:o/r#1"]["last_lines"])
+    assert fleet.state("1") == SessionState.EXITED
+    fleet.dog.tick()  # the dead pane is the watchdog's as always
+    assert fleet.events_named("session.exited")[-1]["exit_status"] == 3

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -135,7 +137,12 @@ def seed(engine: Any) -> dict[str, int]:
 
 @pytest.fixture
 def app(settings_env: dict[str, str]) -> Iterator[RunningApp]:
-    with served_app({**settings_env, "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN}) as running:
+    env = {
+        **settings_env,
+        "THE_LOOP_ADMIN_TOKEN": ADMIN_TOKEN,
+        "THE_LOOP_SPAWNER_DEAD_SECONDS": "5",
+    }
+    with served_app(env) as running:
         yield running
 
 
@@ -156,9 +163,43 @@ def delivery_row(app: RunningApp) -> Delivery:
         return row
 
 
+def item_state(app: RunningApp, work_item_id: str) -> str | None:
+    with Session(app.state.engine) as session:
+        item = session.get(WorkItem, work_item_id)
+        return item.state if item is not None else None
+
+
+@contextmanager
+def beating(engine: Any, spawner_id: int) -> Iterator[None]:
+    """Spawner `spawner_id` heard every half second, as its heartbeats would be."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(0.5):
+            with Session(engine) as session, session.begin():
+                row = session.get(Spawner, spawner_id)
+                if row is not None:
+                    row.last_seen = datetime.now(UTC)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def test_the_status_page_in_chromium(app, shots, database_url):
     sync_playwright = _browser_or_skip()
     numbers = seed(app.state.engine)
+    with beating(app.state.engine, 1):  # devbox lives; gone-box is silent
+        silent = work_item_id_of(numbers["running-silent"])
+        wait_for(lambda: item_state(app, silent) == WorkItemStatus.LOST, timeout=60)
+        _page(app, shots, numbers, sync_playwright)
+
+
+def _page(app: RunningApp, shots: Path, numbers: dict[str, int], sync_playwright: Any) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
@@ -218,8 +259,9 @@ def _health_is_the_work_items(page: Any, numbers: dict[str, int], shots: Path) -
     assert row("exited").locator(".health").inner_text() == "exited"
     assert row("running").locator(".health").inner_text() == "running"
     silent = row("running-silent")
-    assert silent.locator(".health").inner_text() == "unconfirmed"
+    assert silent.locator(".health").inner_text() == "lost"  # the App counted gone-box dead
     assert "gone-box last seen 3h ago" in silent.locator(".health-note").inner_text()
+    assert "execute again" in silent.locator(".health-note").inner_text()
     for key in numbers:
         assert row(key).count() == 1, key
     running = row("running")
@@ -258,7 +300,7 @@ def _event_filters(page: Any, numbers: dict[str, int]) -> None:
     page.click('button:has-text("Filter")')
     page.wait_for_url("**event=session.*")
     names = page.locator("tr.event").evaluate_all("rows => rows.map(r => r.dataset.event)")
-    assert names == ["session.stalled"]
+    assert sorted(names) == ["session.lost", "session.stalled"]  # the App's word on gone-box
     page.fill('input[name="event"]', "")
     page.fill('input[name="work_item_id"]', work_item_id_of(numbers["stalled"]))
     page.click('button:has-text("Filter")')

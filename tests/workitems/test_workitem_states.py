@@ -97,3 +97,30 @@ def test_transition_changes_the_row_only_when_the_table_allows():
     assert transition(row, Happened.EXECUTED) == S.FROZEN and row.state == S.FROZEN
     assert transition(row, Happened.EXECUTED) is None and row.state == S.FROZEN
     assert transition(None, Happened.EXECUTED) is None
+
+
+@pytest.mark.parametrize(
+    ("current", "happened", "expected"),
+    [
+        (S.RUNNING, Happened.SPAWNER_DEAD, S.LOST),
+        (S.STALLED, Happened.SPAWNER_DEAD, S.LOST),
+        (S.SPAWNING, Happened.SPAWNER_DEAD, None),  # no session yet: its spawn is offered again
+        (S.EXITED, Happened.SPAWNER_DEAD, None),  # nothing runs to be lost
+        (S.LOST, Happened.SPAWNER_DEAD, None),
+        (S.LOST, Happened.SESSION_ALIVE, S.RUNNING),  # its spawner came back with it
+        (S.RUNNING, Happened.SESSION_ALIVE, None),
+        (S.LOST, Happened.EXECUTED, S.FROZEN),  # a person runs it again
+        (S.LOST, "session.exited", S.EXITED),  # the next spawner ended what was left
+        (S.LOST, Happened.CLOSED, S.STOPPED),
+        (S.LOST, Happened.PR_MERGED, S.DONE),
+        (S.LOST, "stop.ok", S.STOPPED),
+        (S.LOST, "spawn.claimed", None),  # a stale spawn offer does not restart it
+        (S.LOST, "session.stalled", None),
+    ],
+)
+def test_a_lost_session_waits_for_its_spawner_or_a_person(current, happened, expected):
+    assert next_status(current, happened) == expected
+
+
+def test_lost_is_not_live():
+    assert S.LOST not in LIVE  # a dead spawner's session is counted nowhere as running

@@ -13,6 +13,7 @@ them as `session.evidence` whenever they change: what the App moves the item's p
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ from app.spawner.session.screens import Screen, last_lines
 from app.spawner.session.tmux import TmuxError, TmuxRunner
 from app.spawner.workspace.evidence import host_evidence
 from app.spawner.workspace.leftovers import Describe
+
+log = logging.getLogger(__name__)
+
+# Why a session that outlived the spawner that started it ended (`session.exited`'s reason).
+LEFT_BEHIND = "left running by an earlier run of this spawner; ended as the spawner started"
 
 POLL_SECONDS = 0.025  # between looks at a session just launched (one tmux call each)
 
@@ -173,7 +179,39 @@ class Watchdog:
         self._reported[record.work_item_id] = (record.session_id, seen)
         self.emit("session.evidence", record.work_item_id, session_id=record.session_id, **seen)
 
-    def _exited(self, record: SessionRecord, status: int | None, pane_left: bool) -> None:
+    def end_left_behind(self, spared: Callable[[str], bool]) -> list[str]:
+        """End the live sessions an earlier run of this spawner left on its tmux server (a
+        spawner that starts watches nothing it did not start), but those whose work item
+        `spared` names (standing sessions: the operator's). Each is said in a warning line
+        and reported ended (`session.exited`), so its item is not left counted running.
+        A dead pane is left to `tick`, which reports how its process ended. Returns the
+        work items ended."""
+        live = {r.work_item_id: r for r in self.registry.all() if r.live}
+        ended: list[str] = []
+        for name, pane in self.runner.panes().items():
+            owner = pane.owner
+            record = live.get(owner)
+            if pane.dead or not owner or spared(owner) or (record and record.standing):
+                continue
+            if record is not None and record.tmux_session == name:
+                self._exited(record, None, True, LEFT_BEHIND)  # its screen is read first
+            else:  # started, never recorded: its item is told all the same
+                self.emit(
+                    "session.exited",
+                    owner,
+                    tmux_target=f"{self.runner.socket}:{name}",
+                    exit_status=None,
+                    last_lines=[],
+                    reason=LEFT_BEHIND,
+                )
+            self.runner.kill(name, owner=owner)
+            log.warning("ended tmux session %s of %s: %s", name, owner, LEFT_BEHIND)
+            ended.append(owner)
+        return ended
+
+    def _exited(
+        self, record: SessionRecord, status: int | None, pane_left: bool, reason: str = ""
+    ) -> None:
         tail: list[str] = []
         if pane_left:
             try:
@@ -193,7 +231,7 @@ class Watchdog:
             tmux_target=record.tmux_target,
             exit_status=status,
             last_lines=tail,
-            reason="process exited" if pane_left else "tmux session is gone",
+            reason=reason or ("process exited" if pane_left else "tmux session is gone"),
             **limits,
             **(self.describe(record) if self.describe is not None else {}),
         )
