@@ -120,15 +120,17 @@ def test_prompt_carries_the_issue_the_phases_in_force_and_how_to_talk_back():
         body="Steps\x00 to reproduce" + "x" * 65_530 + "END",
         url="https://github.com/o/r/issues/1",
         spec_id="issue-1",
-        selection=selection(skips=("brainstorming", "design")),
+        selection=selection(skips=("brainstorming", "design", "approve-design")),
         unattended=True,
     )
     assert prompt.startswith("Work on the GitHub issue https://github.com/o/r/issues/1: Fix it")
     assert "docs/specs/issue-1/" in prompt and "\x00" not in prompt
     assert (
-        "in order: requirements-definition, test-planning, tasks-breakdown, implementation, "
-        "verification, review." in prompt
+        "in order: requirements-definition, test-planning, tasks-breakdown, approve-tasks, "
+        "implementation, verification, review." in prompt
     )
+    assert "Skipped by the human: brainstorming, design." in prompt
+    assert "At `approve-tasks` a human reads the phase's artifact" in prompt
     assert "the-loop ask" in prompt and "Steps to reproduce" + "x" * 65_530 + "END" in prompt
     assert "cut" not in prompt
     quiet = initial_prompt(
