@@ -121,9 +121,10 @@ def checklist(payload: Mapping[str, Any], url: str, work_item_id: str) -> Messag
 
 
 def choice_facts(record: Mapping[str, Any]) -> list[str]:
-    """Harness, model, effort, skipped phases and dropped ticks, one mrkdwn line each."""
-    skips = [str(s) for s in record.get("skips") or {}]
-    phases, stops = approval_stops(skips)
+    """Harness, model, effort, skipped phases, the approval gates ticked (`stops`) and dropped
+    ticks, one mrkdwn line each."""
+    phases = approval_stops(str(s) for s in record.get("skips") or {})[0]
+    stops = [str(s) for s in record.get("stops") or []]
     facts = [
         f"*Harness:* {_value(record.get('harness'))}",
         f"*Model:* {_value(record.get('model'))}",
@@ -131,7 +132,7 @@ def choice_facts(record: Mapping[str, Any]) -> list[str]:
         "*Skipped:* " + (", ".join(f"`{escape(s)}`" for s in phases) or "nothing"),
     ]
     if stops:
-        facts.append("*Stops for approval at:* " + ", ".join(f"`{s}`" for s in stops))
+        facts.append("*Stops for approval at:* " + ", ".join(f"`{escape(s)}`" for s in stops))
     for drop in record.get("dropped") or []:
         if isinstance(drop, Mapping):
             token, reason = drop.get("token", ""), drop.get("reason", "")

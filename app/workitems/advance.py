@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import graph
+from app.gate.freeze import frozen_skips
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import WorkLinks, markdown_link, work_links
@@ -62,7 +63,7 @@ def walk_of(item: WorkItem) -> Walk:
     frozen = item.frozen or {}
     return Walk(
         pointer=item.phase or "",
-        skips=frozenset(frozen.get("skips") or {}),
+        skips=frozenset(frozen_skips(frozen)),
         decisions={**(frozen.get("decisions") or {}), **(item.gates or {})},
     )
 
@@ -161,9 +162,8 @@ def decision_text(item: WorkItem, approve: str, changes: str, round_: int, gate:
         lines.append(f"- **Branch:** {markdown_link(links.branch, links.branch_url)}")
     if pr.get("number"):
         lines.append(f"- **Pull request:** [#{pr['number']}]({pr.get('html_url', '')})")
-    skips = frozenset((item.frozen or {}).get("skips") or {})
     go_on = (
-        f"go on to `{next_in_force(gate, skips) or COMPLETE_NODE}`"
+        f"go on to `{next_in_force(gate, walk_of(item).skips) or COMPLETE_NODE}`"
         if is_approval_gate(gate)
         else "complete"
     )

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.gate.parse import is_execute
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.advance import record_move
+from app.workitems.advance import record_move, walk_of
 from app.workitems.authz import refusal
 from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.followups import deliver_comment
@@ -109,7 +109,7 @@ def _record(
     at = services.clock().isoformat()
     gate = item.phase or ""
     gates = dict(item.gates or {})
-    skips = frozenset((item.frozen or {}).get("skips") or {})
+    skips = walk_of(item).skips
     text = decision.body
     if verdict is ReviewVerdict.APPROVED:
         gates[gate] = {"at": at, "by": decision.author, "verdict": verdict.value}

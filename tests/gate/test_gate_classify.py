@@ -164,6 +164,7 @@ def test_the_text_a_slack_execute_composes_freezes_what_was_pressed():
         "effort": "low",
         "dropped": [],
         "base": "",
+        "stops": [],
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from app.config import parse_config
 from app.gate.classify import Dropped, Selection
 from app.gate.confirm import (
@@ -10,7 +12,7 @@ from app.gate.confirm import (
     refusal_markdown,
     who_may_execute,
 )
-from app.gate.freeze import revalidate
+from app.gate.freeze import frozen_record, frozen_skips, revalidate
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.phases import CHOOSABLE
 from app.graph import NODES
@@ -137,3 +139,14 @@ def test_prompt_carries_the_issue_the_phases_in_force_and_how_to_talk_back():
         title="t", body="", url="u", spec_id="issue-1", selection=selection(), unattended=False
     )
     assert "the-loop ask" not in quiet and "(empty)" in quiet
+
+
+def test_a_record_names_the_gates_ticked_and_an_older_record_stops_at_none():
+    record = frozen_record(
+        selection(skips=("brainstorming", "approve-tasks")), "op", datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    assert record["stops"] == ["approve-design"]
+    assert set(frozen_skips(record)) == {"brainstorming", "approve-tasks"}
+    older = {"skips": {"brainstorming": {"by": "op"}}}
+    assert set(frozen_skips(older)) == {"brainstorming", "approve-design", "approve-tasks"}
+    assert set(frozen_skips({"skips": ["design"], "stops": []})) == {"design"}

@@ -120,7 +120,7 @@ def test_an_approval_notice_links_the_file_to_approve_on_the_work_branch() -> No
         state=WorkItemStatus.RUNNING,
         artifacts=["design.md", "requirements.md"],
         branch="the-loop/issue-7",
-        frozen={"skips": {"brainstorming": {}, "approve-tasks": {}}},
+        frozen={"skips": {"brainstorming": {}, "approve-tasks": {}}, "stops": ["approve-design"]},
     )
     text = decision_text(item, "the-loop approve", "the-loop changes", 4, "approve-design")
     design = REQUIREMENTS.replace("requirements.md", "design.md")
