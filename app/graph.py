@@ -73,10 +73,10 @@ class Node(NamedTuple):
     approves: str = ""
 
 
-def approval_gate(phase: str) -> Node:
-    """The opt-in gate that stops the walk for a human's approval after `phase`."""
+def approval_gate(name: str, phase: str) -> Node:
+    """The opt-in gate `name` that stops the walk for a human's approval after `phase`."""
     return Node(
-        f"approve-{phase.removesuffix('-breakdown')}",
+        name,
         skippable=True,
         opt_in=True,
         human_gate=True,
@@ -93,10 +93,10 @@ NODES: tuple[Node, ...] = (
         skippable=True,
     ),
     Node("design", requires=(("design.md",),), skippable=True),
-    approval_gate("design"),
+    approval_gate("approve-design", "design"),
     Node("test-planning", requires=(("testing-plan.md",),), skippable=True),
     Node(TASKS_NODE, requires=((TASKS_FILE,),), skippable=True),
-    approval_gate(TASKS_NODE),
+    approval_gate("approve-tasks", TASKS_NODE),
     Node("implementation", tasks_ticked=True),
     Node("verification", requires=(("verification.md",),)),
     Node("review", human_gate=True, approves="implementation"),

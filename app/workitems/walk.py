@@ -21,7 +21,6 @@ from app.graph import NODE_NAMES, NODES, START_NODE, Node
 
 REVIEW_NODE = "review"
 COMPLETE_NODE = NODE_NAMES[-1]
-IMPLEMENTATION_NODE = "implementation"
 _BY_NAME: dict[str, Node] = {node.name: node for node in NODES}
 
 

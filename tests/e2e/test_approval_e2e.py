@@ -2,7 +2,7 @@
 
 The App against the fake GitHub, the devbox spawner (real tmux, real git, the product's stop
 gate) against the App, Claude Code against tests/fakes/anthropic.py — the setting of
-test_loop_e2e. The execute ticks `approve-design`: the model writes design.md and runs
+test_loop_e2e (its `claude_devbox`). The execute ticks `approve-design`: the model writes design.md and runs
 `the-loop phase next`, which moves it to `approve-design` and tells it to end its turn; asked
 again, `phase next` is refused; its turn ends there (the stop gate waits on a human rather
 than blocking). `the-loop changes use sqlite` reaches the model as its next instruction with
@@ -21,7 +21,7 @@ import pytest
 from app.gate.markers import MarkerKind
 from app.spawner.launch import SpawnerContext
 from tests.claude_support import GENEROUS
-from tests.e2e.test_loop_e2e import devbox, doc, operator_yaml_of
+from tests.devbox_support import claude_operator_yaml, write_doc
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.gate_support import (
     ITEM,
@@ -37,8 +37,6 @@ from tests.gate_support import (
 from tests.spawner_support import bare_repository
 from tests.support import wait_for
 
-__all__ = ["devbox"]  # the fixture, over this module's settings
-
 pytestmark = [
     pytest.mark.claude,
     pytest.mark.admin_token,
@@ -50,6 +48,10 @@ EXECUTE = (
     "the-loop execute\n- [ ] requirements-definition\n- [ ] test-planning\n"
     "- [ ] tasks-breakdown\n- [x] approve-design\n"
 )
+
+
+def doc(title: str, name: str) -> str:
+    return write_doc(FOLDER, title, name)
 
 
 def the_script() -> list[Step]:
@@ -104,13 +106,13 @@ def the_script() -> list[Step]:
 
 
 MODEL_SCRIPT = the_script
-OPERATOR_YAML = operator_yaml_of
+OPERATOR_YAML = claude_operator_yaml
 
 
 def test_a_real_session_stops_for_approval_after_the_design(
     running_app: Any,
     fake_github: Any,
-    devbox: SpawnerContext,
+    claude_devbox: SpawnerContext,
     model: FakeAnthropic,
     tmp_path: Path,
 ) -> None:
@@ -127,8 +129,8 @@ def test_a_real_session_stops_for_approval_after_the_design(
         try:
             return model.wait_for_step(index, timeout=GENEROUS)
         except AssertionError:
-            record = devbox.registry.get(ITEM)
-            screen = devbox.runner.capture(record.tmux_session) if record else "(no session)"
+            record = claude_devbox.registry.get(ITEM)
+            screen = claude_devbox.runner.capture(record.tmux_session) if record else "(no session)"
             raise AssertionError(
                 f"step {name!r} not reached\n{model.describe()}\n{screen}"
             ) from None
@@ -138,7 +140,7 @@ def test_a_real_session_stops_for_approval_after_the_design(
     told = step("tries to pass the gate")
     assert "end your turn now and wait" in told.turn.text
     step("waits at the gate")
-    record = wait_for(lambda: devbox.registry.get(ITEM), timeout=GENEROUS)
+    record = wait_for(lambda: claude_devbox.registry.get(ITEM), timeout=GENEROUS)
     checkout = Path(record.checkout)
     assert item_row(running_app).phase == "approve-design"
     assert state_node(checkout, SPEC) == "approve-design"

@@ -19,40 +19,28 @@ from tests.gate_support import (
     deliver,
     item_row,
     jobs,
-    labeled,
     marked,
     progress_of,
 )
+from tests.phase_support import phase, write
 from tests.support import wait_for
-from tests.workitems.test_phases import phase, session_env, write
-
-__all__ = ["session_env"]  # the fixture, over this module's `executed`
 
 pytestmark = pytest.mark.admin_token
 
-GATED = (
+EXECUTE_REPLY = (
     "the-loop execute\n- [ ] requirements-definition\n- [x] design\n- [ ] test-planning\n"
     "- [ ] tasks-breakdown\n- [x] approve-design\n"
 )
 
 
-@pytest.fixture
-def executed(running_app: Any, fake_github: Any) -> Any:
-    fake, _ = fake_github
-    fake.grant(REPO, "Codertocat", "write")
-    deliver(running_app, "issues", labeled(), "label")
-    deliver(running_app, "issue_comment", comment(GATED, cid=6001), "execute")
-    return running_app
-
-
 def test_an_item_with_approve_design_waits_after_the_design(
-    executed: Any, session_env: dict[str, str], fake_github: Any
+    phased_app: Any, phase_env: dict[str, str], fake_github: Any
 ) -> None:
     fake, _ = fake_github
-    (spawn,) = jobs(executed, JobKind.SPAWN)
+    (spawn,) = jobs(phased_app, JobKind.SPAWN)
     assert "At `approve-design` a human reads the phase's artifact" in spawn.payload["prompt"]
-    write(session_env, "design.md")
-    moved = phase(session_env, "next")
+    write(phase_env, "design.md")
+    moved = phase(phase_env, "next")
     assert moved.returncode == 0, moved.stderr
     assert "Moved from design to approve-design." in moved.stdout
     assert "end your turn now and wait" in moved.stdout
@@ -64,35 +52,37 @@ def test_an_item_with_approve_design_waits_after_the_design(
     assert "Reply `the-loop approve` to let it go on to `implementation`" in body
     wait_for(lambda: "| ⏳ | `approve-design` | waiting on a human: reply" in progress_of(fake))
 
-    refused = phase(session_env, "next")
+    refused = phase(phase_env, "next")
     assert refused.returncode == 1
     assert "approve-design waits for a human decision" in refused.stderr
-    assert item_row(executed).phase == "approve-design"
+    assert item_row(phased_app).phase == "approve-design"
 
     fake.grant(REPO, "mallory", "read")
-    deliver(executed, "issue_comment", comment("the-loop approve", login="mallory", cid=6002), "m")
+    deliver(
+        phased_app, "issue_comment", comment("the-loop approve", login="mallory", cid=6002), "m"
+    )
     (refusal,) = marked(fake, MarkerKind.REFUSAL)
     assert "did not approve `approve-design`" in refusal["body"]
-    assert item_row(executed).phase == "approve-design"
+    assert item_row(phased_app).phase == "approve-design"
 
-    deliver(executed, "issue_comment", comment("the-loop changes use sqlite", cid=6003), "c")
-    row = item_row(executed)
+    deliver(phased_app, "issue_comment", comment("the-loop changes use sqlite", cid=6003), "c")
+    row = item_row(phased_app)
     assert row.phase == "design" and "approve-design" not in (row.gates or {})
-    (delivery,) = jobs(executed, JobKind.DELIVER)
+    (delivery,) = jobs(phased_app, JobKind.DELIVER)
     assert delivery.payload["body"].startswith("use sqlite")
     assert "requested changes at `approve-design`" in delivery.payload["body"]
     assert "back at `design`" in delivery.payload["body"]
 
-    again = phase(session_env, "next")
+    again = phase(phase_env, "next")
     assert again.returncode == 0 and "Moved from design to approve-design." in again.stdout
     assert len(marked(fake, MarkerKind.REVIEW)) == 2  # a new round, a new notice
 
-    deliver(executed, "issue_comment", comment("the-loop approve", cid=6004), "approve")
-    row = item_row(executed)
+    deliver(phased_app, "issue_comment", comment("the-loop approve", cid=6004), "approve")
+    row = item_row(phased_app)
     assert row.gates["approve-design"]["by"] == "Codertocat"
-    told = [j.payload["body"] for j in jobs(executed, JobKind.DELIVER)]
+    told = [j.payload["body"] for j in jobs(phased_app, JobKind.DELIVER)]
     assert "Run `the-loop phase next` to go on to `implementation`" in told[-1]
-    on = phase(session_env, "next")
+    on = phase(phase_env, "next")
     assert on.returncode == 0 and "Moved from approve-design to implementation." in on.stdout
-    events = executed.events("gate.approved")
+    events = phased_app.events("gate.approved")
     assert [e.get("gate") for e in events] == ["approve-design"]
