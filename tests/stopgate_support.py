@@ -27,6 +27,13 @@ REPRO_STATE: dict[str, Any] = {
 # The approval gates an item runs without (nobody ticked them): the reproduction state
 # predates them, so the helpers below add these skips.
 NO_STOPS: dict[str, Any] = {"approve-design": {"by": "op"}, "approve-tasks": {"by": "op"}}
+
+
+def stops_skipped(by: str) -> dict[str, Any]:
+    """The skips an execute by `by` records for the approval gates nobody ticked."""
+    return {gate: {"by": by} for gate in NO_STOPS}
+
+
 DESIGN_MISSING = "required artifact is missing (docs/specs/issue-1/design.md)"
 
 
