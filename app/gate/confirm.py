@@ -106,8 +106,9 @@ def walk_instructions(spec_id: str, skips: Sequence[str]) -> list[str]:
             "At "
             + ", ".join(f"`{g}`" for g in stops)
             + " a human reads the phase's artifact and approves or requests changes the same "
-            "way: commit and push the artifact first (the notice links it on your branch), "
-            "then end your turn and wait. Requested changes send you back to that phase."
+            "way: commit and push the artifact before the `phase next` that takes you there "
+            "(the notice links it on your branch), then end your turn and wait. Requested "
+            "changes send you back to that phase."
         )
     return lines
 
