@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, model_validator
@@ -310,10 +310,24 @@ class Setup(_Model):
         return value
 
 
+class Gates(_Model):
+    """`routing.gates`: where a work item stops for a human's approval. `approveAfter` names
+    phases (`design`, `tasks-breakdown`) whose approval row (`approve-design`,
+    `approve-tasks`) the checklist ticks by default; a human may still untick it, or tick
+    one the list leaves off. An item at such a gate waits for `the-loop approve` or
+    `the-loop changes <what to change>`, as at `review`."""
+
+    approve_after: list[Literal["design", "tasks-breakdown"]] = Field(
+        default_factory=list,
+        description="phases after which the checklist stops for approval by default",
+    )
+
+
 class Routing(_Model):
     """`routing`: who may start work and how it runs — harness arguments, authorized users,
     the workspace, trust, the sandbox, the trigger and keywords, completion, pull requests,
-    auto-execute labels, the number of sessions at once and the item budget."""
+    auto-execute labels, the number of sessions at once, the item budget and the approval
+    gates."""
 
     harness_args: dict[str, list[str]] = Field(default_factory=dict)
     interaction: Interaction = Interaction()
@@ -334,6 +348,7 @@ class Routing(_Model):
     budget: Budget = Budget()
     session_comments: SessionComments = SessionComments()
     setup: Setup = Setup()
+    gates: Gates = Gates()
     pull_comments: PullComments = PullComments.ALL
     """Which conversation comments on a work item's pull request reach its session: `all`
     (every authorized person's), or `mention` (only those that mention the App, `@<slug>`,

@@ -1,8 +1,8 @@
-"""What governs money, reach and isolation in a loaded operator config: each setting with the
-value in force and where it came from (pure; the one owner of that table).
+"""What governs money, reach, isolation and human approval in a loaded operator config: each
+setting with the value in force and where it came from (pure; the one owner of that table).
 
-Every setting of `routing.budget` and `routing.sandbox` is shown (a field added to either
-section appears without more), with `routing.maxSessions` and each harness's launch
+Every setting of `routing.budget`, `routing.sandbox` and `routing.gates` is shown (a field
+added to any of them appears without more), with `routing.maxSessions` and each harness's launch
 arguments (through `harness_args`, their one resolver). A value comes from the file when the
 file wrote it, from each spawner's environment where the config leaves it to the environment
 (the model credentials), else it is the default. `config check`, `doctor` and the status page
@@ -26,7 +26,7 @@ ENVIRONMENT = "environment"
 DEFAULT = "default"
 NO_LIMIT = "no limit"
 # The sections shown whole, and the settings whose `null` means no limit at all.
-SECTIONS = ("budget", "sandbox")
+SECTIONS = ("budget", "sandbox", "gates")
 LIMITS = ("routing.budget.", "routing.sandbox.limits.", "routing.maxSessions")
 # A setting the config may leave to the spawner's environment: what is used then.
 FROM_ENVIRONMENT: Mapping[str, str] = {
@@ -98,8 +98,8 @@ def _launch_arguments(config: OperatorConfig) -> Iterator[InForce]:
 
 
 def in_force(config: OperatorConfig) -> list[InForce]:
-    """Every setting that governs what a work item may spend, what its session reaches and
-    how it is confined, with the value in force and its source."""
+    """Every setting that governs what a work item may spend, what its session reaches, how
+    it is confined and where it stops for approval, with the value in force and its source."""
     routing = config.routing
     written = "routing" in config.model_fields_set
     rows: list[InForce] = []

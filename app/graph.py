@@ -1,9 +1,11 @@
 """The work-item process graph: its nodes as data, and `check` as a pure evaluation.
 
 The outer loop runs `phase-selection` → `brainstorming` → `requirements-definition` →
-`design` → `test-planning` → `tasks-breakdown` → `implementation` → `verification` →
-`review` → `complete`. Each node says what it needs under `docs/specs/<item>/`, whether a
-human may skip it, and whether it is a human gate (it waits for a recorded decision).
+`design` → `approve-design` → `test-planning` → `tasks-breakdown` → `approve-tasks` →
+`implementation` → `verification` → `review` → `complete`. Each node says what it needs
+under `docs/specs/<item>/`, whether a human may skip it, and whether it is a human gate (it
+waits for a recorded decision). The approval gates are opt-in: an item stops at one only
+when a human ticked it (or the operator's `routing.gates.approveAfter` ticks it by default).
 
 Verdicts come from the artifacts. The agent-writable state file contributes only the
 position (the recorded pointer), the declared skips and the human decisions; it never says
@@ -56,8 +58,10 @@ class Node(NamedTuple):
     """One step of the outer loop.
 
     `requires` lists artifacts; each entry is a tuple of alternatives, one of which must
-    exist and be non-empty. `human_gate` nodes pass only on a recorded decision.
-    `tasks_ticked` nodes need every checkbox in tasks.md ticked (when there is a task list).
+    exist and be non-empty. `human_gate` nodes pass only on a recorded decision; `approves`
+    names the phase whose work a human gate judges (a request for changes sends the pointer
+    back there). `tasks_ticked` nodes need every checkbox in tasks.md ticked (when there is a
+    task list).
     """
 
     name: str
@@ -66,6 +70,18 @@ class Node(NamedTuple):
     opt_in: bool = False
     human_gate: bool = False
     tasks_ticked: bool = False
+    approves: str = ""
+
+
+def approval_gate(name: str, phase: str) -> Node:
+    """The opt-in gate `name` that stops the walk for a human's approval after `phase`."""
+    return Node(
+        name,
+        skippable=True,
+        opt_in=True,
+        human_gate=True,
+        approves=phase,
+    )
 
 
 NODES: tuple[Node, ...] = (
@@ -77,16 +93,30 @@ NODES: tuple[Node, ...] = (
         skippable=True,
     ),
     Node("design", requires=(("design.md",),), skippable=True),
+    approval_gate("approve-design", "design"),
     Node("test-planning", requires=(("testing-plan.md",),), skippable=True),
     Node(TASKS_NODE, requires=((TASKS_FILE,),), skippable=True),
+    approval_gate("approve-tasks", TASKS_NODE),
     Node("implementation", tasks_ticked=True),
     Node("verification", requires=(("verification.md",),)),
-    Node("review", human_gate=True),
+    Node("review", human_gate=True, approves="implementation"),
     Node("complete"),
 )
 NODE_NAMES: tuple[str, ...] = tuple(n.name for n in NODES)
 ARTIFACT_NAMES = frozenset(name for node in NODES for names in node.requires for name in names)
 START_NODE = NODES[0].name
+# Phase → the approval gate after it (`routing.gates.approveAfter` names these phases).
+APPROVAL_GATES: dict[str, str] = {n.approves: n.name for n in NODES if n.opt_in and n.human_gate}
+
+
+def approval_stops(skips: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(the phases skipped, the approval gates in force) of a selection's skips, in graph
+    order: an approval gate is a stop, not a phase, so texts name the two apart (pure)."""
+    skipped = set(skips)
+    gates = set(APPROVAL_GATES.values())
+    phases = [n.name for n in NODES if n.name in skipped and n.name not in gates]
+    stops = [n.name for n in NODES if n.name in gates and n.name not in skipped]
+    return phases, stops
 
 
 class Evidence(NamedTuple):

@@ -96,6 +96,8 @@ class Frozen(_Shape):
     base: str = ""
     # The approved issue text: the SHA-256 of its body and when the App read it.
     issue: dict[str, Any] = Field(default_factory=dict)
+    # The approval gates the human ticked (each unticked one is in `skips`).
+    stops: list[str] = Field(default_factory=list)
 
 
 class ItemJob(_Shape):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.graph import approval_stops
 from channels import allow_blocks, walk_blocks
 from channels.answer_blocks import answer_buttons
 from channels.checklist_control import OPEN_ACTION, control_blocks, summary_lines
@@ -121,14 +122,18 @@ def checklist(payload: Mapping[str, Any], url: str, work_item_id: str) -> Messag
 
 
 def choice_facts(record: Mapping[str, Any]) -> list[str]:
-    """Harness, model, effort, skipped phases and dropped ticks, one mrkdwn line each."""
-    skips = record.get("skips") or {}
+    """Harness, model, effort, skipped phases, the approval gates ticked (`stops`) and dropped
+    ticks, one mrkdwn line each."""
+    phases = approval_stops(str(s) for s in record.get("skips") or {})[0]
+    stops = [str(s) for s in record.get("stops") or []]
     facts = [
         f"*Harness:* {_value(record.get('harness'))}",
         f"*Model:* {_value(record.get('model'))}",
         f"*Effort:* {_value(record.get('effort'))}",
-        "*Skipped:* " + (", ".join(f"`{escape(str(s))}`" for s in skips) or "nothing"),
+        "*Skipped:* " + (", ".join(f"`{escape(s)}`" for s in phases) or "nothing"),
     ]
+    if stops:
+        facts.append("*Stops for approval at:* " + ", ".join(f"`{escape(s)}`" for s in stops))
     for drop in record.get("dropped") or []:
         if isinstance(drop, Mapping):
             token, reason = drop.get("token", ""), drop.get("reason", "")

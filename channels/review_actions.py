@@ -1,10 +1,10 @@
 """Approve and Request changes from Slack: the same decision a reviewer types on GitHub.
 
 A press is acknowledged first. The member must be mapped and authorized (the execute rule);
-Approve then posts `the-loop approve` on the issue, attributed, and runs it through the
-review gate; Request changes opens a modal for the reviewer's words, and its submission
-posts `the-loop changes <words>` the same way. The review message is updated to say what
-was decided.
+Approve then posts `the-loop approve` on the issue, attributed, and runs it through the gate
+the item waits at (review or an approval gate); Request changes opens a modal for the
+reviewer's words, and its submission posts `the-loop changes <words>` the same way. The
+message is updated to say what was decided.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from app.workitems.decisions import Outcome, Status
-from app.workitems.review import review_reply
+from app.workitems.review import gate_reply
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps
 from channels.errors import slack_error
@@ -54,7 +54,7 @@ def _describe(outcome: Outcome | None) -> str:
 def _decide(
     deps: SlackDeps, member: str, work_item_id: str, text: str, ref: str
 ) -> tuple[Outcome | None, str | None, str | None]:
-    """Run `text` through the review gate for `member`: (outcome, login, why not)."""
+    """Run `text` through the item's gate for `member`: (outcome, login, why not)."""
     item = deps.item(work_item_id)
     if item is None:
         return None, None, "this is not a work item the App knows"
@@ -64,7 +64,7 @@ def _decide(
             "gate.refused", item.id, who=login or member, why=why, source="slack", member=member
         )
         return None, login, why or NOT_MAPPED
-    return deps.post_once(ref, item, login, member, text, review_reply), login, None
+    return deps.post_once(ref, item, login, member, text, gate_reply), login, None
 
 
 def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
@@ -75,7 +75,7 @@ def handle_approve(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         deps.tell(channel, member, f"Not authorized: {why}.", thread_ts)
         return
     if outcome is not None and outcome.status is Status.RECORDED and message_ts:
-        done = f":white_check_mark: *Approved by @{login}.* The session completes."
+        done = f":white_check_mark: *Approved by @{login}.* The session goes on."
         deps.update(channel, message_ts, Message(f"Approved by @{login}.", [section(done)]))
         return
     deps.tell(channel, member, f"Approve {_describe(outcome)}.", thread_ts)

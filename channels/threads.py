@@ -18,7 +18,7 @@ from typing import Any
 from app.workitems.decisions import Status
 from app.workitems.egress import allow_reply
 from app.workitems.followups import deliver_comment
-from app.workitems.review import review_reply, verdict_of
+from app.workitems.review import gate_reply, verdict_of
 from app.workitems.spending import raise_reply
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
@@ -60,7 +60,7 @@ def handle_message(deps: SlackDeps, event: Mapping[str, Any], bot_user_id: str |
     trigger = deps.config.routing.trigger
     if verdict_of(text, trigger.approve_keyword, trigger.changes_keyword) is not None:
         ref = f"slack-review:{reply.channel}:{reply.ts}"
-        decided = deps.post_once(ref, item, login, reply.user, text, review_reply)
+        decided = deps.post_once(ref, item, login, reply.user, text, gate_reply)
         if decided is not None and decided.status is Status.REFUSED:
             deps.tell(reply.channel, reply.user, f"Refused: {decided.why}.", reply.thread_ts)
         return

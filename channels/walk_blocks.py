@@ -1,6 +1,7 @@
 """Block Kit for a work item's walk through its phases (pure): the thread's parent message
-that mirrors the progress comment, the "ready for review" message with its Approve and
-Request changes buttons, the modal that takes the requested changes, and the done note."""
+that mirrors the progress comment, the message at a gate that waits for a decision (review,
+or an approval gate after a phase) with its Approve and Request changes buttons, the modal
+that takes the requested changes, and the done note."""
 
 from __future__ import annotations
 
@@ -135,15 +136,51 @@ def progress(payload: Mapping[str, Any], url: str) -> tuple[str, list[dict[str, 
     return text, blocks
 
 
+def _to_read(payload: Mapping[str, Any]) -> str:
+    """The artifacts an approver reads first (`to_read`), linked like `_artifacts`."""
+    wanted = {str(name) for name in payload.get("to_read") or []}
+    links = payload.get("links") if isinstance(payload.get("links"), Mapping) else {}
+    pairs = links.get("artifacts") if isinstance(links, Mapping) else None
+    shown = [
+        _linked(str(pair[0]), pair[1])
+        for pair in (pairs if isinstance(pairs, list) else [])
+        if isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and str(pair[0]).rsplit("/", 1)[-1] in wanted
+    ]
+    return ", ".join(shown) or ", ".join(f"`{escape(name)}`" for name in sorted(wanted))
+
+
+def _decision_head(payload: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """(fallback, first lines) of the message at the gate the payload names: `review`, or an
+    approval gate after a phase (`phase`), whose artifacts to read come first."""
+    gate, phase = str(payload.get("gate") or "review"), str(payload.get("phase") or "")
+    if gate == "review" or not phase:
+        return "Ready for review: approve or request changes.", [
+            ":mag: *Ready for review.* The session waits for a human decision."
+        ]
+    head = (
+        f":raised_hand: *`{escape(phase)}` waits for approval.* The session stops at "
+        f"`{escape(gate)}` until a human decides."
+    )
+    read = _to_read(payload)
+    return f"{phase} waits for approval: approve or request changes.", [
+        head,
+        f"*Read:* {read or 'nothing reported'}",
+    ]
+
+
 def review(payload: Mapping[str, Any], work_item_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """The "ready for review" message with its two buttons."""
+    """The message at a gate that waits for a decision (review or an approval gate), with
+    its two buttons."""
     artifacts = _artifacts(payload)
     where = [line for line in (_branch(payload), _pull(payload)) if line]
     approve = escape(str(payload.get("approve_keyword") or "the-loop approve"))
     changes = escape(str(payload.get("changes_keyword") or "the-loop changes"))
+    fallback, head = _decision_head(payload)
     blocks = [
-        _section(":mag: *Ready for review.* The session waits for a human decision."),
-        _section("\n".join([f"*Artifacts:* {artifacts or 'none reported'}", *where])),
+        _section(head[0]),
+        _section("\n".join([*head[1:], f"*Artifacts:* {artifacts or 'none reported'}", *where])),
         {
             "type": "actions",
             "block_id": "the-loop-review",
@@ -170,7 +207,7 @@ def review(payload: Mapping[str, Any], work_item_id: str) -> tuple[str, list[dic
             ],
         },
     ]
-    return "Ready for review: approve or request changes.", blocks
+    return escape(fallback), blocks
 
 
 def changes_modal(work_item_id: str, thread: str) -> dict[str, Any]:

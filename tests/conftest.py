@@ -38,6 +38,7 @@ pytest_plugins = [
     "tests.devbox_support",  # a devbox serving the App under test (`standin_devbox`)
     "tests.spawnerapi_support",  # one App per test module for the spawner API (`shared_api`)
     "tests.pull_support",  # the pull-request bed: App, git over HTTP, a started session
+    "tests.phase_support",  # an executed item and its session's `the-loop phase` environment
     "tests.cgroup_support",  # the cgroups the tests' spawners made, removed after the run
     "tests.tlsapp_support",  # the App over TLS with a private CA (`tls_app`)
 ]

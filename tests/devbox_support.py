@@ -26,7 +26,14 @@ from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.confine.trust import claude_config_path, update_json_file
 from app.spawner.launch import SpawnerContext
-from tests.claude_support import DUMMY_KEY, approve_key, claude_env, install_stop_command
+from tests.claude_support import (
+    DUMMY_KEY,
+    approve_key,
+    claude_binary,
+    claude_env,
+    install_stop_command,
+)
+from tests.fakes.anthropic import FakeAnthropic
 from tests.gate_support import REPO, comment, deliver, labeled
 from tests.spawner_support import gateway_context
 from tests.support import wait_for
@@ -179,4 +186,45 @@ def standin_devbox(
     keyword arguments, if any."""
     options = getattr(request.module, "STANDIN_DEVBOX", {})
     with serve_devbox(running_app, operator_yaml, home, **options) as ctx:
+        yield ctx
+
+
+def claude_operator_yaml(tmp_path: Path) -> str:
+    """An operator config whose one harness is the real `claude` (permissions skipped, as
+    the sandbox makes safe), with its workspace under `tmp_path`: a module's
+    `OPERATOR_YAML` for `claude_devbox`."""
+    return yaml.safe_dump(
+        {
+            "harnesses": [
+                {
+                    "name": "claude",
+                    "default": True,
+                    "command": claude_binary(),
+                    "args": ["--dangerously-skip-permissions"],
+                }
+            ],
+            "routing": {"workspace": {"root": str(tmp_path / "work")}},
+        }
+    )
+
+
+def write_doc(folder: str, title: str, name: str) -> str:
+    """The shell command a scripted model runs to write an artifact that counts (a heading
+    and a paragraph) as `folder/name`."""
+    text = f"# {title}\\n\\n{title} written down in a paragraph of plain words.\\n"
+    return f"printf '{text}' > {folder}/{name}"
+
+
+@pytest.fixture
+def claude_devbox(
+    running_app: Any, operator_yaml: str, model: FakeAnthropic, tmp_path: Path
+) -> Iterator[SpawnerContext]:
+    """A spawner on this machine whose sessions run the real claude against the fake model,
+    with the product's stop gate installed in the devbox user's Claude Code settings."""
+    home = scripted_home(tmp_path)
+    config = parse_config(yaml.safe_load(operator_yaml))
+    registered = lambda: running_app.events("spawner.registered")  # noqa: E731
+    engine = running_app.state.engine
+    env = scripted_env(model.url, home)
+    with running_devbox(running_app.url, engine, REPO, config, home, env, registered) as ctx:
         yield ctx

@@ -188,7 +188,8 @@ def started_payload(number: int) -> dict[str, Any]:
 
 def threaded_item(app: RunningApp, state: WorkItemStatus, **fields: Any) -> None:
     """The fixture issue as an executed work item whose Slack thread is `SLACK_THREAD`, in
-    `state`, with `fields` (phase, artifacts, budget…) set."""
+    `state`, with `fields` (phase, artifacts, budget…) set and `frozen` over its record."""
+    frozen = fields.pop("frozen", {})
     decided = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {}}
     with Session(app.state.engine) as session, session.begin():
         session.add(
@@ -199,7 +200,7 @@ def threaded_item(app: RunningApp, state: WorkItemStatus, **fields: Any) -> None
                 installation_id=1,
                 state=state,
                 html_url=ISSUE_URL,
-                frozen={**decided, "harness": "", "model": "", "effort": ""},
+                frozen={**decided, "harness": "", "model": "", "effort": "", **frozen},
                 slack_ts=SLACK_THREAD,
                 **fields,
             )

@@ -24,6 +24,16 @@ REPRO_STATE: dict[str, Any] = {
         "requirements-approval": {"by": "op"},
     },
 }
+# The approval gates an item runs without (nobody ticked them): the reproduction state
+# predates them, so the helpers below add these skips.
+NO_STOPS: dict[str, Any] = {"approve-design": {"by": "op"}, "approve-tasks": {"by": "op"}}
+
+
+def stops_skipped(by: str) -> dict[str, Any]:
+    """The skips an execute by `by` records for the approval gates nobody ticked."""
+    return {gate: {"by": by} for gate in NO_STOPS}
+
+
 DESIGN_MISSING = "required artifact is missing (docs/specs/issue-1/design.md)"
 
 
@@ -41,8 +51,10 @@ def make_checkout(path: Path, state: dict[str, Any] | str | None = None, **files
 
 
 def at(node: str, **changes: Any) -> dict[str, Any]:
-    """The reproduction state with the pointer moved to `node` (and other keys changed)."""
-    return {**REPRO_STATE, "currentNode": node, "parked": None, **changes}
+    """The reproduction state with the pointer moved to `node` (and other keys changed), no
+    approval gate ticked."""
+    skips = {**NO_STOPS, **changes.pop("skips", REPRO_STATE["skips"])}
+    return {**REPRO_STATE, "currentNode": node, "parked": None, "skips": skips, **changes}
 
 
 def gate(

@@ -117,8 +117,12 @@ def run_phase(args: argparse.Namespace) -> int:
     write_state(path, local_state(moved, spec, read_state(path)))
     to = str(moved.get("phase"))
     print(f"Moved from {node.name} to {to}.")
+    gate = next((n for n in graph.NODES if n.name == to and n.human_gate), None)
     if to == graph.NODE_NAMES[-1]:
         print("The work item is complete.")
+    elif gate is not None:
+        print(f"{to} waits for a human decision on the issue: end your turn now and wait.")
+        print("The decision arrives as a message: an approval, or the changes to make.")
     else:
         needs = _needs(to, spec, moved.get("skips") or [])
         print(f"{to} needs: {needs}. Run `the-loop phase next` when it is done;")

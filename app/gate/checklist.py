@@ -19,6 +19,7 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.gate.phases import PHASES, Phase, PhaseKind
+from app.graph import APPROVAL_GATES
 from app.harnesses import default_harness, models_for, offered_harnesses
 
 HARNESS_PREFIX = "harness-"
@@ -29,10 +30,14 @@ EFFORT_PREFIX = "effort-"
 class SectionKind(StrEnum):
     PHASES = "phases"
     OPT_IN = "opt-in"
+    GATES = "gates"
     HARNESS = "harness"
     MODEL = "model"
     EFFORT = "effort"
 
+
+# The sections whose rows are nodes of the graph (a row unticked is a skip).
+PHASE_KINDS = (SectionKind.PHASES, SectionKind.OPT_IN, SectionKind.GATES)
 
 CHOICE_PREFIXES: Mapping[SectionKind, str] = {
     SectionKind.HARNESS: HARNESS_PREFIX,
@@ -55,6 +60,7 @@ class Offer:
     declared_efforts: tuple[str, ...] = ()
     refused: frozenset[str] = frozenset()
     about: Mapping[str, str] = field(default_factory=dict)  # model name → its `about`
+    approve_after: frozenset[str] = frozenset()  # phases whose approval row starts ticked
 
     @property
     def harness_section(self) -> bool:
@@ -95,6 +101,7 @@ def build_offer(
         declared_efforts=tuple(e.name for e in config.effort),
         refused=refused_tokens,
         about={m.name: _one_line(m.about) for m in config.models if m.about},
+        approve_after=frozenset(config.routing.gates.approve_after),
     )
 
 
@@ -173,13 +180,21 @@ class Checklist:
         }
 
 
-def _phase_section(kind: SectionKind, phases: tuple[Phase, ...], checked: bool) -> Section:
-    title, hint = (
-        ("Phases", "untick a phase to skip it")
-        if kind is SectionKind.PHASES
-        else ("Opt-in phases", "tick a phase to add it")
-    )
-    rows = tuple(Row(p.node, p.label, checked) for p in phases)
+_PHASE_TITLES: Mapping[SectionKind, tuple[str, str]] = {
+    SectionKind.PHASES: ("Phases", "untick a phase to skip it"),
+    SectionKind.OPT_IN: ("Opt-in phases", "tick a phase to add it"),
+    SectionKind.GATES: (
+        "Approval gates",
+        "tick to stop for your `approve` or `changes` after that phase",
+    ),
+}
+
+
+def _phase_section(
+    kind: SectionKind, phases: tuple[Phase, ...], checked: Collection[str]
+) -> Section:
+    title, hint = _PHASE_TITLES[kind]
+    rows = tuple(Row(p.node, p.label, p.node in checked) for p in phases)
     return Section(kind, title, hint, single=False, default=None, rows=rows)
 
 
@@ -199,14 +214,19 @@ def _choice_section(
 
 
 def build_checklist(offer: Offer, keyword: str, phases: tuple[Phase, ...] = PHASES) -> Checklist:
-    """Lay the offer out: phases, opt-in phases, then harness, model and effort choices."""
+    """Lay the offer out: phases, opt-in phases, approval gates (those after the operator's
+    `approveAfter` phases ticked), then harness, model and effort choices."""
     sections: list[Section] = []
     skippable = tuple(p for p in phases if p.kind is PhaseKind.SKIPPABLE)
     opt_in = tuple(p for p in phases if p.kind is PhaseKind.OPT_IN)
+    gates = tuple(p for p in phases if p.kind is PhaseKind.GATE)
     if skippable:
-        sections.append(_phase_section(SectionKind.PHASES, skippable, checked=True))
+        sections.append(_phase_section(SectionKind.PHASES, skippable, {p.node for p in phases}))
     if opt_in:
-        sections.append(_phase_section(SectionKind.OPT_IN, opt_in, checked=False))
+        sections.append(_phase_section(SectionKind.OPT_IN, opt_in, ()))
+    if gates:
+        ticked = {APPROVAL_GATES[phase] for phase in offer.approve_after if phase in APPROVAL_GATES}
+        sections.append(_phase_section(SectionKind.GATES, gates, ticked))
     if offer.harness_section:
         sections.append(
             _choice_section(SectionKind.HARNESS, offer.harnesses, offer.default_harness, "Harness")

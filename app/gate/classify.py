@@ -2,8 +2,9 @@
 
 Where the ticks come from: a checklist inside the execute reply wins over the checklist
 comment's current boxes. Phase rows are merged row by row (a row the reply does not mention
-keeps the comment's box, then its default); a choice section is taken whole from the reply
-when the reply names any row of it, else from the comment, else from its defaults.
+keeps the comment's box, then its default; an approval gate after a skipped phase is skipped
+with it); a choice section is taken whole from the reply when the reply names any row of it,
+else from the comment, else from its defaults.
 
 How a choice section is read: exactly one ticked offered row is a choice; none, two, or
 only unoffered tokens is no choice (`""`, the default runs) for that section alone.
@@ -17,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.gate.checklist import CHOICE_PREFIXES, Checklist, Offer, SectionKind
+from app.gate.checklist import CHOICE_PREFIXES, PHASE_KINDS, Checklist, Offer, SectionKind
 from app.gate.parse import Tick, first_ticks
+from app.graph import APPROVAL_GATES
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,6 @@ class Selection:
     dropped: tuple[Dropped, ...]
 
 
-PHASE_KINDS = (SectionKind.PHASES, SectionKind.OPT_IN)
-
-
 def _phase_states(
     checklist: Checklist, board: Mapping[str, bool], reply: Mapping[str, bool]
 ) -> dict[str, bool]:
@@ -51,6 +50,9 @@ def _phase_states(
         if section.kind in PHASE_KINDS:
             for row in section.rows:
                 states[row.token] = reply.get(row.token, board.get(row.token, row.checked))
+    for phase, gate in APPROVAL_GATES.items():
+        if gate in states and not states.get(phase, True):
+            states[gate] = False  # no stop after a phase that does not run
     return states
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from app.gate.classify import Selection
 from app.gate.markers import MarkerKind, marker
 from app.gate.phases import PHASES
-from app.graph import NODES, Node
+from app.graph import NODES, Node, approval_stops
 
 _NO_SKIPS = "- **Phases skipped:** none"
 
@@ -25,7 +25,8 @@ def confirmation_markdown(
 ) -> str:
     """What will run: skipped phases and by whom, harness, model, effort, dropped ticks.
     `ref` (the execute's id) tells a later run's confirmation from the first one's."""
-    skipped = ", ".join(f"`{node}`" for node in selection.skips)
+    phases, stops = approval_stops(selection.skips)
+    skipped = ", ".join(f"`{node}`" for node in phases)
     lines = [
         "### the-loop: starting",
         "",
@@ -33,6 +34,8 @@ def confirmation_markdown(
         "",
         f"- **Phases skipped:** {skipped} (by @{author})" if skipped else _NO_SKIPS,
     ]
+    if stops:
+        lines.append("- **Stops for approval at:** " + ", ".join(f"`{g}`" for g in stops))
     if selection.harness_offered:
         lines.append(_choice_line("Harness", selection.harness, f"`{selection.resolved_harness}`"))
     lines.append(_choice_line("Model", selection.model, "the harness's own"))
@@ -97,6 +100,16 @@ def walk_instructions(spec_id: str, skips: Sequence[str]) -> list[str]:
         "the decision arrives as a message. After approval, `the-loop phase next` completes "
         "the work item.",
     ]
+    stops = approval_stops(skips)[1]
+    if stops:
+        lines.append(
+            "At "
+            + ", ".join(f"`{g}`" for g in stops)
+            + " a human reads the phase's artifact and approves or requests changes the same "
+            "way: commit and push the artifact before the `phase next` that takes you there "
+            "(the notice links it on your branch), then end your turn and wait. Requested "
+            "changes send you back to that phase."
+        )
     return lines
 
 
@@ -147,8 +160,9 @@ def initial_prompt(
         f"Work item: {spec_id}. Artifacts go under docs/specs/{spec_id}/.",
         f"Phases in force, in order: {phases}.",
     ]
-    if selection.skips:
-        lines.append("Skipped by the human: " + ", ".join(selection.skips) + ".")
+    skipped = approval_stops(selection.skips)[0]
+    if skipped:
+        lines.append("Skipped by the human: " + ", ".join(skipped) + ".")
     lines += ["", *walk_instructions(spec_id, selection.skips), ""]
     if branch:
         lines += [*branch_instructions(branch, pull_number), ""]

@@ -4,7 +4,8 @@
 `work-item-state.json`: `decisions.phase-selection` (who, when), `skips`, `harness`,
 `model`, `effort` (`""` = no choice), the ticks that were dropped and, when the execute
 named one (`base:<branch>`), the `base` branch the work starts from and its pull request
-targets. Because the state
+targets, and the approval gates ticked (`stops`; `frozen_skips` reads an older record without
+it as none ticked). Because the state
 file is agent-writable, `revalidate` re-checks a read-back choice against the operator's
 declarations and the hosting harnesses, falling back to the default with a warning.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from app.config import OperatorConfig
 from app.gate.checklist import EFFORT_PREFIX, MODEL_PREFIX
 from app.gate.classify import Selection
+from app.graph import APPROVAL_GATES, approval_stops
 from app.harnesses import models_for, resolve_harness
 
 PHASE_SELECTION = "phase-selection"
@@ -37,7 +39,18 @@ def frozen_record(
         "effort": selection.effort,
         "dropped": [{"token": d.token, "reason": d.reason} for d in selection.dropped],
         "base": base,
+        "stops": approval_stops(selection.skips)[1],
     }
+
+
+def frozen_skips(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The skips of a frozen record as the walk reads them. A record frozen before approval
+    gates existed (no `stops`) names none of them; nobody ticked them, so they are skipped."""
+    raw = record.get("skips")
+    skips = dict(raw) if isinstance(raw, Mapping) else {str(key): {} for key in raw or ()}
+    if "stops" not in record:
+        skips.update({gate: {} for gate in APPROVAL_GATES.values() if gate not in skips})
+    return skips
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ first ones and says how many more exist. The hidden marker closes the comment.
 
 from __future__ import annotations
 
-from app.gate.checklist import Checklist, Row, Section, SectionKind
+from app.gate.checklist import PHASE_KINDS, Checklist, Row, Section
 from app.gate.markers import MarkerKind, marker
 
 MAX_SHOWN = 12
@@ -23,7 +23,7 @@ def render_row(row: Row, *, with_label: bool) -> str:
 
 def render_section(section: Section) -> list[str]:
     """A section: bold title and hint, then its rows (choice sections capped at MAX_SHOWN)."""
-    phase_rows = section.kind in (SectionKind.PHASES, SectionKind.OPT_IN)
+    phase_rows = section.kind in PHASE_KINDS
     rows = section.rows if phase_rows else section.rows[:MAX_SHOWN]
     lines = [f"**{section.title}** · {section.hint}"]
     lines += [render_row(r, with_label=phase_rows) for r in rows]
@@ -43,12 +43,11 @@ def render_checklist(checklist: Checklist, work_item_id: str) -> str:
         "The boxes as they are when you reply are what runs; a checklist in your reply "
         "wins over the boxes here.",
     ]
-    phase_kinds = (SectionKind.PHASES, SectionKind.OPT_IN)
-    for section in (s for s in checklist.sections if s.kind in phase_kinds):
+    for section in (s for s in checklist.sections if s.kind in PHASE_KINDS):
         lines += ["", *render_section(section)]
     if checklist.always:
         lines += ["", "Always run: " + ", ".join(checklist.always) + "."]
-    for section in (s for s in checklist.sections if s.kind not in phase_kinds):
+    for section in (s for s in checklist.sections if s.kind not in PHASE_KINDS):
         lines += ["", *render_section(section)]
     lines += [
         "",

@@ -7,8 +7,9 @@ artifacts in the checkout (`session.evidence`, read there without following link
 session says it wrote is never enough. Until the spawner reports the artifacts the move is
 `UnseenArtifacts` (the session's `phase next` waits for the next look and asks again).
 
-Reaching `review` asks the humans on the issue (and in Slack) to approve or request changes;
-reaching `complete` finishes the item.
+Reaching a gate that waits for a decision (`review`, or an approval gate the human ticked)
+asks the humans on the issue (and in Slack) to approve or request changes, linking the
+artifacts to read; reaching `complete` finishes the item.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import graph
+from app.gate.freeze import frozen_skips
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import WorkLinks, markdown_link, work_links
@@ -30,10 +32,13 @@ from app.workitems.jobs import enqueue, stop_job
 from app.workitems.states import Happened, transition
 from app.workitems.walk import (
     COMPLETE_NODE,
-    REVIEW_NODE,
     MoveRefused,
     Walk,
+    approved_phase,
     clean_artifacts,
+    is_approval_gate,
+    is_decision_gate,
+    next_in_force,
     next_move,
 )
 
@@ -58,7 +63,7 @@ def walk_of(item: WorkItem) -> Walk:
     frozen = item.frozen or {}
     return Walk(
         pointer=item.phase or "",
-        skips=frozenset(frozen.get("skips") or {}),
+        skips=frozenset(frozen_skips(frozen)),
         decisions={**(frozen.get("decisions") or {}), **(item.gates or {})},
     )
 
@@ -93,8 +98,8 @@ def advance(
     seen = graph.evidence_from((item.session or {}).get("evidence")) or graph.Evidence()
     item.artifacts = [name for name in clean_artifacts(artifacts) if name in seen.present]
     record_move(services, session, item, target, by="session", artifacts=item.artifacts)
-    if target == REVIEW_NODE:
-        ask_for_review(services, session, item)
+    if is_decision_gate(target):
+        ask_for_decision(services, session, item, target)
     elif target == COMPLETE_NODE:
         complete(services, session, item, reason="every phase in force is done")
     return target
@@ -118,26 +123,54 @@ def _links(item: WorkItem) -> WorkLinks:
     return work_links(page, branch, spec_id(item.issue_number), item.artifacts or [])
 
 
-def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
-    """The "ready for review" comment (pure)."""
+def to_read(gate: str, artifacts: Iterable[str]) -> list[str]:
+    """The artifacts an approver at `gate` reads first: those the judged phase writes
+    (design.md at `approve-design`), of the ones reported (pure)."""
+    node = next((n for n in graph.NODES if n.name == approved_phase(gate)), None)
+    names = {name for alternatives in (node.requires if node else ()) for name in alternatives}
+    return [name for name in artifacts if name in names]
+
+
+def _decision_head(item: WorkItem, gate: str, links: WorkLinks) -> list[str]:
+    """The title, the first sentence and, at an approval gate, what to read (pure)."""
+    if not is_approval_gate(gate):
+        return [
+            "### the-loop: ready for review",
+            "",
+            "The session finished the phases before `review` and waits for a human decision.",
+            "",
+        ]
+    phase = approved_phase(gate)
+    own = set(to_read(gate, item.artifacts or []))
+    read = [markdown_link(path, url) for path, url in links.artifacts if path.split("/")[-1] in own]
+    return [
+        f"### the-loop: `{phase}` waits for approval",
+        "",
+        f"The session finished `{phase}` and stops at `{gate}` until a human decides.",
+        "",
+        f"- **Read:** {', '.join(read) or 'nothing reported'}",
+    ]
+
+
+def decision_text(item: WorkItem, approve: str, changes: str, round_: int, gate: str) -> str:
+    """The notice that `gate` waits for a decision: what to read and the two replies (pure)."""
     links = _links(item)
     artifacts = ", ".join(markdown_link(path, url) for path, url in links.artifacts)
     pr = getattr(item, "pull_request", None) or {}
-    lines = [
-        "### the-loop: ready for review",
-        "",
-        "The session finished the phases before `review` and waits for a human decision.",
-        "",
-        f"- **Artifacts:** {artifacts or 'none reported'}",
-    ]
+    lines = [*_decision_head(item, gate, links), f"- **Artifacts:** {artifacts or 'none reported'}"]
     if links.branch:
         lines.append(f"- **Branch:** {markdown_link(links.branch, links.branch_url)}")
     if pr.get("number"):
         lines.append(f"- **Pull request:** [#{pr['number']}]({pr.get('html_url', '')})")
+    go_on = (
+        f"go on to `{next_in_force(gate, walk_of(item).skips) or COMPLETE_NODE}`"
+        if is_approval_gate(gate)
+        else "complete"
+    )
     lines += [
         "",
-        f"Reply `{approve}` to let it complete, or `{changes} <what to change>` to send it back "
-        "to implementation with your words.",
+        f"Reply `{approve}` to let it {go_on}, or `{changes} <what to change>` to send it back "
+        f"to `{approved_phase(gate) or gate}` with your words.",
     ]
     # The artifacts' names are the session's words: defused, the App's marker last.
     return (
@@ -148,11 +181,11 @@ def review_text(item: WorkItem, approve: str, changes: str, round_: int) -> str:
     )
 
 
-def ask_for_review(services: Services, session: Session, item: WorkItem) -> None:
-    """Post "ready for review" on the issue once per round and show Approve/Changes in Slack."""
+def ask_for_decision(services: Services, session: Session, item: WorkItem, gate: str) -> None:
+    """Post the notice that `gate` waits (once per round) and show Approve/Changes in Slack."""
     trigger = services.config.routing.trigger
     round_ = move_count(session, item)
-    text = review_text(item, trigger.approve_keyword, trigger.changes_keyword, round_)
+    text = decision_text(item, trigger.approve_keyword, trigger.changes_keyword, round_, gate)
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
         io.post_once(text, MarkerKind.REVIEW, item=item.id, round=round_)
@@ -161,6 +194,9 @@ def ask_for_review(services: Services, session: Session, item: WorkItem) -> None
         item.id,
         "review",
         {
+            "gate": gate,
+            "phase": approved_phase(gate),
+            "to_read": to_read(gate, item.artifacts or []),
             "artifacts": list(item.artifacts or []),
             "links": _links(item).to_json(),
             "pull_request": dict(getattr(item, "pull_request", None) or {}),

@@ -4,7 +4,7 @@
 one refusal reply (execute, approve, changes and answer alike).
 
 A surface — a GitHub comment handler, a Slack button or thread reply, the label that
-executes — builds a `Decision` and hands it to a `Decide` (`execute_reply`, `review_reply`,
+executes — builds a `Decision` and hands it to a `Decide` (`execute_reply`, `gate_reply`,
 `answer_reply`, `deliver_comment`) inside its own transaction, the way gidgethub hands a
 router its `Event`; the surface reads the `Outcome` to tell its human what happened.
 """

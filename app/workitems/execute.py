@@ -134,6 +134,7 @@ def _choice_fields(selection: Selection, frozen: dict[str, Any]) -> dict[str, An
         "model": selection.model,
         "effort": selection.effort,
         "skips": list(selection.skips),
+        "stops": frozen["stops"],
         "dropped": frozen["dropped"],
     }
 

@@ -29,7 +29,7 @@ from app.workitems.execute import execute_reply
 from app.workitems.issue_text import record_pin
 from app.workitems.jobs import enqueue, stop_job
 from app.workitems.offers import current_offer
-from app.workitems.review import review_reply, verdict_of
+from app.workitems.review import gate_reply, verdict_of
 from app.workitems.spending import raise_reply
 from app.workitems.states import Happened, is_live, transition
 
@@ -242,7 +242,7 @@ def freeze_on_execute(ctx: HandlerContext) -> None:
 
 def decide_review(ctx: HandlerContext) -> None:
     """`issue_comment.created` starting with the approve or changes keyword: a decision at
-    the review gate."""
+    the gate the item waits at (review or an approval gate)."""
     comment, ref = _comment(ctx), _issue_ref(ctx)
     if comment is None or ref is None or is_own_comment(comment):
         return
@@ -251,7 +251,7 @@ def decide_review(ctx: HandlerContext) -> None:
     if verdict_of(body, trigger.approve_keyword, trigger.changes_keyword) is None:
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
-    if review_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
+    if gate_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
         ctx.emit(
             "gate.review_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.gate.freeze import frozen_skips
 from app.gate.ids import spec_id
 from app.protocol import AllowJob, AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
 from app.services import Services
@@ -21,6 +22,7 @@ from app.workitems.spend_caps import mark_held
 
 
 def _item_fields(item: WorkItem) -> dict[str, Any]:
+    frozen = item.frozen or {}
     return {
         "work_item_id": item.id,
         "spec_id": spec_id(item.issue_number),
@@ -29,7 +31,7 @@ def _item_fields(item: WorkItem) -> dict[str, Any]:
         "installation_id": item.installation_id,
         "clone_url": item.clone_url,
         "html_url": item.html_url,
-        "frozen": Frozen.model_validate(item.frozen or {}),
+        "frozen": Frozen.model_validate({**frozen, "skips": frozen_skips(frozen)}),
         "phase": item.phase or "",
         "gates": dict(item.gates or {}),
         "branch": item.branch or "",

@@ -40,13 +40,13 @@ from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
+from app.workitems.advance import walk_of
 from app.workitems.capacity import held_words, place_in_line
 from app.workitems.post_rate import THROTTLED_KEY
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.setup_notes import setup_words
 from app.workitems.spending import budget_line_of, stopped_by_budget
 from app.workitems.usage import usage_line_of
-from app.workitems.walk import Walk
 
 log = logging.getLogger(__name__)
 
@@ -133,17 +133,12 @@ def view_of(
 ) -> ProgressView:
     """What the progress comment of `item` shows (pure apart from reading the row)."""
     frozen = item.frozen or {}
-    decisions = {**(frozen.get("decisions") or {}), **(item.gates or {})}
     session = item.session or {}
     trigger = config.routing.trigger
     return ProgressView(
         work_item_id=item.id,
         status=item.state,
-        walk=Walk(
-            pointer=item.phase or "",
-            skips=frozenset(frozen.get("skips") or {}),
-            decisions=decisions,
-        ),
+        walk=walk_of(item),
         harness=str(session.get("harness") or frozen.get("harness") or ""),
         model=str(frozen.get("model") or ""),
         effort=str(frozen.get("effort") or ""),

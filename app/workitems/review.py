@@ -1,5 +1,8 @@
-"""A human's decision at the `review` gate: approve (the session may complete) or request
-changes (the words reach the session and the pointer goes back to `implementation`).
+"""A human's decision at a gate that waits for one — `review`, or an approval gate after a
+phase (`approve-design`, `approve-tasks`): approve (the session may go on) or request changes
+(the words reach the session and the pointer goes back to the phase the gate judges:
+`implementation` for review, `design` or `tasks-breakdown` for an approval gate). One code
+path for every such gate, parameterised by the node the item waits at.
 
 The same authorization rule as execute; an unauthorized or misplaced decision gets the same
 one-line refusal reply. Runs inside the caller's transaction (a webhook delivery or a Slack
@@ -16,12 +19,20 @@ from sqlalchemy.orm import Session
 from app.gate.parse import is_execute
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.advance import record_move
+from app.workitems.advance import record_move, walk_of
 from app.workitems.authz import refusal
 from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.followups import deliver_comment
 from app.workitems.states import is_live
-from app.workitems.walk import IMPLEMENTATION_NODE, REVIEW_NODE, in_force
+from app.workitems.walk import (
+    COMPLETE_NODE,
+    REVIEW_NODE,
+    approved_phase,
+    changes_go_to,
+    is_approval_gate,
+    is_decision_gate,
+    next_in_force,
+)
 
 
 class ReviewVerdict(StrEnum):
@@ -44,21 +55,22 @@ def _changes_text(body: str, keyword: str) -> str:
     return rest or body.strip()
 
 
-def _session_note(verdict: ReviewVerdict, author: str) -> str:
+def session_note(verdict: ReviewVerdict, author: str, gate: str, to: str) -> str:
+    """What the session is told after the human's words (pure): for an approval, how to go on
+    (`to`: the node after the gate); for changes, where the item is back (`to`)."""
     if verdict is ReviewVerdict.APPROVED:
-        return (
-            f"\n\n(the-loop: @{author} approved the review. Run `the-loop phase next` to "
-            "complete the work item.)"
-        )
+        what = "the review" if gate == REVIEW_NODE else f"`{approved_phase(gate)}` at `{gate}`"
+        step = "complete the work item" if to == COMPLETE_NODE else f"go on to `{to}`"
+        return f"\n\n(the-loop: @{author} approved {what}. Run `the-loop phase next` to {step}.)"
     return (
-        f"\n\n(the-loop: @{author} requested changes; the work item is back at "
-        "`implementation`. Make the changes, then walk the phases again with "
-        "`the-loop phase next` after each one.)"
+        f"\n\n(the-loop: @{author} requested changes at `{gate}`; the work item is back at "
+        f"`{to}`. Make the changes, then walk the phases again with `the-loop phase next` "
+        "after each one.)"
     )
 
 
-def review_reply(services: Services, session: Session, decision: Decision) -> Outcome:
-    """Apply an approve or changes decision on its item (a `Decide`)."""
+def gate_reply(services: Services, session: Session, decision: Decision) -> Outcome:
+    """Apply an approve or changes decision at the gate its item waits at (a `Decide`)."""
     item = lock_work_item(session, decision.work_item_id)
     if item is None or item.frozen is None:
         return Outcome(Status.NOT_A_WORK_ITEM)
@@ -67,23 +79,25 @@ def review_reply(services: Services, session: Session, decision: Decision) -> Ou
     keyword = (
         trigger.approve_keyword if verdict is ReviewVerdict.APPROVED else trigger.changes_keyword
     )
-    action = "approve the review" if verdict is ReviewVerdict.APPROVED else "request changes"
+    gate = item.phase or ""
+    what = f"`{gate}`" if is_approval_gate(gate) else "the review"
+    action = f"approve {what}" if verdict is ReviewVerdict.APPROVED else "request changes"
 
     def refused(why: str, reason: str) -> Outcome:
         refuse(services, session, item, decision, why, reason, keyword=keyword, action=action)
         return Outcome(Status.REFUSED, why=why)
 
     if verdict is None:
-        return refused("the reply starts with no review keyword", "not-a-review")
+        return refused("the reply starts with no approve or changes keyword", "not-a-review")
     why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
     if why is not None:
         return refused(why, "unauthorized")
-    if item.phase != REVIEW_NODE or not is_live(item.state):
-        where = item.phase or "the start"
+    if not is_decision_gate(gate) or not is_live(item.state):
+        where = gate or "the start"
         return refused(
-            f"the work item is not waiting for a review (it is at {where})", "not-at-review"
+            f"the work item is not waiting for an approval (it is at {where})", "not-at-review"
         )
-    if isinstance((item.gates or {}).get(REVIEW_NODE), dict):
+    if isinstance((item.gates or {}).get(gate), dict):
         return Outcome(Status.REPEAT)
     return _record(services, session, item, decision, verdict)
 
@@ -93,17 +107,19 @@ def _record(
 ) -> Outcome:
     trigger = services.config.routing.trigger
     at = services.clock().isoformat()
+    gate = item.phase or ""
     gates = dict(item.gates or {})
+    skips = walk_of(item).skips
     text = decision.body
     if verdict is ReviewVerdict.APPROVED:
-        gates[REVIEW_NODE] = {"at": at, "by": decision.author, "verdict": verdict.value}
+        gates[gate] = {"at": at, "by": decision.author, "verdict": verdict.value}
         item.gates = gates
+        to = next_in_force(gate, skips) or COMPLETE_NODE
     else:
-        gates.pop(REVIEW_NODE, None)
+        gates.pop(gate, None)
         item.gates = gates
-        skips = frozenset((item.frozen or {}).get("skips") or {})
-        back = IMPLEMENTATION_NODE if IMPLEMENTATION_NODE in in_force(skips) else REVIEW_NODE
-        record_move(services, session, item, back, by=decision.author, reason="changes requested")
+        to = changes_go_to(gate, skips)
+        record_move(services, session, item, to, by=decision.author, reason="changes requested")
         text = _changes_text(decision.body, trigger.changes_keyword)
     emit(
         services,
@@ -113,8 +129,9 @@ def _record(
         by=decision.author,
         source=decision.source,
         ref=decision.ref,
+        gate=gate,
     )
-    told = replace(decision, body=text + _session_note(verdict, decision.author))
+    told = replace(decision, body=text + session_note(verdict, decision.author, gate, to))
     if deliver_comment(services, session, told).status is Status.REPEAT:
         return Outcome(Status.REPEAT)
     return Outcome(Status.RECORDED)

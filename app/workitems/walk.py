@@ -21,7 +21,6 @@ from app.graph import NODE_NAMES, NODES, START_NODE, Node
 
 REVIEW_NODE = "review"
 COMPLETE_NODE = NODE_NAMES[-1]
-IMPLEMENTATION_NODE = "implementation"
 _BY_NAME: dict[str, Node] = {node.name: node for node in NODES}
 
 
@@ -48,6 +47,31 @@ def first_phase(skips: Collection[str]) -> str:
 def is_human_gate(node: str) -> bool:
     found = _BY_NAME.get(node)
     return bool(found and found.human_gate)
+
+
+def is_decision_gate(node: str) -> bool:
+    """Whether `node` waits for `approve` or `changes`: review or an approval gate (the start
+    gate waits for `execute` instead)."""
+    return node != START_NODE and is_human_gate(node)
+
+
+def is_approval_gate(node: str) -> bool:
+    """Whether `node` is an opt-in stop for approval after a phase (not `review`)."""
+    found = _BY_NAME.get(node)
+    return bool(found and found.human_gate and found.opt_in)
+
+
+def approved_phase(gate: str) -> str:
+    """The phase whose work a decision gate judges ("" for any other node)."""
+    found = _BY_NAME.get(gate)
+    return found.approves if found else ""
+
+
+def changes_go_to(gate: str, skips: Collection[str]) -> str:
+    """Where a request for changes at `gate` puts the pointer: the phase it judges when that
+    runs, else the gate itself (the session then works at the gate)."""
+    back = approved_phase(gate)
+    return back if back and back in in_force(skips) else gate
 
 
 class MoveRefused(ValueError):
@@ -105,11 +129,14 @@ class PhaseState(StrEnum):
 
 
 def phase_rows(walk: Walk) -> list[tuple[str, PhaseState]]:
-    """Every node (the start gate and the end excluded) with how it stands (pure)."""
+    """Every node (the start gate and the end excluded) with how it stands (pure); an
+    approval gate nobody ticked is no phase and is left out."""
     walked = in_force(walk.skips)
     here = walked.index(walk.pointer) if walk.pointer in walked else -1
     rows: list[tuple[str, PhaseState]] = []
     for node in NODE_NAMES[1:-1]:
+        if node not in walked and is_approval_gate(node):
+            continue
         if node not in walked:
             rows.append((node, PhaseState.SKIPPED))
             continue

@@ -83,6 +83,23 @@ def test_approve_is_recorded_on_github_and_delivered(
     assert len(deliver_jobs(running_app)) == 1  # a second press changes nothing
 
 
+def test_approve_at_an_approval_gate_lets_the_session_go_on(
+    running_app: RunningApp, fake_github: tuple[FakeGitHub, str], fake_slack: tuple[FakeSlack, str]
+) -> None:
+    github, slack = fake_github[0], fake_slack[0]
+    github.grant(REPO, "octocat", "write")
+    stops = {"stops": ["approve-design"], "skips": {"approve-tasks": {}}}
+    threaded_item(running_app, WorkItemStatus.RUNNING, phase="approve-design", frozen=stops)
+    assert post_slack(running_app.url, press(APPROVE_ACTION), form=True).status_code == 200
+    [job] = wait_for(lambda: deliver_jobs(running_app))
+    assert job.payload["gates"]["approve-design"]["by"] == "octocat"
+    assert "approved `design` at `approve-design`" in job.payload["body"]
+    assert "Run `the-loop phase next` to go on to `test-planning`" in job.payload["body"]
+    assert row(running_app).phase == "approve-design"  # the session's `phase next` moves it
+    [update] = wait_for(lambda: [u for u in slack.updates if "Approved" in str(u["text"])])
+    assert "The session goes on." in json.dumps(update["blocks"])
+
+
 def test_an_unauthorized_press_changes_nothing(
     running_app: RunningApp, fake_github: tuple[FakeGitHub, str], fake_slack: tuple[FakeSlack, str]
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.walk_blocks import progress, session_words
+from channels.walk_blocks import APPROVE_ACTION, CHANGES_ACTION, progress, review, session_words
 
 BASE: dict[str, Any] = {
     "repo": "o/r",
@@ -56,3 +56,22 @@ def test_a_link_that_is_not_a_plain_web_address_is_shown_as_text() -> None:
     }
     body = progress(payload, "")[1][1]["text"]["text"]
     assert "`b&lt;!channel&gt;`" in body and "`a|b.md`" in body and "<javascript" not in body
+
+
+def test_an_approval_gate_message_names_the_phase_and_links_what_to_read() -> None:
+    blob = "https://github.com/o/r/blob/the-loop/issue-1/docs/specs/issue-1/design.md"
+    payload = {
+        "gate": "approve-design",
+        "phase": "design",
+        "to_read": ["design.md"],
+        "artifacts": ["design.md", "requirements.md"],
+        "links": {"artifacts": [["docs/specs/issue-1/design.md", blob]]},
+    }
+    text, blocks = review(payload, "github:o/r#1")
+    assert text == "design waits for approval: approve or request changes."
+    assert "`design` waits for approval" in blocks[0]["text"]["text"]
+    assert f"*Read:* <{blob}|docs/specs/issue-1/design.md>" in blocks[1]["text"]["text"]
+    actions = [e["action_id"] for e in blocks[2]["elements"]]
+    assert actions == [APPROVE_ACTION, CHANGES_ACTION]
+    plain, _ = review({"artifacts": ["design.md"]}, "github:o/r#1")
+    assert plain == "Ready for review: approve or request changes."

@@ -14,22 +14,18 @@ checkout's state file.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from app.config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.launch import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import (
     GENEROUS,
-    claude_binary,
 )
-from tests.devbox_support import running_devbox, scripted_env, scripted_home
+from tests.devbox_support import claude_operator_yaml, write_doc
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.gate_support import (
     ITEM,
@@ -56,9 +52,7 @@ FOLDER = f"docs/specs/{SPEC}"
 
 
 def doc(title: str, name: str) -> str:
-    """The shell command that writes an artifact that counts: a heading and a paragraph."""
-    text = f"# {title}\\n\\n{title} written down in a paragraph of plain words.\\n"
-    return f"printf '{text}' > {FOLDER}/{name}"
+    return write_doc(FOLDER, title, name)
 
 
 EXECUTE = "the-loop execute\n- [ ] test-planning\n- [ ] tasks-breakdown\n"
@@ -132,44 +126,13 @@ def the_script() -> list[Step]:
 MODEL_SCRIPT = the_script
 
 
-def operator_yaml_of(tmp_path: Path) -> str:
-    return yaml.safe_dump(
-        {
-            "harnesses": [
-                {
-                    "name": "claude",
-                    "default": True,
-                    "command": claude_binary(),
-                    "args": ["--dangerously-skip-permissions"],
-                }
-            ],
-            "routing": {"workspace": {"root": str(tmp_path / "work")}},
-        }
-    )
-
-
-OPERATOR_YAML = operator_yaml_of
-
-
-@pytest.fixture
-def devbox(
-    running_app: Any, operator_yaml: str, model: FakeAnthropic, tmp_path: Path
-) -> Iterator[SpawnerContext]:
-    """A spawner on this machine whose sessions run the real claude against the fake model,
-    with the product's stop gate installed in the devbox user's Claude Code settings."""
-    home = scripted_home(tmp_path)
-    config = parse_config(yaml.safe_load(operator_yaml))
-    registered = lambda: running_app.events("spawner.registered")  # noqa: E731
-    engine = running_app.state.engine
-    env = scripted_env(model.url, home)
-    with running_devbox(running_app.url, engine, REPO, config, home, env, registered) as ctx:
-        yield ctx
+OPERATOR_YAML = claude_operator_yaml
 
 
 def test_a_real_session_walks_from_execute_to_complete(
     running_app: Any,
     fake_github: Any,
-    devbox: SpawnerContext,
+    claude_devbox: SpawnerContext,
     model: FakeAnthropic,
     tmp_path: Path,
 ) -> None:
@@ -187,15 +150,15 @@ def test_a_real_session_walks_from_execute_to_complete(
         try:
             return model.wait_for_step(index, timeout=GENEROUS)
         except AssertionError:
-            record = devbox.registry.get(ITEM)
-            screen = devbox.runner.capture(record.tmux_session) if record else "(no session)"
+            record = claude_devbox.registry.get(ITEM)
+            screen = claude_devbox.runner.capture(record.tmux_session) if record else "(no session)"
             raise AssertionError(
                 f"step {name!r} not reached\n{model.describe()}\n{screen}"
             ) from None
 
     first = step("requirements")
     assert "the-loop phase next" in first.turn.text and "stop gate" in first.turn.text
-    record = wait_for(lambda: devbox.registry.get(ITEM), timeout=GENEROUS)
+    record = wait_for(lambda: claude_devbox.registry.get(ITEM), timeout=GENEROUS)
     checkout = Path(record.checkout)
 
     # The model tried to end its turn at design: the stop gate blocked, and said why.
@@ -206,7 +169,7 @@ def test_a_real_session_walks_from_execute_to_complete(
     # The attempt was counted by the App, not in the session's own (writable) home.
     counted = (item_row(running_app).session or {}).get("gate") or {}
     assert (counted.get("node"), counted.get("attempts")) == ("design", 1)
-    assert not list(devbox.state_dir.parent.glob("**/stop-gate/**/*.json"))  # homes included
+    assert not list(claude_devbox.state_dir.parent.glob("**/stop-gate/**/*.json"))  # homes included
     moves = running_app.events("workitem.phase")
     assert [(m["from"], m["to"]) for m in moves][:1] == [("requirements-definition", "design")]
 

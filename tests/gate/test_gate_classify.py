@@ -41,7 +41,7 @@ def test_untouched_checklist_runs_every_phase_but_opt_in_and_the_defaults():
     offer, checklist = setup(TWO)
     board = render_checklist(checklist, "github:o/r#1")
     selection = classify(offer, checklist, parse_rows(board), parse_rows(KEYWORD))
-    assert selection.skips == ("brainstorming",)
+    assert selection.skips == ("brainstorming", "approve-design", "approve-tasks")
     assert (selection.harness, selection.model, selection.effort) == ("claude", "", "")
     assert selection.dropped == ()
 
@@ -113,7 +113,23 @@ def test_reply_wins_per_section_and_phase_rows_merge_row_by_row():
 
 def test_opt_in_ticked_runs_and_unticked_skippable_is_skipped():
     selection = choose({}, "- [x] brainstorming\n- [ ] requirements-definition\n- [ ] review")
-    assert selection.skips == ("requirements-definition",)
+    assert selection.skips == ("requirements-definition", "approve-design", "approve-tasks")
+
+
+def test_approval_gates_are_off_unless_ticked_or_defaulted_by_the_operator():
+    assert "approve-design" in choose({}, "").skips
+    ticked = choose({}, "- [x] approve-design")
+    assert "approve-design" not in ticked.skips and "approve-tasks" in ticked.skips
+    defaulted = {"routing": {"gates": {"approveAfter": ["design", "tasks-breakdown"]}}}
+    assert not {"approve-design", "approve-tasks"} & set(choose(defaulted, "").skips)
+    unticked = choose(defaulted, "- [ ] approve-tasks")
+    assert "approve-tasks" in unticked.skips and "approve-design" not in unticked.skips
+
+
+def test_no_stop_for_approval_after_a_phase_that_does_not_run():
+    selection = choose({}, "- [ ] design\n- [x] approve-design\n- [x] approve-tasks")
+    assert {"design", "approve-design"} <= set(selection.skips)
+    assert "approve-tasks" not in selection.skips
 
 
 def test_the_text_a_slack_execute_composes_freezes_what_was_pressed():
@@ -138,12 +154,17 @@ def test_the_text_a_slack_execute_composes_freezes_what_was_pressed():
     frozen = frozen_record(selection, "octocat", datetime(2026, 1, 2, tzinfo=UTC))
     assert frozen == {
         "decisions": {"phase-selection": {"at": "2026-01-02T00:00:00+00:00", "by": "octocat"}},
-        "skips": {"design": {"by": "octocat"}},
+        "skips": {
+            "design": {"by": "octocat"},
+            "approve-design": {"by": "octocat"},
+            "approve-tasks": {"by": "octocat"},
+        },
         "harness": "codex",
         "model": "gpt",
         "effort": "low",
         "dropped": [],
         "base": "",
+        "stops": [],
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from app.config import parse_config
 from app.gate.classify import Dropped, Selection
 from app.gate.confirm import (
@@ -10,7 +12,7 @@ from app.gate.confirm import (
     refusal_markdown,
     who_may_execute,
 )
-from app.gate.freeze import revalidate
+from app.gate.freeze import frozen_record, frozen_skips, revalidate
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.phases import CHOOSABLE
 from app.graph import NODES
@@ -120,18 +122,31 @@ def test_prompt_carries_the_issue_the_phases_in_force_and_how_to_talk_back():
         body="Steps\x00 to reproduce" + "x" * 65_530 + "END",
         url="https://github.com/o/r/issues/1",
         spec_id="issue-1",
-        selection=selection(skips=("brainstorming", "design")),
+        selection=selection(skips=("brainstorming", "design", "approve-design")),
         unattended=True,
     )
     assert prompt.startswith("Work on the GitHub issue https://github.com/o/r/issues/1: Fix it")
     assert "docs/specs/issue-1/" in prompt and "\x00" not in prompt
     assert (
-        "in order: requirements-definition, test-planning, tasks-breakdown, implementation, "
-        "verification, review." in prompt
+        "in order: requirements-definition, test-planning, tasks-breakdown, approve-tasks, "
+        "implementation, verification, review." in prompt
     )
+    assert "Skipped by the human: brainstorming, design." in prompt
+    assert "At `approve-tasks` a human reads the phase's artifact" in prompt
     assert "the-loop ask" in prompt and "Steps to reproduce" + "x" * 65_530 + "END" in prompt
     assert "cut" not in prompt
     quiet = initial_prompt(
         title="t", body="", url="u", spec_id="issue-1", selection=selection(), unattended=False
     )
     assert "the-loop ask" not in quiet and "(empty)" in quiet
+
+
+def test_a_record_names_the_gates_ticked_and_an_older_record_stops_at_none():
+    record = frozen_record(
+        selection(skips=("brainstorming", "approve-tasks")), "op", datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    assert record["stops"] == ["approve-design"]
+    assert set(frozen_skips(record)) == {"brainstorming", "approve-tasks"}
+    older = {"skips": {"brainstorming": {"by": "op"}}}
+    assert set(frozen_skips(older)) == {"brainstorming", "approve-design", "approve-tasks"}
+    assert set(frozen_skips({"skips": ["design"], "stops": []})) == {"design"}

@@ -31,6 +31,10 @@ The boxes as they are when you reply are what runs; a checklist in your reply wi
 **Opt-in phases** · tick a phase to add it
 - [ ] `brainstorming` — explore the problem before writing requirements
 
+**Approval gates** · tick to stop for your `approve` or `changes` after that phase
+- [ ] `approve-design` — stop for your approval after the design (design.md)
+- [ ] `approve-tasks` — stop for your approval after the task list (tasks.md)
+
 Always run: implementation, verification, review.
 
 Only someone with write access to this repository (or listed in the operator's `routing.authorizedUsers`) can reply `the-loop execute`.
@@ -57,6 +61,12 @@ def test_one_hostable_harness_and_no_models_or_effort_is_still_phases_only():
     }
     # codex is declared but no spawner here can host it: one offerable harness, no section.
     assert render(declared, hosts={"claude"}) == PHASES_ONLY
+
+
+def test_the_operators_approve_after_ticks_the_approval_rows():
+    text = render({"routing": {"gates": {"approveAfter": ["tasks-breakdown"]}}})
+    assert "- [ ] `approve-design` — stop for your approval after the design" in text
+    assert "- [x] `approve-tasks` — stop for your approval after the task list" in text
 
 
 def test_harness_rows_appear_with_two_offerable_harnesses_default_preticked():
@@ -143,8 +153,8 @@ def test_to_mirror_carries_every_section_with_its_rows_and_defaults():
     mirrored = checklist.to_mirror()
     assert mirrored["keyword"] == KEYWORD and mirrored["comment_id"] is None
     kinds = [s["kind"] for s in mirrored["sections"]]
-    assert kinds == ["phases", "opt-in", "harness", "model", "effort"]
-    harness = mirrored["sections"][2]
+    assert kinds == ["phases", "opt-in", "gates", "harness", "model", "effort"]
+    harness = mirrored["sections"][3]
     assert harness == {
         "kind": "harness",
         "title": "Harness",
@@ -155,6 +165,6 @@ def test_to_mirror_carries_every_section_with_its_rows_and_defaults():
             {"token": "harness-codex", "label": "codex", "checked": False},
         ],
     }
-    assert len(mirrored["sections"][3]["rows"]) == 14  # a chat control chooses its own layout
+    assert len(mirrored["sections"][4]["rows"]) == 14  # a chat control chooses its own layout
     assert mirrored["sections"][0]["single"] is False
     assert checklist.section(SectionKind.EFFORT) is not None

@@ -17,7 +17,7 @@ from app import graph
 from app.gate.phases import PHASES, PhaseKind
 from app.graph import Evidence, NodeStatus, blocking_node, build_report
 from app.workstate import WorkItemState
-from tests.stopgate_support import REPRO_STATE
+from tests.stopgate_support import NO_STOPS, REPRO_STATE
 from tests.support import artifact
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,9 @@ ALL_DOCS = frozenset(
 
 
 def state(**changes: Any) -> WorkItemState:
-    return WorkItemState.from_dict({**REPRO_STATE, **changes})
+    """The reproduction state with `changes`, no approval gate ticked."""
+    skips = {**NO_STOPS, **changes.pop("skips", REPRO_STATE["skips"])}
+    return WorkItemState.from_dict({**REPRO_STATE, **changes, "skips": skips})
 
 
 def report(
@@ -47,8 +49,10 @@ def test_the_outer_loop_in_order() -> None:
         "brainstorming",
         "requirements-definition",
         "design",
+        "approve-design",
         "test-planning",
         "tasks-breakdown",
+        "approve-tasks",
         "implementation",
         "verification",
         "review",
@@ -62,7 +66,8 @@ def test_the_graph_and_the_checklist_agree_on_what_a_human_may_skip() -> None:
     for phase in PHASES:
         node = nodes[phase.node]
         assert node.skippable == (phase.kind is not PhaseKind.REQUIRED), phase.node
-        assert node.opt_in == (phase.kind is PhaseKind.OPT_IN), phase.node
+        assert node.opt_in == (phase.kind in (PhaseKind.OPT_IN, PhaseKind.GATE)), phase.node
+        assert (node.human_gate and node.skippable) == (phase.kind is PhaseKind.GATE), phase.node
     listed = {p.node for p in PHASES}
     assert {n.name for n in graph.NODES if n.skippable} <= listed
 
@@ -157,6 +162,43 @@ def test_human_gates_wait_for_a_recorded_decision() -> None:
     decided = state(currentNode="complete", decisions={"phase-selection": {}, "review": {}})
     done = report(decided, Evidence(ALL_DOCS | {"verification.md"}))
     assert done["ok"] and done["currentNode"] == "complete"
+
+
+def test_a_ticked_approval_gate_waits_after_its_phase_and_a_decision_opens_it() -> None:
+    stops = {"brainstorming": {}, "approve-tasks": {}}
+    s = WorkItemState.from_dict({**REPRO_STATE, "currentNode": "approve-design", "skips": stops})
+    rep = report(s, Evidence(ALL_DOCS), recompute=False)
+    assert statuses(rep)["approve-design"] == "wait"
+    assert statuses(rep)["approve-tasks"] == "skip"
+    assert blocking_node(rep) is None  # the turn ends: a human has to act
+    approved = {**s.decisions, "approve-design": {"by": "op"}}
+    later = WorkItemState.from_dict(
+        {**REPRO_STATE, "currentNode": "test-planning", "skips": stops, "decisions": approved}
+    )
+    assert statuses(report(later, Evidence(ALL_DOCS)))["approve-design"] == "pass"
+    missing = report(later, Evidence(ALL_DOCS - {"testing-plan.md"}), recompute=False)
+    assert blocking_node(missing) == {
+        "node": "test-planning",
+        "status": "block",
+        "messages": ["required artifact is missing (docs/specs/issue-1/testing-plan.md)"],
+    }
+
+
+def test_approval_gates_follow_the_phases_they_judge() -> None:
+    assert graph.APPROVAL_GATES == {"design": "approve-design", "tasks-breakdown": "approve-tasks"}
+    gates = {n.name: n.approves for n in graph.NODES if n.human_gate}
+    assert gates == {
+        "phase-selection": "",
+        "approve-design": "design",
+        "approve-tasks": "tasks-breakdown",
+        "review": "implementation",
+    }
+    for phase, gate in graph.APPROVAL_GATES.items():
+        assert graph.NODE_NAMES.index(gate) == graph.NODE_NAMES.index(phase) + 1
+    assert graph.approval_stops(["design", "approve-tasks", "brainstorming"]) == (
+        ["brainstorming", "design"],
+        ["approve-design"],
+    )
 
 
 def test_a_decision_that_is_not_a_record_does_not_open_a_gate() -> None:

@@ -15,7 +15,7 @@ from app.gate.weblinks import (
     work_links,
 )
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.advance import review_text
+from app.workitems.advance import decision_text
 from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
 from app.workitems.walk import Walk
 
@@ -103,12 +103,31 @@ def test_the_review_comment_links_artifacts_branch_and_pull_request() -> None:
         branch="the-loop/issue-7",
         pull_request={"number": 12, "html_url": f"{REPO_PAGE}/pull/12"},
     )
-    text = review_text(item, "the-loop approve", "the-loop changes", 3)
+    text = decision_text(item, "the-loop approve", "the-loop changes", 3, "review")
     design = REQUIREMENTS.replace("requirements.md", "design.md")
     assert f"[`docs/specs/issue-7/design.md`]({design})" in text
     assert f"[`docs/specs/issue-7/requirements.md`]({REQUIREMENTS})" in text
     assert f"- **Branch:** [`the-loop/issue-7`]({BRANCH})" in text
     assert f"- **Pull request:** [#12]({REPO_PAGE}/pull/12)" in text
+
+
+def test_an_approval_notice_links_the_file_to_approve_on_the_work_branch() -> None:
+    item = WorkItem(
+        id=ITEM,
+        repo_full_name="octo/loop",
+        issue_number=7,
+        html_url=ISSUE_PAGE,
+        state=WorkItemStatus.RUNNING,
+        artifacts=["design.md", "requirements.md"],
+        branch="the-loop/issue-7",
+        frozen={"skips": {"brainstorming": {}, "approve-tasks": {}}, "stops": ["approve-design"]},
+    )
+    text = decision_text(item, "the-loop approve", "the-loop changes", 4, "approve-design")
+    design = REQUIREMENTS.replace("requirements.md", "design.md")
+    assert "### the-loop: `design` waits for approval" in text
+    assert f"- **Read:** [`docs/specs/issue-7/design.md`]({design})" in text
+    assert "Reply `the-loop approve` to let it go on to `test-planning`" in text
+    assert "send it back to `design`" in text
 
 
 def test_work_links_pair_each_artifact_with_its_page() -> None:

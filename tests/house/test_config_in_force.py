@@ -1,5 +1,5 @@
-"""What is in force for money, reach and isolation, and where each value came from: the one
-table (`app.config_inforce`) as `config check` and `doctor` print it."""
+"""What is in force for money, reach, isolation and approval, and where each value came from:
+the one table (`app.config_inforce`) as `config check` and `doctor` print it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ BUDGET_AND_MEMORY = """
 harnesses: [{name: claude, default: true, args: [--dangerously-skip-permissions]}]
 routing:
   budget: {tokens: 100000}
+  gates: {approveAfter: [design]}
   sandbox:
     egress: [example.org:443]
     limits: {memory: 1GiB}
@@ -91,10 +92,12 @@ def test_config_check_shows_the_budget_and_memory_limit_in_force(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = rows_of(done.stdout)
     assert rows["routing.budget.tokens"] == ("100000", "file")
+    assert rows["routing.gates.approveAfter"] == ("design", "file")
     assert rows["routing.sandbox.limits.memory"] == ("1.0GiB", "file")
     assert rows["routing.sandbox.limits.processes"] == ("512", "default")
     assert rows["routing.sandbox.egress"] == ("example.org:443", "file")
     assert rows["harnesses[claude].args"] == ("--dangerously-skip-permissions", "file")
+    assert rows["routing.gates.approveAfter"] == ("design", "file")
 
 
 def test_without_a_file_config_check_shows_the_defaults_as_defaults(tmp_path):
@@ -107,6 +110,7 @@ def test_without_a_file_config_check_shows_the_defaults_as_defaults(tmp_path):
     assert rows.keys() == expected.keys()
     assert rows["routing.budget.tokens"] == ("no limit", "default")
     assert rows["routing.sandbox.limits.memory"] == ("4.0GiB", "default")
+    assert rows["routing.gates.approveAfter"] == ("none", "default")
     assert {source for _, source in rows.values()} == {"default", "environment"}
 
 
@@ -119,4 +123,5 @@ def test_doctor_shows_the_same_table(tmp_path):
     assert done.returncode == 1, done.stderr
     rows = rows_of(done.stdout)
     assert rows["routing.budget.tokens"] == ("100000", "file")
+    assert rows["routing.gates.approveAfter"] == ("design", "file")
     assert rows["routing.sandbox.limits.memory"] == ("1.0GiB", "file")

@@ -25,6 +25,7 @@ from tests.gate_support import (
     labeled,
     marked,
 )
+from tests.stopgate_support import NO_STOPS
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
 
@@ -79,7 +80,7 @@ def test_all_labels_present_when_the_trigger_arrives_executes_with_the_defaults(
     )
     # The checklist as posted: no model or effort choice, the opt-in phase left unticked.
     assert (item.frozen["model"], item.frozen["effort"]) == ("", "")
-    assert set(item.frozen["skips"]) == {"brainstorming"}
+    assert set(item.frozen["skips"]) == {"brainstorming", *NO_STOPS}
     (spawn,) = jobs(app_state, JobKind.SPAWN)
     assert spawn.key == "spawn:label:d-1"
     app_state.progress.drain()  # the confirmation, posted after the execute committed

@@ -49,13 +49,15 @@ def test_an_authorized_follow_up_becomes_one_deliver_job(api):
         "branch": "",
         "frozen": {
             "decisions": {},
-            "skips": {},
+            # a record frozen before approval gates: none of them ticked
+            "skips": {"approve-design": {}, "approve-tasks": {}},
             "harness": "claude",
             "model": "",
             "effort": "",
             "dropped": [],
             "base": "",  # no `base:` word: the default branch
             "issue": {},
+            "stops": [],
         },
     }
     assert api.events("job.queued", item)[0]["key"] == job.key

@@ -30,6 +30,7 @@ from tests.gate_support import (
     labeled,
     marked,
 )
+from tests.stopgate_support import NO_STOPS
 from tests.support import fixture_json
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
@@ -109,7 +110,7 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
 
     outcome = execute(state, "Codertocat", pressed, "A-3")
     assert outcome.status is Status.FROZEN
-    assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design"}
+    assert outcome.frozen is not None and set(outcome.frozen["skips"]) == {"design", *NO_STOPS}
     assert outcome.frozen["issue"]["sha256"] == digest("Edited since.")
     assert mirror.kinds()[-1] == "confirmation"  # queued in the execute's transaction
     assert marked(fake, MarkerKind.CONFIRMATION) == []  # posted once the execute committed…
@@ -162,7 +163,7 @@ def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(
 
     outcome = execute(state, "Codertocat", SLACK_TEXT, "A-1")  # mentions only some rows
     assert outcome.frozen is not None
-    assert set(outcome.frozen["skips"]) == {"design", "tasks-breakdown"}
+    assert set(outcome.frozen["skips"]) == {"design", "tasks-breakdown", *NO_STOPS}
     assert fake.calls("GET", rf"/issues/comments/{earlier['id']}$")
 
 

@@ -1,28 +1,22 @@
 """Walking a work item through its phases: `the-loop phase next` (the real CLI, over real HTTP
 with a session token), the App's record, the review gate on GitHub, completion, and the one
-progress comment that tells the truth at each step. Fake GitHub, real App and database."""
+progress comment that tells the truth at each step. Fake GitHub, real App and database; the
+item and its session's environment from tests/phase_support.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.fleet.tokens import create_token, mint_session_token
 from app.gate.markers import MarkerKind
-from app.graph import evidence_fields
-from app.spawner.workspace.evidence import host_evidence
 from app.store.tables import Job, JobKind, WorkItemStatus
 from app.workstate import read_state, state_path
 from tests.gate_support import (
@@ -32,89 +26,21 @@ from tests.gate_support import (
     deliver,
     item_row,
     jobs,
-    labeled,
     marked,
     progress_of,
 )
+from tests.phase_support import phase, spawner_sees, write
 from tests.support import artifact, wait_for
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
 
-ROOT = Path(__file__).resolve().parents[2]
 SPEC = "issue-1"
-# Only requirements, design and the task list are skipped here when a test asks for it.
-SKIP_ALL_BUT_DESIGN = (
-    "the-loop execute\n- [ ] requirements-definition\n- [x] design\n- [ ] test-planning\n"
-    "- [ ] tasks-breakdown\n"
-)
 
 
-@pytest.fixture
-def executed(running_app, fake_github) -> Any:
-    fake, _ = fake_github
-    fake.grant(REPO, "Codertocat", "write")
-    deliver(running_app, "issues", labeled(), "label")
-    deliver(running_app, "issue_comment", comment(SKIP_ALL_BUT_DESIGN, cid=5001), "execute")
-    return running_app
-
-
-@pytest.fixture
-def session_env(executed, tmp_path: Path) -> dict[str, str]:
-    """The environment the spawner gives a session, with a checkout directory to run in."""
-    with Session(executed.state.engine) as db, db.begin():
-        token = mint_session_token(db, ITEM, datetime.now(UTC))
-        spawner = create_token(db, "devbox", [REPO])
-    checkout = tmp_path / "checkout"
-    (checkout / ".git").mkdir(parents=True)
-    return {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "THE_LOOP_URL": executed.url,
-        "THE_LOOP_SESSION_TOKEN": token,
-        "THE_LOOP_WORK_ITEM": SPEC,
-        "THE_LOOP_WORK_ITEM_ID": ITEM,
-        "CHECKOUT": str(checkout),
-        "SPAWNER_TOKEN": spawner,  # the test's, for what the spawner reports; not the session's
-    }
-
-
-def phase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", "phase", *args],
-        cwd=env["CHECKOUT"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def write(env: dict[str, str], name: str, text: str = artifact("Written")) -> None:
-    """The session writes an artifact, and the spawner's next look reports it."""
-    folder = Path(env["CHECKOUT"]) / "docs" / "specs" / SPEC
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text(text)
-    spawner_sees(env)
-
-
-def spawner_sees(env: dict[str, str]) -> None:
-    """What the spawner's watchdog does on each look: read the checkout from the host (no
-    link followed) and report it with the spawner's token."""
-    seen = evidence_fields(host_evidence(Path(env["CHECKOUT"]), SPEC))
-    event = {"id": uuid.uuid4().hex, "event": "session.evidence", "work_item_id": ITEM, **seen}
-    reported = httpx.post(
-        f"{env['THE_LOOP_URL']}/spawner/v1/events",
-        json={"events": [event]},
-        headers={"Authorization": f"Bearer {env['SPAWNER_TOKEN']}"},
-        timeout=10,
-    )
-    assert reported.status_code == 200 and reported.json()["accepted"] == 1, reported.text
-
-
-def test_execute_puts_the_pointer_on_the_first_phase_in_force(executed, fake_github):
-    row = item_row(executed)
+def test_execute_puts_the_pointer_on_the_first_phase_in_force(phased_app, fake_github):
+    row = item_row(phased_app)
     assert row.phase == "design" and row.state == WorkItemStatus.FROZEN
-    (spawn,) = jobs(executed, JobKind.SPAWN)
+    (spawn,) = jobs(phased_app, JobKind.SPAWN)
     assert spawn.payload["phase"] == "design"
     prompt = spawn.payload["prompt"]
     assert "the-loop phase next" in prompt and "docs/specs/issue-1/design.md" in prompt
@@ -125,104 +51,106 @@ def test_execute_puts_the_pointer_on_the_first_phase_in_force(executed, fake_git
     assert "**Session:** queued (1 of 1) for a spawner" in text
 
 
-def test_phase_next_is_refused_while_the_artifact_is_missing(executed, session_env):
-    shown = phase(session_env)
+def test_phase_next_is_refused_while_the_artifact_is_missing(phased_app, phase_env):
+    shown = phase(phase_env)
     assert shown.returncode == 1 and "issue-1: UNMET (at design)" in shown.stdout
-    refused = phase(session_env, "next")
+    refused = phase(phase_env, "next")
     assert refused.returncode == 1
     assert "design is not done: required artifact is missing (docs/specs/issue-1/design.md)" in (
         refused.stderr
     )
-    assert item_row(executed).phase == "design"
-    assert executed.events("workitem.phase") == []
+    assert item_row(phased_app).phase == "design"
+    assert phased_app.events("workitem.phase") == []
 
 
-def test_a_one_byte_artifact_is_refused_by_phase_next_and_by_the_app(executed, session_env):
+def test_a_one_byte_artifact_is_refused_by_phase_next_and_by_the_app(phased_app, phase_env):
     """The same rule on both sides: `phase next` refuses at once, saying what an artifact
     needs; asked directly, the App refuses what the spawner saw too."""
-    write(session_env, "design.md", "x")
-    refused = phase(session_env, "next")
+    write(phase_env, "design.md", "x")
+    refused = phase(phase_env, "next")
     assert refused.returncode == 1
     assert "required artifact is empty or too short (docs/specs/issue-1/design.md)" in (
         refused.stderr
     )
     assert "a Markdown heading" in refused.stderr
-    headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
+    headers = {"Authorization": f"Bearer {phase_env['THE_LOOP_SESSION_TOKEN']}"}
     body = {"work_item_id": ITEM, "from": "design", "artifacts": ["design.md"]}
-    asked = httpx.post(f"{executed.url}/spawner/v1/phase", json=body, headers=headers, timeout=10)
+    asked = httpx.post(f"{phased_app.url}/spawner/v1/phase", json=body, headers=headers, timeout=10)
     assert asked.status_code == 425
     assert "empty or too short (docs/specs/issue-1/design.md)" in asked.json()["error"]
-    assert item_row(executed).phase == "design" and executed.events("workitem.phase") == []
+    assert item_row(phased_app).phase == "design" and phased_app.events("workitem.phase") == []
 
 
-def test_the_walk_to_review_then_approval_then_complete(executed, session_env, fake_github):
+def test_the_walk_to_review_then_approval_then_complete(phased_app, phase_env, fake_github):
     fake, _ = fake_github
-    write(session_env, "design.md")
-    moved = phase(session_env, "next")
+    write(phase_env, "design.md")
+    moved = phase(phase_env, "next")
     assert moved.returncode == 0, moved.stderr
     assert "Moved from design to implementation." in moved.stdout
-    state = read_state(state_path(Path(session_env["CHECKOUT"]), SPEC))
+    state = read_state(state_path(Path(phase_env["CHECKOUT"]), SPEC))
     assert state is not None and state.currentNode == "implementation"
-    assert item_row(executed).phase == "implementation"
-    (event,) = executed.events("workitem.phase")
+    assert item_row(phased_app).phase == "implementation"
+    (event,) = phased_app.events("workitem.phase")
     assert event["from"] == "design" and event["to"] == "implementation"
     assert event["artifacts"] == ["design.md"]
 
     # No task list and tasks-breakdown skipped: implementation passes; verification needs its file.
-    assert phase(session_env, "next").returncode == 0
-    assert "verification is not done" in phase(session_env, "next").stderr
-    write(session_env, "verification.md")
-    at_review = phase(session_env, "next")
+    assert phase(phase_env, "next").returncode == 0
+    assert "verification is not done" in phase(phase_env, "next").stderr
+    write(phase_env, "verification.md")
+    at_review = phase(phase_env, "next")
     assert at_review.returncode == 0 and "to review" in at_review.stdout
     (review,) = marked(fake, MarkerKind.REVIEW)
     assert "`docs/specs/issue-1/design.md`" in review["body"]
     assert "the-loop approve" in review["body"]
-    waiting = phase(session_env, "next")
+    waiting = phase(phase_env, "next")
     assert waiting.returncode == 1 and "review waits for a human decision" in waiting.stderr
     wait_for(lambda: "waiting on a human" in progress_of(fake))
 
     fake.grant(REPO, "mallory", "read")
-    deliver(executed, "issue_comment", comment("the-loop approve", login="mallory", cid=5002), "m")
+    deliver(
+        phased_app, "issue_comment", comment("the-loop approve", login="mallory", cid=5002), "m"
+    )
     (refusal,) = marked(fake, MarkerKind.REFUSAL)
     assert "did not approve the review" in refusal["body"] and "@mallory" in refusal["body"]
-    assert not (item_row(executed).gates or {}).get("review")
+    assert not (item_row(phased_app).gates or {}).get("review")
 
-    deliver(executed, "issue_comment", comment("the-loop approve LGTM", cid=5003), "approve")
-    row = item_row(executed)
+    deliver(phased_app, "issue_comment", comment("the-loop approve LGTM", cid=5003), "approve")
+    row = item_row(phased_app)
     assert row.gates["review"]["by"] == "Codertocat"
-    (delivery,) = jobs(executed, JobKind.DELIVER)
+    (delivery,) = jobs(phased_app, JobKind.DELIVER)
     assert delivery.payload["gates"]["review"]["by"] == "Codertocat"
     assert "Run `the-loop phase next` to complete" in delivery.payload["body"]
 
-    done = phase(session_env, "next")
+    done = phase(phase_env, "next")
     assert done.returncode == 0 and "The work item is complete." in done.stdout
-    assert item_row(executed).state == WorkItemStatus.DONE
-    assert executed.events("workitem.done")
+    assert item_row(phased_app).state == WorkItemStatus.DONE
+    assert phased_app.events("workitem.done")
     wait_for(lambda: "**Done.**" in progress_of(fake))
     assert len(marked(fake, MarkerKind.PROGRESS)) == 1  # edited in place, never a second
 
 
-def test_changes_send_the_work_back_to_implementation(executed, session_env):
-    write(session_env, "design.md")
-    write(session_env, "verification.md")
+def test_changes_send_the_work_back_to_implementation(phased_app, phase_env):
+    write(phase_env, "design.md")
+    write(phase_env, "verification.md")
     for _ in range(3):
-        assert phase(session_env, "next").returncode == 0
-    assert item_row(executed).phase == "review"
+        assert phase(phase_env, "next").returncode == 0
+    assert item_row(phased_app).phase == "review"
     body = "the-loop changes please handle the empty list too"
-    deliver(executed, "issue_comment", comment(body, cid=5010), "changes")
-    row = item_row(executed)
+    deliver(phased_app, "issue_comment", comment(body, cid=5010), "changes")
+    row = item_row(phased_app)
     assert row.phase == "implementation" and "review" not in (row.gates or {})
-    (delivery,) = jobs(executed, JobKind.DELIVER)
+    (delivery,) = jobs(phased_app, JobKind.DELIVER)
     assert delivery.payload["phase"] == "implementation"
     assert delivery.payload["body"].startswith("please handle the empty list too")
     # The session's view was stale: the App holds implementation now.
-    stale = phase(session_env, "next")
+    stale = phase(phase_env, "next")
     assert stale.returncode == 0 and "Moved from implementation to verification." in stale.stdout
 
 
-def test_a_session_cannot_jump_ahead_through_the_api(executed, session_env):
-    headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
-    url = f"{executed.url}/spawner/v1/phase"
+def test_a_session_cannot_jump_ahead_through_the_api(phased_app, phase_env):
+    headers = {"Authorization": f"Bearer {phase_env['THE_LOOP_SESSION_TOKEN']}"}
+    url = f"{phased_app.url}/spawner/v1/phase"
     body = {"work_item_id": ITEM, "from": "verification", "artifacts": ["verification.md"]}
     stale = httpx.post(url, json=body, headers=headers, timeout=10)
     assert stale.status_code == 409 and "is at design" in stale.json()["error"]
@@ -231,70 +159,70 @@ def test_a_session_cannot_jump_ahead_through_the_api(executed, session_env):
     assert other.status_code in (403, 404)
     nobody = httpx.post(url, json=body, timeout=10)
     assert nobody.status_code == 401 and nobody.json()["code"] == "bad-token"
-    assert item_row(executed).phase == "design"
+    assert item_row(phased_app).phase == "design"
 
 
-def test_an_agent_editing_the_state_file_gains_nothing(executed, session_env):
+def test_an_agent_editing_the_state_file_gains_nothing(phased_app, phase_env):
     """The App's pointer is what `phase next` moves from; an edited file is rewritten."""
-    write(session_env, "design.md")
-    path = state_path(Path(session_env["CHECKOUT"]), SPEC)
+    write(phase_env, "design.md")
+    path = state_path(Path(phase_env["CHECKOUT"]), SPEC)
     path.write_text(json.dumps({"workItem": SPEC, "currentNode": "review"}))
-    shown = phase(session_env)
+    shown = phase(phase_env)
     assert "(at design)" in shown.stdout
-    assert phase(session_env, "next").returncode == 0
+    assert phase(phase_env, "next").returncode == 0
     state = read_state(path)
     assert state is not None and state.currentNode == "implementation"
-    assert item_row(executed).phase == "implementation"
+    assert item_row(phased_app).phase == "implementation"
 
 
-def test_the_progress_comment_is_edited_not_reposted(executed, session_env, fake_github):
+def test_the_progress_comment_is_edited_not_reposted(phased_app, phase_env, fake_github):
     fake, _ = fake_github
     wait_for(lambda: marked(fake, MarkerKind.PROGRESS))
     first = marked(fake, MarkerKind.PROGRESS)[0]["id"]
-    write(session_env, "design.md")
-    assert phase(session_env, "next").returncode == 0
+    write(phase_env, "design.md")
+    assert phase(phase_env, "next").returncode == 0
     wait_for(lambda: "| ▶️ | `implementation` | current |" in progress_of(fake), timeout=15)
     assert [c["id"] for c in marked(fake, MarkerKind.PROGRESS)] == [first]
     assert fake.calls("PATCH", rf"/issues/comments/{first}$")
-    with Session(executed.state.engine) as db:
+    with Session(phased_app.state.engine) as db:
         job_count = len(db.scalars(select(Job)).all())
     assert job_count == 1  # moving on queues nothing for the spawner
 
 
-def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, session_env, tmp_path):
+def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(phased_app, phase_env, tmp_path):
     """The session's word is not enough: no report, a report without the artifact, or an
     artifact that is a link (to a real file outside the checkout) leave the pointer where
     it is, with the reason; `phase next` waits for the spawner's look."""
-    headers = {"Authorization": f"Bearer {session_env['THE_LOOP_SESSION_TOKEN']}"}
-    url = f"{executed.url}/spawner/v1/phase"
+    headers = {"Authorization": f"Bearer {phase_env['THE_LOOP_SESSION_TOKEN']}"}
+    url = f"{phased_app.url}/spawner/v1/phase"
     body = {"work_item_id": ITEM, "from": "design", "artifacts": ["design.md"]}
     unseen = httpx.post(url, json=body, headers=headers, timeout=10)
     assert unseen.status_code == 425 and unseen.json()["code"] == "not-seen-yet"
     assert "the devbox has not reported what it sees" in unseen.json()["error"]
-    spawner_sees(session_env)  # an empty checkout
+    spawner_sees(phase_env)  # an empty checkout
     missing = httpx.post(url, json=body, headers=headers, timeout=10)
     assert missing.status_code == 425
     assert "required artifact is missing (docs/specs/issue-1/design.md)" in missing.json()["error"]
 
     outside = tmp_path / "elsewhere.md"
     outside.write_text(artifact("A design somewhere else"))
-    folder = Path(session_env["CHECKOUT"]) / "docs" / "specs" / SPEC
+    folder = Path(phase_env["CHECKOUT"]) / "docs" / "specs" / SPEC
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "design.md").symlink_to(outside)
-    spawner_sees(session_env)
-    linked = phase({**session_env, "THE_LOOP_PHASE_WAIT": "2"}, "next")
+    spawner_sees(phase_env)
+    linked = phase({**phase_env, "THE_LOOP_PHASE_WAIT": "2"}, "next")
     assert linked.returncode == 1
     assert "design is not done as the devbox sees it: required artifact is missing" in (
         linked.stderr
     )
-    assert item_row(executed).phase == "design" and executed.events("workitem.phase") == []
+    assert item_row(phased_app).phase == "design" and phased_app.events("workitem.phase") == []
 
     (folder / "design.md").unlink()
     (folder / "design.md").write_text(artifact())
     waiting = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "phase", "next"],
-        cwd=session_env["CHECKOUT"],
-        env=session_env,
+        cwd=phase_env["CHECKOUT"],
+        env=phase_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -302,12 +230,12 @@ def test_a_move_is_taken_only_on_what_the_spawner_saw_on_the_host(executed, sess
     try:
         time.sleep(2)  # it asks, hears 425, and asks again every second meanwhile
         assert waiting.poll() is None
-        spawner_sees(session_env)  # the look it was waiting for
+        spawner_sees(phase_env)  # the look it was waiting for
         out, err = waiting.communicate(timeout=60)
     finally:
         if waiting.poll() is None:
             waiting.kill()
     assert waiting.returncode == 0, err
     assert "Moved from design to implementation." in out
-    (moved,) = executed.events("workitem.phase")
+    (moved,) = phased_app.events("workitem.phase")
     assert moved["artifacts"] == ["design.md"]

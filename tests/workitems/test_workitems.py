@@ -25,6 +25,7 @@ from tests.gate_support import (
     register_spawner,
     unlabeled,
 )
+from tests.stopgate_support import stops_skipped
 from tests.support import fixture_json, post_webhook, wait_for, with_installation
 
 pytestmark = pytest.mark.admin_token  # the operator may read /status
@@ -105,7 +106,7 @@ def test_unauthorized_execute_is_refused_once_then_the_boxes_are_read(running_ap
     )
     deliver(running_app, "issue_comment", comment("The-loop execute, thanks!", cid=5), "exec-2")
     frozen = item_row(running_app).frozen or {}
-    assert frozen["skips"] == {"design": {"by": "Codertocat"}}
+    assert frozen["skips"] == {"design": {"by": "Codertocat"}, **stops_skipped("Codertocat")}
     assert fake.calls("GET", rf"/issues/comments/{posted['id']}$")
     assert len(jobs(running_app, JobKind.SPAWN)) == 1
 
@@ -132,7 +133,9 @@ def test_authorized_execute_freezes_confirms_and_queues_one_spawn(running_app, f
     assert frozen["skips"] == {
         "design": {"by": "Codertocat"},
         "brainstorming": {"by": "Codertocat"},
+        **stops_skipped("Codertocat"),
     }
+    assert frozen["stops"] == []
     assert frozen["decisions"]["phase-selection"]["by"] == "Codertocat"
     assert [d["token"] for d in frozen["dropped"]] == ["model-sonnet"]
 
