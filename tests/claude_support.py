@@ -35,8 +35,9 @@ import pytest
 
 from app.commands.hooks import install_stop_hook, read_settings, write_settings
 from app.config import HarnessTrust, TrustScope, parse_config
-from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
+from app.spawner.argv import SESSION_FLAG
 from app.spawner.confine.trust import (
+    BYPASS_FLAG,
     claude_config_path,
     claude_settings_path,
     pretrust,
