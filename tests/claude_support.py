@@ -43,7 +43,7 @@ from app.spawner.confine.trust import (
     pretrust,
     update_json_file,
 )
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step

@@ -25,7 +25,7 @@ from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.confine.trust import claude_config_path, update_json_file
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import DUMMY_KEY, approve_key, claude_env, install_stop_command
 from tests.gate_support import REPO, comment, deliver, labeled
 from tests.spawner_support import gateway_context

@@ -23,7 +23,7 @@ import yaml
 
 from app.config import parse_config
 from app.gate.markers import MarkerKind
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import (
     GENEROUS,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import JobKind, JobState, WorkItem, WorkItemStatus
 from tests.devbox_support import release, standin_yaml
 from tests.gate_support import (
