@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from app.commands.hooks import install_stop_hook, read_settings, write_settings
 from app.config import HarnessTrust, TrustScope, parse_config
 from app.spawner.argv import SESSION_FLAG
 from app.spawner.confine.trust import (
@@ -46,6 +45,7 @@ from app.spawner.confine.trust import (
 from app.spawner.context import SpawnerContext
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
+from hooks.gate_entry import install_stop_hook, read_settings, write_settings
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
 from tests.spawner_support import gateway_context
 from tests.support import wait_for
