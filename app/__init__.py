@@ -39,7 +39,8 @@ def create_app(
     from app.fleet.pull_api import bp as pulls_bp
     from app.gitgate.git_caps import GitCaps
     from app.gitgate.git_gateway import bp as git_bp
-    from app.github.webhooks import MAX_BODY, WebhookIngress
+    from app.github.webhook_ingress import WebhookIngress
+    from app.github.webhooks import MAX_BODY
     from app.github.webhooks import PATH as WEBHOOK_PATH
     from app.ingress.wsgi_doors import BodyDoors, WebhookDoor
     from app.runtime import build_state

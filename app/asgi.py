@@ -37,14 +37,13 @@ import orjson
 
 from app.fleet.tokens import SESSION_PREFIX
 from app.github.ingest import IngestUnavailable
+from app.github.webhook_ingress import accepted, counted
 from app.github.webhooks import (
     HEADERS,
     MAX_BODY,
     PATH,
     Answer,
-    accepted,
     busy,
-    counted,
     precheck,
     screen,
     too_large,

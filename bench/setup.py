@@ -40,8 +40,8 @@ from app.audit import read_jsonl  # noqa: E402
 from app.config import parse_config  # noqa: E402
 from app.protocol import SpawnJob  # noqa: E402
 from app.spawner.appclient import ClaimedJob  # noqa: E402
+from app.spawner.context import SpawnerContext  # noqa: E402
 from app.spawner.eventqueue import SpawnerEvents  # noqa: E402
-from app.spawner.launch import SpawnerContext  # noqa: E402
 from app.spawner.registry import Registry  # noqa: E402
 from app.spawner.session.tmux import TmuxRunner  # noqa: E402
 from app.spawner.setup_run import SetupFailed, run_setup  # noqa: E402

@@ -33,18 +33,19 @@ from typing import Any
 
 import pytest
 
-from app.commands.hooks import install_stop_hook, read_settings, write_settings
 from app.config import HarnessTrust, TrustScope, parse_config
-from app.spawner.argv import BYPASS_FLAG, SESSION_FLAG
+from app.spawner.argv import SESSION_FLAG
 from app.spawner.confine.trust import (
+    BYPASS_FLAG,
     claude_config_path,
     claude_settings_path,
     pretrust,
     update_json_file,
 )
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
+from hooks.gate_entry import install_stop_hook, read_settings, write_settings
 from tests.fakes.anthropic import FakeAnthropic, Recorded, Step
 from tests.spawner_support import gateway_context
 from tests.support import wait_for

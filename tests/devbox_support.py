@@ -19,13 +19,13 @@ import yaml
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.commands.hooks import direct_command
 from app.config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.confine.trust import claude_config_path, update_json_file
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
+from hooks.gate_entry import direct_command
 from tests.claude_support import (
     DUMMY_KEY,
     approve_key,

@@ -14,9 +14,9 @@ from app.audit import read_jsonl
 from app.config import parse_config
 from app.protocol import DeliverJob, SpawnJob
 from app.spawner.appclient import ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.registry import Registry
 from app.spawner.session.pastetext import paste_text

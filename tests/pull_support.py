@@ -26,9 +26,9 @@ from sqlalchemy.orm import Session
 from app.config import parse_config
 from app.fleet.tokens import create_token
 from app.spawner.appclient import ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Event, Job, JobKind, WorkItem

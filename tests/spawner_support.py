@@ -25,8 +25,8 @@ from app.audit import read_jsonl
 from app.config import OperatorConfig
 from app.gateway.access import open_model_access, without_credentials
 from app.spawner.appclient import ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
-from app.spawner.launch import SpawnerContext
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Watchdog

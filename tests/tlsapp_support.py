@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from werkzeug.serving import make_server
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netplan import LOOPBACK_NAMES
 from app.spawner.session.tmux import TmuxRunner
 from tests.jobs_support import standin_context

@@ -18,7 +18,7 @@ from app.spawner.session.tmux import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
     from app.config import OperatorConfig
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
 
 TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 

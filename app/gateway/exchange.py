@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from app.gateway.forwarding import presented_token
+from app.gateway.forwarding import Upstream, presented_token
 from app.gateway.framing import (
     CONTINUE,
     END,
@@ -28,10 +28,9 @@ from app.gateway.framing import (
     SessionRequests,
     status_head,
 )
+from app.gateway.metering import Tally
+from app.gateway.passes import Passes
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for
-
-if TYPE_CHECKING:
-    from app.gateway.relay import ModelGateway
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +69,45 @@ class GatewayRefusal(Exception):
         self.shape: Wire = MESSAGES  # whose error shape the refusal takes
 
 
+class ExchangeGateway(Protocol):
+    """What a connection asks of the gateway that accepted it (`relay.ModelGateway`): its
+    bounds and counters, the passes and upstreams a request is checked against, and the
+    steps that hold a body, judge it and send it on."""
+
+    head_wait: float
+    max_request_bytes: int
+    dropped: int
+    refusals: int
+    passes: Passes
+    upstreams: dict[str, Upstream]
+    spent: dict[str, str]
+    spent_refused: dict[str, int]
+    tally: Tally
+
+    def attach(self, exchange: SessionExchange, work_item_id: str) -> bool: ...
+
+    def detach(self, exchange: SessionExchange) -> None: ...
+
+    def hold(self, size: int) -> bool: ...
+
+    def spent_refusals(self, work_item_id: str) -> int: ...
+
+    async def check_reach(self, body: bytes, work_item_id: str, wire: Wire) -> None: ...
+
+    async def forward(
+        self,
+        exchange: SessionExchange,
+        request: RequestHead,
+        body: bytes,
+        work_item_id: str,
+        wire: Wire,
+    ) -> bool: ...
+
+
 class SessionExchange:
     """One HTTP/1.1 connection from a session, request after request."""
 
-    def __init__(self, gateway: ModelGateway, reader: Any, writer: Any) -> None:
+    def __init__(self, gateway: ExchangeGateway, reader: Any, writer: Any) -> None:
         self.gateway = gateway
         self.reader = reader
         self.writer = writer

@@ -2,8 +2,9 @@
 
 The decisions are plain functions of the request's headers and body (`precheck`, `screen`,
 `acknowledged`), shared by the two ways the App is served: `WebhookIngress`, a WSGI
-middleware in front of Flask (`gunicorn 'app:create_app()'`), and the ASGI front of
-`app.asgi` (what `the-loop serve` runs). Either way this path skips Flask's request
+middleware in front of Flask (`gunicorn 'app:create_app()'`; it and the steps that reach the
+App's state are `webhook_ingress.py`'s), and the ASGI front of `app.asgi` (what `the-loop
+serve` runs). Either way this path skips Flask's request
 machinery, which costs about as much as storing the delivery (`bench/ingest.py`).
 """
 
@@ -12,24 +13,20 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from githubkit.webhooks import verify
 
 from app.github.ingest import IngestUnavailable
 from app.github.shapes import shape_problem
-from app.ingress.sampling import Record, cut
+from app.ingress.sampling import cut
 from app.store.lanes import lane_of
-
-if TYPE_CHECKING:
-    from app.runtime import AppState
 
 PATH = "/github/webhooks"
 MAX_BODY = 25 * 1024 * 1024
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 # The request headers the decisions read, by lower-case name.
 # What GitHub sends: a GUID delivery id and a snake_case event name (digits included, as in
 # `projects_v2_item`). The signature covers
@@ -196,67 +193,6 @@ def acknowledged(delivery: Verified, new: bool) -> Answer:
     return Answer("202 Accepted", {"delivery": delivery.delivery_id, "duplicate": not new})
 
 
-def accepted(state: AppState, delivery: Verified, new: bool) -> Answer:
-    """The 202 for a stored delivery; a new one some handler acts on wakes the workers."""
-    if new and state.router.routes(delivery.event, delivery.action):
-        state.wake_workers()
-    state.meters.acknowledge(new, delivery.screened_at)
-    return acknowledged(delivery, new)
-
-
-def counted(state: AppState, answer: Answer) -> list[Record]:
-    """Count the answer's event; the rows (if any) to write for it now."""
-    if answer.event is None:
-        return []
-    name, fields = answer.event
-    return state.sampled.note(answer.kind, name, fields)
-
-
 def unavailable(delivery: Verified, error: IngestUnavailable) -> Answer:
     log.error("delivery %s not stored: %s", delivery.delivery_id, error)
     return UNAVAILABLE
-
-
-class WebhookIngress:
-    """The webhook path as WSGI middleware; every other path goes on to `app` unchanged."""
-
-    def __init__(self, state: AppState, app: WSGIApp) -> None:
-        self.state = state
-        self.app = app
-
-    def __call__(
-        self, environ: dict[str, Any], start_response: Callable[..., Any]
-    ) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != PATH:
-            return self.app(environ, start_response)
-        answer = self.receive(environ)
-        self.state.sampled.write(counted(self.state, answer))
-        payload, headers = answer.encoded()
-        start_response(answer.status, headers)
-        return [payload]
-
-    def receive(self, environ: dict[str, Any]) -> Answer:
-        headers = {
-            name: environ[key]
-            for name in HEADERS
-            if (key := _environ_key(name)) in environ and environ[key] is not None
-        }
-        length = precheck(environ.get("REQUEST_METHOD", ""), headers)
-        if isinstance(length, Answer):
-            return length
-        body = environ["wsgi.input"].read(length) if length else b""
-        secret = self.state.services.settings.github_webhook_secret
-        v = screen(secret, headers, body, environ.get("REMOTE_ADDR"))
-        if isinstance(v, Answer):
-            return v
-        try:
-            new = self.state.ingest.store(v.delivery_id, v.event, v.action, v.body, v.lane)
-        except IngestUnavailable as exc:
-            return unavailable(v, exc)
-        return accepted(self.state, v, new)
-
-
-def _environ_key(header: str) -> str:
-    if header == "content-length":
-        return "CONTENT_LENGTH"
-    return "HTTP_" + header.upper().replace("-", "_")

@@ -34,8 +34,8 @@ from app.spawner.appclient import (
 from app.spawner.argv import adapter_for
 from app.spawner.confine.diskwatch import watch as watch_disk
 from app.spawner.confine.sessionlimits import clean_stale_limits
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.network.netlaunch import restore_networks, session_over
 from app.spawner.session.tmux import TmuxError
 from app.spawner.session.transcript_usage import report_ended

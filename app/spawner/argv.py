@@ -37,7 +37,6 @@ from app.harnesses import HOSTING_ADAPTERS
 from app.spawner.harness import adapter_of
 
 DENY_TOKEN = "--disallowedTools=AskUserQuestion"
-BYPASS_FLAG = "--dangerously-skip-permissions"
 SESSION_FLAG = "--session-id"
 RESUME_FLAG = "--resume"
 PRINT_FLAG = "-p"
@@ -213,8 +212,3 @@ def probe_argv(adapter: Adapter, fragment: Sequence[str], prompt: str = PROBE_PR
     harnesses say their own way (`HarnessAdapter.probe`)."""
     head, tail = adapter_of(adapter.harness).probe(prompt)
     return [adapter.executable, *head, *adapter.args, *fragment, *tail]
-
-
-def has_bypass_flag(args: Sequence[str]) -> bool:
-    """True when the resolved launch arguments ask for the bypass-permissions mode."""
-    return BYPASS_FLAG in args

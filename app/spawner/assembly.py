@@ -13,8 +13,8 @@ from app.files import private_dir
 from app.settings import Settings
 from app.spawner.agent import hostable_harnesses
 from app.spawner.appclient import AppClient
+from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
-from app.spawner.launch import SpawnerContext
 from app.spawner.probes import VerdictCache, plan_probes, refused_tokens
 from app.spawner.registry import Registry
 from app.spawner.session.tmux import DEFAULT_SOCKET, TmuxRunner

@@ -20,11 +20,15 @@ from urllib.parse import urlsplit
 
 from app.config import HarnessTrust
 from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
-from app.spawner.argv import BYPASS_FLAG, has_bypass_flag
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted
 from app.spawner.confine.sessionenv import described, refused_names
-from app.spawner.confine.trust import BYPASS_SETTING, should_accept_bypass
+from app.spawner.confine.trust import (
+    BYPASS_FLAG,
+    BYPASS_SETTING,
+    has_bypass_flag,
+    should_accept_bypass,
+)
 from app.spawner.probes import Result, Verdict
 
 

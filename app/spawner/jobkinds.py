@@ -25,14 +25,9 @@ from app.protocol import AllowJob, AnswerJob, DeliverJob, SpawnJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
+from app.spawner.context import SpawnerContext
 from app.spawner.harness import screens_of
-from app.spawner.launch import (
-    LaunchRefused,
-    SpawnerContext,
-    frozen_choice,
-    session_result,
-    start_session,
-)
+from app.spawner.launch import LaunchRefused, frozen_choice, session_result, start_session
 from app.spawner.network.netlaunch import allow_host, session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import HarnessTrust, OperatorConfig
+from app.config import HarnessTrust
 from app.config_sandbox import NetworkMode, SandboxMode
-from app.gateway.access import ModelAccess, SessionModel
+from app.gateway.access import SessionModel
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
-from app.spawner.confine.cgroups import SessionLimiter
-from app.spawner.confine.diskwatch import DiskMarks
 from app.spawner.confine.isolation import (
     SandboxError,
     confined_argv,
@@ -37,16 +35,12 @@ from app.spawner.confine.sessionuser import (
     unconfined_as_root,
 )
 from app.spawner.confine.trust import TrustOutcome
-from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.context import SpawnerContext
 from app.spawner.harness import HomeSetup, adapter_of
-from app.spawner.locks import ItemLocks
 from app.spawner.naming import item_slug
-from app.spawner.network.credroutes import CredentialRoutes
-from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
-from app.spawner.registry import Registry, SessionRecord, record_for
+from app.spawner.registry import SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
-from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Readiness, Waited, await_input, report_stall
 
 RUNNER = "tmux"
@@ -54,40 +48,6 @@ RUNNER = "tmux"
 
 class LaunchRefused(RuntimeError):
     """A launch that cannot work on this devbox as it is (its reason is for the operator)."""
-
-
-@dataclass
-class SpawnerContext:
-    """Everything a job needs, built once by the agent (or a test)."""
-
-    config: OperatorConfig
-    runner: TmuxRunner
-    registry: Registry
-    events: SpawnerEvents
-    home: Path
-    state_dir: Path
-    app_url: str
-    hosts: frozenset[str]
-    refused: frozenset[str] = frozenset()
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    locks: ItemLocks = field(default_factory=ItemLocks)
-    ready_timeout: float = 30.0  # how long a launch waits for the input box
-    # The model gateway sessions reach the model through (None: a shared login, directly).
-    models: ModelAccess | None = None
-    # How long a budget stop waits for the session to meet the gateway's refusal.
-    budget_grace: float = 30.0
-    # The host's side of sessions' closed networks (made on first use).
-    networks: SessionNetworks | None = None
-    # `routing.sandbox.routes`, resolved at the spawner's start (None: none configured).
-    routes: CredentialRoutes | None = None
-    limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
-    disk: DiskMarks = field(default_factory=DiskMarks)  # sessions stopped past their disk bound
-    # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
-    ask_token: Callable[[int], str | None] | None = None
-
-    @property
-    def workspace_root(self) -> Path:
-        return self.config.routing.workspace.resolved_root
 
 
 def frozen_choice(

@@ -68,7 +68,7 @@ from app.spawner.workspace.setupplan import (
 )
 
 if TYPE_CHECKING:
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
 
 HEARTBEAT = 30.0  # seconds between `session.setup_running` events
 TAIL_LINES = 400

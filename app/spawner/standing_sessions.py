@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from app.config import StandingSession, TrustScope
 from app.harnesses import default_harness
 from app.spawner.argv import standing_launch
+from app.spawner.context import SpawnerContext
 from app.spawner.harness import adapter_of
-from app.spawner.launch import SpawnerContext, prepare_launch, send_first_message
+from app.spawner.launch import prepare_launch, send_first_message
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionRecord, SessionState, record_for

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 from app.fleet.tokens import create_token
 from app.protocol import parse_payload
 from app.spawner.appclient import ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netplan import NetPlan
 from app.store.tables import Job, JobKind, WorkItemStatus

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from app.gate.markers import MarkerKind
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS
 from tests.devbox_support import claude_operator_yaml, write_doc
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.gate.markers import MarkerKind
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import (
     GENEROUS,

@@ -17,7 +17,7 @@ import pytest
 
 from app.audit import read_jsonl
 from app.spawner.argv import DENY_TOKEN
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from app.store.tables import WorkItemStatus
 from tests.devbox_support import release, serve_devbox

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from app.config import parse_config
 from app.gateway.metering import COUNTED
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from app.workitems.usage import usage_of
 from tests.claude_support import GENEROUS, claude_binary

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, bash, contains, tool_result_for
 from tests.fakes.github_pulls import head_sha

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from app.commands.hooks import (
+from hooks.gate_entry import (
     GATE_COMMAND,
     direct_command,
     install_stop_hook,

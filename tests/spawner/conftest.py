@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.config import parse_config
 from app.gate.markers import MarkerKind
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import Job, JobKind
 from channels.answer_blocks import ANSWER_ACTION_PREFIX
 from tests.claude_support import (

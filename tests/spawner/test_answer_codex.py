@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from app.config import parse_config
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS
 from tests.codex_support import codex_binary, codex_upstream_env
 from tests.devbox_support import running_devbox, scripted_env

@@ -21,8 +21,8 @@ from app.audit import read_jsonl
 from app.protocol import NOT_HELD
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient, AppUnavailable, NotHeld
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from app.store.tables import JobKind, JobState, WorkItemStatus, aware
 from tests.devbox_support import release, standin_yaml

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
 from tests.claude_support import GENEROUS
 from tests.codex_support import GATE_ITEM, GATE_MISSING, hostile_gate_run, hostile_gate_script

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, tool_result_for
 from tests.fakes.model_script import contains

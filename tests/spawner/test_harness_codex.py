@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app.commands.hooks import managed_command
 from app.config import HarnessTrust, parse_config
 from app.gateway.access import SessionModel
 from app.harnesses import HOSTING_ADAPTERS
@@ -22,6 +21,7 @@ from app.spawner.harness.codex_config import PASS_VARIABLE
 from app.spawner.harness.codex_screens import CODEX_SCREENS
 from app.spawner.session.dialogs import keystrokes, parse_dialog
 from app.spawner.session.screens import Screen
+from hooks.gate_entry import managed_command
 
 SCREENS = Path(__file__).parents[1] / "data" / "codex-screens"
 CONFIG = parse_config(

@@ -25,7 +25,7 @@ from app.spawner.confine.diskwatch import look_once
 from app.spawner.confine.isolation import unreadable_in
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.confine.sessionuser import SESSION_USER
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.session.watchdog import Watchdog

@@ -20,7 +20,7 @@ import pytest
 
 from app.spawner.confine.hostwalk import tidy
 from app.spawner.confine.sessionhome import home_for
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from app.spawner.workspace.hostgit import HostGit
 from tests.jobs_support import NAME, WI, deliver_job, events, make_config, run_ok, spawn_job

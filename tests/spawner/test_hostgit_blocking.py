@@ -21,8 +21,8 @@ import pytest
 
 from app.protocol import StopJob
 from app.spawner.appclient import AppClient, ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
-from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.session.watchdog import Watchdog

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.workspace.checkout import checkout_dir
 from tests.claude_support import GENEROUS, sandboxed_devbox

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.fleet.tokens import mint_session_token
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.store.tables import WorkItemStatus
 from app.workitems.gate_counts import KEY

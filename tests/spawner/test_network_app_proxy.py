@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from app.fleet.tokens import mint_session_token
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.store.tables import WorkItemStatus
 from tests.jobs_support import events, run_ok, spawn_job

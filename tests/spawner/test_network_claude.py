@@ -26,7 +26,7 @@ import pytest
 
 from app.protocol import StopJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, tool_result_for

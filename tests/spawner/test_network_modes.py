@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.config import StandingSessions
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.spawner.network.netlaunch import restore_networks
 from app.spawner.standing_sessions import standing_item

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, tool_result_for

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.routecreds import read_text, resolve_routes
 from tests.claude_support import GENEROUS, sandboxed_devbox

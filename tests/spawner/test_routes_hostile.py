@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.routecreds import read_text, resolve_routes

@@ -16,8 +16,8 @@ import pytest
 
 from app.config import ConfigError, parse_config
 from app.spawner.confine.sessionenv import described, session_environment
+from app.spawner.context import SpawnerContext
 from app.spawner.devbox_checks import Level, check_session_env
-from app.spawner.launch import SpawnerContext
 from app.spawner.session.tmux import TmuxRunner, stale_names
 from tests.jobs_support import SESSION_TOKEN, WI, make_config, run_ok, spawn_job, standin_context
 from tests.spawner_support import SANDBOX_MODES, StandIn

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.files import FileTooLarge, read_within, update_within
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.workspace.checkout import checkout_dir
 from tests.jobs_support import NAME, WI, deliver_job, events, run_ok, spawn_job
 from tests.spawner_support import StandIn

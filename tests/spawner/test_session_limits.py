@@ -24,8 +24,8 @@ from app.spawner.appclient import ClaimedJob
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.limits import HostOffer, Mechanism
 from app.spawner.confine.sessionlimits import clean_stale_limits, limiter_of
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionState

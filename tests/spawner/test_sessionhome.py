@@ -7,7 +7,6 @@ import json
 import stat
 from pathlib import Path
 
-from app.commands.hooks import direct_command, managed_command
 from app.spawner.confine.sessionhome import (
     managed_settings,
     seed_home,
@@ -16,6 +15,7 @@ from app.spawner.confine.sessionhome import (
     with_approved_key,
     write_managed,
 )
+from hooks.gate_entry import direct_command, managed_command
 
 PASS = "sk-ant-api03-" + "p" * 43 + "-tlgw"
 

@@ -12,7 +12,7 @@ import pytest
 
 from app.protocol import StopJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, tool_result_for
 from tests.fakes.model_script import contains

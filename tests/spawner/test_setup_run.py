@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from app.config import parse_config
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.workspace.prepared import store_of
 from tests.jobs_support import events, run_ok, spawn_job

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.protocol import DeliverJob
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import followup_text
-from app.spawner.launch import SpawnerContext
 from tests.jobs_support import (
     END_PASTE,
     START_PASTE,

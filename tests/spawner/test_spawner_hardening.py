@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.store import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn

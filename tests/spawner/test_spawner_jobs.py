@@ -8,17 +8,17 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from app.commands.hooks import managed_command
 from app.config import ModelChoice, parse_config
 from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import followup_text, run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.registry import SessionState
 from app.spawner.session.tmux import TmuxRunner
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.checkout import checkout_dir
+from hooks.gate_entry import managed_command
 from tests.jobs_support import (
     END_PASTE,
     FLAG,

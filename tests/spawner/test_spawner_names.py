@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import followup_text
-from app.spawner.launch import SpawnerContext
 from tests.jobs_support import (
     deliver_job,
     run_ok,

@@ -18,8 +18,8 @@ from app.audit import read_jsonl
 from app.config import parse_config
 from app.protocol import SpawnJob
 from app.spawner.appclient import ClaimedJob
+from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.launch import SpawnerContext
 from app.spawner.naming import item_slug
 from app.spawner.session.screens import PROMPT_MARK
 from app.spawner.session.watchdog import Watchdog

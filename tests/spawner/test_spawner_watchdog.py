@@ -9,7 +9,7 @@ from app.config import parse_config
 from app.gateway.passes import Passes
 from app.protocol import AnswerJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.registry import SessionState
 from app.spawner.session.dialogs import parse_dialog
 from app.spawner.session.keypick import AnswerFailed, answer

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.gateway.metering import Usage
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.session.transcript_usage import (
     MAX_LINE,
     TranscriptUsage,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import GENEROUS
 from tests.codex_support import codex_binary, codex_upstream_env

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind, find_marker
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from tests.devbox_support import release, standin_yaml
 from tests.gate_support import (
     ITEM,

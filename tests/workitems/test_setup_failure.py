@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.gate.markers import MarkerKind, find_marker
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.devbox_support import issue_payloads, release, standin_yaml
 from tests.gate_support import ITEM, REPO, deliver, item_row

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import Job, JobKind, JobState, WorkItemStatus
 from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home

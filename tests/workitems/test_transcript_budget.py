@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import TRANSCRIPT
 from tests.devbox_support import release

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,29 +23,12 @@ from app.spawner.confine.sessionhome import home_for
 from app.spawner.naming import item_slug
 
 if TYPE_CHECKING:
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
     from app.spawner.registry import SessionRecord
 
 DISK = "disk"
 DISK_INTERVAL = 3.0  # seconds between two measures of every live session
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class DiskMarks:
-    """The sessions stopped past their disk bound (work item → bytes seen), until their
-    end is reported."""
-
-    _over: dict[str, int] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def mark(self, work_item_id: str, used: int) -> None:
-        with self._lock:
-            self._over[work_item_id] = used
-
-    def take(self, work_item_id: str) -> int | None:
-        with self._lock:
-            return self._over.pop(work_item_id, None)
 
 
 def over_limit(used: int, limit: int | None) -> bool:

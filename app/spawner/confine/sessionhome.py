@@ -35,7 +35,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.commands.hooks import install_stop_hook, managed_command
 from app.files import FileLock, remove_within, write_json, write_within
 from app.gateway.passes import is_pass_tail
 from app.spawner.confine.trust import (
@@ -46,6 +45,7 @@ from app.spawner.confine.trust import (
     update_json_file,
 )
 from app.spawner.workspace.hostgit import run_git
+from hooks.gate_entry import install_stop_hook, managed_command
 
 HOMES = "homes"
 MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside

@@ -23,7 +23,7 @@ from app.spawner.confine.sessionuser import hand_over
 from app.spawner.naming import item_slug
 
 if TYPE_CHECKING:
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
 
 _MADE = threading.Lock()
 Wrap = Callable[[list[str]], list[str]]

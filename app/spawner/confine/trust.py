@@ -23,11 +23,11 @@ from typing import Any
 
 from app.config import HarnessTrust, TrustScope
 from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
-from app.spawner.argv import has_bypass_flag
 
 TRUST_KEY = "hasTrustDialogAccepted"
 ONBOARDING_KEY = "hasCompletedProjectOnboarding"
 BYPASS_SETTING = "skipDangerousModePermissionPrompt"
+BYPASS_FLAG = "--dangerously-skip-permissions"  # the launch argument the disclaimer guards
 ACCEPT_AUTO = "auto"
 NEW_FILE_MODE = 0o600
 
@@ -100,6 +100,11 @@ def with_bypass_accepted(settings: dict[str, Any]) -> dict[str, Any] | None:
     if settings.get(BYPASS_SETTING) is True:
         return None
     return {**settings, BYPASS_SETTING: True}
+
+
+def has_bypass_flag(args: Sequence[str]) -> bool:
+    """True when the resolved launch arguments ask for the bypass-permissions mode."""
+    return BYPASS_FLAG in args
 
 
 def should_accept_bypass(trust: HarnessTrust, launch_args: Sequence[str]) -> bool:

@@ -15,15 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from app.config import DEFAULT_HARNESS, HarnessTrust
 from app.gateway.access import SessionModel
 from app.harnesses import ADAPTER_MODULES
+from app.spawner.confine.trust import TrustOutcome
 from app.spawner.session.screens import ScreenReader
-
-if TYPE_CHECKING:  # trust.py imports argv.py, which launches through this package
-    from app.spawner.confine.trust import TrustOutcome
 
 
 @dataclass(frozen=True)

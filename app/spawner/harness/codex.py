@@ -31,7 +31,6 @@ import os
 import stat
 from pathlib import Path
 
-from app.commands.hooks import direct_command, managed_command
 from app.files import FileLock, remove_within, write_text_atomic, write_within
 from app.gateway.access import SessionModel
 from app.spawner.confine.sessionhome import write_git_identity
@@ -45,6 +44,7 @@ from app.spawner.harness.codex_config import (
     session_config,
 )
 from app.spawner.harness.codex_screens import CODEX_SCREENS
+from hooks.gate_entry import direct_command, managed_command
 
 HOME_DIR = ".codex"
 CONFIG = "config.toml"

@@ -33,7 +33,7 @@ from app.spawner.network.presets import CA_NAMES, EGRESS_PRESETS, expand_egress,
 from app.spawner.network.registries import Registries, read_registries
 
 if TYPE_CHECKING:
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
 
 _MADE = threading.Lock()
 SHARED_NETWORK = (

@@ -15,7 +15,7 @@ from typing import Any
 
 from app.protocol import AnswerJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.launch import SpawnerContext
+from app.spawner.context import SpawnerContext
 from app.spawner.session.dialogs import AnswerRefused, keystrokes, parse_dialog
 
 ANSWER_WAIT = 5.0  # seconds the pane has to move past the question

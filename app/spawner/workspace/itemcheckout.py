@@ -22,7 +22,7 @@ from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.workbranch import app_trust, configure_push, gateway_remote, switch_to
 
 if TYPE_CHECKING:
-    from app.spawner.launch import SpawnerContext
+    from app.spawner.context import SpawnerContext
 
 
 ASK_ATTEMPTS = 4  # asks for a clone's token while the App or GitHub is briefly away
