@@ -95,7 +95,7 @@ class ModelChoice(_Model):
 
     name: Name
     id: str | None = None
-    price: ModelPrice | None = None  # else the shipped price of its id (workitems/costs.py)
+    price: ModelPrice | None = None  # else the shipped price of its id (workitems/spend/costs.py)
     harnesses: list[Name] | None = None
     args: list[str] | None = None
     about: str | None = None  # a short description shown on the checklist row

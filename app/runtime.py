@@ -26,7 +26,7 @@ from app.store import make_engine, migrate
 from app.store.retention import PeriodicPrune, Pruned, Retention
 from app.store.wal_checkpoints import look_after
 from app.web.metrics import Meters
-from app.workitems.progress import ProgressPublisher, watch_changes
+from app.workitems.tell.progress import ProgressPublisher, watch_changes
 from channels.wiring import build_mirror
 
 log = logging.getLogger(__name__)

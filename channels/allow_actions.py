@@ -2,7 +2,7 @@
 on GitHub, for a mapped and authorized member.
 
 The press is acknowledged first. The reply is posted on the issue, attributed, and decided by
-the App's allow rule (`app.workitems.egress`), which queues the allow job that lets the live
+the App's allow rule (`app.workitems.decide.egress`), which queues the allow job that lets the live
 session's proxy through; the message is updated to say who asked, or the member is told (only
 them) why nothing happened. What the spawner did, and how to allow the host for good, comes
 to the thread with the job's result.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.decisions import Outcome, Status
-from app.workitems.egress import allow_reply
+from app.workitems.decide.decisions import Outcome, Status
+from app.workitems.decide.egress import allow_reply
 from channels.allow_blocks import parse_allow_value
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps

@@ -1,7 +1,7 @@
 """A session's refused host in the item's Slack thread, with an Allow button, and the answer
 once the host is let through (pure).
 
-The words are the App's (`app.workitems.egress` writes them for the issue and the thread
+The words are the App's (`app.workitems.decide.egress` writes them for the issue and the thread
 alike); this only turns them into Block Kit. The button's value carries the work item and
 the `host:port`, so a press asks for exactly the host the notice was shown for.
 """

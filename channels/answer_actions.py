@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.answer import answer_reply, answer_text
-from app.workitems.decisions import Outcome, Status
+from app.workitems.decide.answer import answer_reply, answer_text
+from app.workitems.decide.decisions import Outcome, Status
 from channels.answer_blocks import parse_answer_value
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps

@@ -22,8 +22,8 @@ from app.config import OperatorConfig
 from app.gate.markers import MarkerKind, defuse, marker
 from app.services import Services
 from app.store.tables import Once, WorkItem
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decide, Decision, Outcome
+from app.workitems.decide.decisions import Decide, Decision, Outcome
+from app.workitems.flow.authz import refusal
 from channels.blocks import Message
 from channels.errors import slack_error
 from channels.text import escape

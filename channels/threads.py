@@ -15,11 +15,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.decisions import Status
-from app.workitems.egress import allow_reply
-from app.workitems.followups import deliver_comment
-from app.workitems.review import gate_reply, verdict_of
-from app.workitems.spending import raise_reply
+from app.workitems.decide.decisions import Status
+from app.workitems.decide.egress import allow_reply
+from app.workitems.decide.followups import deliver_comment
+from app.workitems.decide.review import gate_reply, verdict_of
+from app.workitems.spend.spending import raise_reply
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply

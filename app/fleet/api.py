@@ -39,9 +39,9 @@ from app.protocol import NOT_HELD
 from app.store import jobqueue as jobs
 from app.store import jobwake
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
-from app.workitems.capacity import has_room
-from app.workitems.decisions import lock_work_item
-from app.workitems.spend_caps import held_repositories, mark_held
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.flow.capacity import has_room
+from app.workitems.spend.spend_caps import held_repositories, mark_held
 
 log = logging.getLogger(__name__)
 

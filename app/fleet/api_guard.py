@@ -19,9 +19,9 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.fleet.comments import CommentRefused
 from app.ingress.doors import ADMITTED, SPAWNER_MAX_BODY
-from app.workitems.advance import UnseenArtifacts
-from app.workitems.pulls import PullRequestRefused
-from app.workitems.walk import MoveRefused
+from app.workitems.decide.advance import UnseenArtifacts
+from app.workitems.decide.walk import MoveRefused
+from app.workitems.prs.pulls import PullRequestRefused
 
 TOO_LARGE = f"the body may be at most {SPAWNER_MAX_BODY} bytes"
 

@@ -17,7 +17,13 @@ from app.config import SessionComments
 from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.post_rate import POSTS_KEY, THROTTLED_KEY, admit, posted_times, refusal_text
+from app.workitems.spend.post_rate import (
+    POSTS_KEY,
+    THROTTLED_KEY,
+    admit,
+    posted_times,
+    refusal_text,
+)
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65 536 characters; leave room for framing
 

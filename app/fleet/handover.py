@@ -38,9 +38,9 @@ from app.services import Services
 from app.store import is_postgres
 from app.store.jobqueue import cancel, lease_lapsed, offer_failed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
-from app.workitems.capacity import hold_line, renumber
-from app.workitems.decisions import lock_work_item
-from app.workitems.states import Happened, is_live, transition
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.flow.capacity import hold_line, renumber
+from app.workitems.flow.states import Happened, is_live, transition
 
 log = logging.getLogger(__name__)
 

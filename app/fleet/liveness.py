@@ -3,7 +3,7 @@
 A spawner heartbeats every few seconds (`/spawner/v1/heartbeat`, naming the sessions it
 runs); each beat writes `last_seen`. One sweep, run by every App process that runs inbox
 workers, counts a spawner silent for `THE_LOOP_SPAWNER_DEAD_SECONDS` as dead: its running
-and stalled items turn `lost` through the table in `app.workitems.states`, and their
+and stalled items turn `lost` through the table in `app.workitems.flow.states`, and their
 progress comment (and Slack thread) follow that one status. A lost session whose spawner
 heartbeats again naming it returns to running; otherwise it waits for a person's execute.
 The arithmetic is pure (`is_dead`, `look_due`); the sweep and the beat are the I/O.
@@ -22,9 +22,9 @@ from app.fleet.tokens import hosted_items, renew_session_tokens
 from app.retry import WakeLoop
 from app.services import Services
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
-from app.workitems.decisions import lock_work_item
-from app.workitems.spending import weigh_time
-from app.workitems.states import HOSTED, Happened, transition
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.flow.states import HOSTED, Happened, transition
+from app.workitems.spend.spending import weigh_time
 
 log = logging.getLogger(__name__)
 

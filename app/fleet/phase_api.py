@@ -25,10 +25,10 @@ from app.fleet.tokens import authenticate
 from app.github.client import GitHubNotConfigured
 from app.graph import NODE_NAMES
 from app.store.tables import WorkItem
-from app.workitems.advance import advance, move_count, walk_of
-from app.workitems.decisions import lock_work_item
-from app.workitems.gate_counts import KEY, next_attempt
-from app.workitems.walk import in_force
+from app.workitems.decide.advance import advance, move_count, walk_of
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.decide.gate_counts import KEY, next_attempt
+from app.workitems.decide.walk import in_force
 
 bp = guard(Blueprint("phase", __name__, url_prefix="/spawner/v1"))
 

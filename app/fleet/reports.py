@@ -36,14 +36,14 @@ from app.protocol import ROUTES_EVENT, SPAWNER_EVENTS
 from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
-from app.workitems.decisions import lock_work_item
-from app.workitems.egress import announce_refusal
-from app.workitems.progress import usage_changed
-from app.workitems.route_usage import add_route_counts
-from app.workitems.session_facts import apply_session_event
-from app.workitems.spend_caps import record_spend
-from app.workitems.spending import check_spending
-from app.workitems.usage import USAGE_EVENT, add_usage, reported_counts
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.decide.egress import announce_refusal
+from app.workitems.flow.session_facts import apply_session_event
+from app.workitems.spend.route_usage import add_route_counts
+from app.workitems.spend.spend_caps import record_spend
+from app.workitems.spend.spending import check_spending
+from app.workitems.spend.usage import USAGE_EVENT, add_usage, reported_counts
+from app.workitems.tell.progress import usage_changed
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -1,7 +1,7 @@
 """What the App records when a spawner reports a finished job: the session it started,
 the comment it delivered, the answer it pressed, the session it stopped; and the 👀 receipt
 on a delivered comment.
-Status changes go through the lifecycle's one table (`app.workitems.states`)."""
+Status changes go through the lifecycle's one table (`app.workitems.flow.states`)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
 from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
-from app.workitems.decisions import lock_work_item
-from app.workitems.egress import allow_done
-from app.workitems.spending import resume_after_stop
-from app.workitems.states import Happened, transition
-from app.workitems.usage import CLOCK_KEYS
+from app.workitems.decide.decisions import lock_work_item
+from app.workitems.decide.egress import allow_done
+from app.workitems.flow.states import Happened, transition
+from app.workitems.spend.spending import resume_after_stop
+from app.workitems.spend.usage import CLOCK_KEYS
 
 log = logging.getLogger(__name__)
 MAX_FAILURE = 300  # characters of a failed launch's reason kept on the item

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from app.github import installations
 from app.github.router import Router, RouteTable
-from app.workitems import autoexecute, followups, issue_text, pull_sessions, pull_traffic, pulls
-from app.workitems import handlers as workitems
+from app.workitems.decide import followups
+from app.workitems.flow import autoexecute, issue_text
+from app.workitems.flow import handlers as workitems
+from app.workitems.prs import pull_sessions, pull_traffic, pulls
 
 ROUTES: RouteTable = {
     ("installation", "created"): [installations.record_installation],

@@ -277,7 +277,7 @@ class WorkItem(Base):
     branch: Mapped[str | None] = mapped_column(String(256))
     pull_request: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     pull_number: Mapped[int | None] = mapped_column(Integer, index=True)
-    # The budget's run (workitems/spending.py): where its counts start, what was added on the
+    # The budget's run (workitems/spend/spending.py): where its counts start, what was added on the
     # issue and by whom, whether the session was warned and whether it ran out.
     budget: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

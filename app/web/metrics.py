@@ -35,8 +35,8 @@ from app.config import OperatorConfig
 from app.protocol import USAGE_FIELDS
 from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth
-from app.workitems.spend_caps import spend_report
-from app.workitems.usage import TOKEN_KINDS, by_choice
+from app.workitems.spend.spend_caps import spend_report
+from app.workitems.spend.usage import TOKEN_KINDS, by_choice
 
 bp = Blueprint("metrics", __name__)
 

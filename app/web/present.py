@@ -18,8 +18,8 @@ from markupsafe import Markup, escape
 
 from app.fleet.liveness import is_dead
 from app.store.tables import WorkItemStatus, aware
-from app.workitems.costs import usage_line
-from app.workitems.setup_notes import setup_words
+from app.workitems.spend.costs import usage_line
+from app.workitems.tell.setup_notes import setup_words
 
 S = WorkItemStatus
 DEAD_AFTER = timedelta(seconds=30)  # the setting's default; the page passes the setting

@@ -30,8 +30,8 @@ from app.store.tables import (
     aware,
 )
 from app.web.present import DEAD_AFTER, Health, session_health
-from app.workitems.spending import stopped_by_budget
-from app.workitems.usage import wall_minutes
+from app.workitems.spend.spending import stopped_by_budget
+from app.workitems.spend.usage import wall_minutes
 
 WORK_ITEMS_SHOWN = 100
 STOPPED_BY_BUDGET = "stopped: budget"  # a stopped item's status when its budget stopped it

@@ -31,9 +31,9 @@ from app.store.inbox import requeue
 from app.store.tables import WorkItem, WorkItemStatus
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans, usage_words
-from app.workitems.spend_caps import spend_report
-from app.workitems.spending import budget_json
-from app.workitems.usage import priced, usage_of
+from app.workitems.spend.spend_caps import spend_report
+from app.workitems.spend.spending import budget_json
+from app.workitems.spend.usage import priced, usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
 bp.add_app_template_filter(code_spans, "code_spans")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.workitems.egress import allowed_words, refused_words
+from app.workitems.decide.egress import allowed_words, refused_words
 from channels.allow_blocks import ALLOW_ACTION, parse_allow_value
 from channels.blocks import Kind, render
 from tests.fakes.slack_api import block_problems

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.workitems.egress import refused_words
+from app.workitems.decide.egress import refused_words
 from channels.blocks import Kind, checklist_closed, render
 from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION
 from tests.fakes.slack_api import block_problems

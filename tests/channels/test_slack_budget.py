@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.usage import add_usage
+from app.workitems.spend.usage import add_usage
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.gate_support import ITEM, REPO

@@ -26,7 +26,7 @@ from app.config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
-from app.workitems.usage import usage_of
+from app.workitems.spend.usage import usage_of
 from tests.claude_support import GENEROUS, claude_binary
 from tests.codex_support import DUMMY_OPENAI_KEY, codex_binary, codex_upstream_env
 from tests.devbox_support import running_devbox, scripted_env

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from app.fleet.tokens import mint_session_token
 from app.gate.markers import Marker, find_marker, is_own_comment
 from app.store.tables import Job, ModelVerdict, SlackOutbox, WorkItemStatus
-from app.workitems.offers import refused_choices
+from app.workitems.flow.offers import refused_choices
 from tests.spawnerapi_support import comment_delivery, send
 from tests.support import wait_for
 

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 
 from app.store.tables import JobKind, JobState
-from app.workitems.capacity import place_in_line
+from app.workitems.flow.capacity import place_in_line
 from tests.spawnerapi_support import Api, SpawnerClient
 
 SHARED_API = {"lease_seconds": 600}  # no claim lapses while the crowd runs

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.protocol import parse_payload
 from app.store.jobqueue import queue_job
 from app.store.tables import JobKind, JobState, WorkItemStatus
-from app.workitems.capacity import QUEUE_KEY
+from app.workitems.flow.capacity import QUEUE_KEY
 from tests.spawnerapi_support import Api, inbox_rows
 from tests.support import fixture_json, post_webhook, wait_for
 

@@ -11,10 +11,10 @@ from app.fleet.comments import AgentComment, AgentCommentKind, CommentRefused, p
 from app.fleet.reports import check_event, event_fields
 from app.gate.markers import find_marker, has_marker
 from app.store.tables import Spawner
-from app.workitems.advance import UnseenArtifacts
-from app.workitems.followups import deliver_key
-from app.workitems.pulls import PullRequestRefused
-from app.workitems.walk import MoveRefused
+from app.workitems.decide.advance import UnseenArtifacts
+from app.workitems.decide.followups import deliver_key
+from app.workitems.decide.walk import MoveRefused
+from app.workitems.prs.pulls import PullRequestRefused
 
 
 @pytest.mark.parametrize(

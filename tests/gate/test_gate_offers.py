@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 from app.harnesses import HOSTING_ADAPTERS
 from app.store import make_engine, migrate
 from app.store.tables import ModelVerdict, Spawner
-from app.workitems.offers import refused_choices, spawner_hosts
+from app.workitems.flow.offers import refused_choices, spawner_hosts
 
 
 def test_offers_follow_registered_spawners_and_verdicts(database_url):

@@ -15,9 +15,9 @@ from app.gate.weblinks import (
     work_links,
 )
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.advance import decision_text
-from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
-from app.workitems.walk import Walk
+from app.workitems.decide.advance import decision_text
+from app.workitems.decide.walk import Walk
+from app.workitems.tell.progress_text import ProgressView, mirror_payload, render_progress
 
 REPO_PAGE = "https://github.com/octo/loop"
 ISSUE_PAGE = f"{REPO_PAGE}/issues/7"

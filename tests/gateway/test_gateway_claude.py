@@ -29,7 +29,7 @@ from app.config import parse_config
 from app.gateway.metering import COUNTED
 from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
-from app.workitems.usage import usage_of
+from app.workitems.spend.usage import usage_of
 from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, contains

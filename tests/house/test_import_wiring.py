@@ -44,14 +44,14 @@ def listeners():
                     module = getattr(fn, "__module__", "") or ""
                     if module.split(".")[0] in OURS:
                         found.append(f"{target.__name__}.{event_name}: {module}.{fn.__name__}")
-    from app.workitems.progress import _mark_changed
+    from app.workitems.tell.progress import _mark_changed
     if event.contains(Session, "before_flush", _mark_changed):
         found.append("Session.before_flush: progress watch (event.contains)")
     return sorted(set(found))
 
 report = {"modules": len(names), "at_import": listeners()}
 if "--wire" in sys.argv:
-    from app.workitems.progress import watch_changes
+    from app.workitems.tell.progress import watch_changes
     watch_changes(create_engine("sqlite://"))
     report["wired"] = listeners()
 print(json.dumps(report))
@@ -91,7 +91,7 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
 
     from app.store import make_engine, migrate
     from app.store.tables import WorkItem, WorkItemStatus, aware
-    from app.workitems.progress import watch_changes
+    from app.workitems.tell.progress import watch_changes
 
     engines = [make_engine(f"sqlite:///{tmp_path / name}.db") for name in ("wired", "other")]
     try:

@@ -80,7 +80,7 @@ def test_what_a_spawner_reports_round_trips_and_junk_is_not_evidence():
 
 def test_a_move_asks_the_spawners_evidence_only_for_what_the_phase_needs():
     from app.store.tables import WorkItem
-    from app.workitems.advance import host_problems
+    from app.workitems.decide.advance import host_problems
 
     item = WorkItem(id="github:o/r#7", repo_full_name="o/r", issue_number=7, session={})
     assert host_problems(item, "design", []) == [

@@ -30,7 +30,7 @@ from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import session_over
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.checkout import checkout_dir
-from app.workitems.endings import LIMIT_WORDS
+from app.workitems.tell.endings import LIMIT_WORDS
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
 from tests.support import wait_for

@@ -20,7 +20,7 @@ from app.fleet.tokens import mint_session_token
 from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.store.tables import WorkItemStatus
-from app.workitems.gate_counts import KEY
+from app.workitems.decide.gate_counts import KEY
 from tests.claude_support import GENEROUS, sandboxed_devbox
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything, bash, tool_result_for
 from tests.fakes.model_script import contains

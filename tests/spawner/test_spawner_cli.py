@@ -26,7 +26,7 @@ from app.spawner.argv import DENY_TOKEN
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Spawner
-from app.workitems.offers import refused_choices
+from app.workitems.flow.offers import refused_choices
 from tests.fakes.anthropic import FakeAnthropic
 from tests.spawner_support import StandIn, ask_model, gateway_url, spawner_process
 from tests.spawnerapi_support import Api, serve_api

@@ -22,7 +22,7 @@ from app.spawner.session.transcript_usage import (
     claude_usage,
     reader_for,
 )
-from app.workitems.usage import usage_of
+from app.workitems.spend.usage import usage_of
 from tests.claude_support import TRANSCRIPT, transcript_answer
 from tests.devbox_support import release
 from tests.gate_support import ITEM

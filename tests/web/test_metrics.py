@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session
 
-from app.workitems.usage import add_usage
+from app.workitems.spend.usage import add_usage
 from tests.gate_support import (
     ITEM,
     REPO,

@@ -4,8 +4,8 @@ names, the Slack buttons and their values, what a stall report records."""
 from __future__ import annotations
 
 from app.fleet.results import answer_note
-from app.workitems.answer import answer_text, chosen_number, pinned_question
-from app.workitems.session_facts import session_facts
+from app.workitems.decide.answer import answer_text, chosen_number, pinned_question
+from app.workitems.flow.session_facts import session_facts
 from channels.answer_blocks import answer_buttons, parse_answer_value
 from channels.blocks import session
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.config import Budget, ConfigError, parse_config
-from app.workitems.budgets import (
+from app.workitems.spend.budgets import (
     BudgetLevel,
     Limits,
     Raise,
@@ -20,7 +20,7 @@ from app.workitems.budgets import (
     since_base,
     tokens_in,
 )
-from app.workitems.endings import Ending, ending_text
+from app.workitems.tell.endings import Ending, ending_text
 
 KEYWORD = "the-loop budget"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.store.tables import JobKind, JobState, WorkItemStatus
-from app.workitems.capacity import place_in_line, renumber, sessions_held
+from app.workitems.flow.capacity import place_in_line, renumber, sessions_held
 from tests.spawnerapi_support import Api
 
 SHARED_API = {"lease_seconds": 30}  # how serve_api runs this module's App

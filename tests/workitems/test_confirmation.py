@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.gate.markers import MarkerKind, find_marker
 from app.store import make_engine
 from app.store.tables import Delivery, Event, InboxState, JobKind, WorkItem, aware
-from app.workitems.progress import ProgressPublisher
-from app.workitems.states import Happened, transition
+from app.workitems.flow.states import Happened, transition
+from app.workitems.tell.progress import ProgressPublisher
 from tests.fakes.github_api import FakeGitHub, Recorded
 from tests.gate_support import (
     ITEM,

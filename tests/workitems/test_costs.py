@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from app.config import ConfigError, parse_config
-from app.workitems.costs import cost_usd, price_for, usage_line
-from app.workitems.progress_text import ProgressView, render_progress
-from app.workitems.walk import Walk
+from app.workitems.decide.walk import Walk
+from app.workitems.spend.costs import cost_usd, price_for, usage_line
+from app.workitems.tell.progress_text import ProgressView, render_progress
 
 COUNTS = {
     "input_tokens": 980_000,

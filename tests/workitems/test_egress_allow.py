@@ -23,7 +23,7 @@ from app.spawner.jobkinds import run_job
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netplan import NetPlan
 from app.store.tables import Job, JobKind, WorkItemStatus
-from app.workitems.egress import allowed_target, refused_text
+from app.workitems.decide.egress import allowed_target, refused_text
 from tests.spawner_support import talk_unix
 from tests.spawnerapi_support import comment_delivery, send
 from tests.support import wait_for

@@ -9,7 +9,7 @@ import pytest
 
 from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.endings import Ending, ending_of, ending_text, short_of_review
+from app.workitems.tell.endings import Ending, ending_of, ending_text, short_of_review
 
 ITEM = "github:octo/loop#7"
 BASE = Ending(

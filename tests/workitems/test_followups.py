@@ -8,8 +8,8 @@ from sqlalchemy import select
 
 from app.gate.markers import MarkerKind, marker
 from app.store.tables import Job, JobKind, WorkItemStatus
-from app.workitems.decisions import Decision, Outcome, Status
-from app.workitems.followups import deliver_comment
+from app.workitems.decide.decisions import Decision, Outcome, Status
+from app.workitems.decide.followups import deliver_comment
 from tests.spawnerapi_support import comment_delivery, send
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.workitems.gate_counts import next_attempt
+from app.workitems.decide.gate_counts import next_attempt
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

@@ -18,9 +18,9 @@ from app.runtime import AppState, build_state
 from app.services import HandlerContext
 from app.settings import load_settings
 from app.store.tables import JobKind, ModelVerdict, WorkItem
-from app.workitems.decisions import Decision, Outcome, Status
-from app.workitems.execute import execute_reply
-from app.workitems.offers import refused_choices
+from app.workitems.decide.decisions import Decision, Outcome, Status
+from app.workitems.decide.execute import execute_reply
+from app.workitems.flow.offers import refused_choices
 from tests.fakes.github_api import BOT_LOGIN
 from tests.gate_support import (
     ITEM,

@@ -8,7 +8,7 @@ import pytest
 
 from app.config import SessionComments
 from app.gate.markers import defuse_mentions
-from app.workitems.post_rate import admit, posted_times, refusal_text, span_seconds
+from app.workitems.spend.post_rate import admit, posted_times, refusal_text, span_seconds
 
 RULE = SessionComments(burst=5, per_hour=30)  # 5 in any 10 minutes
 

@@ -6,14 +6,14 @@ from dataclasses import replace
 from typing import Any
 
 from app.store.tables import WorkItemStatus
-from app.workitems.progress_text import (
+from app.workitems.decide.walk import Walk
+from app.workitems.flow.session_facts import session_facts
+from app.workitems.tell.progress_text import (
     SHARED_NETWORK_NOTE,
     UNSANDBOXED_NOTE,
     ProgressView,
     render_progress,
 )
-from app.workitems.session_facts import session_facts
-from app.workitems.walk import Walk
 
 ITEM = "github:o/r#1"
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.gate.markers import MarkerKind, is_marked
 from app.store.tables import JobKind, WorkItemStatus
-from app.workitems.followups import NOT_ADDRESSED
+from app.workitems.decide.followups import NOT_ADDRESSED
 from tests.fakes.github_api import APP_SLUG
 from tests.gate_support import comment
 from tests.pull_support import (

@@ -31,7 +31,7 @@ from app.spawner.workspace.workbranch import (
     switch_to,
 )
 from app.store.tables import WorkItemStatus
-from app.workitems.states import Happened, next_status
+from app.workitems.flow.states import Happened, next_status
 from tests.spawner_support import bare_repository, git
 
 S = WorkItemStatus

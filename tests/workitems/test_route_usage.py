@@ -8,8 +8,8 @@ from typing import Any
 
 from app.config import OperatorConfig
 from app.store.tables import WorkItem
-from app.workitems.route_usage import MAX_ROUTES, added, routes_text
-from app.workitems.usage import usage_line_of
+from app.workitems.spend.route_usage import MAX_ROUTES, added, routes_text
+from app.workitems.spend.usage import usage_line_of
 
 
 def routes(item: str, **counts: dict[str, Any]) -> dict[str, Any]:

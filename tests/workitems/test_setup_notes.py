@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import WorkItemStatus
 from app.web.present import session_health
-from app.workitems.progress_text import ProgressView, render_progress
-from app.workitems.setup_notes import clock, failure_text, setup_facts, setup_words
-from app.workitems.walk import Walk
+from app.workitems.decide.walk import Walk
+from app.workitems.tell.progress_text import ProgressView, render_progress
+from app.workitems.tell.setup_notes import clock, failure_text, setup_facts, setup_words
 
 ITEM = "github:octo/loop#7"
 NOW = datetime(2026, 12, 5, tzinfo=UTC)

@@ -16,13 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
-from app.workitems.capacity import held_words
-from app.workitems.decisions import Decision, Status
-from app.workitems.jobs import enqueue, spawn_job
-from app.workitems.progress import view_of
-from app.workitems.progress_text import render_progress
-from app.workitems.spend_windows import Window, day_key, first_day
-from app.workitems.spending import raise_reply
+from app.workitems.decide.decisions import Decision, Status
+from app.workitems.flow.capacity import held_words
+from app.workitems.flow.jobs import enqueue, spawn_job
+from app.workitems.spend.spend_windows import Window, day_key, first_day
+from app.workitems.spend.spending import raise_reply
+from app.workitems.tell.progress import view_of
+from app.workitems.tell.progress_text import render_progress
 from tests.spawnerapi_support import Api, comment_delivery, send, serve_api
 from tests.support import OPERATOR_TOKEN
 

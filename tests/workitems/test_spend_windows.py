@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from app.workitems.spend_windows import (
+from app.workitems.spend.spend_windows import (
     Window,
     day_key,
     first_day,

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from app.store.tables import Job, JobKind, Spawner, WorkItem, WorkItemStatus
-from app.workitems.decisions import Decision, Status
-from app.workitems.spending import raise_reply, restart_run
+from app.workitems.decide.decisions import Decision, Status
+from app.workitems.spend.spending import raise_reply, restart_run
 from tests.spawnerapi_support import serve_api
 
 CONFIG = """

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.markers import Marker, MarkerKind, find_marker, is_app_comment
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.notices import stall_text
+from app.workitems.tell.notices import stall_text
 from tests.support import wait_for
 
 pytestmark = pytest.mark.sqlite_only

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from app.workitems.usage import reported_counts, usage_of
+from app.workitems.spend.usage import reported_counts, usage_of
 
 ADMIN = "admin-token-for-the-usage-tests-0123456789"
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 from app.config import parse_config
 from app.web.present import usage_words
-from app.workitems.costs import usage_line
-from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
-from app.workitems.usage import by_choice, clocked, wall_minutes
-from app.workitems.walk import Walk
+from app.workitems.decide.walk import Walk
+from app.workitems.spend.costs import usage_line
+from app.workitems.spend.usage import by_choice, clocked, wall_minutes
+from app.workitems.tell.progress_text import ProgressView, mirror_payload, render_progress
 from channels.walk_blocks import progress
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

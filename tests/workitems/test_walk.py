@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.workitems.review import ReviewVerdict, session_note
-from app.workitems.walk import (
+from app.workitems.decide.review import ReviewVerdict, session_note
+from app.workitems.decide.walk import (
     MoveRefused,
     PhaseState,
     Walk,

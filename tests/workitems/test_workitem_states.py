@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.states import LIVE, TABLE, Happened, next_status, transition
+from app.workitems.flow.states import LIVE, TABLE, Happened, next_status, transition
 
 S = WorkItemStatus
 HAPPENINGS = [

@@ -10,7 +10,7 @@ import pytest
 from app.gate.markers import MarkerKind
 from app.github.routes import build_router
 from app.store.tables import JobKind, JobState, WorkItemStatus
-from app.workitems import handlers as workitems
+from app.workitems.flow import handlers as workitems
 from tests.gate_support import (
     ITEM,
     REPO,

@@ -34,15 +34,15 @@ from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.issue_text import approved_record, ask_again, read_approved
-from app.workitems.jobs import enqueue, spawn_job
-from app.workitems.offers import current_offer
-from app.workitems.progress import publish_soon
-from app.workitems.spending import restart_run
-from app.workitems.states import RUN_AGAIN, Happened, transition
-from app.workitems.walk import first_phase
+from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.decide.walk import first_phase
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.issue_text import approved_record, ask_again, read_approved
+from app.workitems.flow.jobs import enqueue, spawn_job
+from app.workitems.flow.offers import current_offer
+from app.workitems.flow.states import RUN_AGAIN, Happened, transition
+from app.workitems.spend.spending import restart_run
+from app.workitems.tell.progress import publish_soon
 
 
 def _refuse(

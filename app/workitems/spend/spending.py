@@ -23,8 +23,12 @@ from app.github.issues import IssueIO
 from app.services import Services
 from app.store.jobqueue import announce
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.authz import refusal
-from app.workitems.budget_texts import (
+from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.capacity import hold_line
+from app.workitems.flow.jobs import deliver_job, enqueue, stop_job
+from app.workitems.flow.states import Happened, is_live, transition
+from app.workitems.spend.budget_texts import (
     cap_line,
     cap_refusal_note,
     cap_warning_text,
@@ -33,7 +37,7 @@ from app.workitems.budget_texts import (
     refusal_note,
     warning_text,
 )
-from app.workitems.budgets import (
+from app.workitems.spend.budgets import (
     BudgetLevel,
     Limits,
     Raise,
@@ -46,14 +50,10 @@ from app.workitems.budgets import (
     since_base,
     tokens_in,
 )
-from app.workitems.capacity import hold_line
-from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.endings import BUDGET_REASON
-from app.workitems.jobs import deliver_job, enqueue, stop_job
-from app.workitems.spend_caps import any_cap, cap_level, lift, mark_held
-from app.workitems.spend_windows import window_key
-from app.workitems.states import Happened, is_live, transition
-from app.workitems.usage import priced, usage_of, wall_minutes
+from app.workitems.spend.spend_caps import any_cap, cap_level, lift, mark_held
+from app.workitems.spend.spend_windows import window_key
+from app.workitems.spend.usage import priced, usage_of, wall_minutes
+from app.workitems.tell.endings import BUDGET_REASON
 
 NOTICE_SOURCE = "notice"  # a deliver job whose body the session reads verbatim
 MAX_RAISES_KEPT = 50

@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 
 from app.gate.parse import is_execute
 from app.services import Services
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.jobs import answer_job, enqueue
-from app.workitems.states import is_live
+from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.jobs import answer_job, enqueue
+from app.workitems.flow.states import is_live
 
 _NUMBER = re.compile(r"\s*(\d{1,3})\b")
 # "(question 1a2b3c4d)" after the number pins the answer to the question it was given for

@@ -28,9 +28,7 @@ from app.gate.weblinks import WorkLinks, markdown_link, work_links
 from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import Event, WorkItem
-from app.workitems.jobs import enqueue, stop_job
-from app.workitems.states import Happened, transition
-from app.workitems.walk import (
+from app.workitems.decide.walk import (
     COMPLETE_NODE,
     MoveRefused,
     Walk,
@@ -41,6 +39,8 @@ from app.workitems.walk import (
     next_in_force,
     next_move,
 )
+from app.workitems.flow.jobs import enqueue, stop_job
+from app.workitems.flow.states import Happened, transition
 
 
 class UnseenArtifacts(MoveRefused):

@@ -1,6 +1,6 @@
 """What a work item's model usage cost, and the one line that says so (pure).
 
-Counts come from the model gateway (`workitems/usage.py`); prices are dollars per million
+Counts come from the model gateway (`workitems/spend/usage.py`); prices are dollars per million
 tokens, from the operator's `models[].price` when set, else from the shipped table below,
 matched on the start of the model's id. The shipped prices are the vendors' list prices as
 published when this table was written: an operator on other terms overrides them.

@@ -17,8 +17,8 @@ from app.gate.pull_texts import fork_reply
 from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.tables import WorkItem
-from app.workitems.handlers import start_work_item, stop_on_close
-from app.workitems.pulls import item_for_pull, pull_record
+from app.workitems.flow.handlers import start_work_item, stop_on_close
+from app.workitems.prs.pulls import item_for_pull, pull_record
 
 
 def _labelled_pull(ctx: HandlerContext) -> tuple[str, dict[str, Any]] | None:

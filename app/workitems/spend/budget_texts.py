@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.workitems.budgets import WARN_AT, Limits, Spent, budget_text
-from app.workitems.spend_caps import CapStanding
-from app.workitems.spend_windows import reset_text
+from app.workitems.spend.budgets import WARN_AT, Limits, Spent, budget_text
+from app.workitems.spend.spend_caps import CapStanding
+from app.workitems.spend.spend_windows import reset_text
 
 WRAP_UP = (
     "Wrap up now: commit your work, push it (`git push`), say on the issue where it stands "

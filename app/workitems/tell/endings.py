@@ -26,7 +26,7 @@ from app.github.issues import IssueIO
 from app.graph import NODE_NAMES
 from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.budgets import SYNTAX
+from app.workitems.spend.budgets import SYNTAX
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Ending:
     changed_base: str = ""
     changed_files: Sequence[str] | None = None  # None: not known
     uncommitted_files: Sequence[str] = ()  # changed in the checkout, never committed
-    usage: str = ""  # the usage line (workitems/costs.py) once the gateway counted any
+    usage: str = ""  # the usage line (workitems/spend/costs.py) once the gateway counted any
     budget: str = ""  # the budget line, for a session its budget stopped
     capped: bool = False  # … a daily or monthly spend cap, that is
     branch: str = ""

@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 from app import graph
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.endings import BUDGET_REASON, report_ending
-from app.workitems.notices import announce_moved, announce_stall
-from app.workitems.setup_notes import SETUP_EVENTS, apply_setup_event
-from app.workitems.spending import budget_line_of
-from app.workitems.states import Happened, transition
-from app.workitems.usage import clocked, usage_line_of
+from app.workitems.flow.states import Happened, transition
+from app.workitems.spend.spending import budget_line_of
+from app.workitems.spend.usage import clocked, usage_line_of
+from app.workitems.tell.endings import BUDGET_REASON, report_ending
+from app.workitems.tell.notices import announce_moved, announce_stall
+from app.workitems.tell.setup_notes import SETUP_EVENTS, apply_setup_event
 
 STATUS_EVENTS = frozenset(
     {

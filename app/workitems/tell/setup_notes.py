@@ -21,7 +21,7 @@ from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.endings import _fenced, _quiet
+from app.workitems.tell.endings import _fenced, _quiet
 
 log = logging.getLogger(__name__)
 

@@ -28,15 +28,15 @@ from app.github.client import GitHubNotConfigured
 from app.github.pull_io import PullIO, check_failure
 from app.services import HandlerContext
 from app.store.tables import WorkItem
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision
-from app.workitems.followups import (
+from app.workitems.decide.decisions import Decision
+from app.workitems.decide.followups import (
     NOT_ADDRESSED,
     deliver_comment,
     record_ignored,
     speaks_to_session,
 )
-from app.workitems.pulls import item_for_branch, item_for_pull
+from app.workitems.flow.authz import refusal
+from app.workitems.prs.pulls import item_for_branch, item_for_pull
 
 REVIEW_STATES = frozenset({"approved", "changes_requested", "commented"})
 

@@ -19,12 +19,10 @@ from sqlalchemy.orm import Session
 from app.gate.parse import is_execute
 from app.services import Services
 from app.store.tables import WorkItem
-from app.workitems.advance import record_move, walk_of
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.followups import deliver_comment
-from app.workitems.states import is_live
-from app.workitems.walk import (
+from app.workitems.decide.advance import record_move, walk_of
+from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.decide.followups import deliver_comment
+from app.workitems.decide.walk import (
     COMPLETE_NODE,
     REVIEW_NODE,
     approved_phase,
@@ -33,6 +31,8 @@ from app.workitems.walk import (
     is_decision_gate,
     next_in_force,
 )
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.states import is_live
 
 
 class ReviewVerdict(StrEnum):

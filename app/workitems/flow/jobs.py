@@ -17,8 +17,8 @@ from app.protocol import AllowJob, AnswerJob, DeliverJob, Frozen, JobPayload, Sp
 from app.services import Services
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem
-from app.workitems.capacity import renumber
-from app.workitems.spend_caps import mark_held
+from app.workitems.flow.capacity import renumber
+from app.workitems.spend.spend_caps import mark_held
 
 
 def _item_fields(item: WorkItem) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 from app.gate.ids import work_item_id_of
 from app.services import HandlerContext
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.decisions import Decision
-from app.workitems.execute import execute_reply
+from app.workitems.decide.decisions import Decision
+from app.workitems.decide.execute import execute_reply
 
 SOURCE = "label"
 

@@ -15,8 +15,8 @@ from typing import Any
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import markdown_link, work_links
 from app.store.tables import WorkItemStatus
-from app.workitems.post_rate import THROTTLED_NOTE
-from app.workitems.walk import PhaseState, Walk, phase_rows
+from app.workitems.decide.walk import PhaseState, Walk, phase_rows
+from app.workitems.spend.post_rate import THROTTLED_NOTE
 
 S = WorkItemStatus
 ICONS: Mapping[PhaseState, str] = {
@@ -61,8 +61,8 @@ class ProgressView:
     approve_keyword: str = "the-loop approve"
     changes_keyword: str = "the-loop changes"
     notes: Sequence[str] = ()
-    usage: str = ""  # the usage line (workitems/costs.py), once the session used the model
-    budget: str = ""  # the budget line (workitems/spending.py), when a budget is configured
+    usage: str = ""  # the usage line (workitems/spend/costs.py), once the session used the model
+    budget: str = ""  # the budget line (workitems/spend/spending.py), when a budget is configured
     budget_spent: bool = False  # stopped because its budget ran out
     capped: bool = False  # … its repository's daily or monthly spend cap, that is
     unsandboxed: bool = False  # the devbox runs sessions without the sandbox (`mode: none`)

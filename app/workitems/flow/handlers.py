@@ -21,17 +21,17 @@ from app.github.issues import IssueIO
 from app.services import HandlerContext
 from app.store.jobqueue import cancel
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
-from app.workitems.answer import answer_reply
-from app.workitems.capacity import hold_line, renumber
-from app.workitems.decisions import Decision, Status, lock_work_item
-from app.workitems.egress import allow_reply
-from app.workitems.execute import execute_reply
-from app.workitems.issue_text import record_pin
-from app.workitems.jobs import enqueue, stop_job
-from app.workitems.offers import current_offer
-from app.workitems.review import gate_reply, verdict_of
-from app.workitems.spending import raise_reply
-from app.workitems.states import Happened, is_live, transition
+from app.workitems.decide.answer import answer_reply
+from app.workitems.decide.decisions import Decision, Status, lock_work_item
+from app.workitems.decide.egress import allow_reply
+from app.workitems.decide.execute import execute_reply
+from app.workitems.decide.review import gate_reply, verdict_of
+from app.workitems.flow.capacity import hold_line, renumber
+from app.workitems.flow.issue_text import record_pin
+from app.workitems.flow.jobs import enqueue, stop_job
+from app.workitems.flow.offers import current_offer
+from app.workitems.flow.states import Happened, is_live, transition
+from app.workitems.spend.spending import raise_reply
 
 __all__ = ["spec_id", "work_item_id_of"]
 

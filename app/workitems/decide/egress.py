@@ -32,10 +32,10 @@ from app.github.issues import IssueIO
 from app.protocol import AllowJob
 from app.services import Services
 from app.store.tables import Once, WorkItem
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.jobs import allow_job, enqueue
-from app.workitems.states import is_live
+from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.jobs import allow_job, enqueue
+from app.workitems.flow.states import is_live
 
 log = logging.getLogger(__name__)
 FOR_GOOD = "routing.sandbox.egress"

@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session
 
 from app.config import Budget, Cap, OperatorConfig
 from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
-from app.workitems.budgets import BudgetLevel, Limits, Spent, budget_text, level_of, tokens_in
-from app.workitems.capacity import HELD_KEY, hold_line, waiting_items
-from app.workitems.spend_windows import WINDOWS, Window, day_key, first_day, reset_text
-from app.workitems.usage import priced
+from app.workitems.flow.capacity import HELD_KEY, hold_line, waiting_items
+from app.workitems.spend.budgets import BudgetLevel, Limits, Spent, budget_text, level_of, tokens_in
+from app.workitems.spend.spend_windows import WINDOWS, Window, day_key, first_day, reset_text
+from app.workitems.spend.usage import priced
 
 INSTALLATION = "installation"
 REPOSITORY = "repository"

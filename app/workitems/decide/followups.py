@@ -20,10 +20,10 @@ from app.gate.parse import is_execute
 from app.gate.pull_texts import addresses_the_app
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
-from app.workitems.authz import refusal
-from app.workitems.decisions import Decision, Outcome, Status
-from app.workitems.jobs import deliver_job, enqueue
-from app.workitems.states import is_live
+from app.workitems.decide.decisions import Decision, Outcome, Status
+from app.workitems.flow.authz import refusal
+from app.workitems.flow.jobs import deliver_job, enqueue
+from app.workitems.flow.states import is_live
 
 
 def deliver_key(source: str, ref: str) -> str:

@@ -40,13 +40,13 @@ from app.retry import WakeLoop, queue_delay
 from app.services import Services
 from app.store import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
-from app.workitems.advance import walk_of
-from app.workitems.capacity import held_words, place_in_line
-from app.workitems.post_rate import THROTTLED_KEY
-from app.workitems.progress_text import ProgressView, mirror_payload, render_progress
-from app.workitems.setup_notes import setup_words
-from app.workitems.spending import budget_line_of, stopped_by_budget
-from app.workitems.usage import usage_line_of
+from app.workitems.decide.advance import walk_of
+from app.workitems.flow.capacity import held_words, place_in_line
+from app.workitems.spend.post_rate import THROTTLED_KEY
+from app.workitems.spend.spending import budget_line_of, stopped_by_budget
+from app.workitems.spend.usage import usage_line_of
+from app.workitems.tell.progress_text import ProgressView, mirror_payload, render_progress
+from app.workitems.tell.setup_notes import setup_words
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from app.config import OperatorConfig
 from app.protocol import USAGE_EVENT, USAGE_FIELDS
 from app.store.tables import WorkItem, WorkItemUsage
-from app.workitems.costs import cost_usd, price_for, usage_line
-from app.workitems.route_usage import routes_text
+from app.workitems.spend.costs import cost_usd, price_for, usage_line
+from app.workitems.spend.route_usage import routes_text
 
 __all__ = [
     "USAGE_EVENT",
