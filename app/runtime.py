@@ -23,10 +23,11 @@ from app.ingress.sampling import SampledLog
 from app.services import Services
 from app.settings import Settings
 from app.store import make_engine, migrate
+from app.store.jobwake import JobSignal
 from app.store.retention import PeriodicPrune, Pruned, Retention
 from app.store.wal_checkpoints import look_after
 from app.web.metrics import Meters
-from app.workitems.tell.progress import ProgressPublisher, watch_changes
+from app.workitems.tell.progress import ProgressPublisher, unwatch_changes, watch_changes
 from channels.wiring import build_mirror
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class AppState:
     router: Router
     workers: list[InboxWorker] = field(default_factory=list)
     ingest: IngestWriter = field(init=False)
+    jobs: JobSignal = field(init=False)  # wakes the spawners' long polls when a job commits
     progress: ProgressPublisher = field(init=False)
     sampled: SampledLog = field(init=False)
     meters: Meters = field(init=False)
@@ -51,6 +53,7 @@ class AppState:
     _checkpoints_done: Callable[[], None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.jobs = JobSignal().serve(self.engine)
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
         self.progress = ProgressPublisher(self.services, self.engine)
         self.sampled = SampledLog(self.services.events)
@@ -149,9 +152,11 @@ class AppState:
 
     def close(self) -> None:
         """Stop everything this state started and release the database."""
+        self.jobs.close()
         self.stop_workers()
         self.ingest.close()
-        self.sampled.flush()
+        self.sampled.close()
+        unwatch_changes(self.engine)
         self.engine.dispose()
 
 

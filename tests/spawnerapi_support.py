@@ -207,8 +207,7 @@ def serve_api(
         state = app.extensions["the-loop"]
         with LiveServer(app) as server:
             yield Api(url=server.url, state=state, flask=app, fake=fake, fake_url=github.url)
-        state.stop_workers()
-        state.engine.dispose()
+        state.close()  # the App's one shutdown, before its database is dropped
 
 
 COMMENT_IDS = itertools.count(700_000_001)

@@ -95,15 +95,15 @@ def answer_polls_on_stop(worker: Any) -> None:
 
     gunicorn's graceful stop waits up to `graceful_timeout` for requests in flight, and a
     spawner's job poll stays open up to 25 s with nothing to do: stopping the App (or
-    `the-loop up`) took the whole 10 s, and the poll was cut off unanswered at the end."""
-    from app.store.jobwake import JOB_SIGNAL
-
+    `the-loop up`) took the whole 10 s, and the poll was cut off unanswered at the end.
+    The App's own shutdown closes its job signal again, later: closing twice is harmless."""
     loop, stop = getattr(worker, "loop", None), getattr(worker, "handle_exit_signal", None)
-    if loop is None or stop is None:  # not the asgi worker: nothing of it to follow
+    state = getattr(getattr(worker, "asgi", None), "state", None)  # the AsgiApp's AppState
+    if loop is None or stop is None or state is None:  # not the asgi worker: nothing to follow
         return
 
     def stopping() -> None:
-        JOB_SIGNAL.close()
+        state.jobs.close()
         stop()
 
     loop.add_signal_handler(signal.SIGTERM, stopping)

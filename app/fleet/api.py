@@ -169,21 +169,21 @@ def next_job() -> Response | tuple[str, int]:
     with Session(state.engine, expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         note_seen(state.services, session, spawner, state.services.clock())
-    jobwake.listen_for_jobs(state.engine)
+    state.jobs.watch()  # jobs other replicas queue wake this poll too
     _give_up_expired(state)
     deadline = time.monotonic() + wait
     lease = _lease()
     while True:
-        if jobwake.JOB_SIGNAL.closing:  # the App stops: the spawner asks the next one
+        if state.jobs.closing:  # the App stops: the spawner asks the next one
             return "", 204
-        seen = jobwake.JOB_SIGNAL.generation()
+        seen = state.jobs.generation()
         job = _claim(state, spawner, lease, limit)
         if job is not None:
             return jsonify(job=job)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return "", 204
-        jobwake.JOB_SIGNAL.wait(seen, min(remaining, _poll_interval(state)), scope_of(spawner))
+        state.jobs.wait(seen, min(remaining, _poll_interval(state)), scope_of(spawner))
 
 
 def _give_up_expired(state: Any) -> None:

@@ -7,6 +7,10 @@ one summary row (`SUMMARY`) records how many of each kind there were. So a proce
 most `per_minute + 1` rows a minute however many requests arrive, every field of a sampled
 row is cut to `FIELD_LIMIT` characters, and the kinds are the App's own words, never the
 sender's: a flood grows the store by a bounded amount per minute, not per request.
+
+The timer that writes a minute's summary when nothing else arrives belongs to the App's
+`SampledLog`: the App's shutdown (`close`) writes the minute under way, cancels it and arms
+no other, so no summary is written after its App (and its database) is gone.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class SampledLog:
         self._sampled = 0
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._closed = False
 
     def note(self, kind: str, name: str, fields: Mapping[str, Any]) -> list[Record]:
         """Count one event of `kind`; returns the rows to write now: the summary of a minute
@@ -58,7 +63,8 @@ class SampledLog:
             out = self._roll(minute)
             if self._minute is None:
                 self._minute = minute
-                self._arm(minute)
+                if not self._closed:
+                    self._arm(minute)
             self.totals[kind] += 1
             self._counts[kind] += 1
             if self._sampled < self.per_minute:
@@ -74,9 +80,11 @@ class SampledLog:
         for name, fields in records:
             self.events.emit(name, **fields)
 
-    def flush(self) -> None:
-        """Write the summary of the minute under way (at shutdown)."""
+    def close(self) -> None:
+        """Write the summary of the minute under way and stop timing minutes (the App's
+        shutdown): what is counted after it waits for a later `note` or `close`."""
         with self._lock:
+            self._closed = True
             out = self._roll(None)
             if self._timer is not None:
                 self._timer.cancel()
@@ -94,6 +102,8 @@ class SampledLog:
 
     def _arm(self, minute: int) -> None:
         """Write this minute's summary soon after it ends, even if nothing else arrives."""
+        if self._timer is not None:
+            self._timer.cancel()  # an earlier minute's, rolled over by `note`
         delay = max(0.0, (minute + 1) * 60 - self.clock()) + 1.0
         self._timer = threading.Timer(delay, self._ended, args=(minute,))
         self._timer.daemon = True

@@ -1,6 +1,7 @@
 """Waking long polls when a job is queued, in this process and in the App's other replicas.
 
-`JOB_SIGNAL` is this process's wake-up: `queue_job` arms it (`wake_on_commit`, which hooks
+Each App owns one `JobSignal` (`AppState.jobs`), made when its state is built and closed in
+its shutdown; it serves the App's engine. `queue_job` arms it (`wake_on_commit`, which hooks
 the queuing session itself) and it fires when that transaction commits (never before, never
 on rollback), waking only the polls whose spawner serves the job's repository. Other
 processes learn of new jobs from the database itself: PostgreSQL `LISTEN the_loop_jobs` (the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from typing import Protocol, Self
@@ -44,6 +46,27 @@ class JobSignal:
         self._generation = 0
         self._recent: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=self.HISTORY)
         self._closing = False
+        self._engine: Engine | None = None
+        self._watcher: Watcher | None = None
+
+    def serve(self, engine: Engine) -> Self:
+        """Be the wake-up of the jobs queued by sessions on `engine` (until `close`)."""
+        self._engine = engine
+        _SERVING[engine] = self
+        return self
+
+    def watch(self) -> None:
+        """Start (once) the wake-up for jobs other processes queue on the served engine; a
+        long poll asks for it. Nothing to watch for an in-memory SQLite database."""
+        with self._cond:
+            engine = self._engine
+            if self._watcher is not None or engine is None or self._closing:
+                return
+            path = engine.url.database or ""
+            if is_postgres(engine):
+                self._watcher = JobListener(engine, self).start()
+            elif path and path != ":memory:":
+                self._watcher = SqliteJobWatcher(path, self).start()
 
     @property
     def closing(self) -> bool:
@@ -51,10 +74,15 @@ class JobSignal:
         return self._closing
 
     def close(self) -> None:
-        """The process is stopping: wake every waiter, and let none wait again."""
+        """The App is stopping: wake every waiter, let none wait again, stop watching."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+        if self._engine is not None and _SERVING.get(self._engine) is self:
+            del _SERVING[self._engine]
 
     def generation(self) -> int:
         with self._cond:
@@ -91,13 +119,19 @@ class JobSignal:
             return self._cond.wait_for(lambda: self._concerns(seen, wanted), timeout=timeout)
 
 
-JOB_SIGNAL = JobSignal()
+# The App's signal for each engine it serves. Sessions are opened as `Session(engine)`, so
+# the engine is all a queuing session carries to find its App's wake-up; each App adds its
+# own entry when its state is built and removes it in its shutdown (weak: a forgotten
+# engine drops out by itself).
+_SERVING: weakref.WeakKeyDictionary[Engine, JobSignal] = weakref.WeakKeyDictionary()
 
 
 def _wake_after_commit(session: Session) -> None:
     pending: set[str | None] | None = session.info.pop(_QUEUED_FLAG, None)
-    if pending:
-        JOB_SIGNAL.notify(None if None in pending else {r for r in pending if r is not None})
+    engine = getattr(session.bind, "engine", None)
+    signal = _SERVING.get(engine) if engine is not None else None
+    if pending and signal is not None:
+        signal.notify(None if None in pending else {r for r in pending if r is not None})
 
 
 def _forget_after_rollback(session: Session) -> None:
@@ -158,7 +192,7 @@ class JobListener(_Watcher):
 
     name = "job-listener"
 
-    def __init__(self, engine: Engine, signal: JobSignal = JOB_SIGNAL) -> None:
+    def __init__(self, engine: Engine, signal: JobSignal) -> None:
         import psycopg
 
         super().__init__(signal)
@@ -195,7 +229,7 @@ class SqliteJobWatcher(_Watcher):
 
     errors = (sqlite3.Error,)
 
-    def __init__(self, path: str, signal: JobSignal = JOB_SIGNAL, interval: float = 0.03) -> None:
+    def __init__(self, path: str, signal: JobSignal, interval: float = 0.03) -> None:
         super().__init__(signal)
         self._path = path
         self._interval = interval
@@ -223,35 +257,6 @@ class SqliteJobWatcher(_Watcher):
     @staticmethod
     def _newest(conn: sqlite3.Connection) -> int:
         return int(conn.execute("SELECT coalesce(max(id), 0) FROM jobs").fetchone()[0])
-
-
-_LISTENERS: dict[int, Watcher] = {}
-_LISTENERS_LOCK = threading.Lock()
-
-
-def listen_for_jobs(engine: Engine) -> Watcher | None:
-    """Start (once per engine) the wake-up for jobs other processes queue; stopped when the
-    engine is disposed. None for an in-memory SQLite database (no other process sees it)."""
-    with _LISTENERS_LOCK:
-        listener = _LISTENERS.get(id(engine))
-        if listener is None:
-            path = engine.url.database or ""
-            if is_postgres(engine):
-                listener = JobListener(engine).start()
-            elif path and path != ":memory:":
-                listener = SqliteJobWatcher(path).start()
-            else:
-                return None
-            _LISTENERS[id(engine)] = listener
-            event.listen(engine, "engine_disposed", lambda _conn: _forget(engine))
-        return listener
-
-
-def _forget(engine: Engine) -> None:
-    with _LISTENERS_LOCK:
-        listener = _LISTENERS.pop(id(engine), None)
-    if listener is not None:
-        listener.stop()
 
 
 def poll_interval(engine: Engine) -> float:

@@ -99,7 +99,7 @@ def test_the_app_reports_each_ignored_key_once_at_load(settings_env):
             rows = session.scalars(select(Event).where(Event.event == "config.ignored")).all()
         keys = [row.data["key"] for row in rows]
     finally:
-        state.engine.dispose()
+        state.close()
     assert sorted(keys) == sorted(IGNORED)
 
 

@@ -52,8 +52,12 @@ def listeners():
 report = {"modules": len(names), "at_import": listeners()}
 if "--wire" in sys.argv:
     from app.workitems.tell.progress import watch_changes
-    watch_changes(create_engine("sqlite://"))
+    engine = create_engine("sqlite://")
+    watch_changes(engine)
     report["wired"] = listeners()
+    from app.workitems.tell.progress import unwatch_changes
+    unwatch_changes(engine)
+    report["unwired"] = listeners()
 print(json.dumps(report))
 """
 
@@ -79,6 +83,8 @@ def test_importing_every_module_registers_no_listener():
     assert report["at_import"] == []
     # The same scan sees the progress watch once it is wired explicitly.
     assert "Session.before_flush: progress watch (event.contains)" in report["wired"]  # type: ignore[operator]
+    # The App's shutdown takes it off again: the process keeps nothing of a stopped App.
+    assert report["unwired"] == []
 
 
 def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
@@ -91,7 +97,7 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
 
     from app.store import make_engine, migrate
     from app.store.tables import WorkItem, WorkItemStatus, aware
-    from app.workitems.tell.progress import watch_changes
+    from app.workitems.tell.progress import unwatch_changes, watch_changes
 
     engines = [make_engine(f"sqlite:///{tmp_path / name}.db") for name in ("wired", "other")]
     try:
@@ -125,6 +131,15 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
             if engine is engines[0]:
                 assert due is not None and aware(due) >= changed + timedelta(hours=1)
         assert revisions == [1, 0]
+        unwatch_changes(engines[0])  # the App's shutdown: its flushes are no longer watched
+        with Session(engines[0]) as db, db.begin():
+            item = db.get(WorkItem, "github:o/r#3")
+            assert item is not None
+            before = item.progress_rev or 0
+            item.phase = "build"
+        with Session(engines[0]) as db:
+            item = db.get(WorkItem, "github:o/r#3")
+            assert item is not None and (item.progress_rev or 0) == before
     finally:
         for engine in engines:
             engine.dispose()

@@ -28,7 +28,7 @@ from app.store.jobqueue import (
     queue_job,
     take_job,
 )
-from app.store.jobwake import JOB_SIGNAL, JobListener, JobSignal, SqliteJobWatcher
+from app.store.jobwake import JobListener, JobSignal, SqliteJobWatcher
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
 from tests.support import scratch_database
 
@@ -248,16 +248,18 @@ def test_a_job_nobody_finishes_is_given_up_after_max_attempts(queue_engine, repo
 
 
 def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(queue_engine, repo):
-    seen = JOB_SIGNAL.generation()
+    signal = JobSignal().serve(queue_engine)
+    seen = signal.generation()
     with Session(queue_engine) as session:
         session.begin()
         queue_job(session, f"rb:{repo}", _spawn(repo))
-        assert JOB_SIGNAL.generation() == seen  # not before the commit
+        assert signal.generation() == seen  # not before the commit
         session.rollback()
-    assert not JOB_SIGNAL.wait(seen, 0.2)
+    assert not signal.wait(seen, 0.2)
     with Session(queue_engine) as session, session.begin():
         queue_job(session, f"ok:{repo}", _spawn(repo))
-    assert JOB_SIGNAL.wait(seen, 0.01)
+    assert signal.wait(seen, 0.01)
+    signal.close()
 
 
 def test_a_job_queued_by_another_replica_wakes_this_one(db_url, repo):

@@ -45,11 +45,11 @@ def test_the_first_few_of_each_minute_are_rows_and_every_one_is_counted():
 def test_the_minute_under_way_is_summed_up_at_shutdown(tmp_path: Path):
     log = SampledLog(EventLog(tmp_path / "events.jsonl"), clock=Clock())
     log.record("too-large", "webhook.rejected", {"reason": "too-large"})
-    log.flush()
+    log.close()
     lines = list(read_jsonl(tmp_path / "events.jsonl"))
     assert [line["event"] for line in lines] == ["webhook.rejected", SUMMARY]
     assert lines[1]["counts"] == {"too-large": 1}
-    log.flush()  # nothing more to say
+    log.close()  # nothing more to say
     assert len(list(read_jsonl(tmp_path / "events.jsonl"))) == 2
 
 
@@ -73,7 +73,7 @@ def test_a_hundred_thousand_refusals_grow_the_store_by_less_than_a_megabyte(tmp_
     for _ in range(100_000):
         log.record("bad-signature", "webhook.rejected", fields)
         clock.now += 0.01
-    log.flush()
+    log.close()
     grown = size() - before
     with Session(engine) as session:
         rows = session.scalar(select(func.count()).select_from(Event))

@@ -43,7 +43,7 @@ routing:
 def app_state(settings_env: dict[str, str]) -> Iterator[AppState]:
     built = build_state(load_settings(settings_env, dotenv=None))
     yield built
-    built.engine.dispose()
+    built.close()
 
 
 def label_event(label: str, on_issue: list[str], sender: str = "Codertocat") -> dict[str, Any]:

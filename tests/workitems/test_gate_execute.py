@@ -55,7 +55,7 @@ def state(settings_env: dict[str, str]) -> Iterator[AppState]:
     built = build_state(load_settings(settings_env, dotenv=None))
     built.services.mirror = RecordingMirror()
     yield built
-    built.engine.dispose()
+    built.close()
 
 
 def handle(state: AppState, event: str, action: str, payload: dict[str, Any]) -> None:

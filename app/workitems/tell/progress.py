@@ -3,8 +3,9 @@
 Any flush that changes what the comment shows — status, phase, gate decisions, artifacts,
 session facts, pull request — bumps the item's `progress_rev` and makes it due a few seconds
 later. That watch is wired explicitly: `watch_changes(engine)`, which `build_state` (the App,
-its workers, the Slack runner) calls for the engine it opens; importing this module wires
-nothing, and a session on any other engine is left alone. `ProgressPublisher` renders due items
+its workers, the Slack runner) calls for the engine it opens, and `unwatch_changes(engine)` in
+the App's shutdown undoes; importing this module wires nothing, and a session on any other
+engine is left alone. `ProgressPublisher` renders due items
 and posts the comment the first time, edits it after: a burst of changes becomes one edit,
 and a change made while an edit is in flight is caught by the revision check. GitHub errors
 are retried by githubkit (5xx, 429) and then by the publisher's own backoff.
@@ -100,11 +101,23 @@ def watch_changes(engine: Engine, window: timedelta = WINDOW) -> None:
     """Make every flush of a session on `engine` mark the progress comments it changes due
     `window` later (idempotent; a burst of changes within it becomes one edit). The hook
     sits on the `Session` class, as the tree opens its sessions as `Session(engine)` with no
-    sessionmaker to hang it on; it acts only on sessions bound to an engine passed here."""
+    sessionmaker to hang it on; it acts only on sessions bound to an engine passed here, and
+    is taken off the class when the last such engine is unwatched (`unwatch_changes`)."""
     with _installed:
         _windows[engine] = window
         if not event.contains(Session, "before_flush", _mark_changed):
             event.listen(Session, "before_flush", _mark_changed)
+
+
+def unwatch_changes(engine: Engine) -> None:
+    """Undo `watch_changes(engine)` and forget its publishers' wake-ups (the App's shutdown);
+    with no engine left watched, the hook leaves the `Session` class, so a process that ran
+    several Apps (the tests) carries nothing of a stopped one."""
+    with _installed:
+        _windows.pop(engine, None)
+        _wakes.pop(engine, None)
+        if not _windows and event.contains(Session, "before_flush", _mark_changed):
+            event.remove(Session, "before_flush", _mark_changed)
 
 
 def _wake_publishers(session: Session) -> None:
