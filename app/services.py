@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.audit import EventLog
 from app.config import OperatorConfig
 from app.github.client import GitHubApp
+from app.github.permissions import PermissionCache
 from app.mirror import Mirror, NullMirror
 from app.settings import Settings
 from app.store.tables import utcnow
@@ -33,6 +34,8 @@ class Services:
     github: GitHubApp
     mirror: Mirror = field(default_factory=NullMirror)
     clock: Callable[[], datetime] = utcnow
+    # Who may act on which repository, as GitHub last answered (briefly): this App's own.
+    permissions: PermissionCache = field(default_factory=PermissionCache)
 
 
 @dataclass

@@ -38,6 +38,8 @@ USERADD = (
     "--shell",
     "/usr/sbin/nologin",
 )
+# Process-wide on purpose: the session user is one OS account, made once whichever spawner
+# context asks first (two useradds racing would fail the second).
 _MADE = threading.Lock()
 
 
