@@ -65,6 +65,8 @@ class SpawnerContext:
     # `routing.sandbox.routes`, resolved at the spawner's start (None: none configured).
     routes: CredentialRoutes | None = None
     limiter: SessionLimiter | None = None  # sessions' bounds (made on first use: the host's)
+    # Orders the first use of `networks` and `limiter` between jobs (each made once).
+    first_use: threading.Lock = field(default_factory=threading.Lock)
     disk: DiskMarks = field(default_factory=DiskMarks)  # sessions stopped past their disk bound
     # Asks the App for a job's clone token, by job id (None: no App to ask; clones go without).
     ask_token: Callable[[int], str | None] | None = None

@@ -40,9 +40,6 @@ MUTABLE_CALLS = frozenset(
 ALLOWED = {
     # The session user is an OS account: made once for the machine, whichever spawner asks.
     "app/spawner/confine/sessionuser.py:_MADE": "a one-time useradd for the whole process",
-    # These only order the first use of an object that itself lives on the SpawnerContext.
-    "app/spawner/confine/sessionlimits.py:_MADE": "first use of ctx.limiter (on the context)",
-    "app/spawner/network/netlaunch.py:_MADE": "first use of ctx.networks (on the context)",
     "app/spawner/session/transcript_usage.py:_LOCK": "one kept file on disk, two reporters",
     # One SQLite file is one file for the whole process, whichever engine opened it.
     "app/store/sqlite_writes.py:_locks": "the write lock of each SQLite file",

@@ -7,7 +7,6 @@ counted said with the end."""
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ from app.spawner.naming import item_slug
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext
 
-_MADE = threading.Lock()
 Wrap = Callable[[list[str]], list[str]]
 
 
@@ -36,7 +34,7 @@ class LimitsError(SandboxError):
 
 def limiter_of(ctx: SpawnerContext) -> SessionLimiter:
     """The spawner's one `SessionLimiter`, made on first use from what the host offers."""
-    with _MADE:
+    with ctx.first_use:
         if ctx.limiter is None:
             sandbox = ctx.config.routing.sandbox
             offer = probe(spawner_tag(ctx.state_dir))

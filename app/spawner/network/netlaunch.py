@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +34,6 @@ from app.spawner.network.registries import Registries, read_registries
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext
 
-_MADE = threading.Lock()
 SHARED_NETWORK = (
     "routing.sandbox.network is host: this session shares the devbox's network and can "
     "reach any host it can name, taking whatever it reads with it"
@@ -56,7 +54,7 @@ def session_app_url(ctx: SpawnerContext) -> str:
 
 def session_networks(ctx: SpawnerContext) -> SessionNetworks:
     """The spawner's one `SessionNetworks`, made on first use."""
-    with _MADE:
+    with ctx.first_use:
         if ctx.networks is None:
             ctx.networks = SessionNetworks(ctx.state_dir / NETS, ctx.events.emit)
     return ctx.networks
