@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from app.fleet.api import LEASE_CONFIG, POLL_CONFIG
+from app.fleet.api import LEASE_CONFIG, MAX_WAIT, POLL_CONFIG
 from app.store.tables import JobKind, JobState, WorkItemStatus, aware
 from tests.spawnerapi_support import serve_api
 
@@ -66,32 +66,28 @@ def test_an_empty_queue_answers_204_after_the_wait(api):
     assert spawner.poll(wait="soon").status_code == 400  # type: ignore[arg-type]
 
 
-def test_a_queued_job_wakes_a_waiting_poll_at_once(api):
-    """Measured with the re-check interval at 5 s, so only the wake-up can answer fast."""
+def test_a_queued_job_wakes_a_waiting_poll_at_once(api, long_lease):
+    """The re-check interval is set longer than the poll may wait, so only the wake-up can
+    answer the poll with the job (how fast it does is measured by bench/, not here)."""
     spawner = api.spawner(api.token())
     spawner.register()
-    api.flask.config[POLL_CONFIG] = 5.0
-    latencies = []
+    api.flask.config[POLL_CONFIG] = 600.0
     try:
         for number in (1, 2, 3):
             item = api.work_item(number=number)
-            answers: list[tuple[float, dict]] = []
+            answers: list[dict | None] = []
             thread = threading.Thread(
-                target=lambda out=answers: out.append((time.monotonic(), spawner.job(wait=10)))
+                target=lambda out=answers: out.append(spawner.job(wait=MAX_WAIT))
             )
             thread.start()
-            time.sleep(0.3)  # the poll is waiting
-            queued_at = time.monotonic()
-            # a stop job needs no GitHub token: the answer time is the wake-up alone
+            time.sleep(0.3)  # the poll is waiting (if not yet, its first look finds the job)
+            # a stop job needs no GitHub token: what answers is the wake-up alone
             api.queue(JobKind.STOP, "stop:wake", item, reason="test")
-            thread.join(10)
-            answered_at, job = answers[0]
+            thread.join(MAX_WAIT + 30)
+            (job,) = answers
             assert job is not None and job["work_item_id"] == item
-            latencies.append(answered_at - queued_at)
     finally:
         api.flask.config.pop(POLL_CONFIG)
-    assert max(latencies) < 1.0, latencies
-    assert min(latencies) < 0.1, latencies
 
 
 def test_finishing_a_job_wakes_the_poll_waiting_for_the_next_job_of_its_item(api):
