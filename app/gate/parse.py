@@ -64,6 +64,16 @@ def is_execute(body: str | None, keyword: str) -> bool:
 
 
 BASE_PREFIX = "base:"
+# An issue may name its base on a line of its own: `base: release/2.4` (backticks allowed).
+_ISSUE_BASE = re.compile(r"^[ \t]*base:[ \t]*`?([^\s`]+)`?[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def issue_base(body: str | None) -> str | None:
+    """The branch an issue's text names on a line of its own (`base: release/2.4`), the
+    first such line deciding; None when none does. Not checked here (`ids.branch_name_ok`):
+    an execute checks it as it checks a reply's `base:` word."""
+    found = _ISSUE_BASE.search(body or "")
+    return found.group(1) if found else None
 
 
 def execute_base(body: str | None, keyword: str) -> str | None:

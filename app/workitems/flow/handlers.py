@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.gate.checklist import build_checklist
 from app.gate.ids import spec_id, work_item_id_of
 from app.gate.markers import MarkerKind, is_own_comment
-from app.gate.parse import is_execute
+from app.gate.parse import is_execute, issue_base
 from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
@@ -122,11 +122,14 @@ def _post_checklist(ctx: HandlerContext, item: WorkItem, installation_id: int) -
     io = IssueIO(ctx.github, installation_id, item.repo_full_name, item.issue_number)
     offer = current_offer(ctx.session, ctx.config)
     checklist = build_checklist(offer, ctx.config.routing.trigger.execute_keyword)
-    body = render_checklist(checklist, item.id)
-    comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
-    item.checklist_comment_id = comment_id
     # A labelled pull request is its own issue: its title and body are what is approved.
     issue = ctx.payload.get("issue") or ctx.payload.get("pull_request")
+    repository = ctx.payload.get("repository")
+    default = repository.get("default_branch") if isinstance(repository, dict) else None
+    named = issue_base(issue.get("body")) if isinstance(issue, dict) else None
+    body = render_checklist(checklist, item.id, default_branch=str(default or ""), named_base=named)
+    comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
+    item.checklist_comment_id = comment_id
     record_pin(item, issue if isinstance(issue, dict) else None, ctx.services)
     ctx.emit(
         "gate.checklist_posted",
