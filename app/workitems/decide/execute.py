@@ -29,7 +29,7 @@ from app.gate.confirm import (
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import branch_name_ok, spec_id, work_branch
-from app.gate.parse import Tick, execute_base, is_execute, issue_base, parse_rows
+from app.gate.parse import Tick, execute_base, issue_base, parse_rows, says_command
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
 from app.services import Services
@@ -215,7 +215,7 @@ def execute_reply(
         return Outcome(Status.NOT_A_WORK_ITEM)
     config = services.config
     keyword = config.routing.trigger.execute_keyword
-    if not is_execute(decision.body, keyword):
+    if not says_command(decision.body, keyword):
         return _refuse(
             services,
             session,
