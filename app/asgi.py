@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from app.files import CoreError
 from app.fleet.tokens import SESSION_PREFIX
 from app.github.ingest import IngestUnavailable
 from app.github.webhook_ingress import accepted, counted
@@ -79,15 +80,15 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-class ClientGone(Exception):
+class ClientGone(CoreError):
     """The client disconnected before its request body arrived."""
 
 
-class BodyTooSlow(Exception):
+class BodyTooSlow(CoreError):
     """The body did not arrive within the request's deadline."""
 
 
-class BudgetSpent(Exception):
+class BudgetSpent(CoreError):
     """A body without a declared length grew past what the process's budget could hold."""
 
 

@@ -19,6 +19,7 @@ from app.config_compat import read_older_shapes
 from app.config_keys import Finding, check_keys
 from app.config_sandbox import ConfigModel as _Model
 from app.config_sandbox import Sandbox
+from app.files import CoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
@@ -31,7 +32,7 @@ DEFAULT_BUDGET_KEYWORD = "the-loop budget"
 DEFAULT_ALLOW_KEYWORD = "the-loop allow"
 
 
-class ConfigError(ValueError):
+class ConfigError(CoreError, ValueError):
     """The operator config cannot be used; the message names the file and the key — one
     line per problem (`problems`) when the file was read, each `FILE: KEY: what is wrong`."""
 

@@ -163,7 +163,13 @@ def _open_dirs(root: Path, names: list[str], *, create: bool, dir_mode: int) -> 
     return fd
 
 
-class FileTooLarge(OSError):
+class CoreError(Exception):
+    """One of the App's flat modules (`app/*.py`) refused its input or could not finish. The
+    room's one exception root: every exception it defines derives from it
+    (`tests/house/test_exception_roots.py`)."""
+
+
+class FileTooLarge(CoreError, OSError):
     """A file in a tree a session writes is larger than its reader's bound: it is not read
     at all (never half-read as if whole). The message names the file, its size and the
     bound."""

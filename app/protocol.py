@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.files import CoreError
+
 JobKindName = Literal["spawn", "deliver", "stop", "answer", "allow"]
 
 # The code (`{"error": …, "code": NOT_HELD}`, status 409) of the App's answer to a spawner
@@ -187,7 +189,7 @@ PAYLOADS: dict[str, type[JobPayload]] = {
 }
 
 
-class PayloadError(ValueError):
+class PayloadError(CoreError, ValueError):
     """A job's payload does not have its kind's shape; the message names the field."""
 
 

@@ -15,10 +15,12 @@ from dotenv import dotenv_values
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from app.files import CoreError
+
 MIN_ADMIN_TOKEN = 16
 
 
-class SettingsError(ValueError):
+class SettingsError(CoreError, ValueError):
     """A setting is missing or malformed; the message names the variable."""
 
 

@@ -20,6 +20,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import Engine
 
 from app.services import Services
+from channels import ChannelsError
 from channels.actions import Press, handle_execute
 from channels.allow_actions import handle_allow
 from channels.allow_blocks import ALLOW_ACTION
@@ -41,7 +42,7 @@ SOMETHING_WENT_WRONG = (
 )
 
 
-class SlackNotConfigured(RuntimeError):
+class SlackNotConfigured(ChannelsError, RuntimeError):
     """A Slack entry point was started without the settings it needs."""
 
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.audit import EventLog
 from app.retry import WakeLoop, queue_delay
 from app.store.tables import Once, WorkItem
-from channels import outbox
+from channels import ChannelsError, outbox
 from channels.blocks import Kind, Message, checklist_closed, render
 from channels.errors import slack_error
 from channels.replies import receipt_target
@@ -48,7 +48,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Unrenderable(Exception):
+class Unrenderable(ChannelsError):
     """A row's payload could not be rendered into a message: retrying cannot help."""
 
 

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from app.commands import CommandError
+
 if TYPE_CHECKING:
     from app.spawner.appclient import AppClient
 
@@ -23,7 +25,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 
 
-class ToolError(RuntimeError):
+class ToolError(CommandError, RuntimeError):
     """Said to the agent on stderr; exit 2."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.fleet import FleetError
 from app.fleet.comments import CommentRefused
 from app.ingress.doors import ADMITTED, SPAWNER_MAX_BODY
 from app.workitems.decide.advance import UnseenArtifacts
@@ -41,7 +42,7 @@ CODES = {
 }
 
 
-class ApiError(Exception):
+class ApiError(FleetError):
     """A `/spawner/v1` call refused: the HTTP status, a short code and the one line the
     caller is told (the message)."""
 
@@ -51,7 +52,7 @@ class ApiError(Exception):
         self.code = code or CODES.get(status, "error")
 
 
-class BodyTooLarge(ValueError):
+class BodyTooLarge(FleetError, ValueError):
     """The body went past `SPAWNER_MAX_BODY` (a chunked one has no length to refuse early)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.config import SessionComments
+from app.fleet import FleetError
 from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 from app.services import Services
 from app.store.tables import WorkItem
@@ -33,7 +34,7 @@ class AgentCommentKind(StrEnum):
     ASK = "ask"
 
 
-class CommentRefused(ValueError):
+class CommentRefused(FleetError, ValueError):
     """The request cannot be posted; `status` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str) -> None:

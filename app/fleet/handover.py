@@ -27,6 +27,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.fleet import FleetError
 from app.fleet.tokens import (
     drop_job_token,
     keep_job_token,
@@ -45,11 +46,11 @@ from app.workitems.flow.states import Happened, is_live, transition
 log = logging.getLogger(__name__)
 
 
-class MintFailed(RuntimeError):
+class MintFailed(FleetError, RuntimeError):
     """GitHub would not mint a job's repository token."""
 
 
-class JobNotHeld(RuntimeError):
+class JobNotHeld(FleetError, RuntimeError):
     """The job stopped being the asking spawner's while its token was minted."""
 
 

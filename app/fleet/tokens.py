@@ -31,6 +31,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.config import NAME_RE
+from app.fleet import FleetError
 from app.store.tables import SessionToken, Spawner, WorkItem, WorkItemStatus, aware
 
 SPAWNER_PREFIX = "tlsp_"
@@ -42,7 +43,7 @@ REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 ENDED = frozenset({WorkItemStatus.STOPPED, WorkItemStatus.CLOSED})
 
 
-class TokenError(ValueError):
+class TokenError(FleetError, ValueError):
     """A name or repository scope cannot be used; the message says which."""
 
 

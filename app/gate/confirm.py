@@ -21,10 +21,15 @@ def _choice_line(label: str, value: str, default: str) -> str:
 
 
 def confirmation_markdown(
-    selection: Selection, author: str, work_item_id: str, ref: str | None = None
+    selection: Selection,
+    author: str,
+    work_item_id: str,
+    ref: str | None = None,
+    base: str = "",
 ) -> str:
-    """What will run: skipped phases and by whom, harness, model, effort, dropped ticks.
-    `ref` (the execute's id) tells a later run's confirmation from the first one's."""
+    """What will run: skipped phases and by whom, harness, model, effort, the base branch
+    ("" the repository's default), dropped ticks. `ref` (the execute's id) tells a later
+    run's confirmation from the first one's."""
     phases, stops = approval_stops(selection.skips)
     skipped = ", ".join(f"`{node}`" for node in phases)
     lines = [
@@ -40,6 +45,7 @@ def confirmation_markdown(
         lines.append(_choice_line("Harness", selection.harness, f"`{selection.resolved_harness}`"))
     lines.append(_choice_line("Model", selection.model, "the harness's own"))
     lines.append(_choice_line("Effort", selection.effort, "the harness's own"))
+    lines.append(_choice_line("Base branch", base, "the repository's default branch"))
     if selection.dropped:
         lines += ["", "Ticks dropped:"]
         lines += [f"- `{d.token}`: {d.reason}" for d in selection.dropped]

@@ -50,10 +50,11 @@ def first_ticks(ticks: tuple[Tick, ...]) -> dict[str, bool]:
     return states
 
 
-def is_execute(body: str | None, keyword: str) -> bool:
-    """True when `body` starts with `keyword` (case-insensitive), as a whole word.
+def says_command(body: str | None, keyword: str) -> bool:
+    """True when `body` starts with the command `keyword` (case-insensitive), as a whole word.
 
-    Leading whitespace is allowed; `the-loop executed` is not `the-loop execute`.
+    Any command keyword works (execute, approve, changes, answer, budget, allow…). Leading
+    whitespace is allowed; `the-loop executed` is not `the-loop execute`.
     """
     text = (body or "").lstrip("\ufeff \t\r\n")
     key = keyword.strip()
@@ -64,6 +65,16 @@ def is_execute(body: str | None, keyword: str) -> bool:
 
 
 BASE_PREFIX = "base:"
+# An issue may name its base on a line of its own: `base: release/2.4` (backticks allowed).
+_ISSUE_BASE = re.compile(r"^[ \t]*base:[ \t]*`?([^\s`]+)`?[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def issue_base(body: str | None) -> str | None:
+    """The branch an issue's text names on a line of its own (`base: release/2.4`), the
+    first such line deciding; None when none does. Not checked here (`ids.branch_name_ok`):
+    an execute checks it as it checks a reply's `base:` word."""
+    found = _ISSUE_BASE.search(body or "")
+    return found.group(1) if found else None
 
 
 def execute_base(body: str | None, keyword: str) -> str | None:
@@ -72,7 +83,7 @@ def execute_base(body: str | None, keyword: str) -> str | None:
     such word (the pull request then targets the default branch). Only the words after
     `keyword` on its own line count, the first `base:` word deciding; the name is not checked
     here (`ids.branch_name_ok`)."""
-    if not is_execute(body, keyword):
+    if not says_command(body, keyword):
         return None
     text = (body or "").lstrip("\ufeff \t\r\n")
     line = text[len(keyword.strip()) :].split("\n", 1)[0]

@@ -33,8 +33,30 @@ def render_section(section: Section) -> list[str]:
     return lines
 
 
-def render_checklist(checklist: Checklist, work_item_id: str) -> str:
-    """The whole checklist comment for `work_item_id`."""
+def base_line(keyword: str, default_branch: str = "", named: str | None = None) -> str:
+    """Which branch the work starts from and its pull request targets: the one the issue
+    names on a `base:` line, else the repository's default (`default_branch`, "" when not
+    known); a reply's `base:<branch>` word wins over both."""
+    other = f"reply `{keyword} base:<branch>` to start from another"
+    if named:
+        return f"**Base branch** · `{named}`, named by the issue's `base:` line ({other})."
+    default = (
+        f"`{default_branch}`, the repository's default"
+        if default_branch
+        else ("the repository's default branch")
+    )
+    return f"**Base branch** · {default} ({other})."
+
+
+def render_checklist(
+    checklist: Checklist,
+    work_item_id: str,
+    *,
+    default_branch: str = "",
+    named_base: str | None = None,
+) -> str:
+    """The whole checklist comment for `work_item_id`, saying which base branch the work
+    will start from (`base_line`)."""
     keyword = checklist.keyword
     lines = [
         "### the-loop: choose what runs",
@@ -49,6 +71,7 @@ def render_checklist(checklist: Checklist, work_item_id: str) -> str:
         lines += ["", "Always run: " + ", ".join(checklist.always) + "."]
     for section in (s for s in checklist.sections if s.kind not in PHASE_KINDS):
         lines += ["", *render_section(section)]
+    lines += ["", base_line(keyword, default_branch, named_base)]
     lines += [
         "",
         f"Only someone with write access to this repository (or listed in the operator's "

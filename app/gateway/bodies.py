@@ -22,6 +22,8 @@ import json
 import re
 from typing import Any
 
+from app.gateway import GatewayError
+
 MAX_DEPTH = 64
 MAX_ELEMENTS = 500_000
 
@@ -29,7 +31,7 @@ MAX_ELEMENTS = 500_000
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-class BodyError(ValueError):
+class BodyError(GatewayError, ValueError):
     """A body the gateway will not judge: `kind` is `not_json`, `duplicate_key`, `too_deep`
     or `too_many`; `what` names the key given twice (cut short), else None."""
 

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from app.gateway import GatewayError
 from app.gateway.forwarding import Upstream, presented_token
 from app.gateway.framing import (
     CONTINUE,
@@ -60,7 +61,7 @@ NOT_FORWARDED = not_forwarded()
 JSON = [(b"content-type", b"application/json")]
 
 
-class GatewayRefusal(Exception):
+class GatewayRefusal(GatewayError):
     """A request the gateway answers itself, in the wire's own error shape."""
 
     def __init__(self, status: int, kind: str, message: str) -> None:

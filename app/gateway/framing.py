@@ -33,6 +33,8 @@ from typing import Final, Generic, TypeVar
 
 import httptools
 
+from app.gateway import GatewayError
+
 Headers = list[tuple[bytes, bytes]]
 
 # RFC 9112's header line: a token for a name, a value of visible bytes with inner blanks.
@@ -45,7 +47,7 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-class FramingError(ValueError):
+class FramingError(GatewayError, ValueError):
     """Bytes that are not the HTTP/1.1 message the gateway reads (see the module's rules)."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import certifi
 
+from app.gateway import GatewayError
 from app.gateway.framing import (
     END,
     AnswerHead,
@@ -40,7 +41,7 @@ SOCKET_ERRORS = (OSError, ConnectionError, ssl.SSLError)
 Headers = list[tuple[bytes, bytes]]
 
 
-class UpstreamError(Exception):
+class UpstreamError(GatewayError):
     """The upstream could not be reached, or broke the exchange off."""
 
 

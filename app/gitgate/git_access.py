@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from githubkit_schemas.latest.types import AppPermissionsType
 
 from app.fleet.tokens import Principal
+from app.gitgate import GitGateError
 from app.github.client import GitHubApp, InstallationToken
 from app.store.tables import WorkItem, WorkItemStatus
 
@@ -36,7 +37,7 @@ UPSTREAM_USER = "x-access-token"
 SPARE = timedelta(minutes=10)
 
 
-class AccessRefused(Exception):
+class AccessRefused(GitGateError):
     """No git for this request: `status` is the HTTP status, the message what git shows."""
 
     def __init__(self, status: int, message: str) -> None:

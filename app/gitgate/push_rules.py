@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from app.gitgate import GitGateError
+
 FLUSH = b"0000"
 # The command section of a push is small: one ref, its capabilities. More is refused.
 MAX_HEAD = 64 * 1024
@@ -33,7 +35,7 @@ BRANCHES = "refs/heads/"
 TAGS = "refs/tags/"
 
 
-class MalformedPush(ValueError):
+class MalformedPush(GitGateError, ValueError):
     """The request's head is not a receive-pack command list; the message says why."""
 
 

@@ -23,6 +23,7 @@ from githubkit.exception import GitHubException, RequestFailed
 from githubkit_schemas.latest.types import AppPermissionsType
 
 from app.gate.log_tail import MAX_LOG_BYTES
+from app.github import GitHubError
 from app.github.client import GitHubApp
 
 # Reading check runs and Actions job logs of one repository, nothing else.
@@ -36,12 +37,12 @@ RUN_PAGES = 5
 log = logging.getLogger(__name__)
 
 
-class NoJobLog(RuntimeError):
+class NoJobLog(GitHubError, RuntimeError):
     """GitHub has no Actions log for this check run: it is not an Actions job, or its log
     has expired."""
 
 
-class LogUnavailable(RuntimeError):
+class LogUnavailable(GitHubError, RuntimeError):
     """The log could not be fetched (no download link, or the download failed)."""
 
 

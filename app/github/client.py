@@ -29,6 +29,7 @@ from githubkit.exception import GitHubException
 from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
 from githubkit_schemas.latest.types import AppPermissionsType
 
+from app.github import GitHubError
 from app.settings import Settings
 
 RETRY = RetryChainDecision(RetryRateLimit(max_retry=3), RetryServerError(max_retry=3))
@@ -42,7 +43,7 @@ IDENTITY_RETRY_SECONDS = 60.0
 log = logging.getLogger(__name__)
 
 
-class GitHubNotConfigured(RuntimeError):
+class GitHubNotConfigured(GitHubError, RuntimeError):
     """The App id or private key is missing; `the-loop setup` writes them."""
 
 

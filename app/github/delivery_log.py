@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from githubkit import GitHub
 from githubkit.exception import RequestFailed
 
+from app.github import GitHubError
 from app.retry import queue_delay
 
 PER_PAGE = 100  # GitHub's largest page
@@ -57,7 +58,7 @@ class RateLimits:
     retry_after: float | None = None
 
 
-class RateLimited(Exception):
+class RateLimited(GitHubError):
     """GitHub refused a request for the rate limit; no request before `until`."""
 
     def __init__(self, status: int, limits: RateLimits, until: datetime) -> None:
@@ -67,7 +68,7 @@ class RateLimited(Exception):
         self.until = until
 
 
-class LogGone(Exception):
+class LogGone(GitHubError):
     """The entry is no longer in the log (GitHub keeps deliveries for a few days)."""
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
+from app.github import GitHubError
 from app.store.lanes import Turns
 from app.store.sqlite_writes import statement_journals_in_memory
 from app.store.tables import Delivery, Event, InboxState, Origin, compress_body, driver_time
@@ -60,7 +61,7 @@ PRESSURE_HOLD = 0.05
 PRESSED_BATCH = 3
 
 
-class IngestUnavailable(RuntimeError):
+class IngestUnavailable(GitHubError, RuntimeError):
     """The delivery could not be stored; the caller answers 503 so GitHub can redeliver."""
 
 

@@ -19,6 +19,7 @@ from githubkit import GitHub
 from githubkit.exception import GitHubException
 
 from app.files import write_text_atomic
+from app.github import GitHubError
 from app.github.registration import ManifestShapeError, events_asked, permissions_asked
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "manifest.yaml"
@@ -36,7 +37,7 @@ WRITTEN_KEYS = {
 PULL_WEBHOOK_URL = "https://the-loop.invalid/github/webhooks"
 
 
-class SetupError(RuntimeError):
+class SetupError(GitHubError, RuntimeError):
     """The manifest flow cannot continue; the message says what to do."""
 
 

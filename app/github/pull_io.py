@@ -9,10 +9,11 @@ from typing import Any
 from githubkit.exception import RequestFailed
 
 from app.gate.pull_texts import FAILING_CONCLUSIONS, CheckFailure
+from app.github import GitHubError
 from app.github.client import GitHubApp
 
 
-class PullRefused(RuntimeError):
+class PullRefused(GitHubError, RuntimeError):
     """GitHub would not open the pull request (422: no such branch, nothing to merge, one
     already open); the message is GitHub's own."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.github import GitHubError
 from app.github.webhooks import PATH as WEBHOOK_PATH
 
 ACCESS_LEVELS = ("read", "write")
@@ -23,7 +24,7 @@ ACCESS_LEVELS = ("read", "write")
 REASONED_KEYS = ("permissions", "events")
 
 
-class ManifestShapeError(ValueError):
+class ManifestShapeError(GitHubError, ValueError):
     """manifest.yaml is not in the shape this module reads; the message names the key."""
 
 

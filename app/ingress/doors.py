@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.ingress import IngressError
+
 SPAWNER_PATH = "/spawner/v1"
 SLACK_PATH = "/slack/events"
 GIT_PATH = "/git"
@@ -132,7 +134,7 @@ def git_busy(retry_after: int) -> Refusal:
     return Refusal(503, "too many git requests in flight; retry later", "git-busy", retry)
 
 
-class BodyCut(Exception):
+class BodyCut(IngressError):
     """A streamed body went past its door's limit or deadline, or went quiet for too long;
     the message says which, `status` is the answer's."""
 

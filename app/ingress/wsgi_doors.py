@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import orjson
 from werkzeug.wsgi import ClosingIterator
 
-from app.ingress import doors
+from app.ingress import IngressError, doors
 from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
 from app.ingress.sampling import cut
 from app.ingress.wsgi_body import IdleInput, client_socket, declared_length_of, drop_body
@@ -43,7 +43,7 @@ REASONS = {400: "Bad Request", 401: "Unauthorized", 408: "Request Timeout"}
 REASONS |= {413: "Content Too Large", 503: "Service Unavailable"}
 
 
-class _Refused(Exception):
+class _Refused(IngressError):
     def __init__(self, refusal: doors.Refusal) -> None:
         super().__init__(refusal.error)
         self.refusal = refusal

@@ -16,11 +16,12 @@ import httpx
 
 from app import __version__
 from app.protocol import NOT_HELD, JobPayload, PayloadError, parse_payload
+from app.spawner import SpawnerError
 
 API = "/spawner/v1"
 
 
-class AppError(RuntimeError):
+class AppError(SpawnerError, RuntimeError):
     """A call to the App failed."""
 
 

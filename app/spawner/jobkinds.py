@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app.protocol import AllowJob, AnswerJob, DeliverJob, SpawnJob, StopJob
+from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
@@ -47,7 +48,7 @@ SHOW_REFUSAL = 10.0  # seconds a refused session is given to show the refusal
 PROMPT_FALLBACK = "Work on {url} ({title}). Nobody watches this terminal: ask on the issue."
 
 
-class JobFailed(RuntimeError):
+class JobFailed(SpawnerError, RuntimeError):
     """The job cannot be done; the message is reported to the App."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from app.config import HarnessTrust
 from app.config_sandbox import NetworkMode, SandboxMode
 from app.gateway.access import SessionModel
+from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import (
@@ -46,7 +47,7 @@ from app.spawner.session.watchdog import Readiness, Waited, await_input, report_
 RUNNER = "tmux"
 
 
-class LaunchRefused(RuntimeError):
+class LaunchRefused(SpawnerError, RuntimeError):
     """A launch that cannot work on this devbox as it is (its reason is for the operator)."""
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from app.config_sandbox import SandboxMode
 from app.files import write_text_atomic
+from app.spawner import SpawnerError
 from app.spawner.confine.isolation import host_plan, secrets
 from app.spawner.confine.sandbox import sandbox_argv
 from app.spawner.confine.sessionenv import session_environment
@@ -78,7 +79,7 @@ MAX_MANIFEST = 64 * 1024 * 1024
 DONE = "setup-done"  # per item: the key its checkout was last set up at
 
 
-class SetupFailed(RuntimeError):
+class SetupFailed(SpawnerError, RuntimeError):
     """The repository's set-up failed: the session is not launched."""
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.spawner import SpawnerError
+
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext
 
@@ -40,7 +42,7 @@ NOT_RUNNING = (
 )
 
 
-class ControlError(RuntimeError):
+class ControlError(SpawnerError, RuntimeError):
     """The control channel cannot be used; the message says why and what to do."""
 
 

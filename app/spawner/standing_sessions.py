@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from app.config import StandingSession, TrustScope
 from app.harnesses import default_harness
+from app.spawner import SpawnerError
 from app.spawner.argv import standing_launch
 from app.spawner.context import SpawnerContext
 from app.spawner.harness import adapter_of
@@ -30,7 +31,7 @@ from app.spawner.registry import SessionRecord, SessionState, record_for
 PREFIX = "standing:"
 
 
-class StandingError(RuntimeError):
+class StandingError(SpawnerError, RuntimeError):
     """The standing session cannot be started or stopped; the message says why."""
 
 

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
 from app.store import is_postgres
+from app.store.sqlite_writes import StoreError
 from app.store.tables import Delivery, InboxState, decompress_body, driver_time
 
 MAX_ATTEMPTS = 8
@@ -159,7 +160,7 @@ def claim(
     )
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(StoreError, RuntimeError):
     """The delivery was claimed again meanwhile (this worker's lease ran out): the handler's
     transaction must roll back, the other claim's run is the one that counts."""
 

@@ -42,6 +42,12 @@ SLOW_HOLD = 0.25
 SQLITE_AUTOCHECKPOINT = 1000
 
 
+class StoreError(Exception):
+    """The database could not take or keep what was asked of it. The room's one exception
+    root: every exception it defines derives from it
+    (`tests/house/test_exception_roots.py`)."""
+
+
 def sqlite_path(engine: Engine) -> Path | None:
     """The database file behind a SQLite engine; None for PostgreSQL or an in-memory db."""
     if engine.dialect.name != "sqlite":
@@ -52,7 +58,7 @@ def sqlite_path(engine: Engine) -> Path | None:
     return Path(database)
 
 
-class WriteLockTimeout(sqlite3.OperationalError):
+class WriteLockTimeout(StoreError, sqlite3.OperationalError):
     """The write lock was not had in time: the caller's transaction fails and is retried, as
     it would for SQLite's own "database is locked"."""
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from app.config import parse_config
 from app.gate.checklist import build_checklist, build_offer
-from app.gate.parse import first_ticks, is_execute, parse_rows
+from app.gate.parse import first_ticks, parse_rows, says_command
 from channels.checklist_control import controls, execute_text, pressed_tokens
 from tests.slack_support import sample_checklist
 from tests.support import fixture_json
@@ -114,7 +114,7 @@ def test_the_gates_checklist_round_trips_through_its_own_parser() -> None:
     ids = block_ids(mirror)
     values = {ids["model-opus"]: {"the-loop-rows": radio_state("model-sonnet")}}
     text = execute_text(mirror, values)
-    assert is_execute(text, "the-loop execute")
+    assert says_command(text, "the-loop execute")
     states = first_ticks(parse_rows(text))
     assert set(states) == {row.token for row in checklist.rows()}
     assert states["model-sonnet"] and not states["model-opus"]

@@ -13,7 +13,7 @@ from app.config import parse_config
 from app.gate.checklist import Checklist, Offer, build_checklist, build_offer
 from app.gate.classify import Selection, classify
 from app.gate.freeze import frozen_record
-from app.gate.parse import is_execute, parse_rows
+from app.gate.parse import parse_rows, says_command
 from app.gate.phases import CHOOSABLE
 from app.gate.render import render_checklist
 
@@ -149,7 +149,7 @@ def test_the_text_a_slack_execute_composes_freezes_what_was_pressed():
         for row in section["rows"]
     ]
     text = mirrored["keyword"] + "\n" + "\n".join(lines)
-    assert is_execute(text, KEYWORD)
+    assert says_command(text, KEYWORD)
     selection = classify(offer, checklist, (), parse_rows(text))
     frozen = frozen_record(selection, "octocat", datetime(2026, 1, 2, tzinfo=UTC))
     assert frozen == {

@@ -20,7 +20,7 @@ from app.gate.markers import (
     is_own_comment,
     marker,
 )
-from app.gate.parse import Tick, execute_base, first_ticks, is_execute, parse_rows
+from app.gate.parse import Tick, execute_base, first_ticks, parse_rows, says_command
 from app.gate.render import render_checklist
 
 KEYWORD = "the-loop execute"
@@ -37,7 +37,7 @@ KEYWORD = "the-loop execute"
     ],
 )
 def test_a_reply_starting_with_the_keyword_is_an_execute(body):
-    assert is_execute(body, KEYWORD)
+    assert says_command(body, KEYWORD)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_a_reply_starting_with_the_keyword_is_an_execute(body):
     ],
 )
 def test_anything_else_is_not_an_execute(body):
-    assert not is_execute(body, KEYWORD)
+    assert not says_command(body, KEYWORD)
 
 
 def test_rows_in_every_accepted_spelling():

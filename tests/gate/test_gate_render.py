@@ -8,6 +8,7 @@ from typing import Any
 from app.config import parse_config
 from app.gate.checklist import SectionKind, build_checklist, build_offer
 from app.gate.markers import MarkerKind, find_marker
+from app.gate.parse import issue_base
 from app.gate.render import MAX_SHOWN, render_checklist
 from app.harnesses import HOSTING_ADAPTERS
 
@@ -37,6 +38,8 @@ The boxes as they are when you reply are what runs; a checklist in your reply wi
 
 Always run: implementation, verification, review.
 
+**Base branch** · the repository's default branch (reply `the-loop execute base:<branch>` to start from another).
+
 Only someone with write access to this repository (or listed in the operator's `routing.authorizedUsers`) can reply `the-loop execute`.
 
 <!-- the-loop:checklist item=github:Codertocat/Hello-World#1 -->
@@ -61,6 +64,24 @@ def test_one_hostable_harness_and_no_models_or_effort_is_still_phases_only():
     }
     # codex is declared but no spawner here can host it: one offerable harness, no section.
     assert render(declared, hosts={"claude"}) == PHASES_ONLY
+
+
+def test_the_base_branch_line_names_the_issues_base_else_the_default():
+    checklist = build_checklist(build_offer(parse_config({}), HOSTING_ADAPTERS, ()), KEYWORD)
+    default = render_checklist(checklist, ITEM, default_branch="main")
+    assert "**Base branch** · `main`, the repository's default (reply `the-loop execute " in default
+    named = render_checklist(checklist, ITEM, default_branch="main", named_base="release/2.4")
+    assert "**Base branch** · `release/2.4`, named by the issue's `base:` line" in named
+    assert "`main`" not in named
+
+
+def test_an_issue_names_its_base_on_a_line_of_its_own():
+    assert issue_base("Fix it.\n\nbase: release/2.4\n") == "release/2.4"
+    assert issue_base("Base: `feature/x`") == "feature/x"
+    assert issue_base("rebase: onto main later") is None  # not a line of its own
+    assert issue_base("the base: is wrong here") is None
+    assert issue_base(None) is None
+    assert issue_base("base: a\nbase: b") == "a"  # the first line decides
 
 
 def test_the_operators_approve_after_ticks_the_approval_rows():

@@ -18,7 +18,7 @@ from app.gate.markers import MarkerKind, is_marked
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import JobKind, WorkItemStatus
 from tests.fakes.github_pulls import head_sha
-from tests.gate_support import comment
+from tests.gate_support import checklist_comments, comment, labeled
 from tests.pull_support import (
     BRANCH,
     REPO,
@@ -121,3 +121,46 @@ def test_a_base_branch_that_does_not_exist_is_refused_with_one_comment_and_nothi
     (spawn,) = bed.jobs(JobKind.SPAWN)
     assert spawn.payload["frozen"]["base"] == BASE
     assert len(refusals(bed)) == 2
+
+
+def test_an_issue_that_names_its_base_is_worked_from_it_and_the_checklist_says_so(
+    bed: Bed,
+) -> None:
+    """A `base:` line in the issue's text: the checklist says which base will be used, a bare
+    execute freezes it, and the confirmation names it; a reply's `base:` word still wins."""
+    release_branch(bed)
+    text = "The release needs the fix.\n\nbase: release/2.4\n"
+    payload = labeled()
+    payload["repository"] = {**payload["repository"], "clone_url": bed.clone_url()}
+    payload["issue"] = {**payload["issue"], "body": text}
+    bed.fake.add_issue(REPO, payload["issue"])
+    bed.send("issues", payload)
+    (checklist,) = checklist_comments(bed.fake)
+    assert f"**Base branch** · `{BASE}`, named by the issue's `base:` line" in checklist["body"]
+
+    reply = comment("the-loop execute", cid=int(uuid.uuid4().int % 10**9))
+    reply["issue"] = {**reply["issue"], "body": text}
+    bed.send("issue_comment", reply)
+    (spawn,) = bed.jobs(JobKind.SPAWN)
+    assert spawn.payload["frozen"]["base"] == BASE
+    owed = bed.item().confirmation_owed or ""
+    assert f"- **Base branch:** `{BASE}`" in owed or any(
+        f"- **Base branch:** `{BASE}`" in c["body"] for c in bed.fake.issue_comments(REPO, 1)
+    )
+    assert refusals(bed) == []
+
+
+def test_a_base_the_issue_names_that_does_not_exist_is_refused_before_anything_queues(
+    bed: Bed,
+) -> None:
+    text = "Work on the old line.\n\nbase: release/9.9\n"
+    payload = labeled()
+    payload["issue"] = {**payload["issue"], "body": text}
+    bed.fake.add_issue(REPO, payload["issue"])
+    bed.send("issues", payload)
+    reply = comment("the-loop execute", cid=int(uuid.uuid4().int % 10**9))
+    reply["issue"] = {**reply["issue"], "body": text}
+    bed.send("issue_comment", reply)
+    (refusal,) = refusals(bed)
+    assert "the branch `release/9.9` does not exist" in refusal["body"]
+    assert bed.jobs(JobKind.SPAWN) == [] and bed.item().frozen is None

@@ -20,6 +20,7 @@ from pathlib import Path
 import app
 import hooks
 from app.config_sandbox import Sandbox
+from app.spawner import SpawnerError
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv
 from app.spawner.confine.sessionenv import CA_VARIABLES
@@ -57,7 +58,7 @@ def missing_bubblewrap(config_source: str) -> str:
     return MISSING.format(opt_out=opt_out)
 
 
-class SandboxError(RuntimeError):
+class SandboxError(SpawnerError, RuntimeError):
     """A session cannot be confined here; the message says what to do."""
 
 

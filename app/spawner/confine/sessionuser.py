@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.spawner import SpawnerError
 from app.spawner.confine.hostwalk import Walked, tidy
 
 SESSION_USER = "the-loop-session"
@@ -56,7 +57,7 @@ def unconfined_as_root(config_source: str) -> str | None:
     return ROOT_UNCONFINED.format(config=config_source) if os.geteuid() == 0 else None
 
 
-class SessionUserError(RuntimeError):
+class SessionUserError(SpawnerError, RuntimeError):
     """The session's user cannot be found or made; the message says what to do."""
 
 

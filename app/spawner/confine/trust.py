@@ -23,6 +23,7 @@ from typing import Any
 
 from app.config import HarnessTrust, TrustScope
 from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
+from app.spawner import SpawnerError
 
 TRUST_KEY = "hasTrustDialogAccepted"
 ONBOARDING_KEY = "hasCompletedProjectOnboarding"
@@ -32,7 +33,7 @@ ACCEPT_AUTO = "auto"
 NEW_FILE_MODE = 0o600
 
 
-class TrustFileError(ValueError):
+class TrustFileError(SpawnerError, ValueError):
     """A Claude Code config file exists but is not a JSON object we can safely merge into."""
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
+from app.spawner import SpawnerError
+
 INSIDE_DIR = PurePosixPath("/run/the-loop-net")  # where the session's sockets show inside
 PROXY_SOCKET = "proxy.sock"
 PROXY_PORTS = (3128, 3129, 8118, 18080)  # the proxy's port inside: the first one left free
@@ -212,7 +214,7 @@ class ProxyRequest:
     head: bytes = b""
 
 
-class BadRequest(ValueError):
+class BadRequest(SpawnerError, ValueError):
     """A head the proxy cannot act on; the message is the reason sent back."""
 
 

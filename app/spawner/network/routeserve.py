@@ -34,6 +34,7 @@ from app.gateway.framing import (
     request_bytes,
     status_head,
 )
+from app.spawner import SpawnerError
 from app.spawner.network.routecreds import ResolvedRoute
 from app.spawner.network.routerules import (
     Scrubber,
@@ -53,7 +54,7 @@ UPSTREAM_READ = 600.0
 Counted = Callable[[bool], None]  # one request: refused or passed
 
 
-class SessionGone(ConnectionError):
+class SessionGone(SpawnerError, ConnectionError):
     """The session closed its connection inside a request."""
 
 

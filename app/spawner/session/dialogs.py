@@ -16,6 +16,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from app.spawner import SpawnerError
+
 CURSOR = "\u276f"  # the prompt mark Claude Code puts before the option under the cursor
 CURSORS = (CURSOR, "\u203a")  # …and Codex's
 _NUMBERED = re.compile(r"^\s*(?:[\u276f\u203a]\s*)?(\d{1,2})\.\s+(\S.*?)\s*$")
@@ -103,7 +105,7 @@ def parse_dialog(screen: str) -> Dialog | None:
     return Dialog(question=question, options=tuple(options[:MAX_OPTIONS]), cursor=cursor)
 
 
-class AnswerRefused(ValueError):
+class AnswerRefused(SpawnerError, ValueError):
     """The choice cannot be sent; the message says why in one line."""
 
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from app.protocol import AnswerJob
+from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext
 from app.spawner.session.dialogs import AnswerRefused, keystrokes, parse_dialog
@@ -22,7 +23,7 @@ ANSWER_WAIT = 5.0  # seconds the pane has to move past the question
 LOOK_EVERY = 0.05
 
 
-class AnswerFailed(RuntimeError):
+class AnswerFailed(SpawnerError, RuntimeError):
     """Nothing was pressed; the message says why in one line."""
 
 

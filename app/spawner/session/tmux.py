@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.spawner import SpawnerError
 from app.spawner.confine.sessionenv import APP_SECRETS, MINTED_VARIABLES, session_environment
 from app.spawner.session.pastetext import paste_text
 
@@ -43,7 +44,7 @@ OWNER_OPTION = "@the-loop-item"
 HIDDEN_VARIABLES = MINTED_VARIABLES
 
 
-class TmuxError(RuntimeError):
+class TmuxError(SpawnerError, RuntimeError):
     """A tmux command failed; the message carries tmux's own words."""
 
 

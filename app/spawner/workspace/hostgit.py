@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.spawner import SpawnerError
 from app.spawner.confine.isolation import system_mounts, system_secrets
 from app.spawner.confine.sandbox import Bind, SandboxPlan, lies_within, sandbox_argv
 from app.spawner.confine.sessionuser import SessionUserError, session_user
@@ -80,7 +81,7 @@ UNREAD = frozenset({"hooks"})  # `.git`'s own entries git never reads here (hook
 REPOSITORY_SCOPES = ("local", "worktree")  # the files in `.git`, and what they include
 
 
-class CheckoutError(RuntimeError):
+class CheckoutError(SpawnerError, RuntimeError):
     """The checkout cannot be prepared; the message is safe to log (no token)."""
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from app.spawner import SpawnerError
+
 DEVCONTAINER_FILES = (".devcontainer/devcontainer.json", ".devcontainer.json")
 SETUP_SCRIPT = ".the-loop/setup"
 LIFECYCLE = ("onCreateCommand", "updateContentCommand", "postCreateCommand")
@@ -40,7 +42,7 @@ MANIFESTS = frozenset(
 MAX_SETUP_FILE = 1024 * 1024  # bytes of a devcontainer file read
 
 
-class SetupFileError(ValueError):
+class SetupFileError(SpawnerError, ValueError):
     """The repository's set-up file cannot be used; the message names the file and why."""
 
 

@@ -15,7 +15,7 @@ import re
 
 from sqlalchemy.orm import Session
 
-from app.gate.parse import is_execute
+from app.gate.parse import says_command
 from app.services import Services
 from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.flow.authz import refusal
@@ -30,7 +30,7 @@ _PINNED = re.compile(r"\(question ([0-9a-f]{8,16})\)")
 
 def chosen_number(body: str, keyword: str) -> int | None:
     """The option number after the keyword (pure); None when the reply names none."""
-    if not is_execute(body, keyword):
+    if not says_command(body, keyword):
         return None
     match = _NUMBER.match(body.lstrip("\ufeff \t\r\n")[len(keyword.strip()) :])
     return int(match.group(1)) if match else None

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from app.config_sandbox import normal_hostport
 from app.gate.markers import MarkerKind, defuse, marker
-from app.gate.parse import is_execute
+from app.gate.parse import says_command
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.protocol import AllowJob
@@ -52,7 +52,7 @@ def target_of(value: str) -> tuple[str, int] | None:
 
 def allowed_target(body: str, keyword: str) -> tuple[str, int] | None:
     """The `host:port` after the allow keyword (pure); None when the reply names none."""
-    if not is_execute(body, keyword):
+    if not says_command(body, keyword):
         return None
     words = body.lstrip("\ufeff \t\r\n")[len(keyword.strip()) :].split()
     return target_of(words[0]) if words else None

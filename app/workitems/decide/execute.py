@@ -29,7 +29,7 @@ from app.gate.confirm import (
 )
 from app.gate.freeze import PHASE_SELECTION, frozen_record
 from app.gate.ids import branch_name_ok, spec_id, work_branch
-from app.gate.parse import Tick, execute_base, is_execute, parse_rows
+from app.gate.parse import Tick, execute_base, issue_base, parse_rows, says_command
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
 from app.services import Services
@@ -120,7 +120,7 @@ def _confirm(
     commit) and mirror it. `again` is the ref of an execute after a closed pull request:
     that run gets a confirmation of its own."""
     author = frozen["decisions"][PHASE_SELECTION]["by"]
-    markdown = confirmation_markdown(selection, author, item.id, again)
+    markdown = confirmation_markdown(selection, author, item.id, again, frozen.get("base", ""))
     if item.installation_id is not None:  # an item GitHub can be written about
         item.confirmation_owed = markdown
         publish_soon(session, item)
@@ -145,10 +145,11 @@ def _freeze(
     item: WorkItem,
     decision: Decision,
     issue: dict[str, Any] | None,
-    base: str = "",
+    base: str | None = None,
 ) -> Outcome:
-    """Freeze the selection (with its `base` branch, "" for the default), queue the spawn
-    job, owe the issue its confirmation."""
+    """Freeze the selection (with its `base` branch: the reply's, else the one the issue
+    names on a `base:` line, else "" for the default), queue the spawn job, owe the issue
+    its confirmation."""
     io = None
     if item.installation_id is not None:
         io = IssueIO(services.github, item.installation_id, item.repo_full_name, item.issue_number)
@@ -156,6 +157,11 @@ def _freeze(
     if reading.change is not None:  # edited since it was read: the human approves anew
         why = ask_again(services, session, item, io, reading, decision.author, decision.ref)
         return Outcome(Status.CHANGED, why=why)
+    if base is None:  # the reply names none: the issue's `base:` line, else the default
+        base = issue_base(reading.body) or ""
+        refused = _base_refusal(services, item, base) if base else None
+        if refused is not None:
+            return _refuse(services, session, item, decision, *refused)
     selection = _select(services, session, item, io, decision.body)
     frozen = frozen_record(selection, decision.author, services.clock(), base)
     again = decision.ref if item.state in RUN_AGAIN else None
@@ -209,7 +215,7 @@ def execute_reply(
         return Outcome(Status.NOT_A_WORK_ITEM)
     config = services.config
     keyword = config.routing.trigger.execute_keyword
-    if not is_execute(decision.body, keyword):
+    if not says_command(decision.body, keyword):
         return _refuse(
             services,
             session,
@@ -242,4 +248,4 @@ def execute_reply(
     refused = _base_refusal(services, item, base) if base is not None else None
     if refused is not None:  # before anything is frozen or queued
         return _refuse(services, session, item, decision, *refused)
-    return _freeze(services, session, item, decision, issue, base or "")
+    return _freeze(services, session, item, decision, issue, base)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.config import PullComments
 from app.gate.markers import is_own_comment
-from app.gate.parse import is_execute
+from app.gate.parse import says_command
 from app.gate.pull_texts import addresses_the_app
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
@@ -125,7 +125,7 @@ def on_issue_comment(ctx: HandlerContext) -> None:
     body = str(comment.get("body") or "")
     if not repo or "id" not in comment or "number" not in issue:
         return
-    if any(is_execute(body, keyword) for keyword in ctx.config.routing.trigger.keywords):
+    if any(says_command(body, keyword) for keyword in ctx.config.routing.trigger.keywords):
         return  # a decision (execute, approve, changes) is never a plain follow-up
     item = _frozen_item(ctx.session, repo, int(issue["number"]))
     if item is None:

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
-from app.gate.parse import is_execute
+from app.gate.parse import says_command
 from app.services import Services
 from app.store.tables import WorkItem
 from app.workitems.decide.advance import record_move, walk_of
@@ -42,9 +42,9 @@ class ReviewVerdict(StrEnum):
 
 def verdict_of(body: str, approve: str, changes: str) -> ReviewVerdict | None:
     """Which decision a comment makes, by its opening keyword (pure)."""
-    if is_execute(body, approve):
+    if says_command(body, approve):
         return ReviewVerdict.APPROVED
-    if is_execute(body, changes):
+    if says_command(body, changes):
         return ReviewVerdict.CHANGES
     return None
 

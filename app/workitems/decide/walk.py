@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.graph import NODE_NAMES, NODES, START_NODE, Node
+from app.workitems import WorkItemError
 
 REVIEW_NODE = "review"
 COMPLETE_NODE = NODE_NAMES[-1]
@@ -74,7 +75,7 @@ def changes_go_to(gate: str, skips: Collection[str]) -> str:
     return back if back and back in in_force(skips) else gate
 
 
-class MoveRefused(ValueError):
+class MoveRefused(WorkItemError, ValueError):
     """A move the App will not make; the message is one line the agent can act on."""
 
     def __init__(self, message: str, *, stale: bool = False) -> None:

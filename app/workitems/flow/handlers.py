@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.gate.checklist import build_checklist
 from app.gate.ids import spec_id, work_item_id_of
 from app.gate.markers import MarkerKind, is_own_comment
-from app.gate.parse import is_execute
+from app.gate.parse import issue_base, says_command
 from app.gate.render import render_checklist
 from app.github.issues import IssueIO
 from app.services import HandlerContext
@@ -122,11 +122,14 @@ def _post_checklist(ctx: HandlerContext, item: WorkItem, installation_id: int) -
     io = IssueIO(ctx.github, installation_id, item.repo_full_name, item.issue_number)
     offer = current_offer(ctx.session, ctx.config)
     checklist = build_checklist(offer, ctx.config.routing.trigger.execute_keyword)
-    body = render_checklist(checklist, item.id)
-    comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
-    item.checklist_comment_id = comment_id
     # A labelled pull request is its own issue: its title and body are what is approved.
     issue = ctx.payload.get("issue") or ctx.payload.get("pull_request")
+    repository = ctx.payload.get("repository")
+    default = repository.get("default_branch") if isinstance(repository, dict) else None
+    named = issue_base(issue.get("body")) if isinstance(issue, dict) else None
+    body = render_checklist(checklist, item.id, default_branch=str(default or ""), named_base=named)
+    comment_id, adopted = io.post_once(body, MarkerKind.CHECKLIST, item=item.id)
+    item.checklist_comment_id = comment_id
     record_pin(item, issue if isinstance(issue, dict) else None, ctx.services)
     ctx.emit(
         "gate.checklist_posted",
@@ -226,7 +229,7 @@ def freeze_on_execute(ctx: HandlerContext) -> None:
     if comment is None or ref is None or is_own_comment(comment):
         return
     body = comment.get("body") or ""
-    if not is_execute(body, ctx.config.routing.trigger.execute_keyword):
+    if not says_command(body, ctx.config.routing.trigger.execute_keyword):
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
     outcome = execute_reply(ctx.services, ctx.session, decision, issue=ctx.payload.get("issue"))
@@ -264,7 +267,7 @@ def answer_question(ctx: HandlerContext) -> None:
     if comment is None or ref is None or is_own_comment(comment):
         return
     body = str(comment.get("body") or "")
-    if not is_execute(body, ctx.config.routing.trigger.answer_keyword):
+    if not says_command(body, ctx.config.routing.trigger.answer_keyword):
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
     if answer_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
@@ -279,7 +282,7 @@ def raise_budget(ctx: HandlerContext) -> None:
     if comment is None or ref is None or is_own_comment(comment):
         return
     body = str(comment.get("body") or "")
-    if not is_execute(body, ctx.config.routing.trigger.budget_keyword):
+    if not says_command(body, ctx.config.routing.trigger.budget_keyword):
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
     outcome = raise_reply(ctx.services, ctx.session, decision)
@@ -296,7 +299,7 @@ def allow_host(ctx: HandlerContext) -> None:
     if comment is None or ref is None or is_own_comment(comment):
         return
     body = str(comment.get("body") or "")
-    if not is_execute(body, ctx.config.routing.trigger.allow_keyword):
+    if not says_command(body, ctx.config.routing.trigger.allow_keyword):
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
     if allow_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
@@ -312,7 +315,7 @@ def log_execute_edit(ctx: HandlerContext) -> None:
         return
     keyword = ctx.config.routing.trigger.execute_keyword
     before = ((ctx.payload.get("changes") or {}).get("body") or {}).get("from")
-    if not (is_execute(comment.get("body"), keyword) or is_execute(before, keyword)):
+    if not (says_command(comment.get("body"), keyword) or says_command(before, keyword)):
         return
     item = _item_for(ctx)
     if item is None:

@@ -27,6 +27,7 @@ from app.github.issues import IssueIO
 from app.github.pull_io import PullIO, PullRefused
 from app.services import HandlerContext, Services
 from app.store.tables import WorkItem
+from app.workitems import WorkItemError
 from app.workitems.decide.advance import complete
 from app.workitems.decide.decisions import lock_work_item
 from app.workitems.flow.jobs import deliver_job, enqueue, stop_job
@@ -35,7 +36,7 @@ from app.workitems.flow.states import Happened, is_live, transition
 MAX_TITLE = 256
 
 
-class PullRequestRefused(Exception):
+class PullRequestRefused(WorkItemError):
     """A session's `pr create` cannot be done; `status` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str) -> None:
