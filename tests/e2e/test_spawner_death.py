@@ -38,7 +38,7 @@ SCRAPE = "a-scrape-token-for-the-death-0123"
 pytestmark = [
     pytest.mark.admin_token,
     pytest.mark.app_env(THE_LOOP_SPAWNER_DEAD_SECONDS="3", THE_LOOP_METRICS_TOKEN=SCRAPE),
-    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
+    pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True),
 ]
 ROOT = Path(__file__).resolve().parents[2]
 
