@@ -27,7 +27,7 @@ from app.spawner.confine.sessionhome import (
 )
 from app.spawner.confine.trust import TrustFileError, claude_config_path, pretrust, update_json_file
 from app.spawner.harness import HomeReady, HomeSetup
-from app.spawner.session.screens import CLAUDE_SCREENS
+from app.spawner.harness.claude_screens import CLAUDE_SCREENS
 from app.spawner.workspace.leftovers import transcript_path
 
 
