@@ -6,7 +6,7 @@
   and its gateway pass approved, `~/.claude/settings.json` without hooks (the stop gate is in
   read-only managed settings the launch binds at /etc/claude-code), no
   credential of the operator's); unconfined, the operator's own home with the pass approved;
-- trust: `trust.pretrust` (both trust keys for the checkout, the bypass disclaimer when due);
+- trust: `claude_trust.pretrust` (both trust keys for the checkout, the bypass disclaimer when due);
 - model: the gateway's URL as `ANTHROPIC_BASE_URL`, the pass as `ANTHROPIC_API_KEY`;
 - screens: `claude_screens.CLAUDE_SCREENS`; a paste is Ctrl-U then a bracketed paste, its Enter
   once the box shows it (`sending.submit`);
@@ -19,7 +19,6 @@ from pathlib import Path
 
 from app.gateway.access import SessionModel
 from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
-from app.spawner.confine.trust import TrustFileError, claude_config_path, pretrust, update_json_file
 from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.harness.claude_home import (
     HOST_MANAGED,
@@ -28,6 +27,12 @@ from app.spawner.harness.claude_home import (
     write_managed,
 )
 from app.spawner.harness.claude_screens import CLAUDE_SCREENS
+from app.spawner.harness.claude_trust import (
+    TrustFileError,
+    claude_config_path,
+    pretrust,
+    update_json_file,
+)
 from app.spawner.workspace.leftovers import transcript_path
 
 

@@ -7,7 +7,7 @@ credential of the operator's. Before each launch it receives:
 - in `~/.claude.json`, merged into the session's own copy (Claude Code writes to it as it
   runs): onboarding done and the session's own gateway pass approved, and nothing else of
   the operator's: no `primaryApiKey`, no other approved key, no account; the trust entries
-  for the checkout are added by `trust.pretrust`;
+  for the checkout are added by `claude_trust.pretrust`;
 - `~/.claude/settings.json` holding only the operator's settings named in
   `INHERITED_SETTINGS` (the model, display and transcript preferences, permission rules):
   an allow-list, so `env` (where tokens and custom headers live), every helper that runs a
@@ -37,7 +37,7 @@ from typing import Any
 from app.files import FileLock, remove_within, write_json, write_within
 from app.gateway.passes import is_pass_tail
 from app.spawner.confine.sessionhome import write_git_identity
-from app.spawner.confine.trust import (
+from app.spawner.harness.claude_trust import (
     TrustFileError,
     claude_config_path,
     claude_settings_path,
