@@ -171,8 +171,6 @@ KNOWN_TWO_WAY = {
     # An adapter's screens read in session/screens.py's vocabulary (`Screen`, `ScreenReader`);
     # the watchdog and the paste ask the adapter for its screens.
     ("app.spawner.harness", "app.spawner.session"),
-    # Claude's transcript is found by leftovers.py, which asks each adapter for its own.
-    ("app.spawner.harness", "app.spawner.workspace"),
 }
 
 

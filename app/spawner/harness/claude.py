@@ -23,6 +23,7 @@ from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.harness.claude_home import (
     HOST_MANAGED,
     seed_home,
+    transcript_path,
     with_approved_key,
     write_managed,
 )
@@ -33,7 +34,6 @@ from app.spawner.harness.claude_trust import (
     pretrust,
     update_json_file,
 )
-from app.spawner.workspace.leftovers import transcript_path
 
 
 class ClaudeAdapter:

@@ -25,11 +25,15 @@ The merges are pure; every file edit holds the same lock as every other edit of 
 file that cannot be read is reported and nothing is taken from it. The session writes its
 home, so every write here goes through `app.files`' `…_within` functions: a link it planted
 (`~/.claude`, `~/.claude.json`, `.credentials.json` pointing at a host file) is replaced,
-never written through, and never read.
+never written through, and never read. Claude Code's transcript lies in the home too
+(`transcript_path`: found without following a link).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,7 @@ PINNED_SETTINGS = {"disableAllHooks": False, "allowManagedHooksOnly": True}
 HOST_MANAGED = Path("/etc/claude-code") / MANAGED_FILE
 CREDENTIALS = ".credentials.json"
 APPROVALS = "customApiKeyResponses"
+_SESSION_ID_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 KEPT_PASS_APPROVALS = 64  # in the operator's own config, for unconfined sessions
 ACCOUNT = "oauthAccount"
 # Keys of `~/.claude.json` that hold or name the operator's credentials.
@@ -245,3 +250,34 @@ def _login(credentials: Path, home: Path, share_login: bool) -> list[str]:
     except OSError as exc:
         return [f"{credentials}: {exc}"]
     return []
+
+
+def _plain_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def transcript_path(home: Path, session_id: str) -> Path | None:
+    """Claude Code's transcript of `session_id` under `home` (`.claude/projects/<dir>/
+    <session>.jsonl`), found without following a link; None when there is none."""
+    if not _SESSION_ID_RE.fullmatch(session_id):
+        return None
+    projects = home / ".claude" / "projects"
+    if not (_plain_dir(home) and _plain_dir(home / ".claude") and _plain_dir(projects)):
+        return None
+    try:
+        entries = list(os.scandir(projects))
+    except OSError:
+        return None
+    for entry in sorted(entries, key=lambda e: e.name):
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        candidate = Path(entry.path) / f"{session_id}.jsonl"
+        try:
+            if stat.S_ISREG(os.lstat(candidate).st_mode):
+                return candidate
+        except OSError:
+            continue
+    return None
