@@ -44,9 +44,9 @@ from app.gateway.access import open_model_access, without_credentials  # noqa: E
 from app.settings import load_settings  # noqa: E402
 from app.spawner.agent import Agent, AgentOptions  # noqa: E402
 from app.spawner.appclient import AppClient  # noqa: E402
-from app.spawner.confine.trust import claude_config_path, update_json_file  # noqa: E402
 from app.spawner.context import SpawnerContext  # noqa: E402
 from app.spawner.eventqueue import SpawnerEvents  # noqa: E402
+from app.spawner.harness.claude_trust import claude_config_path, update_json_file  # noqa: E402
 from app.spawner.registry import Registry  # noqa: E402
 from app.spawner.session.dialogs import parse_dialog  # noqa: E402
 from app.spawner.session.tmux import TmuxRunner  # noqa: E402

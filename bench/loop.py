@@ -169,7 +169,7 @@ def main() -> int:
     fake.grant(REPO, "Codertocat", "write")
     origin = bare_repository(work)
     model = FakeResponses().start() if codex else FakeAnthropic().start()
-    from app.spawner.confine.trust import claude_config_path, update_json_file
+    from app.spawner.harness.claude_trust import claude_config_path, update_json_file
 
     update_json_file(claude_config_path(home), lambda d: approve_key(d, DUMMY_KEY))
     env = {

@@ -10,7 +10,7 @@ The minimal recipe (claude 2.1.197 and 2.1.332, as root):
 - `~/.claude.json`: `hasCompletedOnboarding: true`; `customApiKeyResponses.approved` holding
   the last 20 characters of `ANTHROPIC_API_KEY`; `projects[<workdir>]` with
   `hasTrustDialogAccepted` and `hasCompletedProjectOnboarding` (written by the product's
-  own `app.spawner.confine.trust.pretrust`, which also writes the next item).
+  own `app.spawner.harness.claude_trust.pretrust`, which also writes the next item).
 - `~/.claude/settings.json`: `skipDangerousModePermissionPrompt: true` (bypass mode only).
 - env: `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `DISABLE_AUTOUPDATER=1`,
   `DISABLE_TELEMETRY=1`, `DISABLE_ERROR_REPORTING=1` (`QUIET_ENV`); `IS_SANDBOX=1` when root
@@ -35,14 +35,14 @@ import pytest
 
 from app.config import HarnessTrust, TrustScope, parse_config
 from app.spawner.argv import SESSION_FLAG
-from app.spawner.confine.trust import (
+from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude_trust import (
     BYPASS_FLAG,
     claude_config_path,
     claude_settings_path,
     pretrust,
     update_json_file,
 )
-from app.spawner.context import SpawnerContext
 from app.spawner.session.input_box import submit
 from app.spawner.session.tmux import TmuxRunner
 from hooks.gate_entry import install_stop_hook, read_settings, write_settings

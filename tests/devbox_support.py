@@ -23,8 +23,8 @@ from app.config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
-from app.spawner.confine.trust import claude_config_path, update_json_file
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude_trust import claude_config_path, update_json_file
 from hooks.gate_entry import direct_command
 from tests.claude_support import (
     DUMMY_KEY,

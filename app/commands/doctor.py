@@ -226,7 +226,7 @@ def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     from app.spawner.agent import hostable_harnesses
     from app.spawner.argv import adapter_for
     from app.spawner.assembly import verdict_cache
-    from app.spawner.confine.trust import claude_config_path, claude_settings_path
+    from app.spawner.harness.claude_trust import claude_config_path, claude_settings_path
     from app.spawner.probes import cached_results, plan_probes
 
     config, config_check = _config(settings)

@@ -23,7 +23,7 @@ from app.config_sandbox import NetworkMode, Sandbox, SandboxMode
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted
 from app.spawner.confine.sessionenv import described, refused_names
-from app.spawner.confine.trust import (
+from app.spawner.harness.claude_trust import (
     BYPASS_FLAG,
     BYPASS_SETTING,
     has_bypass_flag,

@@ -35,9 +35,8 @@ from app.spawner.confine.sessionuser import (
     session_user,
     unconfined_as_root,
 )
-from app.spawner.confine.trust import TrustOutcome
 from app.spawner.context import SpawnerContext
-from app.spawner.harness import HomeSetup, adapter_of
+from app.spawner.harness import HomeSetup, TrustOutcome, adapter_of
 from app.spawner.naming import item_slug
 from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
 from app.spawner.registry import SessionRecord, record_for

@@ -45,7 +45,7 @@ def module_files() -> dict[str, Path]:
 
 
 def room_of(module: str, packages: set[str]) -> str:
-    """`app.spawner.confine.trust` → `app.spawner`; `app.files` → `app` (a flat module)."""
+    """`app.spawner.harness.claude_trust` → `app.spawner`; `app.files` → `app` (a flat module)."""
     parts = module.split(".")
     if parts[0] != "app":
         return parts[0]

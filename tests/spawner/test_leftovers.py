@@ -8,13 +8,13 @@ import json
 import os
 from pathlib import Path
 
+from app.spawner.harness.claude_home import transcript_path
 from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.leftovers import (
     MAX_MESSAGE,
     changed_files,
     last_message,
     porcelain_paths,
-    transcript_path,
 )
 from tests.spawner_support import bare_repository, git
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.spawner.confine.trust import claude_config_path
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude_trust import claude_config_path
 from app.spawner.naming import item_slug
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.workspace.checkout import checkout_dir

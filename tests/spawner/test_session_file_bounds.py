@@ -49,8 +49,8 @@ import json, resource, sys
 from pathlib import Path
 from app.files import FileTooLarge
 from app.protocol import Frozen
-from app.spawner.confine.sessionhome import seed_home
-from app.spawner.confine.trust import claude_config_path, update_json_file
+from app.spawner.harness.claude_home import seed_home
+from app.spawner.harness.claude_trust import claude_config_path, update_json_file
 from app.spawner.session.transcript_usage import claude_usage
 from app.spawner.workspace.checkout import read_checkout_state, write_frozen_state
 from app.spawner.workspace.evidence import host_evidence

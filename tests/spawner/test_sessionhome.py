@@ -7,7 +7,7 @@ import json
 import stat
 from pathlib import Path
 
-from app.spawner.confine.sessionhome import (
+from app.spawner.harness.claude_home import (
     managed_settings,
     seed_home,
     session_config,

@@ -19,9 +19,9 @@ from app.config import parse_config
 from app.protocol import SpawnJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude_screens import PROMPT_MARK
 from app.spawner.jobkinds import run_job
 from app.spawner.naming import item_slug
-from app.spawner.session.screens import PROMPT_MARK
 from app.spawner.session.watchdog import Watchdog
 from tests.claude_support import QUIET_ENV
 from tests.spawner_support import bare_repository, gateway_context

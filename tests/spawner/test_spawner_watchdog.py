@@ -10,18 +10,17 @@ from app.gateway.passes import Passes
 from app.protocol import AnswerJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext
-from app.spawner.registry import SessionState
-from app.spawner.session.dialogs import parse_dialog
-from app.spawner.session.keypick import AnswerFailed, answer
-from app.spawner.session.screens import (
-    Screen,
+from app.spawner.harness.claude_screens import (
     classify_screen,
     echoes,
     input_line,
     input_ready,
-    last_lines,
     unsent,
 )
+from app.spawner.registry import SessionState
+from app.spawner.session.dialogs import parse_dialog
+from app.spawner.session.keypick import AnswerFailed, answer
+from app.spawner.session.screens import Screen, last_lines
 from app.spawner.session.watchdog import LEFT_BEHIND, Watchdog
 from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for

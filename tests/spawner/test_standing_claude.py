@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from app.audit import read_jsonl
-from app.spawner.confine.trust import BYPASS_FLAG
+from app.spawner.harness.claude_trust import BYPASS_FLAG
 from app.spawner.network.netgates import session_dir
 from app.spawner.session.tmux import TmuxRunner
 from tests.claude_support import GENEROUS, claude_binary

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.config import HarnessTrust, TrustScope
-from app.spawner.confine.trust import (
+from app.spawner.harness.claude_trust import (
     BYPASS_SETTING,
     ONBOARDING_KEY,
     TRUST_KEY,

@@ -20,7 +20,6 @@ from typing import Protocol
 from app.config import DEFAULT_HARNESS, HarnessTrust
 from app.gateway.access import SessionModel
 from app.harnesses import ADAPTER_MODULES
-from app.spawner.confine.trust import TrustOutcome
 from app.spawner.session.screens import ScreenReader
 
 
@@ -38,6 +37,17 @@ class HomeSetup:
     launch_args: Sequence[str]
     model: SessionModel | None
     share_login: bool
+
+
+@dataclass
+class TrustOutcome:
+    """What an adapter's trust pre-seed did, for the launch to report as events."""
+
+    directories: list[str] = field(default_factory=list)
+    written: bool = False
+    bypass_accepted: bool = False
+    warnings: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
 
 @dataclass

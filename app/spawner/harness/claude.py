@@ -2,13 +2,13 @@
 
 - argv: `claude --session-id <uuid> <operator args> <model/effort> [--disallowedTools=
   AskUserQuestion]`; a relaunch `--resume <uuid>` (argv.py composes it);
-- home: the session's own (`sessionhome.seed_home`: `~/.claude.json` with onboarding done
+- home: the session's own (`claude_home.seed_home`: `~/.claude.json` with onboarding done
   and its gateway pass approved, `~/.claude/settings.json` without hooks (the stop gate is in
   read-only managed settings the launch binds at /etc/claude-code), no
   credential of the operator's); unconfined, the operator's own home with the pass approved;
-- trust: `trust.pretrust` (both trust keys for the checkout, the bypass disclaimer when due);
+- trust: `claude_trust.pretrust` (both trust keys for the checkout, the bypass disclaimer when due);
 - model: the gateway's URL as `ANTHROPIC_BASE_URL`, the pass as `ANTHROPIC_API_KEY`;
-- screens: `screens.CLAUDE_SCREENS`; a paste is Ctrl-U then a bracketed paste, its Enter
+- screens: `claude_screens.CLAUDE_SCREENS`; a paste is Ctrl-U then a bracketed paste, its Enter
   once the box shows it (`sending.submit`);
 - transcript: `~/.claude/projects/<dir>/<session id>.jsonl`.
 """
@@ -19,16 +19,21 @@ from pathlib import Path
 
 from app.gateway.access import SessionModel
 from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
-from app.spawner.confine.sessionhome import (
+from app.spawner.harness import HomeReady, HomeSetup
+from app.spawner.harness.claude_home import (
     HOST_MANAGED,
     seed_home,
+    transcript_path,
     with_approved_key,
     write_managed,
 )
-from app.spawner.confine.trust import TrustFileError, claude_config_path, pretrust, update_json_file
-from app.spawner.harness import HomeReady, HomeSetup
-from app.spawner.session.screens import CLAUDE_SCREENS
-from app.spawner.workspace.leftovers import transcript_path
+from app.spawner.harness.claude_screens import CLAUDE_SCREENS
+from app.spawner.harness.claude_trust import (
+    TrustFileError,
+    claude_config_path,
+    pretrust,
+    update_json_file,
+)
 
 
 class ClaudeAdapter:

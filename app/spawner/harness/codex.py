@@ -34,8 +34,7 @@ from pathlib import Path
 from app.files import FileLock, remove_within, write_text_atomic, write_within
 from app.gateway.access import SessionModel
 from app.spawner.confine.sessionhome import write_git_identity
-from app.spawner.confine.trust import TrustOutcome
-from app.spawner.harness import HomeReady, HomeSetup
+from app.spawner.harness import HomeReady, HomeSetup, TrustOutcome
 from app.spawner.harness.codex_config import (
     PASS_VARIABLE,
     CodexSetup,

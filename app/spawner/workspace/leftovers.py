@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import stat
 import subprocess
 from collections.abc import Callable, Mapping
@@ -28,6 +27,7 @@ from app.config import OperatorConfig
 from app.config_sandbox import SandboxMode
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.harness import adapter_of
+from app.spawner.harness.claude_home import transcript_path
 from app.spawner.naming import item_slug
 from app.spawner.registry import SessionRecord
 from app.spawner.workspace.hostgit import CheckoutError, HostGit
@@ -37,40 +37,8 @@ MAX_FILES = 50
 MAX_PATH = 200
 TAIL_BYTES = 1024 * 1024  # how much of a transcript's end is read
 GIT_TIMEOUT = 10  # seconds for each git command on an ended session's checkout
-_SESSION_ID_RE = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 Describe = Callable[[SessionRecord], dict[str, Any]]
-
-
-def _plain_dir(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def transcript_path(home: Path, session_id: str) -> Path | None:
-    """Claude Code's transcript of `session_id` under `home` (`.claude/projects/<dir>/
-    <session>.jsonl`), found without following a link; None when there is none."""
-    if not _SESSION_ID_RE.fullmatch(session_id):
-        return None
-    projects = home / ".claude" / "projects"
-    if not (_plain_dir(home) and _plain_dir(home / ".claude") and _plain_dir(projects)):
-        return None
-    try:
-        entries = list(os.scandir(projects))
-    except OSError:
-        return None
-    for entry in sorted(entries, key=lambda e: e.name):
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        candidate = Path(entry.path) / f"{session_id}.jsonl"
-        try:
-            if stat.S_ISREG(os.lstat(candidate).st_mode):
-                return candidate
-        except OSError:
-            continue
-    return None
 
 
 def _tail(path: Path, size: int = TAIL_BYTES) -> str:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.config import HarnessTrust, TrustScope
 from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
 from app.spawner import SpawnerError
+from app.spawner.harness import TrustOutcome
 
 TRUST_KEY = "hasTrustDialogAccepted"
 ONBOARDING_KEY = "hasCompletedProjectOnboarding"
@@ -162,17 +163,6 @@ def update_json_file(
             return False
         write_json(target, updated, mode)
     return True
-
-
-@dataclass
-class TrustOutcome:
-    """What `pretrust` did, for the caller to report as events."""
-
-    directories: list[str] = field(default_factory=list)
-    written: bool = False
-    bypass_accepted: bool = False
-    warnings: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
 
 
 def claude_config_path(home: Path) -> Path:
