@@ -22,7 +22,7 @@ from app.services import HandlerContext
 from app.store.jobqueue import cancel
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.decide.answer import answer_reply
-from app.workitems.decide.decisions import Decision, Status, lock_work_item
+from app.workitems.decide.decisions import Decide, Decision, Status, lock_work_item
 from app.workitems.decide.egress import allow_reply
 from app.workitems.decide.execute import execute_reply
 from app.workitems.decide.review import gate_reply, verdict_of
@@ -260,52 +260,35 @@ def decide_review(ctx: HandlerContext) -> None:
         )
 
 
-def answer_question(ctx: HandlerContext) -> None:
-    """`issue_comment.created` starting with the answer keyword: pick an option of the
-    question the item's stalled session shows."""
+def _keyword_reply(ctx: HandlerContext, keyword: str, decide: Decide, ignored: str) -> None:
+    """An `issue_comment.created` that starts with `keyword`, handed to `decide` as a human's
+    decision; a comment on no work item is recorded as `ignored`."""
     comment, ref = _comment(ctx), _issue_ref(ctx)
     if comment is None or ref is None or is_own_comment(comment):
         return
-    body = str(comment.get("body") or "")
-    if not says_command(body, ctx.config.routing.trigger.answer_keyword):
+    if not says_command(str(comment.get("body") or ""), keyword):
         return
     decision = Decision.from_comment(work_item_id_of(*ref), comment)
-    if answer_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
-        ctx.emit(
-            "gate.answer_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
-        )
+    if decide(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
+        ctx.emit(ignored, decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM)
+
+
+def answer_question(ctx: HandlerContext) -> None:
+    """The answer keyword: pick an option of the question the item's stalled session shows."""
+    keyword = ctx.config.routing.trigger.answer_keyword
+    _keyword_reply(ctx, keyword, answer_reply, "gate.answer_ignored")
 
 
 def raise_budget(ctx: HandlerContext) -> None:
-    """`issue_comment.created` starting with the budget keyword: add to the item's budget."""
-    comment, ref = _comment(ctx), _issue_ref(ctx)
-    if comment is None or ref is None or is_own_comment(comment):
-        return
-    body = str(comment.get("body") or "")
-    if not says_command(body, ctx.config.routing.trigger.budget_keyword):
-        return
-    decision = Decision.from_comment(work_item_id_of(*ref), comment)
-    outcome = raise_reply(ctx.services, ctx.session, decision)
-    if outcome.status is Status.NOT_A_WORK_ITEM:
-        ctx.emit(
-            "gate.budget_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
-        )
+    """The budget keyword: add to the item's budget (or, alone, lift the spend caps)."""
+    keyword = ctx.config.routing.trigger.budget_keyword
+    _keyword_reply(ctx, keyword, raise_reply, "gate.budget_ignored")
 
 
 def allow_host(ctx: HandlerContext) -> None:
-    """`issue_comment.created` starting with the allow keyword: let the item's live session
-    through to one more host."""
-    comment, ref = _comment(ctx), _issue_ref(ctx)
-    if comment is None or ref is None or is_own_comment(comment):
-        return
-    body = str(comment.get("body") or "")
-    if not says_command(body, ctx.config.routing.trigger.allow_keyword):
-        return
-    decision = Decision.from_comment(work_item_id_of(*ref), comment)
-    if allow_reply(ctx.services, ctx.session, decision).status is Status.NOT_A_WORK_ITEM:
-        ctx.emit(
-            "gate.allow_ignored", decision.work_item_id, who=decision.author, reason=NOT_AN_ITEM
-        )
+    """The allow keyword: let the item's live session through to one more host."""
+    keyword = ctx.config.routing.trigger.allow_keyword
+    _keyword_reply(ctx, keyword, allow_reply, "gate.allow_ignored")
 
 
 def log_execute_edit(ctx: HandlerContext) -> None:
