@@ -17,8 +17,8 @@ import markdown
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.workitems.tell.progress_text import ProgressView, render_progress  # noqa: E402
 from app.workitems.decide.walk import Walk  # noqa: E402
+from app.workitems.tell.progress_text import ProgressView, render_progress  # noqa: E402
 
 STYLE = """
 body { font: 14px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 0;
