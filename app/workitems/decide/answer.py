@@ -17,8 +17,13 @@ from sqlalchemy.orm import Session
 
 from app.gate.parse import says_command
 from app.services import Services
-from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.flow.authz import refusal
+from app.workitems.decide.decisions import (
+    Decision,
+    Outcome,
+    Status,
+    ask_on_item,
+    emit,
+)
 from app.workitems.flow.jobs import answer_job, enqueue
 from app.workitems.flow.states import is_live
 
@@ -49,18 +54,11 @@ def answer_text(keyword: str, choice: int, fingerprint: str) -> str:
 
 def answer_reply(services: Services, session: Session, decision: Decision) -> Outcome:
     """Queue the answer `decision` gives to its item's question, or refuse it (a `Decide`)."""
-    item = lock_work_item(session, decision.work_item_id)
-    if item is None or item.frozen is None:
-        return Outcome(Status.NOT_A_WORK_ITEM)
     keyword = services.config.routing.trigger.answer_keyword
-
-    def refused(why: str, reason: str) -> Outcome:
-        refuse(services, session, item, decision, why, reason, keyword=keyword, action="answer")
-        return Outcome(Status.REFUSED, why=why)
-
-    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
-    if why is not None:
-        return refused(why, "unauthorized")
+    asking = ask_on_item(services, session, decision, keyword=keyword, action="answer")
+    if isinstance(asking, Outcome):
+        return asking
+    item, refused = asking.item, asking.refused
     facts = item.session or {}
     options = [str(o) for o in facts.get("stall_options") or []]
     fingerprint = str(facts.get("stall_fingerprint") or "")

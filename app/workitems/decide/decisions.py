@@ -24,6 +24,7 @@ from app.gate.markers import MarkerKind
 from app.github.issues import IssueIO
 from app.services import Services
 from app.store.tables import WorkItem
+from app.workitems.flow.authz import refusal
 
 
 def lock_work_item(session: Session, work_item_id: str) -> WorkItem | None:
@@ -133,3 +134,32 @@ def refuse(
         services.mirror.post(
             session, item.id, "refused", {"who": decision.author, "why": why, "url": item.html_url}
         )
+
+
+@dataclass(frozen=True)
+class Asking:
+    """A keyword reply's item, locked, whose author may act on it; `refused` answers the
+    rest of the way with the one-line refusal and returns its outcome."""
+
+    item: WorkItem
+    refused: Callable[[str, str], Outcome]
+
+
+def ask_on_item(
+    services: Services, session: Session, decision: Decision, *, keyword: str, action: str
+) -> Asking | Outcome:
+    """What every keyword reply on a running item does first: lock its item (not a work item
+    unless its selection is frozen) and refuse an author the execute rule does not
+    authorize. The outcome that ends it, else the item and how to refuse."""
+    item = lock_work_item(session, decision.work_item_id)
+    if item is None or item.frozen is None:
+        return Outcome(Status.NOT_A_WORK_ITEM)
+
+    def refused(why: str, reason: str) -> Outcome:
+        refuse(services, session, item, decision, why, reason, keyword=keyword, action=action)
+        return Outcome(Status.REFUSED, why=why)
+
+    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
+    if why is not None:
+        return refused(why, "unauthorized")
+    return Asking(item, refused)

@@ -32,8 +32,13 @@ from app.github.issues import IssueIO
 from app.protocol import AllowJob
 from app.services import Services
 from app.store.tables import Once, WorkItem
-from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
-from app.workitems.flow.authz import refusal
+from app.workitems.decide.decisions import (
+    Decision,
+    Outcome,
+    Status,
+    ask_on_item,
+    emit,
+)
 from app.workitems.flow.jobs import allow_job, enqueue
 from app.workitems.flow.states import is_live
 
@@ -137,18 +142,11 @@ def announce_refusal(
 
 def allow_reply(services: Services, session: Session, decision: Decision) -> Outcome:
     """Queue the allow job `decision` asks for, or refuse it (the usual one-line refusal)."""
-    item = lock_work_item(session, decision.work_item_id)
-    if item is None or item.frozen is None:
-        return Outcome(Status.NOT_A_WORK_ITEM)
     keyword = services.config.routing.trigger.allow_keyword
-
-    def refused(why: str, reason: str) -> Outcome:
-        refuse(services, session, item, decision, why, reason, keyword=keyword, action="allow")
-        return Outcome(Status.REFUSED, why=why)
-
-    why = refusal(services, item.installation_id, item.repo_full_name, decision.author)
-    if why is not None:
-        return refused(why, "unauthorized")
+    asking = ask_on_item(services, session, decision, keyword=keyword, action="allow")
+    if isinstance(asking, Outcome):
+        return asking
+    item, refused = asking.item, asking.refused
     found = allowed_target(decision.body, keyword)
     if found is None:
         return refused(f"say which host: `{keyword} example.org:443`", "no-target")

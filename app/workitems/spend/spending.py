@@ -23,7 +23,15 @@ from app.github.issues import IssueIO
 from app.services import Services
 from app.store.jobqueue import announce
 from app.store.tables import WorkItem, WorkItemStatus
-from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
+from app.workitems.decide.decisions import (
+    Decision,
+    Outcome,
+    Status,
+    ask_on_item,
+    emit,
+    lock_work_item,
+    refuse,
+)
 from app.workitems.flow.authz import refusal
 from app.workitems.flow.capacity import hold_line
 from app.workitems.flow.jobs import deliver_job, enqueue, stop_job
@@ -236,20 +244,11 @@ def raise_reply(services: Services, session: Session, decision: Decision) -> Out
     if asks_lift(decision.body, services.config.routing.trigger.budget_keyword):
         return lift_reply(services, session, decision)
     reply = decision
-    item = lock_work_item(session, decision.work_item_id)
-    if item is None or item.frozen is None:
-        return Outcome(Status.NOT_A_WORK_ITEM)
     keyword = services.config.routing.trigger.budget_keyword
-
-    def refused(why: str, reason: str) -> Outcome:
-        refuse(
-            services, session, item, reply, why, reason, keyword=keyword, action="raise the budget"
-        )
-        return Outcome(Status.REFUSED, why)
-
-    why = refusal(services, item.installation_id, item.repo_full_name, reply.author)
-    if why is not None:
-        return refused(why, "unauthorized")
+    asking = ask_on_item(services, session, decision, keyword=keyword, action="raise the budget")
+    if isinstance(asking, Outcome):
+        return asking
+    item, refused = asking.item, asking.refused
     asked = parse_raise(reply.body, keyword)
     if not isinstance(asked, Raise):
         return refused(asked, "bad-amount")
