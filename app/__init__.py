@@ -1,86 +1,8 @@
 """the-loop: a GitHub App that turns a labelled issue into an unattended Claude Code session.
 
-`create_app(settings)` is the Flask application factory; nothing is built at import time.
+The App's Flask application is built by `app.runtime.create_app(settings)`; nothing is built
+at import time. This module holds only the version: the stop gate imports `app.graph` and
+`app.workstate` on every turn, and importing them must not load the App.
 """
 
-from __future__ import annotations
-
-# Not `typing.TYPE_CHECKING`: importing typing would slow the stop gate on every turn.
-TYPE_CHECKING = False
-
 __version__ = "0.1.0"
-
-if TYPE_CHECKING:
-    from flask import Flask
-
-    from app.settings import Settings
-
-
-def create_app(
-    settings: Settings | None = None,
-    *,
-    start_workers: bool | None = None,
-    web_threads: int = 32,
-) -> Flask:
-    """Build the App: webhook ingress, health check, status page, inbox workers. Its
-    database pool is sized for `web_threads` request threads and its inbox workers.
-
-    Refuses to start without a webhook secret: an App that cannot verify deliveries must
-    not accept them. In pull mode (THE_LOOP_INGRESS=pull) it reads GitHub's delivery log
-    instead and needs none; one set still lets it accept signed deliveries.
-    """
-    from flask import Flask, jsonify
-    from flask.typing import ResponseReturnValue
-
-    from app.fleet.api import LEASE_CONFIG
-    from app.fleet.api import bp as spawner_bp
-    from app.fleet.checks_api import bp as checks_bp
-    from app.fleet.phase_api import bp as phase_bp
-    from app.fleet.pull_api import bp as pulls_bp
-    from app.gitgate.git_caps import GitCaps
-    from app.gitgate.git_gateway import bp as git_bp
-    from app.github.webhook_ingress import WebhookIngress
-    from app.github.webhooks import MAX_BODY
-    from app.github.webhooks import PATH as WEBHOOK_PATH
-    from app.ingress.wsgi_doors import BodyDoors, WebhookDoor
-    from app.runtime import build_state
-    from app.settings import SettingsError, load_settings
-    from app.web.metrics import bp as metrics_bp
-    from app.web.views import bp as web_bp
-    from channels import web as slack_web
-
-    settings = settings or load_settings()
-    if not settings.github_webhook_secret and settings.the_loop_ingress == "push":
-        raise SettingsError(
-            "GITHUB_WEBHOOK_SECRET is required: the App refuses to start without it"
-        )
-    state = build_state(settings, web_threads=web_threads)
-    app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    app.config[LEASE_CONFIG] = settings.the_loop_job_lease_seconds
-    app.extensions["the-loop"] = state
-    app.wsgi_app = WebhookIngress(state, app.wsgi_app)  # type: ignore[method-assign]
-    # /git/…: the git gateway's caps per process, under any front (half the threads in all).
-    git_total = settings.the_loop_git_requests or max(1, web_threads // 2)
-    each = settings.the_loop_git_requests_per_session
-    app.wsgi_app = GitCaps(app.wsgi_app, state, git_total, each)  # type: ignore[method-assign]
-    # Every other body: its door, the process's body budget and deadline, under any front.
-    webhook = WebhookDoor(WEBHOOK_PATH, MAX_BODY)
-    app.wsgi_app = BodyDoors(app.wsgi_app, state, webhook)  # type: ignore[method-assign]
-    slack_web.init_app(app, state)  # POST /slack/events, only when a Slack bot token is set
-    app.register_blueprint(web_bp)  # the status page and /status, for the operator only
-    app.register_blueprint(metrics_bp)  # /metrics: the operator or a scrape token
-    app.register_blueprint(spawner_bp)
-    app.register_blueprint(phase_bp)
-    app.register_blueprint(pulls_bp)
-    app.register_blueprint(checks_bp)  # `the-loop checks`: a PR's check runs and job logs
-    app.register_blueprint(git_bp)  # /git/…: a session's origin, forwarded to GitHub
-
-    @app.get("/healthz")
-    def healthz() -> ResponseReturnValue:
-        return jsonify(ok=True, version=__version__)
-
-    workers = settings.the_loop_inbox_workers if start_workers in (None, True) else 0
-    if start_workers is None or start_workers:
-        state.start_workers(workers)
-    return app

@@ -61,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from app.config import ConfigError
-    from app.settings import SettingsError
+    from app.config.operator_config import ConfigError
+    from app.config.process_settings import SettingsError
 
     try:
         return int(args.func(args) or 0)

@@ -34,7 +34,7 @@ import httpx
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
 
-    from app.runtime import AppState
+    from app.runtime.app_state import AppState
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,7 +44,7 @@ TARGET_P99_MS = 100.0
 PRODUCER = """
 import json, sys, time
 from sqlalchemy.orm import Session
-from app.store import make_engine
+from app.store.engines import make_engine
 from app.store.jobqueue import queue_job
 from app.protocol import StopJob
 url, repos = sys.argv[1], json.loads(sys.argv[2])
@@ -70,8 +70,8 @@ def serve(db_url: str, tmp: Path) -> tuple[str, AppState, BaseWSGIServer]:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     from werkzeug.serving import make_server
 
-    from app import create_app
-    from app.settings import load_settings
+    from app.runtime.flask_app import create_app
+    from app.config.process_settings import load_settings
 
     (tmp / "cli-config.yaml").write_text("{}\n")
     env = {

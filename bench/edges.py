@@ -2,7 +2,7 @@
 """The App's doors under strangers' traffic: slow bodies and a flood of forged webhooks.
 
 Starts `the-loop serve` (gunicorn's asgi worker; `--front gthread`: the App as plain WSGI,
-`gunicorn -k gthread --threads N 'app:create_app()'`) on a fresh SQLite store, then:
+`gunicorn -k gthread --threads N 'app.runtime:create_app()'`) on a fresh SQLite store, then:
 
 1. opens --slow connections that announce a body and send one byte of it (authenticated
    spawner calls, Slack requests with fresh signature headers, webhooks), and while they
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from app.fleet.tokens import create_token  # noqa: E402
 from app.protocol import StopJob  # noqa: E402
-from app.store import make_engine  # noqa: E402
+from app.store.engines import make_engine  # noqa: E402
 from app.store.jobqueue import queue_job  # noqa: E402
 from app.store.tables import WorkItem, WorkItemStatus  # noqa: E402
 from tests.support import forked_workers, hold_open_bodies, memory_kib  # noqa: E402
@@ -74,7 +74,7 @@ def start(
     command = ["-m", "app.cli", "serve", "--workers", "1"]
     if front == "gthread":
         command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads)]
-        command += ["--bind", f"127.0.0.1:{port}", "app:create_app()"]
+        command += ["--bind", f"127.0.0.1:{port}", "app.runtime:create_app()"]
     server = subprocess.Popen(
         [sys.executable, *command],
         cwd=tmp,

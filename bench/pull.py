@@ -84,13 +84,13 @@ def pull_latencies(
 
 def reconcile_missed(fake: FakeGitHub, env: dict[str, str], missed: int) -> None:
     from app.audit import EventLog
+    from app.config.process_settings import load_settings
     from app.github.client import GitHubApp
     from app.github.ingest import IngestWriter
     from app.github.reconcile import Reconciler
-    from app.github.routes import build_router
-    from app.services import utcnow
-    from app.settings import load_settings
-    from app.store import make_engine, migrate
+    from app.github.services import utcnow
+    from app.runtime.event_routes import build_router
+    from app.store.engines import make_engine, migrate
 
     for n in range(1, missed + 1):
         fake.hook_log.deliver("issues", json.loads(labeled_body(n)), url=None)

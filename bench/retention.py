@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from benchkit import steal, steal_percent  # noqa: E402
 
-from app.services import utcnow  # noqa: E402
-from app.store import make_engine, migrate  # noqa: E402
+from app.github.services import utcnow  # noqa: E402
+from app.store.engines import make_engine, migrate  # noqa: E402
 from app.store.sqlite_writes import SLOW_HOLD  # noqa: E402
 from app.store.tables import Delivery, InboxState, compress_body  # noqa: E402
 

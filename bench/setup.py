@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.audit import read_jsonl  # noqa: E402
-from app.config import parse_config  # noqa: E402
+from app.config.operator_config import parse_config  # noqa: E402
 from app.protocol import SpawnJob  # noqa: E402
 from app.spawner.appclient import ClaimedJob  # noqa: E402
 from app.spawner.context import SpawnerContext  # noqa: E402

@@ -187,8 +187,8 @@ class Stack:
         return self
 
     def _start_in_process(self) -> None:
-        from app import create_app
-        from app.settings import load_settings
+        from app.runtime.flask_app import create_app
+        from app.config.process_settings import load_settings
 
         self.app = create_app(load_settings(self.env, dotenv=None))
         self.state = self.app.extensions["the-loop"]
@@ -198,7 +198,7 @@ class Stack:
 
     def _start_serve(self) -> None:
         """`the-loop serve` as deployed; this process reads and writes the same database."""
-        from app.store import make_engine
+        from app.store.engines import make_engine
 
         port = free_port()
         args = ["serve", "--workers", "2", "--threads", "8"]

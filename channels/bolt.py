@@ -19,13 +19,13 @@ from slack_bolt import Ack, App, BoltContext
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import Engine
 
-from app.services import Services
-from channels import ChannelsError
+from app.github.services import Services
 from channels.actions import Press, handle_execute
 from channels.allow_actions import handle_allow
 from channels.allow_blocks import ALLOW_ACTION
 from channels.answer_actions import handle_answer
 from channels.answer_blocks import ANSWER_ACTION_PATTERN
+from channels.channel_errors import ChannelsError
 from channels.checklist_control import EXECUTE_ACTION, OPEN_ACTION, ROWS_ACTION
 from channels.deps import SlackDeps
 from channels.replies import thread_reply

@@ -16,17 +16,20 @@ from slack_bolt.adapter.flask import SlackRequestHandler
 from channels.bolt import SlackNotConfigured, build_bolt_app
 
 if TYPE_CHECKING:
-    from app.runtime import AppState
+    from sqlalchemy import Engine
+
+    from app.github.services import Services
 
 log = logging.getLogger(__name__)
 
 
-def init_app(app: Flask, state: AppState) -> bool:
-    """Mount the Slack route on `app`; returns whether it was mounted."""
-    if not state.settings.slack_enabled:
+def init_app(app: Flask, services: Services, engine: Engine) -> bool:
+    """Mount the Slack route on `app` when the settings enable Slack; returns whether it was
+    mounted."""
+    if not services.settings.slack_enabled:
         return False
     try:
-        bolt = build_bolt_app(state.services, state.engine)
+        bolt = build_bolt_app(services, engine)
     except SlackNotConfigured as exc:
         log.warning("Slack route not mounted: %s", exc)
         return False

@@ -12,9 +12,9 @@ from slack_sdk import WebClient
 from sqlalchemy import Engine
 
 from app.audit import EventLog
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
+from app.config.process_settings import Settings
 from app.mirror import Mirror, NullMirror
-from app.settings import Settings
 from channels.sender import SlackMirror, SlackSender
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from app.config import HarnessTrust, TrustScope, parse_config
+from app.config.operator_config import HarnessTrust, TrustScope, parse_config
 from app.spawner.argv import SESSION_FLAG
 from app.spawner.context import SpawnerContext
 from app.spawner.harness.claude_trust import (

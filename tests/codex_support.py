@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
 from tests.claude_support import GENEROUS

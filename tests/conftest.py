@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.github_api import FakeGitHub, generate_private_key_pem
 from tests.fakes.scripted_model import ScriptedModel

@@ -19,7 +19,7 @@ import yaml
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.config import OperatorConfig, parse_config
+from app.config.operator_config import OperatorConfig, parse_config
 from app.fleet.tokens import create_token
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient

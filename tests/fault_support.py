@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.protocol import parse_payload
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.jobqueue import queue_job
 from app.store.tables import (
     Delivery,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.audit import read_jsonl
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.protocol import DeliverJob, SpawnJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext

@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.fleet.tokens import create_token
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from app.audit import read_jsonl
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.gateway.access import open_model_access, without_credentials
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext

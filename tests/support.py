@@ -114,7 +114,7 @@ def scratch_database(kind: str, directory: Path, template: str | None = None) ->
 def migrated_postgres(directory: Path) -> Iterator[str]:
     """The name of a new PostgreSQL database migrated to the newest revision, with nothing
     connected to it: a template `scratch_database` copies (dropped afterwards)."""
-    from app.store import make_engine, migrate
+    from app.store.engines import make_engine, migrate
 
     with scratch_database("postgres", directory) as url:
         engine = make_engine(url)
@@ -172,7 +172,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
 @dataclass
 class RunningApp:
     url: str
-    state: Any  # app.runtime.AppState
+    state: Any  # app.runtime.app_state.AppState
     pid: int | None = None  # the serving process, when it is one of its own
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
@@ -276,8 +276,8 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
 @contextmanager
 def gunicorn_app(env: dict[str, str], threads: int) -> Iterator[RunningApp]:
     """The App as plain WSGI under gunicorn's stock threaded worker (`gunicorn -k gthread
-    'app:create_app()'`, one process of `threads` threads), stopped like `served_app`."""
-    command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads), "app:create_app()"]
+    'app.runtime:create_app()'`, one process of `threads` threads), stopped like `served_app`."""
+    command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads), "app.runtime:create_app()"]
     with _app_process(env, command, bind=True) as app:
         yield app
 
@@ -287,7 +287,7 @@ def _app_process(
     env: dict[str, str], command: list[str], bind: bool = False
 ) -> Iterator[RunningApp]:
     """`python <command>` serving the App on a free port (`--bind` added, or PORT set)."""
-    from app.store import make_engine
+    from app.store.engines import make_engine
 
     port = free_port()
     log = Path(env["THE_LOOP_CONFIG"]).parent / "serve.log"
@@ -370,10 +370,10 @@ def hold_open_bodies(url: str, path: str, count: int, size: int) -> list[socket.
 
 @contextmanager
 def wsgi_app(env: dict[str, str]) -> Iterator[RunningApp]:
-    """The App as plain WSGI (`gunicorn 'app:create_app()'`), with its inbox worker, on a
+    """The App as plain WSGI (`gunicorn 'app.runtime:create_app()'`), with its inbox worker, on a
     threaded server on 127.0.0.1 in this process."""
-    from app import create_app
-    from app.settings import load_settings
+    from app.runtime.flask_app import create_app
+    from app.config.process_settings import load_settings
     from tests.fakes.server import LiveServer
 
     app = create_app(load_settings(env, dotenv=None))

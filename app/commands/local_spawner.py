@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.config.process_settings import Settings
 from app.files import private_dir, write_text_atomic
-from app.settings import Settings
 
 LOCAL_NAME = "local"
 TOKEN_FILE = "local-spawner.token"
@@ -38,7 +38,7 @@ def local_token(settings: Settings) -> str:
 
     from app.fleet.tokens import create_token, hash_token
     from app.spawner.assembly import spawner_state_dir
-    from app.store import make_engine, migrate
+    from app.store.engines import make_engine, migrate
     from app.store.tables import Spawner
 
     path = spawner_state_dir(settings) / TOKEN_FILE

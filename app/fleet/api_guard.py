@@ -17,8 +17,8 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.fleet import FleetError
 from app.fleet.comments import CommentRefused
+from app.fleet.fleet_errors import FleetError
 from app.ingress.doors import ADMITTED, SPAWNER_MAX_BODY
 from app.workitems.decide.advance import UnseenArtifacts
 from app.workitems.decide.walk import MoveRefused

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.config import SessionComments
-from app.fleet import FleetError
+from app.config.operator_config import SessionComments
+from app.fleet.fleet_errors import FleetError
 from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 from app.workitems.spend.post_rate import (
     POSTS_KEY,

@@ -27,7 +27,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.fleet import FleetError
+from app.fleet.fleet_errors import FleetError
 from app.fleet.tokens import (
     drop_job_token,
     keep_job_token,
@@ -35,8 +35,8 @@ from app.fleet.tokens import (
     renew_session_tokens,
 )
 from app.github.client import GitHubNotConfigured, InstallationToken
-from app.services import Services
-from app.store import is_postgres
+from app.github.services import Services
+from app.store.engines import is_postgres
 from app.store.jobqueue import cancel, lease_lapsed, offer_failed
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
 from app.workitems.decide.decisions import lock_work_item

@@ -19,8 +19,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import hosted_items, renew_session_tokens
+from app.github.services import Services
 from app.retry import WakeLoop
-from app.services import Services
 from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
 from app.workitems.decide.decisions import lock_work_item
 from app.workitems.flow.states import HOSTED, Happened, transition

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config import NAME_RE
+from app.config.operator_config import NAME_RE
 from app.fleet.tokens import (
     ANY_REPOSITORY,
     renew_session_tokens,
@@ -32,8 +32,8 @@ from app.fleet.tokens import (
     scope_of,
     serves,
 )
+from app.github.services import Services
 from app.protocol import ROUTES_EVENT, SPAWNER_EVENTS
-from app.services import Services
 from app.store.jobqueue import claimed_jobs
 from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
 from app.workitems.decide.decisions import lock_work_item

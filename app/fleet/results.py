@@ -19,8 +19,8 @@ from app.gate.pull_texts import receipt_note
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO
+from app.github.services import Services
 from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
-from app.services import Services
 from app.store.jobqueue import retarget
 from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
 from app.workitems.decide.decisions import lock_work_item

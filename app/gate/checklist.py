@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config.offered_harnesses import default_harness, models_for, offered_harnesses
+from app.config.operator_config import OperatorConfig
 from app.gate.phases import PHASES, Phase, PhaseKind
 from app.graph import APPROVAL_GATES
-from app.harnesses import default_harness, models_for, offered_harnesses
 
 HARNESS_PREFIX = "harness-"
 MODEL_PREFIX = "model-"

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config.offered_harnesses import models_for, resolve_harness
+from app.config.operator_config import OperatorConfig
 from app.gate.checklist import EFFORT_PREFIX, MODEL_PREFIX
 from app.gate.classify import Selection
 from app.graph import APPROVAL_GATES, approval_stops
-from app.harnesses import models_for, resolve_harness
 
 PHASE_SELECTION = "phase-selection"
 

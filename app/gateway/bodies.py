@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from app.gateway import GatewayError
+from app.gateway.gateway_errors import GatewayError
 
 MAX_DEPTH = 64
 MAX_ELEMENTS = 500_000

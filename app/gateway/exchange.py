@@ -17,7 +17,6 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-from app.gateway import GatewayError
 from app.gateway.forwarding import Upstream, presented_token
 from app.gateway.framing import (
     CONTINUE,
@@ -29,6 +28,7 @@ from app.gateway.framing import (
     SessionRequests,
     status_head,
 )
+from app.gateway.gateway_errors import GatewayError
 from app.gateway.metering import Tally
 from app.gateway.passes import Passes
 from app.gateway.wires import MESSAGES, RESPONSES, Wire, not_forwarded, shape_for, wire_for

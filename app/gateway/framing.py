@@ -33,7 +33,7 @@ from typing import Final, Generic, TypeVar
 
 import httptools
 
-from app.gateway import GatewayError
+from app.gateway.gateway_errors import GatewayError
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -29,23 +29,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from app.config.sandbox_config import SERVER_TOOLS
 from app.gateway.bodies import BodyError, parse_body
 from app.gateway.contents import messages_refusal, responses_refusal
 from app.gateway.wires import MESSAGES, Wire
 
-# Server tools an operator may allow (`routing.sandbox.modelTools`, checked by `app.config`):
-# the Messages API's, then the Responses API's.
-SERVER_TOOLS = (
-    "web_search",
-    "web_fetch",
-    "code_execution",
-    "advisor",
-    "web_search_preview",
-    "file_search",
-    "code_interpreter",
-    "image_generation",
-    "computer_use_preview",
-)
 MCP_TOOLS = frozenset({"mcp", "mcp_toolset"})
 # The longest tool type a refusal names in what it reports (the session chose it).
 TYPE_LIMIT = 64

@@ -40,6 +40,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from app.config.sandbox_config import BODIES_IN_FLIGHT, HEAD_WAIT, MAX_REQUEST, PER_PASS
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,
@@ -56,16 +57,7 @@ from app.gateway.wires import MESSAGES, RESPONSES, Wire
 
 log = logging.getLogger(__name__)
 
-BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
 MAX_CONNECTIONS = 512  # sessions' connections open at once, over all sessions
-# Connections one pass (one session) may hold at once, and seconds a new connection has to
-# send its first request's head: the defaults of `routing.sandbox.gateway` (the gateway's
-# process never loads the operator config's models, so the config takes them from here).
-PER_PASS = 16
-HEAD_WAIT = 30.0
-# The largest request body the gateway takes (`routing.sandbox.gateway.maxRequestBytes`'s
-# default; why this size: `app.config_sandbox.SandboxGateway`).
-MAX_REQUEST = 32 * 1024 * 1024
 # After a session leaves mid-answer, the upstream is still read (not relayed) for its usage,
 # for this long and this much at most; what was read by then is charged.
 DRAIN_SECONDS = 120.0

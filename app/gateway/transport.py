@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import certifi
 
-from app.gateway import GatewayError
 from app.gateway.framing import (
     END,
     AnswerHead,
@@ -34,6 +33,7 @@ from app.gateway.framing import (
     UpstreamAnswers,
     request_bytes,
 )
+from app.gateway.gateway_errors import GatewayError
 
 READ_SIZE = 64 * 1024
 MAX_HEAD = 100 * 1024  # an answer's head (and a chunked body's trailer) may be this large

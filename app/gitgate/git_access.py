@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from githubkit_schemas.latest.types import AppPermissionsType
 
 from app.fleet.tokens import Principal
-from app.gitgate import GitGateError
+from app.gitgate.gitgate_errors import GitGateError
 from app.github.client import GitHubApp, InstallationToken
 from app.store.tables import WorkItem, WorkItemStatus
 

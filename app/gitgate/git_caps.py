@@ -43,13 +43,13 @@ from app.ingress.wsgi_body import IdleInput, client_socket, declared_length_of, 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-    from app.runtime import AppState
+    from app.ingress.door_state import DoorState
 
 
 class GitCaps:
     """The App's WSGI application with the git gateway's caps in front of `/git/…`."""
 
-    def __init__(self, app: WSGIApplication, state: AppState, total: int, each: int) -> None:
+    def __init__(self, app: WSGIApplication, state: DoorState, total: int, each: int) -> None:
         self.app = app
         self.state = state
         self.slots = Slots(total, each)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.gitgate import GitGateError
+from app.gitgate.gitgate_errors import GitGateError
 
 FLUSH = b"0000"
 # The command section of a push is small: one ref, its capabilities. More is refused.

@@ -23,8 +23,8 @@ from githubkit.exception import GitHubException, RequestFailed
 from githubkit_schemas.latest.types import AppPermissionsType
 
 from app.gate.log_tail import MAX_LOG_BYTES
-from app.github import GitHubError
 from app.github.client import GitHubApp
+from app.github.github_errors import GitHubError
 
 # Reading check runs and Actions job logs of one repository, nothing else.
 ACTIONS_PERMISSIONS: AppPermissionsType = {"actions": "read", "checks": "read", "metadata": "read"}

@@ -29,8 +29,8 @@ from githubkit.exception import GitHubException
 from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
 from githubkit_schemas.latest.types import AppPermissionsType
 
-from app.github import GitHubError
-from app.settings import Settings
+from app.config.process_settings import Settings
+from app.github.github_errors import GitHubError
 
 RETRY = RetryChainDecision(RetryRateLimit(max_retry=3), RetryServerError(max_retry=3))
 # The App's own calls: issue comments, reactions, issue reads, collaborator permission.

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from githubkit import GitHub
 from githubkit.exception import RequestFailed
 
-from app.github import GitHubError
+from app.github.github_errors import GitHubError
 from app.retry import queue_delay
 
 PER_PAGE = 100  # GitHub's largest page

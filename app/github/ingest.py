@@ -43,7 +43,7 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
-from app.github import GitHubError
+from app.github.github_errors import GitHubError
 from app.store.lanes import Turns
 from app.store.sqlite_writes import statement_journals_in_memory
 from app.store.tables import Delivery, Event, InboxState, Origin, compress_body, driver_time

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from app.services import HandlerContext
+from app.github.services import HandlerContext
 from app.store.tables import Installation, Repository
 
 

@@ -19,7 +19,7 @@ from githubkit import GitHub
 from githubkit.exception import GitHubException
 
 from app.files import write_text_atomic
-from app.github import GitHubError
+from app.github.github_errors import GitHubError
 from app.github.registration import ManifestShapeError, events_asked, permissions_asked
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "manifest.yaml"

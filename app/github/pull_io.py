@@ -9,8 +9,8 @@ from typing import Any
 from githubkit.exception import RequestFailed
 
 from app.gate.pull_texts import FAILING_CONCLUSIONS, CheckFailure
-from app.github import GitHubError
 from app.github.client import GitHubApp
+from app.github.github_errors import GitHubError
 
 
 class PullRefused(GitHubError, RuntimeError):

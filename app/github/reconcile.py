@@ -53,7 +53,7 @@ from app.store.tables import Delivery, Origin
 
 if TYPE_CHECKING:
     from app.audit import EventLog
-    from app.settings import Settings
+    from app.config.process_settings import Settings
 
 log = logging.getLogger(__name__)
 

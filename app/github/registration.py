@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.github import GitHubError
+from app.github.github_errors import GitHubError
 from app.github.webhooks import PATH as WEBHOOK_PATH
 
 ACCESS_LEVELS = ("read", "write")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.services import HandlerContext
+    from app.github.services import HandlerContext
 
 Handler = Callable[["HandlerContext"], None]
 RouteTable = Mapping[tuple[str, str | None], Sequence[Handler]]

@@ -2,8 +2,8 @@
 
 The decisions are plain functions of the request's headers and body (`precheck`, `screen`,
 `acknowledged`), shared by the two ways the App is served: `WebhookIngress`, a WSGI
-middleware in front of Flask (`gunicorn 'app:create_app()'`; it and the steps that reach the
-App's state are `webhook_ingress.py`'s), and the ASGI front of `app.asgi` (what `the-loop
+middleware in front of Flask (`gunicorn 'app.runtime:create_app()'`; it and the steps that reach the
+App's state are `webhook_ingress.py`'s), and the ASGI front of `app.runtime.asgi` (what `the-loop
 serve` runs). Either way this path skips Flask's request
 machinery, which costs about as much as storing the delivery (`bench/ingest.py`).
 """

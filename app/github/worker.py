@@ -27,8 +27,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.github.router import Router
+from app.github.services import HandlerContext, Services
 from app.retry import Backoff
-from app.services import HandlerContext, Services
 from app.store import inbox
 from app.store.tables import InboxState
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from app.ingress import IngressError
+from app.ingress.ingress_errors import IngressError
 
 SPAWNER_PATH = "/spawner/v1"
 SLACK_PATH = "/slack/events"

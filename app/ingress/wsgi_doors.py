@@ -1,7 +1,7 @@
 """Every door but git's under a WSGI server: the same budget and deadline as the ASGI front.
 
-`the-loop serve` reads each body on its event loop before Flask sees it (`app.asgi`).
-Served as plain WSGI (`gunicorn -k gthread 'app:create_app()'`), the App reads bodies on
+`the-loop serve` reads each body on its event loop before Flask sees it (`app.runtime.asgi`).
+Served as plain WSGI (`gunicorn -k gthread 'app.runtime:create_app()'`), the App reads bodies on
 its request threads instead, and this middleware holds the same line there: each path's
 credential and declared length are checked before a byte of the body is read
 (`app.ingress.doors`); the body then takes a `Hold` on the process's `BodyBudget` (bodies
@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING
 import orjson
 from werkzeug.wsgi import ClosingIterator
 
-from app.ingress import IngressError, doors
+from app.ingress import doors
 from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
+from app.ingress.ingress_errors import IngressError
 from app.ingress.sampling import cut
 from app.ingress.wsgi_body import IdleInput, client_socket, declared_length_of, drop_body
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-    from app.runtime import AppState
+    from app.ingress.door_state import DoorState
 
 CHUNK = 64 * 1024
 REASONS = {400: "Bad Request", 401: "Unauthorized", 408: "Request Timeout"}
@@ -60,7 +61,7 @@ class WebhookDoor:
 class BodyDoors:
     """The App's WSGI application behind the doors' checks, budget and body deadline."""
 
-    def __init__(self, app: WSGIApplication, state: AppState, webhook: WebhookDoor) -> None:
+    def __init__(self, app: WSGIApplication, state: DoorState, webhook: WebhookDoor) -> None:
         self.app = app
         self.state = state
         self.webhook = webhook

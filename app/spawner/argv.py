@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from app.config import (
+from app.config.offered_harnesses import HOSTING_ADAPTERS
+from app.config.operator_config import (
     DEFAULT_HARNESS,
     EffortChoice,
     InteractionMode,
@@ -33,7 +34,6 @@ from app.config import (
     harness_args,
 )
 from app.gate.freeze import revalidate
-from app.harnesses import HOSTING_ADAPTERS
 from app.spawner.harness import adapter_of
 
 DENY_TOKEN = "--disallowedTools=AskUserQuestion"

@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from app.config import OperatorConfig, config_findings
+from app.config.operator_config import OperatorConfig, config_findings
+from app.config.process_settings import Settings
 from app.files import private_dir
-from app.settings import Settings
 from app.spawner.agent import hostable_harnesses
 from app.spawner.appclient import AppClient
 from app.spawner.context import SpawnerContext

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import HarnessTrust
-from app.config_sandbox import NetworkMode, SandboxMode
+from app.config.operator_config import HarnessTrust
+from app.config.sandbox_config import NetworkMode, SandboxMode
 from app.gateway.access import SessionModel
 from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob

@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.retry import queue_delay
-from app.store import is_postgres
+from app.store.engines import is_postgres
 from app.store.sqlite_writes import StoreError
 from app.store.tables import Delivery, InboxState, decompress_body, driver_time
 

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.protocol import JobPayload, dump_payload
-from app.store import is_postgres
+from app.store.engines import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus, aware
 

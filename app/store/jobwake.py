@@ -23,7 +23,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
 from app.retry import Backoff
-from app.store import is_postgres
+from app.store.engines import is_postgres
 
 NOTIFY_CHANNEL = "the_loop_jobs"
 ANY_REPOSITORY = "*"

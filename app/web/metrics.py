@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.protocol import USAGE_FIELDS
 from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth

@@ -25,7 +25,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from app.config_inforce import in_force
+from app.config.in_force import in_force
 from app.github.registration import first_run_steps
 from app.store.inbox import requeue
 from app.store.tables import WorkItem, WorkItemStatus

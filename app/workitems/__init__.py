@@ -3,8 +3,3 @@ and the one table of transitions, the events that move it, the jobs it sends, wh
 `decide` (what people decide, from any surface), `spend` (usage, costs, budgets, spend caps),
 `tell` (the progress comment, notices, endings) and `prs` (its pull request).
 """
-
-
-class WorkItemError(Exception):
-    """A work item refused a move or a request. The room's one exception root: every
-    exception it defines derives from it (`tests/house/test_exception_roots.py`)."""

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.checklist import build_checklist, build_offer
 from app.gate.parse import first_ticks, parse_rows, says_command
 from channels.checklist_control import controls, execute_text, pressed_tokens

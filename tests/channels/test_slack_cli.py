@@ -14,7 +14,7 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.tables import Job, JobKind, SlackOutbox, WorkItem, WorkItemStatus
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.settings import load_settings
+from app.config.process_settings import load_settings
 from app.store.tables import Event, SlackOutbox, WorkItem
 from channels import outbox
 from channels.sender import SlackMirror, SlackSender

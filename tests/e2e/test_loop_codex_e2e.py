@@ -22,7 +22,7 @@ import pytest
 import yaml
 from sqlalchemy.orm import Session
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.checklist import Checklist, Offer, build_checklist, build_offer
 from app.gate.classify import Selection, classify
 from app.gate.freeze import frozen_record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.classify import Dropped, Selection
 from app.gate.confirm import (
     confirmation_markdown,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from app.harnesses import HOSTING_ADAPTERS
-from app.store import make_engine, migrate
+from app.config.offered_harnesses import HOSTING_ADAPTERS
+from app.store.engines import make_engine, migrate
 from app.store.tables import ModelVerdict, Spawner
 from app.workitems.flow.offers import refused_choices, spawner_hosts
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.checklist import build_checklist, build_offer
 from app.gate.ids import branch_name_ok
 from app.gate.markers import (

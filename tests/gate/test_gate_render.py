@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from app.config import parse_config
+from app.config.offered_harnesses import HOSTING_ADAPTERS
+from app.config.operator_config import parse_config
 from app.gate.checklist import SectionKind, build_checklist, build_offer
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.parse import issue_base
 from app.gate.render import MAX_SHOWN, render_checklist
-from app.harnesses import HOSTING_ADAPTERS
 
 ITEM = "github:Codertocat/Hello-World#1"
 KEYWORD = "the-loop execute"

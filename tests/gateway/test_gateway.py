@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.gateway.access import open_model_access, upstream_for
 from app.gateway.forwarding import PUBLIC_API, Upstream, presented_token, upstream_headers
 from app.gateway.metering import StreamMeter, Tally, Usage, usage_of_body

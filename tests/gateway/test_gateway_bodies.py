@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.config import load_config
+from app.config.operator_config import load_config
 from app.gateway.access import open_model_access
 from app.gateway.forwarding import Upstream
 from app.gateway.judging import IN_THREAD

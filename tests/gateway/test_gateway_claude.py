@@ -25,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gateway.metering import COUNTED
 from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.config import ConfigError, load_config, parse_config
+from app.config.operator_config import ConfigError, load_config, parse_config
 from app.gateway.access import open_model_access
 from app.gateway.forwarding import Upstream
 from app.gateway.relay import HEAD_WAIT, PER_PASS, ModelGateway

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.gateway.access import open_model_access
 from app.gateway.forwarding import Upstream
 from app.gateway.metering import Usage

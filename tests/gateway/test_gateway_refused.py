@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gateway.reach import RefusalLog, Refused
 from app.spawner.appclient import AppClient
 from tests.fakes.anthropic import FakeAnthropic, Reply, Step, anything

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.gateway.access import open_model_access, openai_upstream_for
 from app.gateway.forwarding import Upstream
 from app.gateway.metering import StreamMeter, Usage, usage_of_body

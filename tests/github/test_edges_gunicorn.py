@@ -1,4 +1,4 @@
-"""The App's doors as plain WSGI under a real `gunicorn -k gthread 'app:create_app()'`:
+"""The App's doors as plain WSGI under a real `gunicorn -k gthread 'app.runtime:create_app()'`:
 the body budget and the body deadline hold there as under `the-loop serve`
 (`app.ingress.wsgi_doors`). Thirty unsigned 24 MiB webhooks held open cost the worker at
 most the budget, the rest answered 503 at once; a body over its door's limit is 413 before

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from githubkit.exception import RequestFailed
 
+from app.config.process_settings import load_settings
 from app.github.client import GitHubApp, GitHubNotConfigured
-from app.settings import load_settings
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog, read_jsonl
 from app.github.ingest import IngestUnavailable, IngestWriter
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.sqlite_writes import write_lock
 from app.store.tables import Delivery, Event, InboxState
 from tests.support import fixture_bytes
@@ -322,7 +322,7 @@ _FLOOD = """
 import asyncio, sys
 from app.audit import EventLog
 from app.github.ingest import IngestWriter
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 
 engine = make_engine(f"sqlite:///{sys.argv[1]}")
 migrate(engine)

@@ -8,7 +8,6 @@ import json
 
 from githubkit.webhooks import sign
 
-from app.asgi import BodyTooSlow, ClientGone, Deadlines, read_body
 from app.github.webhooks import (
     MAX_BODY,
     Answer,
@@ -18,6 +17,7 @@ from app.github.webhooks import (
     screen,
     too_slow,
 )
+from app.runtime.asgi import BodyTooSlow, ClientGone, Deadlines, read_body
 from tests.support import fixture_bytes
 
 SECRET = "s3cret"
@@ -179,8 +179,8 @@ def test_a_routed_body_is_refused_under_any_other_routed_event_name():
 
 
 def test_every_routed_event_has_a_shape_and_unrouted_events_are_not_checked():
-    from app.github.routes import ROUTES
     from app.github.shapes import SHAPES
+    from app.runtime.event_routes import ROUTES
 
     assert {event for event, _action in ROUTES} <= SHAPES.keys()
     body = fixture_bytes("github/issues.labeled.json")
@@ -251,8 +251,8 @@ def test_the_heap_built_at_start_up_is_out_of_the_collectors_reach(tmp_path):
     frozen, so a collection under a flood walks only what requests made."""
     import gc
 
-    from app.asgi import create_asgi_app
-    from app.settings import load_settings
+    from app.config.process_settings import load_settings
+    from app.runtime.asgi import create_asgi_app
 
     settings = load_settings(
         {

@@ -185,11 +185,11 @@ def test_the_log_takes_no_more_than_its_share_of_the_hourly_budget(
     from datetime import UTC, datetime, timedelta
 
     from app.audit import EventLog
+    from app.config.process_settings import load_settings
     from app.github.client import GitHubApp
     from app.github.ingest import IngestWriter
     from app.github.reconcile import Reconciler
-    from app.settings import load_settings
-    from app.store import make_engine, migrate
+    from app.store.engines import make_engine, migrate
 
     fake, _ = fake_github
     for n in range(1, 7):

@@ -2,7 +2,7 @@
 
 Every test runs against both fronts of the App: `the-loop serve` (gunicorn's asgi worker,
 what is deployed; on SQLite, as test_durability runs it on PostgreSQL too) and the plain
-WSGI App (`gunicorn 'app:create_app()'`) on SQLite and PostgreSQL. Tests of what the App
+WSGI App (`gunicorn 'app.runtime:create_app()'`) on SQLite and PostgreSQL. Tests of what the App
 stores get an App and a store of their own (`running_app`); tests of answers alone share
 one per front (`shared_app`), as GitHub's deliveries share one deployed App.
 """
@@ -232,7 +232,7 @@ EXAMPLES = {
 def documented_deliveries() -> list[tuple[str, str | None]]:
     """Every (event, action) GitHub's webhook schema documents (tests/data/github/README.md)
     that the App does not route: those it routes are replayed from published examples."""
-    from app.github.routes import ROUTES
+    from app.runtime.event_routes import ROUTES
 
     events = json.loads(fixture_bytes("github/webhook-events.json"))["events"]
     pairs = [(e, a) for e, actions in events.items() for a in (actions or [None])]

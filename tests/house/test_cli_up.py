@@ -57,7 +57,7 @@ def test_up_on_a_fresh_directory(tmp_path):
 
 
 def test_plain_gunicorn_serves_the_wsgi_app(settings_env):
-    """`gunicorn 'app:create_app()'` with a stock worker: the App as plain WSGI."""
+    """`gunicorn 'app.runtime:create_app()'` with a stock worker: the App as plain WSGI."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -70,7 +70,7 @@ def test_plain_gunicorn_serves_the_wsgi_app(settings_env):
             "4",
             "--bind",
             f"127.0.0.1:{port}",
-            "app:create_app()",
+            "app.runtime:create_app()",
         ],
         cwd=ROOT,
         env={**os.environ, **settings_env},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import (
+from app.config.operator_config import (
     ConfigError,
     InteractionMode,
     config_findings,
@@ -12,7 +12,7 @@ from app.config import (
     load_config,
     parse_config,
 )
-from app.settings import SettingsError, load_settings
+from app.config.process_settings import SettingsError, load_settings
 
 DESIGN_EXAMPLE = """
 harnesses:
@@ -133,7 +133,7 @@ def test_bad_setting_names_the_variable():
 
 
 def test_app_refuses_to_start_without_a_webhook_secret(tmp_path):
-    from app import create_app
+    from app.runtime.flask_app import create_app
 
     with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_SECRET"):
         create_app(load_settings({"THE_LOOP_STATE_DIR": str(tmp_path)}, dotenv=None))

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.config import ConfigError, config_findings, load_config, parse_config
+from app.config.operator_config import ConfigError, config_findings, load_config, parse_config
+from app.config.process_settings import load_settings
 from app.gate.checklist import build_checklist, build_offer
 from app.gate.parse import parse_rows
 from app.gate.render import render_checklist
-from app.runtime import build_state
-from app.settings import load_settings
+from app.runtime.app_state import build_state
 from app.store.tables import Event
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """What is in force for money, reach, isolation and approval, and where each value came from:
-the one table (`app.config_inforce`) as `config check` and `doctor` print it."""
+the one table (`app.config.in_force`) as `config check` and `doctor` print it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.config import OperatorConfig, parse_config
-from app.config_inforce import DEFAULT, ENVIRONMENT, FILE, in_force
+from app.config.in_force import DEFAULT, ENVIRONMENT, FILE, in_force
+from app.config.operator_config import OperatorConfig, parse_config
 from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

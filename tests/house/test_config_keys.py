@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, OperatorConfig, parse_config
-from app.config_keys import OLDER_DAEMON_KEYS, check_keys, known_paths, unknown_key
-from app.config_sandbox import ConfigModel
+from app.config.known_keys import OLDER_DAEMON_KEYS, check_keys, known_paths, unknown_key
+from app.config.operator_config import ConfigError, OperatorConfig, parse_config
+from app.config.sandbox_config import ConfigModel
 from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

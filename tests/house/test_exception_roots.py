@@ -16,15 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 ROOTS = {
     "app": "app.files:CoreError",
     "app.commands": "app.commands:CommandError",
-    "app.fleet": "app.fleet:FleetError",
-    "app.gateway": "app.gateway:GatewayError",
-    "app.gitgate": "app.gitgate:GitGateError",
-    "app.github": "app.github:GitHubError",
-    "app.ingress": "app.ingress:IngressError",
+    "app.fleet": "app.fleet.fleet_errors:FleetError",
+    "app.gateway": "app.gateway.gateway_errors:GatewayError",
+    "app.gitgate": "app.gitgate.gitgate_errors:GitGateError",
+    "app.github": "app.github.github_errors:GitHubError",
+    "app.ingress": "app.ingress.ingress_errors:IngressError",
     "app.spawner": "app.spawner:SpawnerError",
     "app.store": "app.store.sqlite_writes:StoreError",
-    "app.workitems": "app.workitems:WorkItemError",
-    "channels": "channels:ChannelsError",
+    "app.workitems": "app.workitems.workitem_errors:WorkItemError",
+    "channels": "channels.channel_errors:ChannelsError",
     "hooks": "hooks.gate_entry:HooksError",
 }
 

@@ -95,7 +95,7 @@ def test_the_progress_watch_follows_only_the_engine_it_was_given(tmp_path):
 
     from sqlalchemy.orm import Session
 
-    from app.store import make_engine, migrate
+    from app.store.engines import make_engine, migrate
     from app.store.tables import WorkItem, WorkItemStatus, aware
     from app.workitems.tell.progress import unwatch_changes, watch_changes
 

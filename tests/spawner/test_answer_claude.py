@@ -24,7 +24,7 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gate.markers import MarkerKind
 from app.spawner.context import SpawnerContext
 from app.store.tables import Job, JobKind

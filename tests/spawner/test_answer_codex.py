@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
 from tests.claude_support import GENEROUS
 from tests.codex_support import codex_binary, codex_upstream_env

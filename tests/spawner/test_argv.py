@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import InteractionMode, parse_config
+from app.config.operator_config import InteractionMode, parse_config
 from app.spawner.argv import (
     DENY_TOKEN,
     Choice,

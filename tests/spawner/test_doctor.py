@@ -19,7 +19,7 @@ import httpx
 import pytest
 from sqlalchemy.orm import Session
 
-from app.config import load_config
+from app.config.operator_config import load_config
 from app.fleet.tokens import create_token, mint_session_token
 from app.spawner.devbox_checks import Level, check_disk, check_session_user
 from app.spawner.probes import Result, Verdict, VerdictCache, plan_probes
@@ -268,7 +268,7 @@ def test_whoami_answers_spawner_tokens_only(doctor_devbox, running_app):
 
 
 def test_pure_verdicts_on_the_edges():
-    from app.config import HarnessTrust
+    from app.config.operator_config import HarnessTrust
     from app.spawner import devbox_checks as dc
 
     ok = dc.HttpOutcome(200, {"ok": True, "version": "0.1.0"})
@@ -295,7 +295,7 @@ def test_pure_verdicts_on_the_edges():
 
 
 def test_the_network_check_says_the_mode():
-    from app.config_sandbox import Sandbox
+    from app.config.sandbox_config import Sandbox
     from app.spawner import devbox_checks as dc
 
     listed = Sandbox(egress=["pypi.org:443"])

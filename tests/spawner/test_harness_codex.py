@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.config import HarnessTrust, parse_config
+from app.config.offered_harnesses import HOSTING_ADAPTERS
+from app.config.operator_config import HarnessTrust, parse_config
 from app.gateway.access import SessionModel
-from app.harnesses import HOSTING_ADAPTERS
 from app.spawner.argv import Choice, build_launch
 from app.spawner.harness import HomeSetup, adapter_of
 from app.spawner.harness.codex import ADAPTER as CODEX

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, parse_config
-from app.config_sandbox import SessionLimits
+from app.config.operator_config import ConfigError, parse_config
+from app.config.sandbox_config import SessionLimits
 from app.spawner.confine.cgroups import cgroup_mounts, own_cgroups
 from app.spawner.confine.limits import (
     Counters,

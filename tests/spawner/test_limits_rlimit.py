@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_sandbox import SessionLimits
+from app.config.sandbox_config import SessionLimits
 from app.spawner.confine import enter_limits
 from app.spawner.confine.limits import HostOffer, Mechanism, choose_plan, rlimit_args
 from app.spawner.confine.sandbox import BWRAP, ISOLATION

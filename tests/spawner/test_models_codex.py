@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.probes import Verdict, VerdictCache, check, plan_probes
 from tests.codex_support import codex_binary
 from tests.fakes.responses_api import FakeResponses, Reply, Step, anything

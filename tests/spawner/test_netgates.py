@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.network.netgates import (
     REFUSALS_PER_MINUTE,
     ROUTE_CONNECTIONS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.spawner.confine.isolation import MANAGED_DIR, host_plan
 from app.spawner.confine.sandbox import Secret, sandbox_argv
 from app.spawner.network.netplan import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.config import StandingSessions
+from app.config.operator_config import StandingSessions
 from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
 from app.spawner.network.netlaunch import restore_networks

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.spawner.network.presets import (
     Registries,
     cargo_sources,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.config import ConfigError, OperatorConfig, parse_config
+from app.config.operator_config import ConfigError, OperatorConfig, parse_config
 from app.spawner.network.netplan import plan_network
 from app.spawner.network.routecreds import ResolvedRoute, read_text, resolve_routes, variables_of
 from app.spawner.network.routerules import (

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.network.credroutes import CredentialRoutes
 from app.spawner.network.netgates import SessionNetworks
 from app.spawner.network.netplan import plan_network

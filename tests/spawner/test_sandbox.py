@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import parse_config
-from app.config_sandbox import Sandbox
+from app.config.operator_config import parse_config
+from app.config.sandbox_config import Sandbox
 from app.spawner.confine.isolation import (
     SandboxError,
     bubblewrap_problem,

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.config_sandbox import Sandbox
+from app.config.sandbox_config import Sandbox
 from app.spawner.confine.isolation import confined_argv, host_plan
 
 ROOT = Path(__file__).resolve().parents[2]

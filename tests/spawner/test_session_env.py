@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.spawner.confine.sessionenv import described, session_environment
 from app.spawner.context import SpawnerContext
 from app.spawner.devbox_checks import Level, check_session_env

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
 from app.spawner.naming import item_slug

@@ -13,7 +13,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from app.audit import read_jsonl
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
 from app.spawner.argv import DENY_TOKEN

@@ -15,7 +15,7 @@ import pytest
 
 from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.store import make_engine
+from app.store.engines import make_engine
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn
 from tests.support import free_port, start_the_loop, wait_for, wait_serving

@@ -8,7 +8,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from app.config import ModelChoice, parse_config
+from app.config.operator_config import ModelChoice, parse_config
 from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import DENY_TOKEN
@@ -272,7 +272,7 @@ def test_a_failing_clone_is_reported_without_the_token(ctx: SpawnerContext, tmp_
 def test_a_config_conflict_is_reported_once_at_load_and_never_per_spawn(
     standin: StandIn, origin: Path, runner: TmuxRunner, home: Path, tmp_path: Path
 ) -> None:
-    from app.settings import load_settings
+    from app.config.process_settings import load_settings
     from app.spawner.assembly import build_context
 
     config = parse_config(

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from app.commands.local_spawner import local_token, local_url
-from app.settings import load_settings
+from app.config.process_settings import load_settings
 from app.store.tables import Spawner
 from tests.support import free_port, start_the_loop, wait_for, wait_serving
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.gateway.passes import Passes
 from app.protocol import AnswerJob
 from app.spawner.appclient import ClaimedJob

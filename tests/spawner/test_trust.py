@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.config import HarnessTrust, TrustScope
+from app.config.operator_config import HarnessTrust, TrustScope
 from app.spawner.harness.claude_trust import (
     BYPASS_SETTING,
     ONBOARDING_KEY,

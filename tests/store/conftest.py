@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 
 from app.audit import EventLog
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
+from app.config.process_settings import load_settings
 from app.github.client import GitHubApp
-from app.services import Services, utcnow
-from app.settings import load_settings
-from app.store import make_engine, migrate
+from app.github.services import Services, utcnow
+from app.store.engines import make_engine, migrate
 
 
 class Clock:

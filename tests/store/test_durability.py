@@ -11,8 +11,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.services import utcnow
-from app.store import make_engine, migrate
+from app.github.services import utcnow
+from app.store.engines import make_engine, migrate
 from app.store.tables import Delivery, Event, InboxState, Installation
 from channels import outbox
 from tests.slack_support import ISSUE_URL, MIRROR_CHANNEL, mirror_item, started_payload

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog, read_jsonl
 from app.protocol import LEGACY_ITEM_KEY
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.tables import Event
 
 ROOT = Path(__file__).resolve().parents[2]

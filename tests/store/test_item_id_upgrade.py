@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from app.protocol import parse_payload
-from app.store import MIGRATIONS, make_engine, migrate
+from app.store.engines import MIGRATIONS, make_engine, migrate
 from app.store.tables import Event, Job, SessionToken, SlackOutbox, WorkItemUsage
 
 pytestmark = pytest.mark.empty_database  # each test migrates to an older revision first

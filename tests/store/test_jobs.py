@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.protocol import Frozen, SpawnJob, parse_payload
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.jobqueue import (
     MAX_ATTEMPTS,
     Finish,
@@ -122,7 +122,7 @@ def test_threads_claiming_at_once_never_share_a_job(queue_engine, repo):
 CLAIMER = """
 import json, sys, time
 from datetime import datetime, timedelta
-from app.store import make_engine
+from app.store.engines import make_engine
 from sqlalchemy.orm import Session
 from app.store.jobqueue import take_job
 url, repo, spawner, now = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from app.audit import EventLog
 from app.github.ingest import IngestWriter
 from app.github.router import Router
+from app.github.services import HandlerContext
 from app.github.worker import InboxWorker
-from app.services import HandlerContext
 from app.store.lanes import QUANTUM_MS, Turns, lane_of
 from app.store.tables import Delivery, InboxState
 from tests.support import fixture_json

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import event, insert, select
 from sqlalchemy.orm import Session
 
-from app.services import utcnow
-from app.store import make_engine, migrate
+from app.github.services import utcnow
+from app.store.engines import make_engine, migrate
 from app.store.retention import Pruned, Retention, prune
 from app.store.tables import Delivery, Event, InboxState, Once
 from tests.support import wait_for, wsgi_app

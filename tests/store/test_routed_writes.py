@@ -15,14 +15,14 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
+from app.config.process_settings import load_settings
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.router import Router
+from app.github.services import HandlerContext, Services
 from app.github.worker import InboxWorker
-from app.services import HandlerContext, Services
-from app.settings import load_settings
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.sqlite_writes import WriteLockTimeout, lock_for_file, writes
 from app.store.tables import Delivery, Event, InboxState, Once
 
@@ -33,7 +33,7 @@ CLIENTS, PER_CLIENT, OTHER_PROCESS_WRITES = 4, 120, 150
 OTHER_WRITER = """
 import sys
 from sqlalchemy import event, insert
-from app.store import make_engine
+from app.store.engines import make_engine
 from app.store.tables import Once
 engine = make_engine(sys.argv[1])
 event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA busy_timeout=0"))

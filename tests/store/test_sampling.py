@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog, read_jsonl
 from app.ingress.sampling import FIELD_LIMIT, PER_MINUTE, SUMMARY, SampledLog
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.tables import Event
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.inbox import read_keys_ahead
 from app.store.sqlite_writes import (
     SLOW_HOLD,

@@ -10,7 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from app.store import make_engine, migrate
+from app.store.engines import make_engine, migrate
 from app.store.tables import Base
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def test_migrations_match_models(database_url):
 
 def test_processes_starting_together_on_a_fresh_database_all_migrate_it(database_url):
     """Replicas and workers started at once: none fails on another's half-made schema."""
-    code = f"from app.store import make_engine, migrate; migrate(make_engine({database_url!r}))"
+    code = f"from app.store.engines import make_engine, migrate; migrate(make_engine({database_url!r}))"
     procs = [
         subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE)
         for _ in range(3)

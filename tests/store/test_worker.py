@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from app.audit import EventLog
 from app.github.ingest import IngestWriter
 from app.github.router import Router
+from app.github.services import HandlerContext
 from app.github.worker import MAX_YIELDS, InboxWorker
-from app.services import HandlerContext
 from app.store import inbox
 from app.store.tables import Delivery, Event, InboxState, Once
 

@@ -16,7 +16,8 @@ import pytest
 from dotenv import dotenv_values
 
 from app.commands.server import first_run_lines
-from app.config import load_config
+from app.config.operator_config import load_config
+from app.config.process_settings import load_settings
 from app.github.manifest import WRITTEN_KEYS, load_manifest
 from app.github.registration import (
     events_asked,
@@ -25,7 +26,6 @@ from app.github.registration import (
     permissions_asked,
     webhook_url_for,
 )
-from app.settings import load_settings
 from tests.browser_support import chromium_page
 from tests.fakes.github_web import FakeGitHubWeb
 from tests.fakes.server import LiveServer

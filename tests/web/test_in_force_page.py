@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import load_config
-from app.config_inforce import in_force
+from app.config.in_force import in_force
+from app.config.operator_config import load_config
 from tests.support import OPERATOR_TOKEN
 
 pytestmark = pytest.mark.admin_token

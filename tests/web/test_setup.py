@@ -11,9 +11,9 @@ import httpx
 import pytest
 import yaml
 
+from app.config.process_settings import load_settings
 from app.github.manifest import SetupError, load_manifest, merge_env_file
 from app.github.registration import Registration
-from app.settings import load_settings
 from app.web.setup_page import build_setup_app
 from tests.fakes.server import LiveServer
 
@@ -49,7 +49,7 @@ def test_manifest_declares_least_privilege_and_events():
     }
     # Every subscribed event is acted on, and every routed one is subscribed (installation
     # events are delivered to every App without subscribing).
-    from app.github.routes import ROUTES
+    from app.runtime.event_routes import ROUTES
 
     routed = {event for event, _action in ROUTES if not event.startswith("installation")}
     assert routed == events

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.config.process_settings import load_settings
 from app.gate.markers import MarkerKind
-from app.runtime import AppState, build_state
-from app.services import HandlerContext
-from app.settings import load_settings
+from app.github.services import HandlerContext
+from app.runtime.app_state import AppState, build_state
 from app.store.tables import Event, JobKind, WorkItemStatus
 from tests.gate_support import (
     TRIGGER,

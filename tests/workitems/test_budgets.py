@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import Budget, ConfigError, parse_config
+from app.config.operator_config import Budget, ConfigError, parse_config
 from app.workitems.spend.budgets import (
     BudgetLevel,
     Limits,

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
-from app.store import make_engine
+from app.store.engines import make_engine
 from app.store.tables import Delivery, Event, InboxState, JobKind, WorkItem, aware
 from app.workitems.flow.states import Happened, transition
 from app.workitems.tell.progress import ProgressPublisher

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ConfigError, parse_config
+from app.config.operator_config import ConfigError, parse_config
 from app.workitems.decide.walk import Walk
 from app.workitems.spend.costs import cost_usd, price_for, usage_line
 from app.workitems.tell.progress_text import ProgressView, render_progress

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
+from app.config.process_settings import load_settings
 from app.gate.markers import MarkerKind
 from app.gate.textpin import digest
-from app.runtime import AppState, build_state
-from app.services import HandlerContext
-from app.settings import load_settings
+from app.github.services import HandlerContext
+from app.runtime.app_state import AppState, build_state
 from app.store.tables import JobKind, ModelVerdict, WorkItem
 from app.workitems.decide.decisions import Decision, Outcome, Status
 from app.workitems.decide.execute import execute_reply

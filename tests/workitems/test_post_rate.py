@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import SessionComments
+from app.config.operator_config import SessionComments
 from app.gate.markers import defuse_mentions
 from app.workitems.spend.post_rate import admit, posted_times, refusal_text, span_seconds
 

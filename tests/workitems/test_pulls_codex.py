@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
 from app.store.tables import WorkItemStatus
 from tests.claude_support import GENEROUS

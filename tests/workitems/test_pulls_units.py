@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, PullComments, load_config, parse_config
+from app.config.operator_config import ConfigError, PullComments, load_config, parse_config
 from app.gate.ids import issue_of_branch, work_branch
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.pull_texts import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.store.tables import WorkItem
 from app.workitems.spend.route_usage import MAX_ROUTES, added, routes_text
 from app.workitems.spend.usage import usage_line_of

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
 from app.store.tables import Job, JobKind, JobState, WorkItemStatus
 from tests.claude_support import GENEROUS, claude_binary

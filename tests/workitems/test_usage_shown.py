@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.config import parse_config
+from app.config.operator_config import parse_config
 from app.web.present import usage_words
 from app.workitems.decide.walk import Walk
 from app.workitems.spend.costs import usage_line

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.gate.markers import MarkerKind
-from app.github.routes import build_router
+from app.runtime.event_routes import build_router
 from app.store.tables import JobKind, JobState, WorkItemStatus
 from app.workitems.flow import handlers as workitems
 from tests.gate_support import (

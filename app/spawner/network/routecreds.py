@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.config import ConfigError
-from app.config_sandbox import (
+from app.config.operator_config import ConfigError
+from app.config.sandbox_config import (
     REFERENCE,
     BasicAuth,
     CredentialRoute,

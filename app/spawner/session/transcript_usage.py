@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.files import open_within, write_json
 from app.gateway.metering import COUNTED, Usage
 from app.gateway.wires import messages_counts

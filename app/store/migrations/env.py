@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection `app.store.migrate` hands it."""
+"""Alembic environment: runs on the connection `app.store.engines.migrate` hands it."""
 
 from alembic import context
 

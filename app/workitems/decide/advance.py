@@ -26,7 +26,7 @@ from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.weblinks import WorkLinks, markdown_link, work_links
 from app.github.issues import IssueIO
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import Event, WorkItem
 from app.workitems.decide.walk import (
     COMPLETE_NODE,

@@ -16,7 +16,7 @@ import re
 from sqlalchemy.orm import Session
 
 from app.gate.parse import says_command
-from app.services import Services
+from app.github.services import Services
 from app.workitems.decide.decisions import (
     Decision,
     Outcome,

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.gate.confirm import refusal_markdown, who_may_execute
 from app.gate.markers import MarkerKind
 from app.github.issues import IssueIO
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 from app.workitems.flow.authz import refusal
 

@@ -24,13 +24,13 @@ from githubkit.exception import GitHubException
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config_sandbox import normal_hostport
+from app.config.sandbox_config import normal_hostport
 from app.gate.markers import MarkerKind, defuse, marker
 from app.gate.parse import says_command
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
+from app.github.services import Services
 from app.protocol import AllowJob
-from app.services import Services
 from app.store.tables import Once, WorkItem
 from app.workitems.decide.decisions import (
     Decision,

@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import BindParameter, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
-from app.config import PullComments
+from app.config.operator_config import PullComments
 from app.gate.markers import is_own_comment
 from app.gate.parse import says_command
 from app.gate.pull_texts import addresses_the_app
-from app.services import HandlerContext, Services
+from app.github.services import HandlerContext, Services
 from app.store.tables import WorkItem
 from app.workitems.decide.decisions import Decision, Outcome, Status
 from app.workitems.flow.authz import refusal

@@ -17,7 +17,7 @@ from enum import StrEnum
 from sqlalchemy.orm import Session
 
 from app.gate.parse import says_command
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 from app.workitems.decide.advance import record_move, walk_of
 from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse

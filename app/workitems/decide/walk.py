@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.graph import NODE_NAMES, NODES, START_NODE, Node
-from app.workitems import WorkItemError
+from app.workitems.workitem_errors import WorkItemError
 
 REVIEW_NODE = "review"
 COMPLETE_NODE = NODE_NAMES[-1]

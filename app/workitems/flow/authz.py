@@ -6,10 +6,10 @@ the repository is write, maintain or admin (asked through the API, cached briefl
 
 from __future__ import annotations
 
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.github.client import GitHubApp
 from app.github.permissions import PermissionCache
-from app.services import Services
+from app.github.services import Services
 
 PERMITTED_ROLES = frozenset({"write", "maintain", "admin"})
 

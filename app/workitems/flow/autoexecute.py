@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.gate.ids import work_item_id_of
-from app.services import HandlerContext
+from app.github.services import HandlerContext
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.decide.decisions import Decision
 from app.workitems.decide.execute import execute_reply

@@ -18,7 +18,7 @@ from app.gate.markers import MarkerKind, is_own_comment
 from app.gate.parse import issue_base, says_command
 from app.gate.render import render_checklist
 from app.github.issues import IssueIO
-from app.services import HandlerContext
+from app.github.services import HandlerContext
 from app.store.jobqueue import cancel
 from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
 from app.workitems.decide.answer import answer_reply

@@ -18,7 +18,7 @@ from app.gate.ids import work_item_id_of
 from app.gate.markers import MarkerKind
 from app.gate.textpin import Change, change_markdown, change_since, digest, issue_text, pin
 from app.github.issues import IssueIO
-from app.services import HandlerContext, Services
+from app.github.services import HandlerContext, Services
 from app.store.tables import WorkItem
 
 

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.gate.freeze import frozen_skips
 from app.gate.ids import spec_id
+from app.github.services import Services
 from app.protocol import AllowJob, AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
-from app.services import Services
 from app.store.jobqueue import queue_job
 from app.store.tables import Job, JobKind, WorkItem
 from app.workitems.flow.capacity import renumber

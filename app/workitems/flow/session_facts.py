@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import graph
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 from app.workitems.flow.states import Happened, transition
 from app.workitems.spend.spending import budget_line_of

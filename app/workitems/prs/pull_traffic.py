@@ -26,7 +26,7 @@ from app.gate.pull_texts import (
 )
 from app.github.client import GitHubNotConfigured
 from app.github.pull_io import PullIO, check_failure
-from app.services import HandlerContext
+from app.github.services import HandlerContext
 from app.store.tables import WorkItem
 from app.workitems.decide.decisions import Decision
 from app.workitems.decide.followups import (

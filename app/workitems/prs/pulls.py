@@ -25,13 +25,13 @@ from app.gate.pull_texts import (
 )
 from app.github.issues import IssueIO
 from app.github.pull_io import PullIO, PullRefused
-from app.services import HandlerContext, Services
+from app.github.services import HandlerContext, Services
 from app.store.tables import WorkItem
-from app.workitems import WorkItemError
 from app.workitems.decide.advance import complete
 from app.workitems.decide.decisions import lock_work_item
 from app.workitems.flow.jobs import deliver_job, enqueue, stop_job
 from app.workitems.flow.states import Happened, is_live, transition
+from app.workitems.workitem_errors import WorkItemError
 
 MAX_TITLE = 256
 

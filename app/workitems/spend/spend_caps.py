@@ -21,7 +21,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config import Budget, Cap, OperatorConfig
+from app.config.operator_config import Budget, Cap, OperatorConfig
 from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
 from app.workitems.flow.capacity import HELD_KEY, hold_line, waiting_items
 from app.workitems.spend.budgets import BudgetLevel, Limits, Spent, budget_text, level_of, tokens_in

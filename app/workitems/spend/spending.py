@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, marker
 from app.github.issues import IssueIO
-from app.services import Services
+from app.github.services import Services
 from app.store.jobqueue import announce
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.decide.decisions import (

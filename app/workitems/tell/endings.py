@@ -23,8 +23,8 @@ from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
 from app.gate.weblinks import branch_url, code_text, markdown_link, repository_url
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
+from app.github.services import Services
 from app.graph import NODE_NAMES
-from app.services import Services
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.spend.budgets import SYNTAX
 

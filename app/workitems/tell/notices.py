@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.gate.markers import MarkerKind, defuse, marker
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 
 log = logging.getLogger(__name__)

@@ -32,14 +32,14 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine, case, event, or_, select, update
 from sqlalchemy.orm import Session, attributes
 
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
 from app.gate.ids import spec_id
 from app.gate.markers import MarkerKind, find_marker
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
+from app.github.services import Services
 from app.retry import WakeLoop, queue_delay
-from app.services import Services
-from app.store import is_postgres
+from app.store.engines import is_postgres
 from app.store.tables import WorkItem, WorkItemStatus, aware
 from app.workitems.decide.advance import walk_of
 from app.workitems.flow.capacity import held_words, place_in_line

@@ -19,7 +19,7 @@ from githubkit.exception import GitHubException
 from app.gate.markers import MarkerKind, marker
 from app.github.client import GitHubNotConfigured
 from app.github.issues import IssueIO
-from app.services import Services
+from app.github.services import Services
 from app.store.tables import WorkItem
 from app.workitems.tell.endings import _fenced, _quiet
 

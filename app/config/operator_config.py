@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
-from app.config_compat import read_older_shapes
-from app.config_keys import Finding, check_keys
-from app.config_sandbox import ConfigModel as _Model
-from app.config_sandbox import Sandbox
+from app.config.known_keys import Finding, check_keys
+from app.config.older_shapes import read_older_shapes
+from app.config.sandbox_config import ConfigModel as _Model
+from app.config.sandbox_config import Sandbox
 from app.files import CoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -497,7 +497,7 @@ def _value_problems(data: dict[str, Any]) -> tuple[OperatorConfig | None, list[F
 def parse_config(data: Any, source: str = "<config>") -> OperatorConfig:
     """Validate a decoded YAML document. Every problem is found before one `ConfigError`
     names them all: entries that cannot be read, keys the App does not know (the older
-    daemon's are accepted, `app.config_keys`) and values it refuses."""
+    daemon's are accepted, `app.config.known_keys`) and values it refuses."""
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -11,7 +11,7 @@ rewrites them into the one shape `OperatorConfig` validates, and says what it ad
 - effort levels are offered in their enum order (low, medium, high, xhigh, max), whatever
   order they are declared in; other names follow in declared order.
 
-Keys of a person entry other than `github` and `slack` are judged by `app.config_keys`
+Keys of a person entry other than `github` and `slack` are judged by `app.config.known_keys`
 (the older daemon's `name` is accepted; anything else is an error naming the key meant);
 every problem is collected, none stops the reading.
 """
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.config_keys import Finding, older_key, unknown_key
+from app.config.known_keys import Finding, older_key, unknown_key
 
 EFFORT_ORDER = ("low", "medium", "high", "xhigh", "max")
 PERSON_KEYS = ("github", "slack")

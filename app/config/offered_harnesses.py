@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from app.config import DEFAULT_HARNESS, ModelChoice, OperatorConfig
+from app.config.operator_config import DEFAULT_HARNESS, ModelChoice, OperatorConfig
 
 # The harness table: each harness the spawner can host in tmux → its adapter module (the
 # spawner imports it, `app.spawner.harness.adapter_of`; the App reads the names only). A

@@ -16,11 +16,11 @@ import orjson
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.config import OperatorConfig
+from app.config.operator_config import OperatorConfig
+from app.config.process_settings import Settings
 from app.github.client import GitHubApp
 from app.github.permissions import PermissionCache
 from app.mirror import Mirror, NullMirror
-from app.settings import Settings
 from app.store.tables import utcnow
 
 

@@ -2,7 +2,7 @@
 for a stored delivery (waking the inbox workers when a handler acts on it, and timing the
 acknowledgement), an answer's event counted through the process's `SampledLog`, and
 `WebhookIngress`, the path as WSGI middleware in front of Flask (`gunicorn
-'app:create_app()'`). The decisions themselves are `webhooks.py`'s plain functions."""
+'app.runtime:create_app()'`). The decisions themselves are `webhooks.py`'s plain functions."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from app.github.webhooks import (
 from app.ingress.sampling import Record
 
 if TYPE_CHECKING:
-    from app.runtime import AppState
+    from app.runtime.app_state import AppState
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

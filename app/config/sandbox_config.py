@@ -1,6 +1,6 @@
 """The `routing.sandbox` section of the operator config: how a session is confined, what its
 network reaches, what it may ask of the model gateway and its share of the devbox. Kept apart
-from `app.config` (which composes it) so each reads in one sitting; `ConfigModel` is the shape
+from `operator_config` (which composes it) so each reads in one sitting; `ConfigModel` is the shape
 every section of the config shares."""
 
 from __future__ import annotations
@@ -14,8 +14,28 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from app.gateway.reach import SERVER_TOOLS
-from app.gateway.relay import BODIES_IN_FLIGHT, HEAD_WAIT, MAX_REQUEST, PER_PASS
+# Server tools an operator may allow (`routing.sandbox.modelTools`, checked here):
+# the Messages API's, then the Responses API's.
+SERVER_TOOLS = (
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "advisor",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use_preview",
+)
+# The model gateway's limits: the defaults of `routing.sandbox.gateway` and the bounds an
+# operator's value must keep (the gateway reads them from here).
+BODIES_IN_FLIGHT = 256 * 1024 * 1024  # request bodies held at once, over all sessions
+# Connections one pass (one session) may hold at once, and seconds a new connection has to
+# send its first request's head.
+PER_PASS = 16
+HEAD_WAIT = 30.0
+# The largest request body the gateway takes (why this size: `SandboxGateway`).
+MAX_REQUEST = 32 * 1024 * 1024
 
 
 class ConfigModel(BaseModel):

@@ -11,18 +11,18 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.config import config_findings, load_config
+from app.config.operator_config import config_findings, load_config
+from app.config.process_settings import Settings
 from app.fleet.liveness import SpawnerSweep
 from app.github.client import GitHubApp
 from app.github.ingest import IngestWriter
 from app.github.reconcile import LogLoop, Reconciler, interval_of
 from app.github.router import Router
-from app.github.routes import build_router
+from app.github.services import Services
 from app.github.worker import InboxWorker
 from app.ingress.sampling import SampledLog
-from app.services import Services
-from app.settings import Settings
-from app.store import make_engine, migrate
+from app.runtime.event_routes import build_router
+from app.store.engines import make_engine, migrate
 from app.store.jobwake import JobSignal
 from app.store.retention import PeriodicPrune, Pruned, Retention
 from app.store.wal_checkpoints import look_after

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ByteSize, SecretStr
 
-from app.config import DEFAULT_HARNESS, OperatorConfig, harness_args
+from app.config.operator_config import DEFAULT_HARNESS, OperatorConfig, harness_args
 
 FILE = "file"
 ENVIRONMENT = "environment"

@@ -22,7 +22,7 @@ middleware that holds under any front. Here its body streams from the event loop
 that goes quiet between chunks for `the_loop_git_idle_seconds` is cut (408), freeing its
 thread.
 
-`gunicorn 'app:create_app()'` still serves the same App as plain WSGI.
+`gunicorn 'app.runtime:create_app()'` still serves the same App as plain WSGI.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import orjson
 from app.files import CoreError
 from app.fleet.tokens import SESSION_PREFIX
 from app.github.ingest import IngestUnavailable
-from app.github.webhook_ingress import accepted, counted
 from app.github.webhooks import (
     HEADERS,
     MAX_BODY,
@@ -55,10 +54,11 @@ from app.ingress import doors
 from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
 from app.ingress.doors import GIT_BODY_SECONDS
 from app.ingress.sampling import cut
+from app.runtime.webhook_ingress import accepted, counted
 
 if TYPE_CHECKING:
-    from app.runtime import AppState
-    from app.settings import Settings
+    from app.config.process_settings import Settings
+    from app.runtime.app_state import AppState
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -98,7 +98,7 @@ def create_asgi_app(
     """Build the Flask App (`create_app`) and put the native webhook path in front of it."""
     from a2wsgi import WSGIMiddleware
 
-    from app import create_app
+    from app.runtime.flask_app import create_app
 
     flask_app = create_app(settings, web_threads=wsgi_threads)
     state: AppState = flask_app.extensions["the-loop"]
