@@ -19,7 +19,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session
 
 from app.protocol import current_record
-from app.store.tables import Event
+from app.store import Event
 
 _PENDING = "the-loop.pending-event-lines"
 

@@ -13,28 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from app import __version__
-
-# Modules under app.commands that contribute sub-commands, in help order.
-COMMAND_MODULES = (
-    "server",
-    "events",
-    "setup",
-    "check",
-    "hooks",
-    "slack",
-    "spawner",
-    "sessions",
-    "models",
-    "standing",
-    "agent_tools",
-    "phase",
-    "configcheck",
-    "doctor",
-    "pr",
-    "ci_checks",
-    "git_credential",
-)
+from app import __version__, commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"the-loop {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in commands.__all__:
         module = importlib.import_module(f"app.commands.{name}")
         module.register(subparsers)
     return parser
@@ -61,8 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from app.config.operator_config import ConfigError
-    from app.config.process_settings import SettingsError
+    from app.config import ConfigError, SettingsError
 
     try:
         return int(args.func(args) or 0)

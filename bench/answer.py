@@ -37,11 +37,11 @@ from spawnerkit import percentile, summary  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from app.runtime.flask_app import create_app  # noqa: E402
 from app.config.operator_config import parse_config  # noqa: E402
 from app.config.process_settings import load_settings  # noqa: E402
 from app.fleet.tokens import create_token  # noqa: E402
 from app.gateway.access import open_model_access, without_credentials  # noqa: E402
+from app.runtime.flask_app import create_app  # noqa: E402
 from app.spawner.agent import Agent, AgentOptions  # noqa: E402
 from app.spawner.appclient import AppClient  # noqa: E402
 from app.spawner.context import SpawnerContext  # noqa: E402

@@ -70,8 +70,8 @@ def serve(db_url: str, tmp: Path) -> tuple[str, AppState, BaseWSGIServer]:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     from werkzeug.serving import make_server
 
-    from app.runtime.flask_app import create_app
     from app.config.process_settings import load_settings
+    from app.runtime.flask_app import create_app
 
     (tmp / "cli-config.yaml").write_text("{}\n")
     env = {

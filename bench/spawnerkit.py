@@ -187,8 +187,8 @@ class Stack:
         return self
 
     def _start_in_process(self) -> None:
-        from app.runtime.flask_app import create_app
         from app.config.process_settings import load_settings
+        from app.runtime.flask_app import create_app
 
         self.app = create_app(load_settings(self.env, dotenv=None))
         self.state = self.app.extensions["the-loop"]

@@ -16,9 +16,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.store.tables import WorkItem
-from app.workitems.decide.decisions import Outcome, Status
-from app.workitems.decide.execute import execute_reply
+from app.store import WorkItem
+from app.workitems import Outcome, Status, execute_reply
 from channels import blocks, outbox
 from channels.checklist_control import execute_text
 from channels.deps import NOT_MAPPED, SlackDeps

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.decide.decisions import Outcome, Status
-from app.workitems.decide.egress import allow_reply
+from app.workitems import Outcome, Status, allow_reply
 from channels.allow_blocks import parse_allow_value
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.decide.answer import answer_reply, answer_text
-from app.workitems.decide.decisions import Outcome, Status
+from app.workitems import Outcome, Status, answer_reply, answer_text
 from channels.answer_blocks import parse_answer_value
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps

@@ -19,7 +19,7 @@ from slack_bolt import Ack, App, BoltContext
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import Engine
 
-from app.github.services import Services
+from app.github import Services
 from channels.actions import Press, handle_execute
 from channels.allow_actions import handle_allow
 from channels.allow_blocks import ALLOW_ACTION

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.gate.checklist import Row
+from app.gate import Row
 from channels.text import escape, truncate
 
 BLOCK_PREFIX = "the-loop-rows"

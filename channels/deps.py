@@ -18,12 +18,11 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import OperatorConfig
-from app.gate.markers import MarkerKind, defuse, marker
-from app.github.services import Services
-from app.store.tables import Once, WorkItem
-from app.workitems.decide.decisions import Decide, Decision, Outcome
-from app.workitems.flow.authz import refusal
+from app.config import OperatorConfig
+from app.gate import MarkerKind, defuse, marker
+from app.github import Services
+from app.store import Once, WorkItem
+from app.workitems import Decide, Decision, Outcome, refusal
 from channels.blocks import Message
 from channels.errors import slack_error
 from channels.text import escape

@@ -17,8 +17,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Engine, and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.store.engines import is_postgres
-from app.store.tables import SlackOutbox
+from app.store import SlackOutbox, is_postgres
 
 LEASE = timedelta(minutes=2)
 

@@ -15,8 +15,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from app.workitems.decide.decisions import Outcome, Status
-from app.workitems.decide.review import gate_reply
+from app.workitems import Outcome, Status, gate_reply
 from channels.blocks import Message, section
 from channels.deps import NOT_MAPPED, SlackDeps
 from channels.errors import slack_error

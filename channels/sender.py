@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.retry import WakeLoop, queue_delay
-from app.store.tables import Once, WorkItem
+from app.store import Once, WorkItem
 from channels import outbox
 from channels.blocks import Kind, Message, checklist_closed, render
 from channels.channel_errors import ChannelsError

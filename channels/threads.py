@@ -15,11 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from app.workitems.decide.decisions import Status
-from app.workitems.decide.egress import allow_reply
-from app.workitems.decide.followups import deliver_comment
-from app.workitems.decide.review import gate_reply, verdict_of
-from app.workitems.spend.spending import raise_reply
+from app.workitems import Status, allow_reply, deliver_comment, gate_reply, raise_reply, verdict_of
 from channels.actions import describe, submit_execute
 from channels.deps import SlackDeps
 from channels.replies import reply_ref, starts_with_keyword, thread_reply

@@ -18,7 +18,7 @@ from channels.bolt import SlackNotConfigured, build_bolt_app
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from app.github.services import Services
+    from app.github import Services
 
 log = logging.getLogger(__name__)
 

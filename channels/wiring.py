@@ -12,8 +12,7 @@ from slack_sdk import WebClient
 from sqlalchemy import Engine
 
 from app.audit import EventLog
-from app.config.operator_config import OperatorConfig
-from app.config.process_settings import Settings
+from app.config import OperatorConfig, Settings
 from app.mirror import Mirror, NullMirror
 from channels.sender import SlackMirror, SlackSender
 

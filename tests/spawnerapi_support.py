@@ -192,9 +192,9 @@ def serve_api(
 
     Tests share it and keep apart by repository: `api.fresh()` gives each test its own.
     """
-    from app.runtime.flask_app import create_app
     from app.config.process_settings import load_settings
     from app.fleet.api import LEASE_CONFIG
+    from app.runtime.flask_app import create_app
 
     fake = FakeGitHub(app_id=APP_ID, private_key_pem=private_key)
     config = directory / "cli-config.yaml"

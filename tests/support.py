@@ -277,7 +277,15 @@ def served_app(env: dict[str, str], *args: str) -> Iterator[RunningApp]:
 def gunicorn_app(env: dict[str, str], threads: int) -> Iterator[RunningApp]:
     """The App as plain WSGI under gunicorn's stock threaded worker (`gunicorn -k gthread
     'app.runtime:create_app()'`, one process of `threads` threads), stopped like `served_app`."""
-    command = ["-m", "gunicorn", "-k", "gthread", "--threads", str(threads), "app.runtime:create_app()"]
+    command = [
+        "-m",
+        "gunicorn",
+        "-k",
+        "gthread",
+        "--threads",
+        str(threads),
+        "app.runtime:create_app()",
+    ]
     with _app_process(env, command, bind=True) as app:
         yield app
 
@@ -372,8 +380,8 @@ def hold_open_bodies(url: str, path: str, count: int, size: int) -> list[socket.
 def wsgi_app(env: dict[str, str]) -> Iterator[RunningApp]:
     """The App as plain WSGI (`gunicorn 'app.runtime:create_app()'`), with its inbox worker, on a
     threaded server on 127.0.0.1 in this process."""
-    from app.runtime.flask_app import create_app
     from app.config.process_settings import load_settings
+    from app.runtime.flask_app import create_app
     from tests.fakes.server import LiveServer
 
     app = create_app(load_settings(env, dotenv=None))

@@ -1,7 +1,22 @@
-"""Sub-commands of `the-loop`; each module has `register(subparsers)`."""
+"""Sub-commands of `the-loop`. The room's interface is the modules that contribute them, in
+help order: each has `register(subparsers)`, which adds its sub-commands (`app.cli` calls it)."""
 
-
-class CommandError(Exception):
-    """A `the-loop` sub-command could not do what it was asked. The room's one exception
-    root: every exception it defines derives from it
-    (`tests/house/test_exception_roots.py`)."""
+__all__ = [
+    "agent_tools",
+    "check",
+    "ci_checks",
+    "configcheck",
+    "doctor",
+    "events",
+    "git_credential",
+    "hooks",
+    "models",
+    "phase",
+    "pr",
+    "server",
+    "sessions",
+    "setup",
+    "slack",
+    "spawner",
+    "standing",
+]

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.commands import CommandError
+from app.commands.command_errors import CommandError
 
 if TYPE_CHECKING:
     from app.spawner.appclient import AppClient

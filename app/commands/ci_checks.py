@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from app.commands.agent_tools import ask_app
-from app.gate.pull_texts import FAILING_CONCLUSIONS
+from app.gate import FAILING_CONCLUSIONS
 
 
 def _others(runs: list[dict[str, Any]]) -> str:

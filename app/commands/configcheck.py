@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.config.operator_config import OperatorConfig
+    from app.config import OperatorConfig
 
 
 def _names(values: list[str]) -> str:
@@ -25,7 +25,7 @@ def _names(values: list[str]) -> str:
 
 def understood_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     """(key, what the App makes of it) for every setting that shapes what it does (pure)."""
-    from app.config.operator_config import harness_args
+    from app.config import harness_args
 
     routing = config.routing
     rows: list[tuple[str, str]] = []
@@ -102,14 +102,14 @@ def _table(title: str, header: tuple[str, ...], rows: Sequence[tuple[str, ...]])
 
 def in_force_table(config: OperatorConfig) -> Any:
     """The settings that govern money, reach and isolation, as a rich table (`doctor` too)."""
-    from app.config.in_force import in_force
+    from app.config import in_force
 
     rows = [(r.key, r.value, r.source) for r in in_force(config)]
     return _table("In force", ("setting", "value", "from"), rows)
 
 
 def _defaults(console: Any, path: Path) -> int:
-    from app.config.operator_config import OperatorConfig
+    from app.config import OperatorConfig
 
     console.print(f"{path} does not exist: the App runs on the defaults")
     console.print(in_force_table(OperatorConfig(source=str(path))))
@@ -120,8 +120,7 @@ def run_check(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from app.config.operator_config import config_findings, load_config
-    from app.config.process_settings import load_settings
+    from app.config import config_findings, load_config, load_settings
 
     path = Path(args.file) if args.file else load_settings().the_loop_config
     console = Console()

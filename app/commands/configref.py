@@ -94,7 +94,7 @@ def _one_line(text: str | None) -> str:
 
 def setting_entries() -> list[Entry]:
     """Every environment variable `Settings` reads."""
-    from app.config.process_settings import Settings
+    from app.config import Settings
 
     return [
         Entry(
@@ -127,7 +127,7 @@ def config_sections(
 ) -> list[tuple[str, str, list[Entry]]]:
     """(section path, its meaning, its keys) for the operator config, depth first."""
     if model is None:
-        from app.config.operator_config import OperatorConfig
+        from app.config import OperatorConfig
 
         model = OperatorConfig
     entries: list[Entry] = []

@@ -86,7 +86,7 @@ def read_text(path: Path) -> JsonFile:
 
 
 def _config(settings: Any) -> tuple[Any, Check]:
-    from app.config.operator_config import ConfigError, OperatorConfig, load_config
+    from app.config import ConfigError, OperatorConfig, load_config
     from app.spawner.devbox_checks import Check, Level
 
     try:
@@ -108,7 +108,7 @@ def harness_exposure(
     """What a session's sandbox would show of `executable` on this devbox (None when
     sessions run unconfined): the plan every session shares, without its own checkout and
     home, and this devbox's secrets."""
-    from app.config.sandbox_config import SandboxMode
+    from app.config import SandboxMode
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.confine import isolation
 
@@ -129,8 +129,8 @@ def harness_exposure(
 
 def model_credential(config: Any, env: Mapping[str, str], login: Any) -> Check:
     """The credential the spawner's model gateway would answer sessions with."""
-    from app.config.operator_config import ConfigError
-    from app.gateway.access import upstream_for
+    from app.config import ConfigError
+    from app.gateway import upstream_for
     from app.spawner import devbox_checks as dc
 
     share = config.routing.sandbox.share_login
@@ -146,8 +146,8 @@ def model_credential(config: Any, env: Mapping[str, str], login: Any) -> Check:
 
 def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
     """The credential the model gateway would answer Codex sessions with."""
-    from app.config.operator_config import ConfigError
-    from app.gateway.access import openai_upstream_for
+    from app.config import ConfigError
+    from app.gateway import openai_upstream_for
     from app.spawner import devbox_checks as dc
 
     try:
@@ -160,7 +160,7 @@ def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
 
 def session_limits(config: Any, settings: Any) -> Check:
     """The limits each session would get here (the host probed; nothing is made)."""
-    from app.config.sandbox_config import SandboxMode
+    from app.config import SandboxMode
     from app.spawner import devbox_checks as dc
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.confine.cgroups import probe, spawner_tag
@@ -176,7 +176,7 @@ def session_user_check(config: Any) -> Check:
     """Who this devbox's sessions run as (the account looked up, never made here)."""
     import pwd
 
-    from app.config.sandbox_config import SandboxMode
+    from app.config import SandboxMode
     from app.spawner import devbox_checks as dc
     from app.spawner.confine.sessionuser import SESSION_USER
 
@@ -220,8 +220,7 @@ def network_use(sandbox: Any, env: Mapping[str, str]) -> list[Check]:
 
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
-    from app.config.offered_harnesses import HOSTING_ADAPTERS
-    from app.config.operator_config import DEFAULT_HARNESS
+    from app.config import DEFAULT_HARNESS, HOSTING_ADAPTERS
     from app.spawner import devbox_checks as dc
     from app.spawner.agent import hostable_harnesses
     from app.spawner.argv import adapter_for
@@ -311,7 +310,7 @@ def print_checks(checks: list[Check], as_json: bool) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    from app.config.process_settings import load_settings
+    from app.config import load_settings
     from app.spawner.devbox_checks import failed
 
     settings = load_settings()

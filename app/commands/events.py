@@ -64,7 +64,7 @@ def _print(records: Iterable[dict[str, Any]], as_json: bool) -> int:
 
 def run_events(args: argparse.Namespace) -> int:
     from app.audit import read_jsonl
-    from app.config.process_settings import load_settings
+    from app.config import load_settings
 
     path = Path(args.file) if args.file else load_settings().events_path
     if not path.exists() and not args.follow:
@@ -87,11 +87,9 @@ def run_inbox(args: argparse.Namespace) -> int:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from app.config.process_settings import load_settings
-    from app.github.services import utcnow
-    from app.store.engines import make_engine, migrate
-    from app.store.inbox import requeue
-    from app.store.tables import Delivery
+    from app.config import load_settings
+    from app.github import utcnow
+    from app.store import Delivery, make_engine, migrate, requeue
 
     settings = load_settings()
     engine = make_engine(settings.database_url)
@@ -128,9 +126,9 @@ def run_inbox(args: argparse.Namespace) -> int:
 
 
 def _prune(engine: Any, settings: Any) -> int:
-    from app.github.services import utcnow
-    from app.runtime.app_state import retention_of
-    from app.store.retention import prune
+    from app.github import utcnow
+    from app.runtime import retention_of
+    from app.store import prune
 
     retention = retention_of(settings)
     pruned = prune(engine, retention, utcnow())
@@ -149,11 +147,8 @@ def _reconcile(engine: Any, settings: Any) -> int:
     """One pass over GitHub's delivery log now; what it stored is handled by the App's
     workers (or `the-loop worker --drain`)."""
     from app.audit import EventLog
-    from app.github.client import GitHubApp
-    from app.github.ingest import IngestWriter
-    from app.github.reconcile import Reconciler
-    from app.github.services import utcnow
-    from app.runtime.event_routes import build_router
+    from app.github import GitHubApp, IngestWriter, Reconciler, utcnow
+    from app.runtime import build_router
 
     github = GitHubApp(settings)
     if not github.configured:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.config.process_settings import Settings
+from app.config import Settings
 from app.files import private_dir, write_text_atomic
 
 LOCAL_NAME = "local"
@@ -36,10 +36,9 @@ def local_token(settings: Settings) -> str:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from app.fleet.tokens import create_token, hash_token
+    from app.fleet import create_token, hash_token
     from app.spawner.assembly import spawner_state_dir
-    from app.store.engines import make_engine, migrate
-    from app.store.tables import Spawner
+    from app.store import Spawner, make_engine, migrate
 
     path = spawner_state_dir(settings) / TOKEN_FILE
     saved = path.read_text().strip() if path.exists() else ""

@@ -53,8 +53,7 @@ def _print_results(rows: Sequence[tuple[Any, Result | None]], as_json: bool) -> 
 
 
 def _setup() -> tuple[Any, Any, Any, list[Any]]:
-    from app.config.operator_config import config_findings, load_config
-    from app.config.process_settings import load_settings
+    from app.config import config_findings, load_config, load_settings
     from app.spawner.agent import hostable_harnesses
     from app.spawner.assembly import verdict_cache
     from app.spawner.probes import plan_probes

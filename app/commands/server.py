@@ -34,7 +34,8 @@ GIL_SWITCH_INTERVAL = 0.001
 
 
 class _Gunicorn(BaseApplication):
-    """Runs the App (`app.runtime.asgi.create_asgi_app`) under gunicorn's arbiter, options in code."""
+    """Runs the App (`app.runtime.create_asgi_app`) under gunicorn's arbiter, options in
+    code."""
 
     def __init__(self, options: dict[str, Any], wsgi_threads: int) -> None:
         self.options = options
@@ -48,7 +49,7 @@ class _Gunicorn(BaseApplication):
     def load(self) -> Any:
         """Build the App in the worker process, which takes GIL turns of GIL_SWITCH_INTERVAL
         and is batch work for the scheduler (`batch_scheduling`), threads included."""
-        from app.runtime.asgi import create_asgi_app
+        from app.runtime import create_asgi_app
 
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
         batch_scheduling()
@@ -110,9 +111,8 @@ def answer_polls_on_stop(worker: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from app.runtime.flask_app import create_app
-    from app.config.operator_config import load_config
-    from app.config.process_settings import load_settings
+    from app.config import load_config, load_settings
+    from app.runtime import create_app
     from app.spawner.confine.hardening import undumpable
 
     undumpable()  # inherited by gunicorn's forked workers
@@ -128,9 +128,9 @@ def run_worker(args: argparse.Namespace) -> int:
     """Inbox workers (THE_LOOP_INBOX_WORKERS, at least one) and the chat mirror's sender,
     without the HTTP server, at a CPU priority THE_LOOP_WORKER_NICE below the App's (a
     flood is acknowledged first); `--drain` handles what is due and exits."""
-    from app.config.process_settings import load_settings
-    from app.github.worker import InboxWorker
-    from app.runtime.app_state import build_state
+    from app.config import load_settings
+    from app.github import InboxWorker
+    from app.runtime import build_state
     from app.spawner.confine.hardening import undumpable
 
     undumpable()
@@ -173,8 +173,8 @@ def worker_start_line(settings: Any, workers: int) -> str:
 def _ensure_secret(env_file: Path, variable: str, make: Callable[[], str]) -> str | None:
     """Write a new random value for `variable` into `.env` unless one is configured (there or
     in the environment); returns the new value, or None."""
-    from app.config.process_settings import load_settings
-    from app.github.manifest import merge_env_file
+    from app.config import load_settings
+    from app.github import merge_env_file
 
     if getattr(load_settings(dotenv=env_file), variable.lower()):
         return None
@@ -201,8 +201,7 @@ def ensure_admin_token(env_file: Path) -> str | None:
 def sandbox_line(settings: Any) -> tuple[str, bool]:
     """What `up` says about how sessions are confined, and whether it may go on."""
     from app.commands.spawner import sandbox_problem
-    from app.config.operator_config import load_config
-    from app.config.sandbox_config import SandboxMode
+    from app.config import SandboxMode, load_config
 
     config = load_config(settings.the_loop_config)
     sandbox = config.routing.sandbox
@@ -227,10 +226,9 @@ def first_run_lines(settings: Any, env: Mapping[str, str] | None = None) -> list
     """What is still missing for a first work item, with its fix: the GitHub App's
     registration (the steps the status page shows), and a model credential for the local
     spawner's gateway (`env`: the environment the spawner will start with)."""
-    from app.config.operator_config import ConfigError, load_config
-    from app.gateway.access import openai_upstream_for, upstream_for
-    from app.github.client import GitHubApp
-    from app.github.registration import first_run_steps
+    from app.config import ConfigError, load_config
+    from app.gateway import openai_upstream_for, upstream_for
+    from app.github import GitHubApp, first_run_steps
 
     config = load_config(settings.the_loop_config)
     lines: list[str] = []
@@ -261,8 +259,7 @@ def first_run_lines(settings: Any, env: Mapping[str, str] | None = None) -> list
 def run_up(args: argparse.Namespace) -> int:
     """The App and its worker in one gunicorn worker, plus a local spawner process."""
     from app.commands import local_spawner
-    from app.config.operator_config import load_config
-    from app.config.process_settings import load_settings
+    from app.config import load_config, load_settings
 
     # A config that does not load stops `up` before anything is written, served or spawned.
     load_config(load_settings().the_loop_config)

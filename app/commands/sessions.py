@@ -23,7 +23,7 @@ def run_sessions(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from app.config.process_settings import load_settings
+    from app.config import load_settings
     from app.spawner.assembly import registry_for
     from app.spawner.session.tmux import TmuxRunner
 

@@ -12,12 +12,16 @@ from typing import Any
 def run_setup(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
-    from app.config.operator_config import load_config
-    from app.config.process_settings import load_settings
-    from app.github.manifest import PULL_WEBHOOK_URL, load_manifest
-    from app.github.registration import Registration, first_issue_step, install_url
-    from app.github.registration import webhook_url_for as default_webhook_url
-    from app.web.setup_page import build_setup_app
+    from app.config import load_config, load_settings
+    from app.github import (
+        PULL_WEBHOOK_URL,
+        Registration,
+        default_webhook_url,
+        first_issue_step,
+        install_url,
+        load_manifest,
+    )
+    from app.web import build_setup_app
 
     settings = load_settings()
     trigger = load_config(settings.the_loop_config).routing.trigger

@@ -18,9 +18,9 @@ from rich.console import Console
 
 
 def run_socket(args: argparse.Namespace) -> int:
-    from app.config.process_settings import SettingsError, load_settings
-    from app.runtime.app_state import build_state
-    from channels.bolt import SlackNotConfigured, build_bolt_app, socket_mode_handler
+    from app.config import SettingsError, load_settings
+    from app.runtime import build_state
+    from channels import SlackNotConfigured, build_bolt_app, socket_mode_handler
 
     settings = load_settings()
     state = build_state(settings)
@@ -44,7 +44,7 @@ def run_socket(args: argparse.Namespace) -> int:
 
 
 def status_facts(engine: Any) -> dict[str, Any]:
-    from channels.outbox import status
+    from channels import status
 
     found = status(engine)
     return {
@@ -58,8 +58,8 @@ def status_facts(engine: Any) -> dict[str, Any]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from app.config.process_settings import load_settings
-    from app.store.engines import make_engine, migrate
+    from app.config import load_settings
+    from app.store import make_engine, migrate
 
     settings = load_settings()
     engine = make_engine(settings.database_url)

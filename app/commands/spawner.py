@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 from app.spawner.session.tmux import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
-    from app.config.operator_config import OperatorConfig
+    from app.config import OperatorConfig
     from app.spawner.context import SpawnerContext
 
 TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from app.config.operator_config import ConfigError, load_config
-    from app.config.process_settings import load_settings
-    from app.gateway.access import CREDENTIAL_VARIABLES, open_model_access
+    from app.config import ConfigError, load_config, load_settings
+    from app.gateway import CREDENTIAL_VARIABLES, open_model_access
     from app.spawner.agent import Agent, AgentOptions
     from app.spawner.appclient import AppClient, url_problem
     from app.spawner.assembly import build_context
@@ -107,7 +106,7 @@ def run_agent(args: argparse.Namespace) -> int:
 def report_model_access(ctx: SpawnerContext) -> None:
     """Say how sessions reach the model, warning for each API a hosted harness speaks that
     the gateway has no credential for (such a launch is refused, saying the same)."""
-    from app.config.operator_config import DEFAULT_HARNESS
+    from app.config import DEFAULT_HARNESS
     from app.spawner.harness import adapter_of
 
     log = logging.getLogger(__name__)
@@ -146,7 +145,7 @@ def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
     """Why sessions cannot be launched as configured here, or None. With the sandbox off
     only a root spawner is refused (its sessions would run as root); otherwise every launch
     then warns."""
-    from app.config.sandbox_config import SandboxMode
+    from app.config import SandboxMode
     from app.spawner.confine.isolation import bubblewrap_problem
     from app.spawner.confine.sessionuser import unconfined_as_root
 
@@ -158,10 +157,10 @@ def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
 def create_token(args: argparse.Namespace) -> int:
     from sqlalchemy.orm import Session
 
-    from app.config.process_settings import load_settings
-    from app.fleet.tokens import TokenError
-    from app.fleet.tokens import create_token as mint
-    from app.store.engines import make_engine, migrate
+    from app.config import load_settings
+    from app.fleet import TokenError
+    from app.fleet import create_token as mint
+    from app.store import make_engine, migrate
 
     engine = make_engine(load_settings().database_url)
     try:
@@ -185,9 +184,9 @@ def create_token(args: argparse.Namespace) -> int:
 def revoke_token(args: argparse.Namespace) -> int:
     from sqlalchemy.orm import Session
 
-    from app.config.process_settings import load_settings
-    from app.fleet.tokens import revoke_spawner
-    from app.store.engines import make_engine, migrate
+    from app.config import load_settings
+    from app.fleet import revoke_spawner
+    from app.store import make_engine, migrate
 
     engine = make_engine(load_settings().database_url)
     try:

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 
 def _context(args: argparse.Namespace) -> Any:
-    from app.config.operator_config import load_config
-    from app.config.process_settings import load_settings
+    from app.config import load_config, load_settings
     from app.spawner.assembly import build_context
 
     settings = load_settings()
@@ -52,7 +51,7 @@ def run_list(args: argparse.Namespace) -> int:
 def _ask(command: str, request: Request) -> dict[str, Any] | None:
     """Hand `request` to the running spawner; None (the reason printed) when it refused or
     none runs."""
-    from app.config.process_settings import load_settings
+    from app.config import load_settings
     from app.spawner.assembly import spawner_state_dir
     from app.spawner.standing_control import ControlError, ask
 

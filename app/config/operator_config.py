@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from app.config.config_errors import ConfigurationError
 from app.config.known_keys import Finding, check_keys
 from app.config.older_shapes import read_older_shapes
 from app.config.sandbox_config import ConfigModel as _Model
 from app.config.sandbox_config import Sandbox
-from app.files import CoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_HARNESS = "claude"
@@ -32,7 +32,7 @@ DEFAULT_BUDGET_KEYWORD = "the-loop budget"
 DEFAULT_ALLOW_KEYWORD = "the-loop allow"
 
 
-class ConfigError(CoreError, ValueError):
+class ConfigError(ConfigurationError):
     """The operator config cannot be used; the message names the file and the key — one
     line per problem (`problems`) when the file was read, each `FILE: KEY: what is wrong`."""
 

@@ -15,12 +15,12 @@ from dotenv import dotenv_values
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from app.files import CoreError
+from app.config.config_errors import ConfigurationError
 
 MIN_ADMIN_TOKEN = 16
 
 
-class SettingsError(CoreError, ValueError):
+class SettingsError(ConfigurationError):
     """A setting is missing or malformed; the message names the variable."""
 
 

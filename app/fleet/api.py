@@ -34,14 +34,11 @@ from app.fleet.liveness import note_seen, revive
 from app.fleet.reports import ingest
 from app.fleet.results import apply_result, send_receipt
 from app.fleet.tokens import Principal, TokenError, authenticate, register, scope_of
-from app.github.client import GitHubNotConfigured
+from app.github import GitHubNotConfigured
 from app.protocol import NOT_HELD
+from app.store import Job, JobKind, JobState, Spawner, WorkItem, jobwake
 from app.store import jobqueue as jobs
-from app.store import jobwake
-from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.flow.capacity import has_room
-from app.workitems.spend.spend_caps import held_repositories, mark_held
+from app.workitems import has_room, held_repositories, lock_work_item, mark_held
 
 log = logging.getLogger(__name__)
 

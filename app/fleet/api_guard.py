@@ -19,10 +19,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.fleet.comments import CommentRefused
 from app.fleet.fleet_errors import FleetError
-from app.ingress.doors import ADMITTED, SPAWNER_MAX_BODY
-from app.workitems.decide.advance import UnseenArtifacts
-from app.workitems.decide.walk import MoveRefused
-from app.workitems.prs.pulls import PullRequestRefused
+from app.ingress import ADMITTED, SPAWNER_MAX_BODY
+from app.workitems import MoveRefused, PullRequestRefused, UnseenArtifacts
 
 TOO_LARGE = f"the body may be at most {SPAWNER_MAX_BODY} bytes"
 

@@ -18,10 +18,9 @@ from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, guard, loop_state
 from app.fleet.pull_api import caller
-from app.gate.log_tail import MAX_LOG_BYTES, MAX_LOG_LINES, log_tail
-from app.github.actions_io import LogUnavailable, NoJobLog, actions_io, check_run_row
-from app.github.client import GitHubNotConfigured
-from app.store.tables import WorkItem
+from app.gate import MAX_LOG_BYTES, MAX_LOG_LINES, log_tail
+from app.github import GitHubNotConfigured, LogUnavailable, NoJobLog, actions_io, check_run_row
+from app.store import WorkItem
 
 bp = guard(Blueprint("checks", __name__, url_prefix="/spawner/v1"))
 

@@ -13,18 +13,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import SessionComments
+from app.config import SessionComments
 from app.fleet.fleet_errors import FleetError
-from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
-from app.github.services import Services
-from app.store.tables import WorkItem
-from app.workitems.spend.post_rate import (
-    POSTS_KEY,
-    THROTTLED_KEY,
-    admit,
-    posted_times,
-    refusal_text,
-)
+from app.gate import MarkerKind, defuse, defuse_mentions, marker
+from app.github import Services
+from app.store import WorkItem
+from app.workitems import POSTS_KEY, THROTTLED_KEY, admit, posted_times, refusal_text
 
 MAX_BODY = 60_000  # GitHub refuses comments over 65 536 characters; leave room for framing
 

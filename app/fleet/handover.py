@@ -34,14 +34,19 @@ from app.fleet.tokens import (
     mint_session_token,
     renew_session_tokens,
 )
-from app.github.client import GitHubNotConfigured, InstallationToken
-from app.github.services import Services
-from app.store.engines import is_postgres
-from app.store.jobqueue import cancel, lease_lapsed, offer_failed
-from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.flow.capacity import hold_line, renumber
-from app.workitems.flow.states import Happened, is_live, transition
+from app.github import GitHubNotConfigured, InstallationToken, Services
+from app.store import (
+    Job,
+    JobKind,
+    JobState,
+    Spawner,
+    WorkItem,
+    cancel,
+    is_postgres,
+    lease_lapsed,
+    offer_failed,
+)
+from app.workitems import Happened, hold_line, is_live, lock_work_item, renumber, transition
 
 log = logging.getLogger(__name__)
 

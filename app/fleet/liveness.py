@@ -19,12 +19,10 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import hosted_items, renew_session_tokens
-from app.github.services import Services
+from app.github import Services
 from app.retry import WakeLoop
-from app.store.tables import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.flow.states import HOSTED, Happened, transition
-from app.workitems.spend.spending import weigh_time
+from app.store import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
+from app.workitems import HOSTED, Happened, lock_work_item, transition, weigh_time
 
 log = logging.getLogger(__name__)
 

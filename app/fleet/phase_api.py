@@ -22,13 +22,10 @@ from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, BodyTooLarge, guard, json_body, json_object, loop_state
 from app.fleet.tokens import authenticate
-from app.github.client import GitHubNotConfigured
+from app.github import GitHubNotConfigured
 from app.graph import NODE_NAMES
-from app.store.tables import WorkItem
-from app.workitems.decide.advance import advance, move_count, walk_of
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.decide.gate_counts import KEY, next_attempt
-from app.workitems.decide.walk import in_force
+from app.store import WorkItem
+from app.workitems import KEY, advance, in_force, lock_work_item, move_count, next_attempt, walk_of
 
 bp = guard(Blueprint("phase", __name__, url_prefix="/spawner/v1"))
 

@@ -13,10 +13,9 @@ from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, guard, json_body, loop_state
 from app.fleet.tokens import Principal, authenticate
-from app.github.client import GitHubNotConfigured
-from app.store.tables import WorkItem
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.prs.pulls import open_pull_request
+from app.github import GitHubNotConfigured
+from app.store import WorkItem
+from app.workitems import lock_work_item, open_pull_request
 
 bp = guard(Blueprint("pulls", __name__, url_prefix="/spawner/v1"))
 

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import NAME_RE
+from app.config import NAME_RE
 from app.fleet.tokens import (
     ANY_REPOSITORY,
     renew_session_tokens,
@@ -32,18 +32,21 @@ from app.fleet.tokens import (
     scope_of,
     serves,
 )
-from app.github.services import Services
+from app.github import Services
 from app.protocol import ROUTES_EVENT, SPAWNER_EVENTS
-from app.store.jobqueue import claimed_jobs
-from app.store.tables import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.decide.egress import announce_refusal
-from app.workitems.flow.session_facts import apply_session_event
-from app.workitems.spend.route_usage import add_route_counts
-from app.workitems.spend.spend_caps import record_spend
-from app.workitems.spend.spending import check_spending
-from app.workitems.spend.usage import USAGE_EVENT, add_usage, reported_counts
-from app.workitems.tell.progress import usage_changed
+from app.store import ModelVerdict, Once, Spawner, WorkItem, WorkItemStatus, claimed_jobs
+from app.workitems import (
+    USAGE_EVENT,
+    add_route_counts,
+    add_usage,
+    announce_refusal,
+    apply_session_event,
+    check_spending,
+    lock_work_item,
+    record_spend,
+    reported_counts,
+    usage_changed,
+)
 
 EVENT_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 VERDICT_TOKEN_RE = re.compile(r"^(model|effort)-[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

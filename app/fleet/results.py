@@ -14,20 +14,18 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import drop_job_token, keep_job_token, revoke_session_tokens
-from app.gate.markers import MarkerKind, defuse, marker
-from app.gate.pull_texts import receipt_note
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.pull_io import PullIO
-from app.github.services import Services
+from app.gate import MarkerKind, defuse, marker, receipt_note
+from app.github import GitHubNotConfigured, IssueIO, PullIO, Services
 from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
-from app.store.jobqueue import retarget
-from app.store.tables import Job, JobKind, Once, Spawner, WorkItem
-from app.workitems.decide.decisions import lock_work_item
-from app.workitems.decide.egress import allow_done
-from app.workitems.flow.states import Happened, transition
-from app.workitems.spend.spending import resume_after_stop
-from app.workitems.spend.usage import CLOCK_KEYS
+from app.store import Job, JobKind, Once, Spawner, WorkItem, retarget
+from app.workitems import (
+    CLOCK_KEYS,
+    Happened,
+    allow_done,
+    lock_work_item,
+    resume_after_stop,
+    transition,
+)
 
 log = logging.getLogger(__name__)
 MAX_FAILURE = 300  # characters of a failed launch's reason kept on the item

@@ -30,9 +30,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import NAME_RE
+from app.config import NAME_RE
 from app.fleet.fleet_errors import FleetError
-from app.store.tables import SessionToken, Spawner, WorkItem, WorkItemStatus, aware
+from app.store import SessionToken, Spawner, WorkItem, WorkItemStatus, aware
 
 SPAWNER_PREFIX = "tlsp_"
 SESSION_PREFIX = "tlss_"

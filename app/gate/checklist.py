@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from app.config.offered_harnesses import default_harness, models_for, offered_harnesses
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig, default_harness, models_for, offered_harnesses
 from app.gate.phases import PHASES, Phase, PhaseKind
 from app.graph import APPROVAL_GATES
 

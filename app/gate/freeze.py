@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.config.offered_harnesses import models_for, resolve_harness
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig, models_for, resolve_harness
 from app.gate.checklist import EFFORT_PREFIX, MODEL_PREFIX
 from app.gate.classify import Selection
 from app.graph import APPROVAL_GATES, approval_stops

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config.operator_config import ConfigError, OperatorConfig
+from app.config import ConfigError, OperatorConfig
 from app.files import write_json
 from app.gateway.exchange import NO_CREDENTIAL_FOR
 from app.gateway.forwarding import PUBLIC_API, Upstream

@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from app.config.sandbox_config import SERVER_TOOLS
+from app.config import SERVER_TOOLS
 from app.gateway.bodies import BodyError, parse_body
 from app.gateway.contents import messages_refusal, responses_refusal
 from app.gateway.wires import MESSAGES, Wire

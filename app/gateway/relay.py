@@ -40,7 +40,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.config.sandbox_config import BODIES_IN_FLIGHT, HEAD_WAIT, MAX_REQUEST, PER_PASS
+from app.config import BODIES_IN_FLIGHT, HEAD_WAIT, MAX_REQUEST, PER_PASS
 from app.gateway.exchange import GatewayRefusal, SessionExchange
 from app.gateway.forwarding import (
     Upstream,

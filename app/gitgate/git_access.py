@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 
 from githubkit_schemas.latest.types import AppPermissionsType
 
-from app.fleet.tokens import Principal
+from app.fleet import Principal
 from app.gitgate.gitgate_errors import GitGateError
-from app.github.client import GitHubApp, InstallationToken
-from app.store.tables import WorkItem, WorkItemStatus
+from app.github import GitHubApp, InstallationToken
+from app.store import WorkItem, WorkItemStatus
 
 S = WorkItemStatus
 # A session is running (or being started) only in these; an exited, stopped, closed or

@@ -33,17 +33,26 @@ from typing import TYPE_CHECKING
 
 from werkzeug.wsgi import ClosingIterator
 
-from app.fleet.tokens import SESSION_PREFIX
-from app.ingress.budget import RETRY_AFTER_SECONDS
-from app.ingress.doors import GIT_BODY_SECONDS, GIT_PATH, BodyClock, basic_password, git_busy
-from app.ingress.sampling import cut
-from app.ingress.slots import Slots
-from app.ingress.wsgi_body import IdleInput, client_socket, declared_length_of, drop_body
+from app.fleet import SESSION_PREFIX
+from app.ingress import (
+    GIT_BODY_SECONDS,
+    GIT_PATH,
+    RETRY_AFTER_SECONDS,
+    BodyClock,
+    IdleInput,
+    Slots,
+    basic_password,
+    client_socket,
+    cut,
+    declared_length_of,
+    drop_body,
+    git_busy,
+)
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-    from app.ingress.door_state import DoorState
+    from app.ingress import DoorState
 
 
 class GitCaps:

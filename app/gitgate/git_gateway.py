@@ -29,8 +29,7 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wsgi import get_input_stream
 
-from app.fleet.api_guard import loop_state
-from app.fleet.tokens import SESSION_PREFIX, authenticate
+from app.fleet import SESSION_PREFIX, authenticate, loop_state
 from app.gitgate.git_access import (
     RECEIVE,
     SERVICES,
@@ -50,9 +49,9 @@ from app.gitgate.push_rules import (
     report_refused,
     summary,
 )
-from app.github.client import GitHubNotConfigured
-from app.ingress.doors import GIT_MAX_BODY, BodyCut, basic_password
-from app.store.tables import WorkItem
+from app.github import GitHubNotConfigured
+from app.ingress import GIT_MAX_BODY, BodyCut, basic_password
+from app.store import WorkItem
 
 bp = Blueprint("git", __name__, url_prefix="/git")
 log = logging.getLogger(__name__)

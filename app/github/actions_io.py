@@ -22,7 +22,7 @@ import httpx
 from githubkit.exception import GitHubException, RequestFailed
 from githubkit_schemas.latest.types import AppPermissionsType
 
-from app.gate.log_tail import MAX_LOG_BYTES
+from app.gate import MAX_LOG_BYTES
 from app.github.client import GitHubApp
 from app.github.github_errors import GitHubError
 

@@ -29,7 +29,7 @@ from githubkit.exception import GitHubException
 from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
 from githubkit_schemas.latest.types import AppPermissionsType
 
-from app.config.process_settings import Settings
+from app.config import Settings
 from app.github.github_errors import GitHubError
 
 RETRY = RetryChainDecision(RetryRateLimit(max_retry=3), RetryServerError(max_retry=3))

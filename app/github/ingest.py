@@ -44,10 +44,17 @@ from sqlalchemy import Connection, Dialect, Engine
 
 from app.audit import EventLog, event_line
 from app.github.github_errors import GitHubError
-from app.store.lanes import Turns
-from app.store.sqlite_writes import statement_journals_in_memory
-from app.store.tables import Delivery, Event, InboxState, Origin, compress_body, driver_time
-from app.store.wal_checkpoints import look_after
+from app.store import (
+    Delivery,
+    Event,
+    InboxState,
+    Origin,
+    Turns,
+    compress_body,
+    driver_time,
+    look_after,
+    statement_journals_in_memory,
+)
 
 MAX_BATCH = 500
 RECEIVED = "webhook.received"  # the event each new delivery records

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete
 
 from app.github.services import HandlerContext
-from app.store.tables import Installation, Repository
+from app.store import Installation, Repository
 
 
 def _upsert_repositories(ctx: HandlerContext, installation_id: int, repos: list[Any]) -> None:

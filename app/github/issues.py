@@ -14,7 +14,7 @@ from typing import Any
 
 from githubkit.exception import RequestFailed
 
-from app.gate.markers import MarkerKind, is_app_comment
+from app.gate import MarkerKind, is_app_comment
 from app.github.client import GitHubApp
 
 GONE = (404, 410)

@@ -8,7 +8,7 @@ from typing import Any
 
 from githubkit.exception import RequestFailed
 
-from app.gate.pull_texts import FAILING_CONCLUSIONS, CheckFailure
+from app.gate import FAILING_CONCLUSIONS, CheckFailure
 from app.github.client import GitHubApp
 from app.github.github_errors import GitHubError
 

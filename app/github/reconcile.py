@@ -47,13 +47,11 @@ from app.github.log_plan import (
 )
 from app.github.webhooks import Answer, decode
 from app.retry import WakeLoop
-from app.store import log_lease
-from app.store.log_lease import LogState
-from app.store.tables import Delivery, Origin
+from app.store import Delivery, LogState, Origin, log_lease
 
 if TYPE_CHECKING:
     from app.audit import EventLog
-    from app.config.process_settings import Settings
+    from app.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,11 @@ import orjson
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.config.operator_config import OperatorConfig
-from app.config.process_settings import Settings
+from app.config import OperatorConfig, Settings
 from app.github.client import GitHubApp
 from app.github.permissions import PermissionCache
 from app.mirror import Mirror, NullMirror
-from app.store.tables import utcnow
+from app.store import utcnow
 
 
 @dataclass

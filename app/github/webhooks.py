@@ -22,8 +22,8 @@ from githubkit.webhooks import verify
 
 from app.github.ingest import IngestUnavailable
 from app.github.shapes import shape_problem
-from app.ingress.sampling import cut
-from app.store.lanes import lane_of
+from app.ingress import cut
+from app.store import lane_of
 
 PATH = "/github/webhooks"
 MAX_BODY = 25 * 1024 * 1024

@@ -29,8 +29,7 @@ from sqlalchemy.orm import Session
 from app.github.router import Router
 from app.github.services import HandlerContext, Services
 from app.retry import Backoff
-from app.store import inbox
-from app.store.tables import InboxState
+from app.store import InboxState, inbox
 
 log = logging.getLogger(__name__)
 

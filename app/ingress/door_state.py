@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from app.config.process_settings import Settings
+from app.config import Settings
 from app.ingress.sampling import SampledLog
 
 

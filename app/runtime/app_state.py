@@ -11,24 +11,24 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
-from app.config.operator_config import config_findings, load_config
-from app.config.process_settings import Settings
-from app.fleet.liveness import SpawnerSweep
-from app.github.client import GitHubApp
-from app.github.ingest import IngestWriter
-from app.github.reconcile import LogLoop, Reconciler, interval_of
-from app.github.router import Router
-from app.github.services import Services
-from app.github.worker import InboxWorker
-from app.ingress.sampling import SampledLog
+from app.config import Settings, config_findings, load_config
+from app.fleet import SpawnerSweep
+from app.github import (
+    GitHubApp,
+    InboxWorker,
+    IngestWriter,
+    LogLoop,
+    Reconciler,
+    Router,
+    Services,
+    interval_of,
+)
+from app.ingress import SampledLog
 from app.runtime.event_routes import build_router
-from app.store.engines import make_engine, migrate
-from app.store.jobwake import JobSignal
-from app.store.retention import PeriodicPrune, Pruned, Retention
-from app.store.wal_checkpoints import look_after
-from app.web.metrics import Meters
-from app.workitems.tell.progress import ProgressPublisher, unwatch_changes, watch_changes
-from channels.wiring import build_mirror
+from app.store import JobSignal, PeriodicPrune, Pruned, Retention, look_after, make_engine, migrate
+from app.web import Meters
+from app.workitems import ProgressPublisher, unwatch_changes, watch_changes
+from channels import build_mirror
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class AppState:
 
     def known_token(self, authorization: str) -> bool:
         """Whether an `Authorization: Bearer …` value names a live spawner or session token."""
-        from app.fleet.tokens import authenticate
+        from app.fleet import authenticate
 
         with Session(self.engine) as session:
             return authenticate(session, authorization, self.services.clock()) is not None

@@ -35,14 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from app.files import CoreError
-from app.fleet.tokens import SESSION_PREFIX
-from app.github.ingest import IngestUnavailable
-from app.github.webhooks import (
+from app.fleet import SESSION_PREFIX
+from app.github import (
     HEADERS,
     MAX_BODY,
     PATH,
     Answer,
+    IngestUnavailable,
     busy,
     precheck,
     screen,
@@ -50,14 +49,12 @@ from app.github.webhooks import (
     too_slow,
     unavailable,
 )
-from app.ingress import doors
-from app.ingress.budget import RETRY_AFTER_SECONDS, BodyBudget, Hold
-from app.ingress.doors import GIT_BODY_SECONDS
-from app.ingress.sampling import cut
+from app.ingress import GIT_BODY_SECONDS, RETRY_AFTER_SECONDS, BodyBudget, Hold, cut, doors
+from app.runtime.serve_errors import ServeError
 from app.runtime.webhook_ingress import accepted, counted
 
 if TYPE_CHECKING:
-    from app.config.process_settings import Settings
+    from app.config import Settings
     from app.runtime.app_state import AppState
 
 Scope = dict[str, Any]
@@ -80,15 +77,15 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-class ClientGone(CoreError):
+class ClientGone(ServeError):
     """The client disconnected before its request body arrived."""
 
 
-class BodyTooSlow(CoreError):
+class BodyTooSlow(ServeError):
     """The body did not arrive within the request's deadline."""
 
 
-class BudgetSpent(CoreError):
+class BudgetSpent(ServeError):
     """A body without a declared length grew past what the process's budget could hold."""
 
 

@@ -6,36 +6,37 @@ marked done without effect.
 
 from __future__ import annotations
 
-from app.github.installations import (
+from app.github import (
+    Router,
+    RouteTable,
     forget_installation,
     record_installation,
     update_repositories,
 )
-from app.github.router import Router, RouteTable
-from app.workitems.decide.followups import on_issue_comment as follow_up_comment
-from app.workitems.flow.autoexecute import execute_on_labels
-from app.workitems.flow.handlers import (
+from app.workitems import (
     allow_host,
     answer_question,
+    check_run_completed,
+    check_suite_completed,
+    close_unexecuted,
     decide_review,
+    execute_on_labels,
+    follow_up_comment,
     freeze_on_execute,
+    link_opened,
     log_execute_edit,
+    note_edit,
     park_unlabeled,
+    pull_closed,
+    pull_labeled,
+    pull_reopened,
+    pull_synchronized,
     raise_budget,
+    review_comment_created,
+    review_submitted,
     start_work_item,
     stop_on_close,
 )
-from app.workitems.flow.issue_text import note_edit
-from app.workitems.prs.pull_sessions import close_unexecuted
-from app.workitems.prs.pull_sessions import on_labeled as pull_labeled
-from app.workitems.prs.pull_traffic import on_check_run as check_run_completed
-from app.workitems.prs.pull_traffic import on_check_suite as check_suite_completed
-from app.workitems.prs.pull_traffic import on_review as review_submitted
-from app.workitems.prs.pull_traffic import on_review_comment as review_comment_created
-from app.workitems.prs.pulls import link_opened
-from app.workitems.prs.pulls import on_closed as pull_closed
-from app.workitems.prs.pulls import on_reopened as pull_reopened
-from app.workitems.prs.pulls import on_synchronize as pull_synchronized
 
 ROUTES: RouteTable = {
     ("installation", "created"): [record_installation],

@@ -11,7 +11,7 @@ from app import __version__
 if TYPE_CHECKING:
     from flask import Flask
 
-    from app.config.process_settings import Settings
+    from app.config import Settings
 
 
 def create_app(
@@ -30,21 +30,15 @@ def create_app(
     from flask import Flask, jsonify
     from flask.typing import ResponseReturnValue
 
-    from app.config.process_settings import SettingsError, load_settings
-    from app.fleet.api import LEASE_CONFIG
-    from app.fleet.api import bp as spawner_bp
-    from app.fleet.checks_api import bp as checks_bp
-    from app.fleet.phase_api import bp as phase_bp
-    from app.fleet.pull_api import bp as pulls_bp
-    from app.gitgate.git_caps import GitCaps
-    from app.gitgate.git_gateway import bp as git_bp
-    from app.github.webhooks import MAX_BODY
-    from app.github.webhooks import PATH as WEBHOOK_PATH
-    from app.ingress.wsgi_doors import BodyDoors, WebhookDoor
+    from app.config import SettingsError, load_settings
+    from app.fleet import LEASE_CONFIG, checks_bp, phase_bp, pulls_bp, spawner_bp
+    from app.gitgate import GitCaps, git_bp
+    from app.github import MAX_BODY
+    from app.github import PATH as WEBHOOK_PATH
+    from app.ingress import BodyDoors, WebhookDoor
     from app.runtime.app_state import build_state
     from app.runtime.webhook_ingress import WebhookIngress
-    from app.web.metrics import bp as metrics_bp
-    from app.web.views import bp as web_bp
+    from app.web import metrics_bp, web_bp
     from channels import web as slack_web
 
     settings = settings or load_settings()

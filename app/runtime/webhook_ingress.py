@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from app.github.ingest import IngestUnavailable
-from app.github.webhooks import (
+from app.github import (
     HEADERS,
     PATH,
     Answer,
+    IngestUnavailable,
     Verified,
     acknowledged,
     precheck,
     screen,
     unavailable,
 )
-from app.ingress.sampling import Record
+from app.ingress import Record
 
 if TYPE_CHECKING:
     from app.runtime.app_state import AppState

@@ -19,8 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.config.offered_harnesses import offered_harnesses
-from app.config.operator_config import DEFAULT_HARNESS, OperatorConfig
+from app.config import DEFAULT_HARNESS, OperatorConfig, offered_harnesses
 from app.retry import Backoff
 from app.spawner.appclient import (
     AppClient,

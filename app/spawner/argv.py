@@ -24,16 +24,16 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from app.config.offered_harnesses import HOSTING_ADAPTERS
-from app.config.operator_config import (
+from app.config import (
     DEFAULT_HARNESS,
+    HOSTING_ADAPTERS,
     EffortChoice,
     InteractionMode,
     ModelChoice,
     OperatorConfig,
     harness_args,
 )
-from app.gate.freeze import revalidate
+from app.gate import revalidate
 from app.spawner.harness import adapter_of
 
 DENY_TOKEN = "--disallowedTools=AskUserQuestion"

@@ -8,8 +8,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from app.config.operator_config import OperatorConfig, config_findings
-from app.config.process_settings import Settings
+from app.config import OperatorConfig, Settings, config_findings
 from app.files import private_dir
 from app.spawner.agent import hostable_harnesses
 from app.spawner.appclient import AppClient

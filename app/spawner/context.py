@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.config.operator_config import OperatorConfig
-from app.gateway.access import ModelAccess
+from app.config import OperatorConfig
+from app.gateway import ModelAccess
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.locks import ItemLocks

@@ -18,8 +18,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.config.operator_config import HarnessTrust
-from app.config.sandbox_config import NetworkMode, Sandbox, SandboxMode
+from app.config import HarnessTrust, NetworkMode, Sandbox, SandboxMode
 from app.spawner.confine.installs import Exposure
 from app.spawner.confine.limits import HostOffer, LimitPlan, Mechanism, describe_plan, wanted
 from app.spawner.confine.sessionenv import described, refused_names

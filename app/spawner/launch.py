@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config.operator_config import HarnessTrust
-from app.config.sandbox_config import NetworkMode, SandboxMode
-from app.gateway.access import SessionModel
+from app.config import HarnessTrust, NetworkMode, SandboxMode
+from app.gateway import SessionModel
 from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice

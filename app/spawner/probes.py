@@ -20,8 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from app.config.offered_harnesses import models_for
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig, models_for
 from app.files import write_json
 from app.spawner.argv import adapter_for, effort_fragment, model_fragment, probe_argv
 from app.spawner.session.tmux import without_secrets

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.config.sandbox_config import SandboxMode
+from app.config import SandboxMode
 from app.files import write_text_atomic
 from app.spawner import SpawnerError
 from app.spawner.confine.isolation import host_plan, secrets

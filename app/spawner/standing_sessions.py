@@ -17,8 +17,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from app.config.offered_harnesses import default_harness
-from app.config.operator_config import StandingSession, TrustScope
+from app.config import StandingSession, TrustScope, default_harness
 from app.spawner import SpawnerError
 from app.spawner.argv import standing_launch
 from app.spawner.context import SpawnerContext

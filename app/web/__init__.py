@@ -7,3 +7,10 @@ the Jinja2 templates beside them and runs no script.
 """
 
 from __future__ import annotations
+
+from app.web.metrics import Meters
+from app.web.metrics import bp as metrics_bp
+from app.web.setup_page import build_setup_app
+from app.web.views import bp as web_bp
+
+__all__ = ["Meters", "build_setup_app", "metrics_bp", "web_bp"]

@@ -31,12 +31,11 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig
 from app.protocol import USAGE_FIELDS
-from app.store.tables import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
+from app.store import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
 from app.web import auth
-from app.workitems.spend.spend_caps import spend_report
-from app.workitems.spend.usage import TOKEN_KINDS, by_choice
+from app.workitems import TOKEN_KINDS, by_choice, spend_report
 
 bp = Blueprint("metrics", __name__)
 

@@ -16,10 +16,9 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from app.fleet.liveness import is_dead
-from app.store.tables import WorkItemStatus, aware
-from app.workitems.spend.costs import usage_line
-from app.workitems.tell.setup_notes import setup_words
+from app.fleet import is_dead
+from app.store import WorkItemStatus, aware
+from app.workitems import setup_words, usage_line
 
 S = WorkItemStatus
 DEAD_AFTER = timedelta(seconds=30)  # the setting's default; the page passes the setting

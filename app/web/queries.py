@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from app.fleet.liveness import is_dead
-from app.store.tables import (
+from app.fleet import is_dead
+from app.store import (
     Delivery,
     DeliveryLogState,
     Event,
@@ -30,8 +30,7 @@ from app.store.tables import (
     aware,
 )
 from app.web.present import DEAD_AFTER, Health, session_health
-from app.workitems.spend.spending import stopped_by_budget
-from app.workitems.spend.usage import wall_minutes
+from app.workitems import stopped_by_budget, wall_minutes
 
 WORK_ITEMS_SHOWN = 100
 STOPPED_BY_BUDGET = "stopped: budget"  # a stopped item's status when its budget stopped it

@@ -25,14 +25,16 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, render_template, request
 
-from app.github.manifest import (
+from app.github import (
     WRITTEN_KEYS,
+    Registration,
     SetupError,
     env_values_from_conversion,
     exchange_code,
+    install_url,
     merge_env_file,
+    unreachable_from_github,
 )
-from app.github.registration import Registration, install_url, unreachable_from_github
 from app.web.present import code_spans
 
 STATE_TTL = 3600.0  # GitHub's code is good for an hour; so is the state that asks for it

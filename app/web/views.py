@@ -25,15 +25,12 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from app.config.in_force import in_force
-from app.github.registration import first_run_steps
-from app.store.inbox import requeue
-from app.store.tables import WorkItem, WorkItemStatus
+from app.config import in_force
+from app.github import first_run_steps
+from app.store import WorkItem, WorkItemStatus, requeue
 from app.web import auth, queries
 from app.web.present import MISSING, ago, code_spans, usage_words
-from app.workitems.spend.spend_caps import spend_report
-from app.workitems.spend.spending import budget_json
-from app.workitems.spend.usage import priced, usage_of
+from app.workitems import budget_json, priced, spend_report, usage_of
 
 bp = Blueprint("web", __name__, template_folder="templates")
 bp.add_app_template_filter(code_spans, "code_spans")
@@ -127,7 +124,7 @@ def page_context(
     state: Any, prefix: str, work_item_id: str, item_state: str = ""
 ) -> dict[str, Any]:
     """Everything the page shows, as plain values (`item_state`: only items in that state)."""
-    from channels.outbox import status as outbox_status
+    from channels import status as outbox_status
 
     now = state.services.clock()
     with Session(state.engine) as session:

@@ -259,9 +259,9 @@ def test_a_spawner_call_looks_its_token_up_once_at_the_door_and_once_in_its_tran
     Flask door makes it. Either way the endpoint authenticates again where it acts."""
     import asyncio
 
-    from app.runtime.flask_app import create_app
     from app.config.process_settings import load_settings
     from app.runtime.asgi import create_asgi_app
+    from app.runtime.flask_app import create_app
 
     settings = load_settings(settings_env, dotenv=None)
     front = create_asgi_app(settings)

@@ -15,12 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # room (a package, or "app" for the App's flat modules app/*.py) → its root, "module:Class".
 ROOTS = {
     "app": "app.files:CoreError",
-    "app.commands": "app.commands:CommandError",
+    "app.commands": "app.commands.command_errors:CommandError",
+    "app.config": "app.config.config_errors:ConfigurationError",
     "app.fleet": "app.fleet.fleet_errors:FleetError",
     "app.gateway": "app.gateway.gateway_errors:GatewayError",
     "app.gitgate": "app.gitgate.gitgate_errors:GitGateError",
     "app.github": "app.github.github_errors:GitHubError",
     "app.ingress": "app.ingress.ingress_errors:IngressError",
+    "app.runtime": "app.runtime.serve_errors:ServeError",
     "app.spawner": "app.spawner:SpawnerError",
     "app.store": "app.store.sqlite_writes:StoreError",
     "app.workitems": "app.workitems.workitem_errors:WorkItemError",

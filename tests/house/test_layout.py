@@ -85,23 +85,13 @@ FORBIDDEN = {
 # Allowed flat modules under app/: everything else lives in a room (a package).
 FLAT = {
     "__init__",
-    "asgi",
     "audit",
     "cli",
-    "config",
-    "config_compat",
-    "config_inforce",
-    "config_keys",
-    "config_sandbox",
     "files",
     "graph",
-    "harnesses",
     "mirror",
     "protocol",
     "retry",
-    "runtime",
-    "services",
-    "settings",
     "workstate",
 }
 

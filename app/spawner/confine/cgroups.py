@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from app.config.sandbox_config import SessionLimits
+from app.config import SessionLimits
 from app.spawner.confine.limits import (
     CONTROLLER,
     SWAP_FILES,

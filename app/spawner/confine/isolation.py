@@ -19,7 +19,7 @@ from pathlib import Path
 
 import app
 import hooks
-from app.config.sandbox_config import Sandbox
+from app.config import Sandbox
 from app.spawner import SpawnerError
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
 from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv

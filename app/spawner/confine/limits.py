@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from app.config.sandbox_config import SessionLimits
+from app.config import SessionLimits
 
 MEMORY, PROCESSES, CPU = "memory", "processes", "cpu"
 # The kernel's controller behind each limit.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from app.gateway.access import CREDENTIAL_VARIABLES
+from app.gateway import CREDENTIAL_VARIABLES
 
 # `IS_SANDBOX` is how an operator running sessions as root tells Claude Code they are confined.
 HARNESS_VARIABLES = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "IS_SANDBOX")

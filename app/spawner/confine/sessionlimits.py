@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config.sandbox_config import SandboxMode
+from app.config import SandboxMode
 from app.spawner.confine import enter_limits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
 from app.spawner.confine.diskwatch import DISK

@@ -3,8 +3,8 @@
 An adapter says its launch head (what follows the executable: a session id, or how to
 resume), its effort fragment, how the session's home is prepared (trust, the stop hook, the
 model gateway's URL and pass), which screens it can show and how they read, how long a paste
-waits before its Enter, and where its transcript lies. `app.config.offered_harnesses.ADAPTER_MODULES` is
-the table of harness name → adapter module (the App reads its names only); `adapter_of`
+waits before its Enter, and where its transcript lies. `app.config.ADAPTER_MODULES` is the
+table of harness name → adapter module (the App reads its names only); `adapter_of`
 loads a module from it. A third harness is one new module here and one row in that table.
 """
 
@@ -17,9 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from app.config.offered_harnesses import ADAPTER_MODULES
-from app.config.operator_config import DEFAULT_HARNESS, HarnessTrust
-from app.gateway.access import SessionModel
+from app.config import ADAPTER_MODULES, DEFAULT_HARNESS, HarnessTrust
+from app.gateway import SessionModel
 from app.spawner.session.screens import ScreenReader
 
 

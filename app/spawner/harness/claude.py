@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.gateway.access import SessionModel
+from app.gateway import SessionModel
 from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
 from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.harness.claude_home import (

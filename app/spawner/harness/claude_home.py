@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from app.files import FileLock, remove_within, write_json, write_within
-from app.gateway.passes import is_pass_tail
+from app.gateway import is_pass_tail
 from app.spawner.confine.sessionhome import write_git_identity
 from app.spawner.harness.claude_trust import (
     TrustFileError,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config.operator_config import HarnessTrust, TrustScope
+from app.config import HarnessTrust, TrustScope
 from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
 from app.spawner import SpawnerError
 from app.spawner.harness import TrustOutcome

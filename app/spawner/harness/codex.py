@@ -32,7 +32,7 @@ import stat
 from pathlib import Path
 
 from app.files import FileLock, remove_within, write_text_atomic, write_within
-from app.gateway.access import SessionModel
+from app.gateway import SessionModel
 from app.spawner.confine.sessionhome import write_git_identity
 from app.spawner.harness import HomeReady, HomeSetup, TrustOutcome
 from app.spawner.harness.codex_config import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.config.sandbox_config import Sandbox
+from app.config import Sandbox
 from app.spawner.devbox_checks import Check, Level
 from app.spawner.network.presets import Registries, describe_presets, expand_preset
 

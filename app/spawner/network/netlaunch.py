@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config.sandbox_config import NetworkMode, Sandbox, SandboxMode
+from app.config import NetworkMode, Sandbox, SandboxMode
 from app.spawner.confine.isolation import CA_VARIABLES
 from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.confine.sessionuser import hand_over, session_user

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from app.config.sandbox_config import EGRESS_PRESETS
+from app.config import EGRESS_PRESETS
 
 # Where a session's tools are told the devbox's CA bundle.
 CA_NAMES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS")

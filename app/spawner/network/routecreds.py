@@ -16,18 +16,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.config.operator_config import ConfigError
-from app.config.sandbox_config import (
+from app.config import (
     REFERENCE,
     BasicAuth,
+    ConfigError,
     CredentialRoute,
     NetworkMode,
     Sandbox,
     SandboxMode,
 )
-from app.gateway.forwarding import Upstream
-from app.gateway.framing import field_allowed
-from app.gateway.transport import UnsupportedProtocol
+from app.gateway import UnsupportedProtocol, Upstream, field_allowed
 
 ReadFile = Callable[[Path], str]
 KEY = "routing.sandbox.routes"

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote, urljoin, urlsplit
 
-from app.gateway.framing import Headers
+from app.gateway import Headers
 from app.spawner.network.netplan import NetPlan, Route
 from app.spawner.network.routecreds import ResolvedRoute
 

@@ -21,7 +21,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from app.gateway.framing import (
+from app.gateway import (
     CONTINUE,
     END,
     LAST_CHUNK,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from app.config.operator_config import DEFAULT_HARNESS
+from app.config import DEFAULT_HARNESS
 from app.spawner.harness import adapter_of
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxError, TmuxRunner

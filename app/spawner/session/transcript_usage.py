@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig
 from app.files import open_within, write_json
-from app.gateway.metering import COUNTED, Usage
-from app.gateway.wires import messages_counts
+from app.gateway import COUNTED, Usage, messages_counts
 from app.protocol import USAGE_EVENT
 from app.spawner.harness.claude_home import transcript_path
 from app.spawner.registry import SessionRecord

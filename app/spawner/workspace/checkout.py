@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.config.operator_config import NAME_RE
+from app.config import NAME_RE
 from app.files import FileTooLarge, json_text, read_within, write_within
 from app.graph import START_NODE
 from app.protocol import Frozen

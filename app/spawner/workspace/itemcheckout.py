@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from app.config.sandbox_config import SandboxMode
+from app.config import SandboxMode
 from app.retry import Backoff
 from app.spawner.appclient import AppError, AppUnavailable, ClaimedJob, NotHeld
 from app.spawner.confine.isolation import trusted_by_variable

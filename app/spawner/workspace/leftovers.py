@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.config.operator_config import OperatorConfig
-from app.config.sandbox_config import SandboxMode
+from app.config import OperatorConfig, SandboxMode
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.harness import adapter_of
 from app.spawner.harness.claude_home import transcript_path

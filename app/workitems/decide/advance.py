@@ -21,13 +21,18 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import graph
-from app.gate.freeze import frozen_skips
-from app.gate.ids import spec_id
-from app.gate.markers import MarkerKind, defuse, marker
-from app.gate.weblinks import WorkLinks, markdown_link, work_links
-from app.github.issues import IssueIO
-from app.github.services import Services
-from app.store.tables import Event, WorkItem
+from app.gate import (
+    MarkerKind,
+    WorkLinks,
+    defuse,
+    frozen_skips,
+    markdown_link,
+    marker,
+    spec_id,
+    work_links,
+)
+from app.github import IssueIO, Services
+from app.store import Event, WorkItem
 from app.workitems.decide.walk import (
     COMPLETE_NODE,
     MoveRefused,

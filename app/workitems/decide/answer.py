@@ -15,8 +15,8 @@ import re
 
 from sqlalchemy.orm import Session
 
-from app.gate.parse import says_command
-from app.github.services import Services
+from app.gate import says_command
+from app.github import Services
 from app.workitems.decide.decisions import (
     Decision,
     Outcome,

@@ -19,11 +19,9 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from app.gate.confirm import refusal_markdown, who_may_execute
-from app.gate.markers import MarkerKind
-from app.github.issues import IssueIO
-from app.github.services import Services
-from app.store.tables import WorkItem
+from app.gate import MarkerKind, refusal_markdown, who_may_execute
+from app.github import IssueIO, Services
+from app.store import WorkItem
 from app.workitems.flow.authz import refusal
 
 

@@ -24,14 +24,11 @@ from githubkit.exception import GitHubException
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config.sandbox_config import normal_hostport
-from app.gate.markers import MarkerKind, defuse, marker
-from app.gate.parse import says_command
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.services import Services
+from app.config import normal_hostport
+from app.gate import MarkerKind, defuse, marker, says_command
+from app.github import GitHubNotConfigured, IssueIO, Services
 from app.protocol import AllowJob
-from app.store.tables import Once, WorkItem
+from app.store import Once, WorkItem
 from app.workitems.decide.decisions import (
     Decision,
     Outcome,

@@ -20,20 +20,27 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import InteractionMode
-from app.gate.checklist import Checklist, build_checklist
-from app.gate.classify import Selection, classify
-from app.gate.confirm import (
+from app.config import InteractionMode
+from app.gate import (
+    PHASE_SELECTION,
+    Checklist,
+    Selection,
+    Tick,
+    branch_name_ok,
+    build_checklist,
+    classify,
     confirmation_markdown,
+    execute_base,
+    frozen_record,
     initial_prompt,
+    issue_base,
+    parse_rows,
+    says_command,
+    spec_id,
+    work_branch,
 )
-from app.gate.freeze import PHASE_SELECTION, frozen_record
-from app.gate.ids import branch_name_ok, spec_id, work_branch
-from app.gate.parse import Tick, execute_base, issue_base, parse_rows, says_command
-from app.github.issues import IssueIO
-from app.github.pull_io import PullIO
-from app.github.services import Services
-from app.store.tables import WorkItem, WorkItemStatus
+from app.github import IssueIO, PullIO, Services
+from app.store import WorkItem, WorkItemStatus
 from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.decide.walk import first_phase
 from app.workitems.flow.authz import refusal

@@ -14,12 +14,10 @@ from typing import Any
 from sqlalchemy import BindParameter, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import PullComments
-from app.gate.markers import is_own_comment
-from app.gate.parse import says_command
-from app.gate.pull_texts import addresses_the_app
-from app.github.services import HandlerContext, Services
-from app.store.tables import WorkItem
+from app.config import PullComments
+from app.gate import addresses_the_app, is_own_comment, says_command
+from app.github import HandlerContext, Services
+from app.store import WorkItem
 from app.workitems.decide.decisions import Decision, Outcome, Status
 from app.workitems.flow.authz import refusal
 from app.workitems.flow.jobs import deliver_job, enqueue

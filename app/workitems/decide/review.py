@@ -16,9 +16,9 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
-from app.gate.parse import says_command
-from app.github.services import Services
-from app.store.tables import WorkItem
+from app.gate import says_command
+from app.github import Services
+from app.store import WorkItem
 from app.workitems.decide.advance import record_move, walk_of
 from app.workitems.decide.decisions import Decision, Outcome, Status, emit, lock_work_item, refuse
 from app.workitems.decide.followups import deliver_comment

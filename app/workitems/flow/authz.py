@@ -6,10 +6,8 @@ the repository is write, maintain or admin (asked through the API, cached briefl
 
 from __future__ import annotations
 
-from app.config.operator_config import OperatorConfig
-from app.github.client import GitHubApp
-from app.github.permissions import PermissionCache
-from app.github.services import Services
+from app.config import OperatorConfig
+from app.github import GitHubApp, PermissionCache, Services
 
 PERMITTED_ROLES = frozenset({"write", "maintain", "admin"})
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from app.gate.ids import work_item_id_of
-from app.github.services import HandlerContext
-from app.store.tables import WorkItem, WorkItemStatus
+from app.gate import work_item_id_of
+from app.github import HandlerContext
+from app.store import WorkItem, WorkItemStatus
 from app.workitems.decide.decisions import Decision
 from app.workitems.decide.execute import execute_reply
 

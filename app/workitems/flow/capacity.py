@@ -18,7 +18,7 @@ from __future__ import annotations
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
+from app.store import Job, JobKind, JobState, WorkItem, WorkItemStatus
 
 S = WorkItemStatus
 # Statuses in which an item's session runs on its spawner (SPAWNING counts by its claim).

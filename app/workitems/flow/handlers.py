@@ -12,15 +12,18 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.gate.checklist import build_checklist
-from app.gate.ids import spec_id, work_item_id_of
-from app.gate.markers import MarkerKind, is_own_comment
-from app.gate.parse import issue_base, says_command
-from app.gate.render import render_checklist
-from app.github.issues import IssueIO
-from app.github.services import HandlerContext
-from app.store.jobqueue import cancel
-from app.store.tables import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus
+from app.gate import (
+    MarkerKind,
+    build_checklist,
+    is_own_comment,
+    issue_base,
+    render_checklist,
+    says_command,
+    spec_id,
+    work_item_id_of,
+)
+from app.github import HandlerContext, IssueIO
+from app.store import Job, JobKind, JobState, Once, WorkItem, WorkItemStatus, cancel
 from app.workitems.decide.answer import answer_reply
 from app.workitems.decide.decisions import Decide, Decision, Status, lock_work_item
 from app.workitems.decide.egress import allow_reply

@@ -14,12 +14,18 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.ids import work_item_id_of
-from app.gate.markers import MarkerKind
-from app.gate.textpin import Change, change_markdown, change_since, digest, issue_text, pin
-from app.github.issues import IssueIO
-from app.github.services import HandlerContext, Services
-from app.store.tables import WorkItem
+from app.gate import (
+    Change,
+    MarkerKind,
+    change_markdown,
+    change_since,
+    digest,
+    issue_text,
+    pin,
+    work_item_id_of,
+)
+from app.github import HandlerContext, IssueIO, Services
+from app.store import WorkItem
 
 
 def record_pin(item: WorkItem, issue: Mapping[str, Any] | None, services: Services) -> None:

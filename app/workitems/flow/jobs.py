@@ -11,12 +11,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.freeze import frozen_skips
-from app.gate.ids import spec_id
-from app.github.services import Services
+from app.gate import frozen_skips, spec_id
+from app.github import Services
 from app.protocol import AllowJob, AnswerJob, DeliverJob, Frozen, JobPayload, SpawnJob, StopJob
-from app.store.jobqueue import queue_job
-from app.store.tables import Job, JobKind, WorkItem
+from app.store import Job, JobKind, WorkItem, queue_job
 from app.workitems.flow.capacity import renumber
 from app.workitems.spend.spend_caps import mark_held
 

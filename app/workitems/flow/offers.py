@@ -9,10 +9,9 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.config.offered_harnesses import HOSTING_ADAPTERS
-from app.config.operator_config import NAME_RE, OperatorConfig
-from app.gate.checklist import Offer, build_offer
-from app.store.tables import ModelVerdict, Spawner
+from app.config import HOSTING_ADAPTERS, NAME_RE, OperatorConfig
+from app.gate import Offer, build_offer
+from app.store import ModelVerdict, Spawner
 
 
 def spawner_hosts(session: Session) -> frozenset[str]:

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import graph
-from app.github.services import Services
-from app.store.tables import WorkItem
+from app.github import Services
+from app.store import WorkItem
 from app.workitems.flow.states import Happened, transition
 from app.workitems.spend.spending import budget_line_of
 from app.workitems.spend.usage import clocked, usage_line_of

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from app.store.tables import WorkItem, WorkItemStatus
+from app.store import WorkItem, WorkItemStatus
 
 S = WorkItemStatus
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.gate.ids import issue_of_branch, work_item_id_of
-from app.gate.markers import MarkerKind
-from app.gate.pull_texts import fork_reply
-from app.github.issues import IssueIO
-from app.github.services import HandlerContext
-from app.store.tables import WorkItem
+from app.gate import MarkerKind, fork_reply, issue_of_branch, work_item_id_of
+from app.github import HandlerContext, IssueIO
+from app.store import WorkItem
 from app.workitems.flow.handlers import start_work_item, stop_on_close
 from app.workitems.prs.pulls import item_for_pull, pull_record
 

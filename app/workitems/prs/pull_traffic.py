@@ -16,18 +16,16 @@ from typing import Any
 
 from githubkit.exception import GitHubException
 
-from app.gate.markers import is_own_comment
-from app.gate.pull_texts import (
+from app.gate import (
     FAILING_CONCLUSIONS,
     CheckFailure,
     checks_text,
+    is_own_comment,
     review_comment_text,
     review_text,
 )
-from app.github.client import GitHubNotConfigured
-from app.github.pull_io import PullIO, check_failure
-from app.github.services import HandlerContext
-from app.store.tables import WorkItem
+from app.github import GitHubNotConfigured, HandlerContext, PullIO, check_failure
+from app.store import WorkItem
 from app.workitems.decide.decisions import Decision
 from app.workitems.decide.followups import (
     NOT_ADDRESSED,

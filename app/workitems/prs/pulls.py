@@ -14,19 +14,19 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from app.gate.ids import issue_of_branch, work_item_id_of
-from app.gate.markers import MarkerKind, is_marked
-from app.gate.pull_texts import (
+from app.gate import (
     MAX_PULL_BODY,
+    MarkerKind,
     closed_notice,
+    is_marked,
+    issue_of_branch,
     opened_line,
     pull_body,
     reopened_text,
+    work_item_id_of,
 )
-from app.github.issues import IssueIO
-from app.github.pull_io import PullIO, PullRefused
-from app.github.services import HandlerContext, Services
-from app.store.tables import WorkItem
+from app.github import HandlerContext, IssueIO, PullIO, PullRefused, Services
+from app.store import WorkItem
 from app.workitems.decide.advance import complete
 from app.workitems.decide.decisions import lock_work_item
 from app.workitems.flow.jobs import deliver_job, enqueue, stop_job

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from app.config.operator_config import Budget
+from app.config import Budget
 
 WARN_AT = 0.9
 KINDS = ("tokens", "usd", "minutes")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from app.config.operator_config import ModelPrice, OperatorConfig
+from app.config import ModelPrice, OperatorConfig
 
 # (model id prefix, price): the longest matching prefix wins.
 SHIPPED: tuple[tuple[str, ModelPrice], ...] = (

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.config.operator_config import SessionComments
+from app.config import SessionComments
 
 POSTS_KEY = "posts"  # the times (seconds since the epoch) of the last admitted posts
 THROTTLED_KEY = "throttled"  # set once a post was refused: the progress comment says so

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from app.store.tables import WorkItem
+from app.store import WorkItem
 
 ROUTES_KEY = "routes"  # in the item's session facts: {env: {"requests": n, "refused": m}}
 KINDS = ("requests", "refused")

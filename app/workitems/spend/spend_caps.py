@@ -21,8 +21,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import Budget, Cap, OperatorConfig
-from app.store.tables import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
+from app.config import Budget, Cap, OperatorConfig
+from app.store import Job, JobKind, JobState, SpendDay, WorkItem, WorkItemStatus
 from app.workitems.flow.capacity import HELD_KEY, hold_line, waiting_items
 from app.workitems.spend.budgets import BudgetLevel, Limits, Spent, budget_text, level_of, tokens_in
 from app.workitems.spend.spend_windows import WINDOWS, Window, day_key, first_day, reset_text

@@ -18,11 +18,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, marker
-from app.github.issues import IssueIO
-from app.github.services import Services
-from app.store.jobqueue import announce
-from app.store.tables import WorkItem, WorkItemStatus
+from app.gate import MarkerKind, marker
+from app.github import IssueIO, Services
+from app.store import WorkItem, WorkItemStatus, announce
 from app.workitems.decide.decisions import (
     Decision,
     Outcome,

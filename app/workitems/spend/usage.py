@@ -15,9 +15,9 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.config.operator_config import OperatorConfig
+from app.config import OperatorConfig
 from app.protocol import USAGE_EVENT, USAGE_FIELDS
-from app.store.tables import WorkItem, WorkItemUsage
+from app.store import WorkItem, WorkItemUsage
 from app.workitems.spend.costs import cost_usd, price_for, usage_line
 from app.workitems.spend.route_usage import routes_text
 

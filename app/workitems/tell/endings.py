@@ -19,13 +19,19 @@ from typing import Any
 
 from githubkit.exception import GitHubException
 
-from app.gate.markers import MarkerKind, defuse, defuse_mentions, marker
-from app.gate.weblinks import branch_url, code_text, markdown_link, repository_url
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.services import Services
+from app.gate import (
+    MarkerKind,
+    branch_url,
+    code_text,
+    defuse,
+    defuse_mentions,
+    markdown_link,
+    marker,
+    repository_url,
+)
+from app.github import GitHubNotConfigured, IssueIO, Services
 from app.graph import NODE_NAMES
-from app.store.tables import WorkItem, WorkItemStatus
+from app.store import WorkItem, WorkItemStatus
 from app.workitems.spend.budgets import SYNTAX
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,9 @@ from typing import Any
 from githubkit.exception import GitHubException
 from sqlalchemy.orm import Session
 
-from app.gate.markers import MarkerKind, defuse, marker
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.services import Services
-from app.store.tables import WorkItem
+from app.gate import MarkerKind, defuse, marker
+from app.github import GitHubNotConfigured, IssueIO, Services
+from app.store import WorkItem
 
 log = logging.getLogger(__name__)
 

@@ -32,15 +32,11 @@ from githubkit.exception import GitHubException
 from sqlalchemy import Engine, case, event, or_, select, update
 from sqlalchemy.orm import Session, attributes
 
-from app.config.operator_config import OperatorConfig
-from app.gate.ids import spec_id
-from app.gate.markers import MarkerKind, find_marker
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.services import Services
+from app.config import OperatorConfig
+from app.gate import MarkerKind, find_marker, spec_id
+from app.github import GitHubNotConfigured, IssueIO, Services
 from app.retry import WakeLoop, queue_delay
-from app.store.engines import is_postgres
-from app.store.tables import WorkItem, WorkItemStatus, aware
+from app.store import WorkItem, WorkItemStatus, aware, is_postgres
 from app.workitems.decide.advance import walk_of
 from app.workitems.flow.capacity import held_words, place_in_line
 from app.workitems.spend.post_rate import THROTTLED_KEY

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.gate.markers import MarkerKind, defuse, marker
-from app.gate.weblinks import markdown_link, work_links
-from app.store.tables import WorkItemStatus
+from app.gate import MarkerKind, defuse, markdown_link, marker, work_links
+from app.store import WorkItemStatus
 from app.workitems.decide.walk import PhaseState, Walk, phase_rows
 from app.workitems.spend.post_rate import THROTTLED_NOTE
 

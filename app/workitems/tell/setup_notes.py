@@ -16,11 +16,9 @@ from typing import Any
 
 from githubkit.exception import GitHubException
 
-from app.gate.markers import MarkerKind, marker
-from app.github.client import GitHubNotConfigured
-from app.github.issues import IssueIO
-from app.github.services import Services
-from app.store.tables import WorkItem
+from app.gate import MarkerKind, marker
+from app.github import GitHubNotConfigured, IssueIO, Services
+from app.store import WorkItem
 from app.workitems.tell.endings import _fenced, _quiet
 
 log = logging.getLogger(__name__)
