@@ -168,9 +168,6 @@ KNOWN_TWO_WAY = {
     # sessionhome.py reads the operator's git identity through hostgit; hostgit runs git
     # confined (isolation, sandbox, sessionuser).
     ("app.spawner.confine", "app.spawner.workspace"),
-    # An adapter's screens read in session/screens.py's vocabulary (`Screen`, `ScreenReader`);
-    # the watchdog and the paste ask the adapter for its screens.
-    ("app.spawner.harness", "app.spawner.session"),
 }
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 from app.config import DEFAULT_HARNESS, HarnessTrust
 from app.gateway.access import SessionModel
 from app.harnesses import ADAPTER_MODULES
-from app.spawner.session.screens import ScreenReader
+from app.spawner.harness.screens import ScreenReader
 
 
 @dataclass(frozen=True)
