@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 
 from app.config import HarnessTrust, TrustScope, parse_config
-from app.spawner.argv import SESSION_FLAG
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude import SESSION_FLAG
 from app.spawner.harness.claude_trust import (
     BYPASS_FLAG,
     claude_config_path,

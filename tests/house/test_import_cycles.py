@@ -154,9 +154,6 @@ def test_no_module_imports_itself_around_a_circle() -> None:
 # one moved apart is taken out.
 SPAWNER_ROOMS = ("confine", "harness", "network", "session", "workspace")
 KNOWN_TWO_WAY = {
-    # argv asks each harness's adapter for its flags; claude.py's launch head and probe use
-    # argv's flag constants.
-    ("app.spawner.argv", "app.spawner.harness"),
     # The context holds each room's host-side object (limiter, disk marks, networks, routes,
     # tmux), and the steps that open and close them (sessionlimits, diskwatch, netlaunch,
     # keypick) take the whole context rather than the pieces they use.
