@@ -160,8 +160,6 @@ KNOWN_TWO_WAY = {
     ("app.spawner.confine", "app.spawner.context"),
     ("app.spawner.context", "app.spawner.network"),
     ("app.spawner.context", "app.spawner.session"),
-    # isolation.py binds the relay's inside directory (netplan); netlaunch confines the relay.
-    ("app.spawner.confine", "app.spawner.network"),
     # sessionhome.py reads the operator's git identity through hostgit; hostgit runs git
     # confined (isolation, sandbox, sessionuser).
     ("app.spawner.confine", "app.spawner.workspace"),
