@@ -25,8 +25,8 @@ from app.spawner.context import SpawnerContext
 from app.spawner.harness import adapter_of
 from app.spawner.launch import prepare_launch, send_first_message
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionRecord, SessionState, record_for
+from app.spawner.steps.netlaunch import session_over
 
 PREFIX = "standing:"
 
