@@ -28,9 +28,9 @@ from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.session.dialogs import parse_dialog
 from app.spawner.session.input_box import Emit, follow_through, paste_first_message
+from app.spawner.session.leftovers import Describe
 from app.spawner.session.tmux import TmuxError, TmuxRunner
 from app.spawner.workspace.evidence import host_evidence
-from app.spawner.workspace.leftovers import Describe
 
 log = logging.getLogger(__name__)
 
