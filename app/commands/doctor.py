@@ -211,7 +211,7 @@ def service_answers(services: list[str]) -> dict[str, str]:
 
 def network_use(sandbox: Any, env: Mapping[str, str]) -> list[Check]:
     """What each egress preset expands to here, and whether each relayed service answers."""
-    from app.spawner.network.netchecks import check_presets, check_services
+    from app.spawner.netchecks import check_presets, check_services
     from app.spawner.network.registries import read_registries
 
     checks = check_presets(sandbox, read_registries(env))
