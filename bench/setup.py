@@ -45,7 +45,7 @@ from app.spawner.eventqueue import SpawnerEvents  # noqa: E402
 from app.spawner.registry import Registry  # noqa: E402
 from app.spawner.session.tmux import TmuxRunner  # noqa: E402
 from app.spawner.setup_run import SetupFailed, run_setup  # noqa: E402
-from app.spawner.workspace.itemcheckout import checkout_for  # noqa: E402
+from app.spawner.steps.itemcheckout import checkout_for  # noqa: E402
 
 REPO = "bench/setup.py"
 TARGET = 0.10

@@ -33,9 +33,10 @@ from typing import Any
 
 import pytest
 
-from app.config.operator_config import HarnessTrust, TrustScope, parse_config
-from app.spawner.argv import SESSION_FLAG
+from app.config import HarnessTrust, TrustScope
+from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude import SESSION_FLAG
 from app.spawner.harness.claude_trust import (
     BYPASS_FLAG,
     claude_config_path,

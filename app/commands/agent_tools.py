@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from app.commands.command_errors import CommandError
 
 if TYPE_CHECKING:
-    from app.spawner.appclient import AppClient
+    from app.spawner import AppClient
 
 ENV_ITEM = ("THE_LOOP_WORK_ITEM_ID", "THE_LOOP_WORK_ITEM")
 EXIT_REFUSED = 1
@@ -52,7 +52,7 @@ def ask_app(name: str, call: Callable[[AppClient, str], dict[str, Any]]) -> dict
     """`call(client, work item)` against the App for the session's item: its answer, or the
     exit status after saying on stderr why there is none (not inside a session: EXIT_USAGE;
     refused, or the App did not answer: EXIT_REFUSED). `name` is the command, as said."""
-    from app.spawner.appclient import AppClient, AppError, Rejected, Unauthorized
+    from app.spawner import AppClient, AppError, Rejected, Unauthorized
 
     try:
         url, item, token = target(os.environ)
@@ -80,7 +80,7 @@ def body_of(words: list[str], stdin: Any) -> str:
 
 
 def post(kind: str, args: argparse.Namespace) -> int:
-    from app.spawner.appclient import AppClient, AppError
+    from app.spawner import AppClient, AppError
 
     try:
         url, item, token = target(os.environ)

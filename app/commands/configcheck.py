@@ -79,8 +79,7 @@ def network_rows(config: OperatorConfig) -> list[tuple[str, str]]:
     devbox, read from its tools' configuration) and the relayed services."""
     import os
 
-    from app.spawner.network.presets import describe_presets
-    from app.spawner.network.registries import read_registries
+    from app.spawner import describe_presets, read_registries
 
     sandbox = config.routing.sandbox
     rows = [("routing.sandbox.egress", _names(list(sandbox.egress)))]

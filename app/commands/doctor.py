@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports every command module: keep this one cheap to import
-    from app.spawner.confine.installs import Exposure
-    from app.spawner.devbox_checks import Check, HttpOutcome, JsonFile, Tool
+    from app.spawner import Check, Exposure, HttpOutcome, JsonFile, Tool
 
 TIMEOUT = 10.0
 SANDBOX_ARGV = ("--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "--die-with-parent")
@@ -38,7 +37,7 @@ def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int | None, str]:
 
 
 def find_tool(name: str, executable: str, flag: str, env: Mapping[str, str]) -> Tool:
-    from app.spawner.devbox_checks import Tool
+    from app.spawner import Tool
 
     path = shutil.which(executable, path=env.get("PATH"))
     if path is None:
@@ -60,7 +59,7 @@ def try_sandbox(bwrap: Tool, env: Mapping[str, str], *extra: str) -> tuple[bool 
 def http_get(url: str, token: str | None = None) -> HttpOutcome:
     import httpx
 
-    from app.spawner.devbox_checks import HttpOutcome
+    from app.spawner import HttpOutcome
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
@@ -75,7 +74,7 @@ def http_get(url: str, token: str | None = None) -> HttpOutcome:
 
 
 def read_text(path: Path) -> JsonFile:
-    from app.spawner.devbox_checks import JsonFile
+    from app.spawner import JsonFile
 
     try:
         return JsonFile(str(path), path.read_text())
@@ -87,7 +86,7 @@ def read_text(path: Path) -> JsonFile:
 
 def _config(settings: Any) -> tuple[Any, Check]:
     from app.config import ConfigError, OperatorConfig, load_config
-    from app.spawner.devbox_checks import Check, Level
+    from app.spawner import Check, Level
 
     try:
         config = load_config(settings.the_loop_config)
@@ -109,22 +108,21 @@ def harness_exposure(
     sessions run unconfined): the plan every session shares, without its own checkout and
     home, and this devbox's secrets."""
     from app.config import SandboxMode
-    from app.spawner.assembly import spawner_state_dir
-    from app.spawner.confine import isolation
+    from app.spawner import harness_exposure, secrets, shared_plan, spawner_state_dir
 
     sandbox = config.routing.sandbox
     if sandbox.resolved is SandboxMode.NONE:
         return None
     state_dir = spawner_state_dir(settings)
-    hidden = isolation.secrets(
+    hidden = secrets(
         state_dir=state_dir,
         real_home=Path(env.get("HOME") or Path.home()),
         workspace_root=config.routing.workspace.resolved_root,
         socket_dir=state_dir,
         env=env,
     )
-    plan = isolation.shared_plan(sandbox=sandbox, env=env, hidden=hidden)
-    return isolation.harness_exposure(plan, executable, env)
+    plan = shared_plan(sandbox=sandbox, env=env, hidden=hidden)
+    return harness_exposure(plan, executable, env)
 
 
 def model_credential(config: Any, env: Mapping[str, str], login: Any) -> Check:
@@ -161,10 +159,8 @@ def openai_credential(config: Any, env: Mapping[str, str]) -> Check:
 def session_limits(config: Any, settings: Any) -> Check:
     """The limits each session would get here (the host probed; nothing is made)."""
     from app.config import SandboxMode
+    from app.spawner import choose_plan, probe, spawner_state_dir, spawner_tag
     from app.spawner import devbox_checks as dc
-    from app.spawner.assembly import spawner_state_dir
-    from app.spawner.confine.cgroups import probe, spawner_tag
-    from app.spawner.confine.limits import choose_plan
 
     sandbox = config.routing.sandbox
     offer = probe(spawner_tag(spawner_state_dir(settings)))
@@ -177,8 +173,8 @@ def session_user_check(config: Any) -> Check:
     import pwd
 
     from app.config import SandboxMode
+    from app.spawner import SESSION_USER
     from app.spawner import devbox_checks as dc
-    from app.spawner.confine.sessionuser import SESSION_USER
 
     try:
         found = pwd.getpwnam(SESSION_USER)
@@ -211,8 +207,7 @@ def service_answers(services: list[str]) -> dict[str, str]:
 
 def network_use(sandbox: Any, env: Mapping[str, str]) -> list[Check]:
     """What each egress preset expands to here, and whether each relayed service answers."""
-    from app.spawner.network.netchecks import check_presets, check_services
-    from app.spawner.network.registries import read_registries
+    from app.spawner import check_presets, check_services, read_registries
 
     checks = check_presets(sandbox, read_registries(env))
     return checks + check_services(service_answers(sandbox.services))
@@ -221,12 +216,16 @@ def network_use(sandbox: Any, env: Mapping[str, str]) -> list[Check]:
 def gather_checks(settings: Any, env: Mapping[str, str]) -> list[Check]:
     """Every check of this devbox, in the order an operator would fix them."""
     from app.config import DEFAULT_HARNESS, HOSTING_ADAPTERS
+    from app.spawner import (
+        adapter_for,
+        cached_results,
+        claude_config_path,
+        claude_settings_path,
+        hostable_harnesses,
+        plan_probes,
+        verdict_cache,
+    )
     from app.spawner import devbox_checks as dc
-    from app.spawner.agent import hostable_harnesses
-    from app.spawner.argv import adapter_for
-    from app.spawner.assembly import verdict_cache
-    from app.spawner.harness.claude_trust import claude_config_path, claude_settings_path
-    from app.spawner.probes import cached_results, plan_probes
 
     config, config_check = _config(settings)
     checks = [config_check]
@@ -311,7 +310,7 @@ def print_checks(checks: list[Check], as_json: bool) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     from app.config import load_settings
-    from app.spawner.devbox_checks import failed
+    from app.spawner import failed
 
     settings = load_settings()
     checks = gather_checks(settings, os.environ)
@@ -327,7 +326,7 @@ def print_in_force(settings: Any) -> None:
     from rich.console import Console
 
     from app.commands.configcheck import in_force_table
-    from app.spawner.devbox_checks import Level
+    from app.spawner import Level
 
     config, check = _config(settings)
     if check.level is not Level.FAIL:

@@ -37,7 +37,7 @@ def local_token(settings: Settings) -> str:
     from sqlalchemy.orm import Session
 
     from app.fleet import create_token, hash_token
-    from app.spawner.assembly import spawner_state_dir
+    from app.spawner import spawner_state_dir
     from app.store import Spawner, make_engine, migrate
 
     path = spawner_state_dir(settings) / TOKEN_FILE
@@ -71,7 +71,7 @@ def start(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[Any]
     it is never in the child's environment, where `/proc/<pid>/environ` would show it."""
     if getattr(args, "no_spawner", False):
         return None
-    from app.spawner.assembly import spawner_state_dir
+    from app.spawner import spawner_state_dir
 
     local_token(settings)
     env = {k: v for k, v in os.environ.items() if k != "THE_LOOP_SPAWNER_TOKEN"}

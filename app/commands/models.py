@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from app.spawner.probes import PROBE_TIMEOUT, Result
+from app.spawner import PROBE_TIMEOUT, Result
 
 
 def _print_results(rows: Sequence[tuple[Any, Result | None]], as_json: bool) -> None:
@@ -54,9 +54,7 @@ def _print_results(rows: Sequence[tuple[Any, Result | None]], as_json: bool) -> 
 
 def _setup() -> tuple[Any, Any, Any, list[Any]]:
     from app.config import config_findings, load_config, load_settings
-    from app.spawner.agent import hostable_harnesses
-    from app.spawner.assembly import verdict_cache
-    from app.spawner.probes import plan_probes
+    from app.spawner import hostable_harnesses, plan_probes, verdict_cache
 
     settings = load_settings()
     config = load_config(settings.the_loop_config)
@@ -72,7 +70,7 @@ def _setup() -> tuple[Any, Any, Any, list[Any]]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.spawner.probes import cached_results
+    from app.spawner import cached_results
 
     _settings, _config, cache, probes = _setup()
     _print_results(list(zip(probes, cached_results(probes, cache), strict=True)), args.json)
@@ -80,10 +78,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from app.spawner.appclient import AppClient, AppError
-    from app.spawner.assembly import spawner_state_dir
-    from app.spawner.eventqueue import SpawnerEvents
-    from app.spawner.probes import Verdict, check
+    from app.spawner import AppClient, AppError, SpawnerEvents, Verdict, check, spawner_state_dir
 
     settings, _config, cache, probes = _setup()
     client = None

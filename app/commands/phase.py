@@ -78,7 +78,7 @@ def _needs(node: str, spec: str, skips: Any) -> str:
 
 def run_phase(args: argparse.Namespace) -> int:
     from app.commands.check import render_table
-    from app.spawner.appclient import AppClient, AppError, Rejected
+    from app.spawner import AppClient, AppError, Rejected
 
     try:
         url, item, token = target(os.environ)
@@ -133,7 +133,7 @@ def run_phase(args: argparse.Namespace) -> int:
 def _advance(client: Any, item: str, node: str, artifacts: list[str]) -> dict[str, Any]:
     """`client.advance`, asked again while the App answers that the spawner has not seen
     the artifacts yet (it looks every few seconds)."""
-    from app.spawner.appclient import Rejected
+    from app.spawner import Rejected
 
     try:
         wait = float(os.environ.get("THE_LOOP_PHASE_WAIT") or DEFAULT_WAIT)

@@ -113,7 +113,7 @@ def answer_polls_on_stop(worker: Any) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from app.config import load_config, load_settings
     from app.runtime import create_app
-    from app.spawner.confine.hardening import undumpable
+    from app.spawner import undumpable
 
     undumpable()  # inherited by gunicorn's forked workers
     settings = load_settings()
@@ -131,7 +131,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from app.config import load_settings
     from app.github import InboxWorker
     from app.runtime import build_state
-    from app.spawner.confine.hardening import undumpable
+    from app.spawner import undumpable
 
     undumpable()
     settings = load_settings()

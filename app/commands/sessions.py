@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from app.spawner.session.tmux import DEFAULT_SOCKET
+from app.spawner import DEFAULT_SOCKET
 
 
 def pane_state(record: Any, panes: dict[str, Any]) -> str:
@@ -24,8 +24,7 @@ def run_sessions(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from app.config import load_settings
-    from app.spawner.assembly import registry_for
-    from app.spawner.session.tmux import TmuxRunner
+    from app.spawner import TmuxRunner, registry_for
 
     records = registry_for(load_settings()).all()
     if not args.all:

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.spawner.session.tmux import DEFAULT_SOCKET
+from app.spawner import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
     from app.config import OperatorConfig
-    from app.spawner.context import SpawnerContext
+    from app.spawner import SpawnerContext
 
 TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 
@@ -26,12 +26,18 @@ TOKEN_VARIABLE = "THE_LOOP_SPAWNER_TOKEN"
 def run_agent(args: argparse.Namespace) -> int:
     from app.config import ConfigError, load_config, load_settings
     from app.gateway import CREDENTIAL_VARIABLES, open_model_access
-    from app.spawner.agent import Agent, AgentOptions
-    from app.spawner.appclient import AppClient, url_problem
-    from app.spawner.assembly import build_context
-    from app.spawner.confine.hardening import undumpable
-    from app.spawner.network.credroutes import CredentialRoutes
-    from app.spawner.network.routecreds import read_text, resolve_routes, variables_of
+    from app.spawner import (
+        Agent,
+        AgentOptions,
+        AppClient,
+        CredentialRoutes,
+        build_context,
+        read_text,
+        resolve_routes,
+        undumpable,
+        url_problem,
+        variables_of,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per long-poll
@@ -107,7 +113,7 @@ def report_model_access(ctx: SpawnerContext) -> None:
     """Say how sessions reach the model, warning for each API a hosted harness speaks that
     the gateway has no credential for (such a launch is refused, saying the same)."""
     from app.config import DEFAULT_HARNESS
-    from app.spawner.harness import adapter_of
+    from app.spawner import adapter_of
 
     log = logging.getLogger(__name__)
     if ctx.models is None:
@@ -146,8 +152,7 @@ def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
     only a root spawner is refused (its sessions would run as root); otherwise every launch
     then warns."""
     from app.config import SandboxMode
-    from app.spawner.confine.isolation import bubblewrap_problem
-    from app.spawner.confine.sessionuser import unconfined_as_root
+    from app.spawner import bubblewrap_problem, unconfined_as_root
 
     if config.routing.sandbox.resolved is SandboxMode.NONE:
         return unconfined_as_root(config.source)

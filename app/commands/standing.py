@@ -10,15 +10,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.spawner.session.tmux import DEFAULT_SOCKET
+from app.spawner import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
-    from app.spawner.standing_control import Request
+    from app.spawner import Request
 
 
 def _context(args: argparse.Namespace) -> Any:
     from app.config import load_config, load_settings
-    from app.spawner.assembly import build_context
+    from app.spawner import build_context
 
     settings = load_settings()
     return build_context(
@@ -30,7 +30,7 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from app.spawner.standing_sessions import statuses
+    from app.spawner import statuses
 
     table = Table("name", "state", "harness", "harness args", "cwd", "session id", box=None)
     for status in statuses(_context(args)):
@@ -52,8 +52,7 @@ def _ask(command: str, request: Request) -> dict[str, Any] | None:
     """Hand `request` to the running spawner; None (the reason printed) when it refused or
     none runs."""
     from app.config import load_settings
-    from app.spawner.assembly import spawner_state_dir
-    from app.spawner.standing_control import ControlError, ask
+    from app.spawner import ControlError, ask, spawner_state_dir
 
     try:
         answer = ask(spawner_state_dir(load_settings()), request)
@@ -67,7 +66,7 @@ def _ask(command: str, request: Request) -> dict[str, Any] | None:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from app.spawner.standing_control import Request
+    from app.spawner import Request
 
     answer = _ask("start", Request("start", args.name, args.restart))
     if answer is None:
@@ -81,7 +80,7 @@ def run_start(args: argparse.Namespace) -> int:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    from app.spawner.standing_control import Request
+    from app.spawner import Request
 
     answer = _ask("stop", Request("stop", args.name))
     if answer is None:

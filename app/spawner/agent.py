@@ -31,17 +31,17 @@ from app.spawner.appclient import (
     Unauthorized,
 )
 from app.spawner.argv import adapter_for
-from app.spawner.confine.diskwatch import watch as watch_disk
-from app.spawner.confine.sessionlimits import clean_stale_limits
 from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
-from app.spawner.network.netlaunch import restore_networks, session_over
+from app.spawner.session.leftovers import describe_session
 from app.spawner.session.tmux import TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Watchdog
 from app.spawner.standing_control import ControlError, ControlServer, standing_answer
 from app.spawner.standing_sessions import PREFIX as STANDING_PREFIX
-from app.spawner.workspace.leftovers import describe_session
+from app.spawner.steps.diskwatch import watch as watch_disk
+from app.spawner.steps.netlaunch import restore_networks, session_over
+from app.spawner.steps.sessionlimits import clean_stale_limits
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import httpx
 
 from app import __version__
 from app.protocol import NOT_HELD, JobPayload, PayloadError, parse_payload
-from app.spawner import SpawnerError
+from app.spawner.spawner_errors import SpawnerError
 
 API = "/spawner/v1"
 

@@ -35,11 +35,8 @@ from app.config import (
 )
 from app.gate import revalidate
 from app.spawner.harness import adapter_of
+from app.spawner.harness.claude import RESUME_FLAG, SESSION_FLAG
 
-DENY_TOKEN = "--disallowedTools=AskUserQuestion"
-SESSION_FLAG = "--session-id"
-RESUME_FLAG = "--resume"
-PRINT_FLAG = "-p"
 PROBE_PROMPT = "Reply with the single word OK."
 
 

@@ -22,24 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from app.protocol import AllowJob, AnswerJob, DeliverJob, SpawnJob, StopJob
-from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, build_launch
 from app.spawner.confine.isolation import SandboxError
 from app.spawner.context import SpawnerContext
 from app.spawner.harness import screens_of
 from app.spawner.launch import LaunchRefused, frozen_choice, session_result, start_session
-from app.spawner.network.netlaunch import allow_host, session_over
 from app.spawner.registry import Drift, SessionRecord, SessionState, drift
 from app.spawner.session.input_box import paste_first_message, submit, watch_unsent
-from app.spawner.session.keypick import AnswerFailed, answer
+from app.spawner.session.leftovers import describe_session, session_home, transcript_tail
 from app.spawner.session.tmux import Pane, TmuxError
 from app.spawner.session.transcript_usage import report_ended
 from app.spawner.session.watchdog import Readiness, await_input, report_stall
 from app.spawner.setup_run import SetupFailed, run_setup
+from app.spawner.spawner_errors import SpawnerError
+from app.spawner.steps.itemcheckout import checkout_for
+from app.spawner.steps.keypick import AnswerFailed, answer
+from app.spawner.steps.netlaunch import allow_host, session_over
 from app.spawner.workspace.checkout import CheckoutError, read_checkout_state, write_frozen_state
-from app.spawner.workspace.itemcheckout import checkout_for
-from app.spawner.workspace.leftovers import describe_session, session_home, transcript_tail
 
 NOTICE_SOURCE = "notice"  # the App's own words, not a person's
 BUDGET_REASON = "budget"

@@ -15,7 +15,6 @@ from typing import Any
 
 from app.config import HarnessTrust, NetworkMode, SandboxMode
 from app.gateway import SessionModel
-from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.argv import Choice, Launch, validate_choice
 from app.spawner.confine.isolation import (
@@ -27,7 +26,6 @@ from app.spawner.confine.isolation import (
 )
 from app.spawner.confine.sandbox import BWRAP
 from app.spawner.confine.sessionhome import home_for, write_gate_facts
-from app.spawner.confine.sessionlimits import enter_session_limits, inner_wrap
 from app.spawner.confine.sessionuser import (
     SessionUserError,
     hand_over,
@@ -37,10 +35,12 @@ from app.spawner.confine.sessionuser import (
 from app.spawner.context import SpawnerContext
 from app.spawner.harness import HomeSetup, TrustOutcome, adapter_of
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
 from app.spawner.registry import SessionRecord, record_for
 from app.spawner.session.input_box import paste_first_message
 from app.spawner.session.watchdog import Readiness, Waited, await_input, report_stall
+from app.spawner.spawner_errors import SpawnerError
+from app.spawner.steps.netlaunch import SHARED_NETWORK, closed, open_network, session_app_url
+from app.spawner.steps.sessionlimits import enter_session_limits, inner_wrap
 
 RUNNER = "tmux"
 

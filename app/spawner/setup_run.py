@@ -37,19 +37,19 @@ from typing import TYPE_CHECKING
 
 from app.config import SandboxMode
 from app.files import write_text_atomic
-from app.spawner import SpawnerError
 from app.spawner.confine.isolation import host_plan, secrets
 from app.spawner.confine.sandbox import sandbox_argv
 from app.spawner.confine.sessionenv import session_environment
 from app.spawner.confine.sessionhome import home_for
-from app.spawner.confine.sessionlimits import (
+from app.spawner.confine.sessionuser import SessionUserError, hand_over, session_user
+from app.spawner.naming import item_slug
+from app.spawner.spawner_errors import SpawnerError
+from app.spawner.steps.netlaunch import closed, open_network
+from app.spawner.steps.sessionlimits import (
     close_session_limits,
     enter_session_limits,
     inner_wrap,
 )
-from app.spawner.confine.sessionuser import SessionUserError, hand_over, session_user
-from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import closed, open_network
 from app.spawner.workspace import prepared
 from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.setupplan import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.spawner import SpawnerError
+from app.spawner.spawner_errors import SpawnerError
 
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext

@@ -18,14 +18,14 @@ import uuid
 from dataclasses import dataclass
 
 from app.config import StandingSession, TrustScope, default_harness
-from app.spawner import SpawnerError
 from app.spawner.argv import standing_launch
 from app.spawner.context import SpawnerContext
 from app.spawner.harness import adapter_of
 from app.spawner.launch import prepare_launch, send_first_message
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionRecord, SessionState, record_for
+from app.spawner.spawner_errors import SpawnerError
+from app.spawner.steps.netlaunch import session_over
 
 PREFIX = "standing:"
 

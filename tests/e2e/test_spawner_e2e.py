@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from app.audit import read_jsonl
-from app.spawner.argv import DENY_TOKEN
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude import DENY_TOKEN
 from app.spawner.workspace.checkout import checkout_dir
 from app.store.tables import WorkItemStatus
 from tests.devbox_support import release, serve_devbox

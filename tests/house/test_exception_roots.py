@@ -23,7 +23,7 @@ ROOTS = {
     "app.github": "app.github.github_errors:GitHubError",
     "app.ingress": "app.ingress.ingress_errors:IngressError",
     "app.runtime": "app.runtime.serve_errors:ServeError",
-    "app.spawner": "app.spawner:SpawnerError",
+    "app.spawner": "app.spawner.spawner_errors:SpawnerError",
     "app.store": "app.store.sqlite_writes:StoreError",
     "app.workitems": "app.workitems.workitem_errors:WorkItemError",
     "channels": "channels.channel_errors:ChannelsError",

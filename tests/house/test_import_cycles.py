@@ -148,57 +148,89 @@ def test_no_module_imports_itself_around_a_circle() -> None:
     assert found == [], "\n" + report
 
 
-# The spawner's rooms (its subpackages; each of its top-level modules counts as its own) that
-# still import each other both ways. No module closes a circle (above), but these rooms do:
-# each pair is a piece in the wrong room, waiting for its move. A pair is never added here;
-# one moved apart is taken out.
-SPAWNER_ROOMS = ("confine", "harness", "network", "session", "workspace")
-KNOWN_TWO_WAY = {
-    # argv asks each harness's adapter for its flags; claude.py's launch head and probe use
-    # argv's flag constants.
-    ("app.spawner.argv", "app.spawner.harness"),
-    # The context holds each room's host-side object (limiter, disk marks, networks, routes,
-    # tmux), and the steps that open and close them (sessionlimits, diskwatch, netlaunch,
-    # keypick) take the whole context rather than the pieces they use.
-    ("app.spawner.confine", "app.spawner.context"),
-    ("app.spawner.context", "app.spawner.network"),
-    ("app.spawner.context", "app.spawner.session"),
-    # isolation.py binds the relay's inside directory (netplan); netlaunch confines the relay.
-    ("app.spawner.confine", "app.spawner.network"),
-    # sessionhome.py reads the operator's git identity through hostgit; hostgit runs git
-    # confined (isolation, sandbox, sessionuser).
-    ("app.spawner.confine", "app.spawner.workspace"),
-    # An adapter's screens read in session/screens.py's vocabulary (`Screen`, `ScreenReader`);
-    # the watchdog and the paste ask the adapter for its screens.
-    ("app.spawner.harness", "app.spawner.session"),
-}
+# The spawner's rooms: its subpackages, and each of its top-level modules as a room of its own
+# (`__init__` is the package's own module, the exception root). Lowest first: a room imports
+# only rooms in layers below its own, never one beside or above it, so no two rooms import each
+# other, even around a circle. What two rooms share moves down to a room below both; a step
+# that takes the whole `SpawnerContext` sits above the context, in `steps`.
+SPAWNER_LAYERS = (
+    ("spawner_errors", "locks", "naming"),  # the exception root, the item locks, item names
+    ("appclient",),  # the App over HTTP
+    ("eventqueue",),  # the events outbox, sent through the client
+    ("confine",),  # what a session may see: the sandbox, its home, its limits
+    ("network", "workspace"),  # a session's closed network; an item's checkout and git
+    ("harness",),  # one adapter per harness, in confine's and workspace's terms
+    ("argv",),  # the launch argv, from the adapter's flags
+    ("registry",),  # the sessions on record, each with its launch
+    ("session",),  # a session in its pane: tmux, screens read, the watchdog, leftovers
+    ("context", "probes"),  # the host-side objects every job is given; `models check`
+    ("steps", "devbox_checks"),  # what a job does with the context; doctor's checks
+    ("launch", "setup_run", "netchecks"),  # a launch, the set-up run before it
+    ("jobkinds", "standing_sessions"),  # the jobs; the standing sessions
+    ("standing_control",),  # the socket `standing start|stop` talk to
+    ("agent",),  # the claim loop
+    ("assembly",),  # the agent built from its parts
+    ("__init__",),  # the front door: what the room offers the CLI (`__all__`)
+)
 
 
 def spawner_room(module: str) -> str:
+    """The spawner's room `module` lies in, by its short name ("" outside the spawner)."""
     parts = module.split(".")
-    if parts[:2] == ["app", "spawner"] and len(parts) > 2 and parts[2] in SPAWNER_ROOMS:
-        return ".".join(parts[:3])
-    return module
+    if parts[:2] != ["app", "spawner"]:
+        return ""
+    if len(parts) == 2:
+        return "__init__"
+    return parts[2]
 
 
-def test_the_spawner_rooms_import_each_other_both_ways_only_where_they_still_do() -> None:
-    """New two-way pairs between the spawner's rooms fail here; the known ones are listed
-    with what ties them, so each can be moved apart and struck off."""
-    rooms: dict[str, set[str]] = {}
-    for module, edges in import_graph().items():
-        if module.startswith("app.spawner"):
-            here = spawner_room(module)
-            rooms.setdefault(here, set()).update(
-                spawner_room(e) for e in edges if e.startswith("app.spawner")
-            )
-    pairs = {
-        (a, b)
-        for a, targets in rooms.items()
-        for b in targets
-        if a < b and a in rooms.get(b, set())
+def upward_imports(
+    graph: dict[str, dict[str, int]], layers: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """Each import of a spawner room from a room not below it, as the module, its line and
+    the rooms' names."""
+    layer_of = {room: at for at, layer in enumerate(layers) for room in layer}
+    found = []
+    for module, edges in sorted(graph.items()):
+        here = spawner_room(module)
+        for target, line in sorted(edges.items()):
+            there = spawner_room(target)
+            if here and there and here != there and layer_of[there] >= layer_of[here]:
+                found.append(f"{module} (line {line}) imports {target}: {here} -> {there}")
+    return found
+
+
+def test_every_spawner_room_has_its_layer() -> None:
+    rooms = {spawner_room(module) for module in import_graph()} - {""}
+    placed = {room for layer in SPAWNER_LAYERS for room in layer}
+    assert sorted(rooms - placed) == [], "place these rooms in SPAWNER_LAYERS"
+    assert sorted(placed - rooms) == [], "no such room in app/spawner"
+    assert len(placed) == sum(len(layer) for layer in SPAWNER_LAYERS), "a room placed twice"
+
+
+def test_the_spawner_rooms_import_only_rooms_below_them() -> None:
+    """An upward import (or one between rooms of the same layer) fails here, named by its
+    module and line: move the piece both need down, or the importer up."""
+    found = upward_imports(import_graph(), SPAWNER_LAYERS)
+    assert found == [], "\n" + "\n".join(found)
+
+
+def test_an_upward_import_between_the_spawner_rooms_is_found() -> None:
+    """The control: an import of a room beside or above its importer is named; one below is
+    not, and neither is an import inside one room or from outside the spawner."""
+    graph = {
+        "app.spawner.confine.sandbox": {"app.spawner.session.tmux": 7, "app.spawner": 3},
+        "app.spawner.session.tmux": {"app.spawner.confine.sandbox": 2, "app.spawner.naming": 4},
+        "app.spawner.naming": {"app.spawner.locks": 5},
+        "app.spawner.locks": {},
+        "app.spawner": {},
+        "app.cli": {"app.spawner.session.tmux": 9},
     }
-    assert sorted(pairs - KNOWN_TWO_WAY) == [], "a new two-way pair of the spawner's rooms"
-    assert sorted(KNOWN_TWO_WAY - pairs) == [], "moved apart: strike it off KNOWN_TWO_WAY"
+    layers = (("__init__", "naming", "locks"), ("confine",), ("session",))
+    assert upward_imports(graph, layers) == [
+        "app.spawner.confine.sandbox (line 7) imports app.spawner.session.tmux: confine -> session",
+        "app.spawner.naming (line 5) imports app.spawner.locks: naming -> locks",
+    ]
 
 
 def test_the_graph_sees_imports_in_functions_and_type_only_blocks(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from app.config.operator_config import InteractionMode, parse_config
 from app.spawner.argv import (
-    DENY_TOKEN,
     Choice,
     adapter_for,
     build_launch,
@@ -26,6 +25,7 @@ from app.spawner.argv import (
     standing_launch,
     validate_choice,
 )
+from app.spawner.harness.claude import DENY_TOKEN
 from tests.claude_support import QUIET_ENV
 
 SID = "3f0c3a36-0d4e-4f32-a0a5-000000000001"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.spawner.harness.claude_screens import classify_screen
+from app.spawner.harness.screens import Screen
 from app.spawner.session.dialogs import AnswerRefused, Dialog, keystrokes, parse_dialog
-from app.spawner.session.screens import Screen
 from tests.support import FIXTURES
 
 CAPTURED = Path(__file__).parents[1] / "data" / "claude-screens"

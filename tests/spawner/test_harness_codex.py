@@ -19,8 +19,8 @@ from app.spawner.harness.codex import ADAPTER as CODEX
 from app.spawner.harness.codex import newest_rollout
 from app.spawner.harness.codex_config import PASS_VARIABLE
 from app.spawner.harness.codex_screens import CODEX_SCREENS
+from app.spawner.harness.screens import Screen
 from app.spawner.session.dialogs import keystrokes, parse_dialog
-from app.spawner.session.screens import Screen
 from hooks.gate_entry import managed_command
 
 SCREENS = Path(__file__).parents[1] / "data" / "codex-screens"

@@ -21,14 +21,14 @@ import pytest
 
 from app.protocol import StopJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.confine.diskwatch import look_once
 from app.spawner.confine.isolation import unreadable_in
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.confine.sessionuser import SESSION_USER
 from app.spawner.context import SpawnerContext
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import session_over
 from app.spawner.session.watchdog import Watchdog
+from app.spawner.steps.diskwatch import look_once
+from app.spawner.steps.netlaunch import session_over
 from app.spawner.workspace.checkout import checkout_dir
 from app.workitems.tell.endings import LIMIT_WORDS
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job

@@ -24,11 +24,11 @@ from app.spawner.appclient import AppClient, ClaimedJob
 from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import session_over
+from app.spawner.session.leftovers import describe_session
 from app.spawner.session.watchdog import Watchdog
+from app.spawner.steps.netlaunch import session_over
 from app.spawner.workspace.checkout import checkout_dir
 from app.spawner.workspace.hostgit import HOST_MEMORY, HostGit
-from app.spawner.workspace.leftovers import describe_session
 from app.store.tables import JobKind, WorkItemStatus
 from tests.jobs_support import NAME, WI, deliver_job, events, run_ok, spawn_job
 from tests.spawner_support import BRANCH, StandIn, bare_repository, git, on_branch

@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 from app.spawner.harness.claude_home import transcript_path
-from app.spawner.workspace.hostgit import HostGit
-from app.spawner.workspace.leftovers import (
+from app.spawner.session.leftovers import (
     MAX_MESSAGE,
     changed_files,
     last_message,
     porcelain_paths,
 )
+from app.spawner.workspace.hostgit import HostGit
 from tests.spawner_support import bare_repository, git
 
 SID = "0b6f3a52-1c1e-4a8e-9a53-5b8f7f1d2c3e"

@@ -26,9 +26,9 @@ from app.spawner.network.netgates import (
     SessionNetworks,
     session_dir,
 )
-from app.spawner.network.netlaunch import egress_plan
 from app.spawner.network.netplan import NetPlan, Route
 from app.spawner.network.registries import read_registries
+from app.spawner.steps.netlaunch import egress_plan
 from tests.spawner_support import talk_unix
 from tests.support import free_port
 

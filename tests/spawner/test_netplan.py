@@ -10,9 +10,8 @@ import pytest
 
 from app.config.operator_config import ConfigError, parse_config
 from app.spawner.confine.isolation import MANAGED_DIR, host_plan
-from app.spawner.confine.sandbox import Secret, sandbox_argv
+from app.spawner.confine.sandbox import INSIDE_DIR, Secret, sandbox_argv, unix_dirs
 from app.spawner.network.netplan import (
-    INSIDE_DIR,
     BadRequest,
     Route,
     app_url_inside,
@@ -22,7 +21,6 @@ from app.spawner.network.netplan import (
     permitted,
     plan_network,
     relay_argv,
-    unix_dirs,
 )
 from app.spawner.network.netrelay import parse_routes
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from app.config.operator_config import StandingSessions
 from app.spawner.context import SpawnerContext
 from app.spawner.network.netgates import session_dir
-from app.spawner.network.netlaunch import restore_networks
 from app.spawner.standing_sessions import standing_item
 from app.spawner.standing_sessions import start as start_standing
+from app.spawner.steps.netlaunch import restore_networks
 from app.spawner.workspace.checkout import checkout_dir
 from tests.jobs_support import WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import StandIn, git, talk_unix

@@ -54,7 +54,7 @@ from app.spawner.harness.claude_trust import claude_config_path, update_json_fil
 from app.spawner.session.transcript_usage import claude_usage
 from app.spawner.workspace.checkout import read_checkout_state, write_frozen_state
 from app.spawner.workspace.evidence import host_evidence
-from app.spawner.workspace.leftovers import transcript_tail
+from app.spawner.session.leftovers import transcript_tail
 
 real, home, checkout, sid = (Path(a) for a in sys.argv[1:5])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -23,13 +23,13 @@ from app.protocol import StopJob
 from app.spawner.appclient import ClaimedJob
 from app.spawner.confine.cgroups import SessionLimiter
 from app.spawner.confine.limits import HostOffer, Mechanism
-from app.spawner.confine.sessionlimits import clean_stale_limits, limiter_of
 from app.spawner.context import SpawnerContext
 from app.spawner.jobkinds import run_job
 from app.spawner.naming import item_slug
-from app.spawner.network.netlaunch import session_over
 from app.spawner.registry import SessionState
 from app.spawner.session.watchdog import Watchdog
+from app.spawner.steps.netlaunch import session_over
+from app.spawner.steps.sessionlimits import clean_stale_limits, limiter_of
 from tests.jobs_support import NAME, WI, events, make_config, run_ok, spawn_job
 from tests.spawner_support import SANDBOX_MODES, StandIn
 from tests.support import wait_for

@@ -16,9 +16,9 @@ from app.audit import read_jsonl
 from app.config.operator_config import parse_config
 from app.spawner.agent import Agent, AgentOptions
 from app.spawner.appclient import AppClient
-from app.spawner.argv import DENY_TOKEN
 from app.spawner.context import SpawnerContext
 from app.spawner.eventqueue import SpawnerEvents
+from app.spawner.harness.claude import DENY_TOKEN
 from app.spawner.registry import Registry
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import JobKind, WorkItemStatus

@@ -22,7 +22,7 @@ from app.audit import read_jsonl
 from app.cli import main
 from app.fleet.tokens import hash_token, mint_session_token
 from app.gate.markers import MarkerKind, find_marker
-from app.spawner.argv import DENY_TOKEN
+from app.spawner.harness.claude import DENY_TOKEN
 from app.spawner.registry import Registry, SessionRecord
 from app.spawner.session.tmux import TmuxRunner
 from app.store.tables import Spawner

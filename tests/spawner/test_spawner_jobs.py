@@ -11,8 +11,8 @@ from pathlib import Path
 from app.config.operator_config import ModelChoice, parse_config
 from app.protocol import DeliverJob, StopJob
 from app.spawner.appclient import ClaimedJob
-from app.spawner.argv import DENY_TOKEN
 from app.spawner.context import SpawnerContext
+from app.spawner.harness.claude import DENY_TOKEN
 from app.spawner.jobkinds import followup_text, run_job
 from app.spawner.registry import SessionState
 from app.spawner.session.tmux import TmuxRunner

@@ -17,11 +17,11 @@ from app.spawner.harness.claude_screens import (
     input_ready,
     unsent,
 )
+from app.spawner.harness.screens import Screen, last_lines
 from app.spawner.registry import SessionState
 from app.spawner.session.dialogs import parse_dialog
-from app.spawner.session.keypick import AnswerFailed, answer
-from app.spawner.session.screens import Screen, last_lines
 from app.spawner.session.watchdog import LEFT_BEHIND, Watchdog
+from app.spawner.steps.keypick import AnswerFailed, answer
 from tests.spawner_support import Fleet
 from tests.support import FIXTURES, wait_for
 

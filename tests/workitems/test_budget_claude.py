@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config.operator_config import parse_config
 from app.spawner.context import SpawnerContext
-from app.spawner.workspace.leftovers import session_home
+from app.spawner.session.leftovers import session_home
 from app.store.tables import WorkItemStatus
 from tests.claude_support import GENEROUS, claude_binary
 from tests.devbox_support import running_devbox, scripted_env, scripted_home

@@ -20,11 +20,19 @@ from pathlib import Path
 import app
 import hooks
 from app.config import Sandbox
-from app.spawner import SpawnerError
 from app.spawner.confine.installs import Exposure, Located, expose, harness_argv, interpreter_of
-from app.spawner.confine.sandbox import BWRAP, Bind, SandboxPlan, Secret, lies_within, sandbox_argv
+from app.spawner.confine.sandbox import (
+    BWRAP,
+    INSIDE_DIR,
+    Bind,
+    SandboxPlan,
+    Secret,
+    lies_within,
+    sandbox_argv,
+    unix_dirs,
+)
 from app.spawner.confine.sessionenv import CA_VARIABLES
-from app.spawner.network.netplan import INSIDE_DIR, unix_dirs
+from app.spawner.spawner_errors import SpawnerError
 from hooks.stop_gate import FACTS_AT
 
 SYSTEM_DIRS = ("/usr", "/etc")
@@ -222,7 +230,7 @@ def host_plan(
 ) -> SandboxPlan:
     """The plan for one session on this machine. With `sockets` (its closed network's
     directory, see `netgates`) the session gets a network namespace of its own and sees
-    that directory read-only at `netplan.INSIDE_DIR`; `managed` (a directory, and where it
+    that directory read-only at `sandbox.INSIDE_DIR`; `managed` (a directory, and where it
     shows) is the harness's managed settings, read-only; `facts` the stop gate's facts
     file, shown read-only at `stop_gate.FACTS_AT`; `user` (uid, gid) who the session runs
     as, from a sandbox started as root (see `sessionuser`). Its `/tmp` holds at most

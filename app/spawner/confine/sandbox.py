@@ -20,11 +20,12 @@ the session's own paths beneath it are bound again on top.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 BWRAP = "bwrap"
+INSIDE_DIR = PurePosixPath("/run/the-loop-net")  # where a closed network's sockets show inside
 ISOLATION = (
     "--die-with-parent",
     "--unshare-pid",
@@ -87,6 +88,12 @@ class SandboxPlan:
     tmp_size: int | None = None  # bytes the session's `/tmp` may hold (None: unbounded)
     # Empty writable directories (a tmpfs each), e.g. where a relayed unix socket is made.
     scratch: tuple[Path, ...] = ()
+
+
+def unix_dirs(services: Iterable[str]) -> tuple[PurePosixPath, ...]:
+    """The directories a closed network's sandbox gets empty and writable (a tmpfs each) so
+    the relay inside can make the listed unix sockets there."""
+    return tuple(dict.fromkeys(PurePosixPath(s).parent for s in services if s.startswith("/")))
 
 
 def lies_within(path: Path, parent: Path) -> bool:

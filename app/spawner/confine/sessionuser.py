@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.spawner import SpawnerError
 from app.spawner.confine.hostwalk import Walked, tidy
+from app.spawner.spawner_errors import SpawnerError
 
 SESSION_USER = "the-loop-session"
 USERADD = (

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from app.config import ADAPTER_MODULES, DEFAULT_HARNESS, HarnessTrust
 from app.gateway import SessionModel
-from app.spawner.session.screens import ScreenReader
+from app.spawner.harness.screens import ScreenReader
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.gateway import SessionModel
-from app.spawner.argv import DENY_TOKEN, PRINT_FLAG, RESUME_FLAG, SESSION_FLAG
 from app.spawner.harness import HomeReady, HomeSetup
 from app.spawner.harness.claude_home import (
     HOST_MANAGED,
@@ -34,6 +33,13 @@ from app.spawner.harness.claude_trust import (
     pretrust,
     update_json_file,
 )
+
+# Its flags: the deny token (one `=` spelling, so the variadic flag never swallows what
+# follows), a new session's id and a relaunch's, and the one-shot probe's prompt.
+DENY_TOKEN = "--disallowedTools=AskUserQuestion"
+SESSION_FLAG = "--session-id"
+RESUME_FLAG = "--resume"
+PRINT_FLAG = "-p"
 
 
 class ClaudeAdapter:

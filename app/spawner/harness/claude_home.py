@@ -19,7 +19,7 @@ credential of the operator's. Before each launch it receives:
   switch managed hooks off);
 - the operator's login (`~/.claude/.credentials.json`) only with `routing.sandbox.shareLogin:
   true`; otherwise a copy left from an earlier launch is removed;
-- git's `user.name` / `user.email` (`sessionhome.write_git_identity`, every harness's).
+- git's `user.name` / `user.email` (`gitidentity.write_git_identity`, every harness's).
 
 The merges are pure; every file edit holds the same lock as every other edit of it. A real
 file that cannot be read is reported and nothing is taken from it. The session writes its
@@ -40,7 +40,6 @@ from typing import Any
 
 from app.files import FileLock, remove_within, write_json, write_within
 from app.gateway import is_pass_tail
-from app.spawner.confine.sessionhome import write_git_identity
 from app.spawner.harness.claude_trust import (
     TrustFileError,
     claude_config_path,
@@ -48,6 +47,7 @@ from app.spawner.harness.claude_trust import (
     parse_object,
     update_json_file,
 )
+from app.spawner.workspace.gitidentity import write_git_identity
 from hooks.gate_entry import install_stop_hook, managed_command
 
 MANAGED = "managed"  # under the state directory: shown as /etc/claude-code inside

@@ -6,7 +6,7 @@ question menu, a permission prompt, and the first-run screen that cannot reach A
 `input_ready` recognises its input box, the moment a pasted message lands in the input.
 `CLAUDE_SCREENS` bundles these readings as the adapter's `ScreenReader` (Codex's twin is
 `harness/codex_screens.py`); both report in the shared `Screen` vocabulary of
-`session/screens.py`.
+`harness/screens.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from app.spawner.session.screens import Screen, ScreenReader, first_signature, shows_paste
+from app.spawner.harness.screens import Screen, ScreenReader, first_signature, shows_paste
 
 # Every phrase of a signature must be on screen (whitespace-insensitive).
 SIGNATURES: tuple[tuple[Screen, tuple[str, ...]], ...] = (

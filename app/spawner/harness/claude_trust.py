@@ -23,8 +23,8 @@ from typing import Any
 
 from app.config import HarnessTrust, TrustScope
 from app.files import KEPT_FILE_MODE, FileLock, json_text, update_within, write_json
-from app.spawner import SpawnerError
 from app.spawner.harness import TrustOutcome
+from app.spawner.spawner_errors import SpawnerError
 
 TRUST_KEY = "hasTrustDialogAccepted"
 ONBOARDING_KEY = "hasCompletedProjectOnboarding"

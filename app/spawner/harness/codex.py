@@ -33,7 +33,6 @@ from pathlib import Path
 
 from app.files import FileLock, remove_within, write_text_atomic, write_within
 from app.gateway import SessionModel
-from app.spawner.confine.sessionhome import write_git_identity
 from app.spawner.harness import HomeReady, HomeSetup, TrustOutcome
 from app.spawner.harness.codex_config import (
     PASS_VARIABLE,
@@ -43,6 +42,7 @@ from app.spawner.harness.codex_config import (
     session_config,
 )
 from app.spawner.harness.codex_screens import CODEX_SCREENS
+from app.spawner.workspace.gitidentity import write_git_identity
 from hooks.gate_entry import direct_command, managed_command
 
 HOME_DIR = ".codex"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from app.spawner.session.screens import Screen, ScreenReader, first_signature, shows_paste
+from app.spawner.harness.screens import Screen, ScreenReader, first_signature, shows_paste
 
 MARK = "\u203a"  # ›, Codex's prompt and menu-cursor mark
 PLACEHOLDERS = ("Ask Codex to do anything", "Ask a follow-up question")

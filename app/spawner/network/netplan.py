@@ -19,12 +19,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
-from app.spawner import SpawnerError
+from app.spawner.confine.sandbox import INSIDE_DIR
+from app.spawner.spawner_errors import SpawnerError
 
-INSIDE_DIR = PurePosixPath("/run/the-loop-net")  # where the session's sockets show inside
 PROXY_SOCKET = "proxy.sock"
 PROXY_PORTS = (3128, 3129, 8118, 18080)  # the proxy's port inside: the first one left free
 LOOPBACK_NAMES = ("localhost",)
@@ -54,12 +53,6 @@ class Route:
     def unix(self) -> bool:
         """A unix socket's path (`host`), at the same path inside and out."""
         return self.host.startswith("/")
-
-
-def unix_dirs(services: Iterable[str]) -> tuple[PurePosixPath, ...]:
-    """The directories a closed network's sandbox gets empty and writable (a tmpfs each) so
-    the relay inside can make the listed unix sockets there."""
-    return tuple(dict.fromkeys(PurePosixPath(s).parent for s in services if s.startswith("/")))
 
 
 @dataclass(frozen=True)

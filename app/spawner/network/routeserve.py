@@ -34,7 +34,6 @@ from app.gateway import (
     request_bytes,
     status_head,
 )
-from app.spawner import SpawnerError
 from app.spawner.network.routecreds import ResolvedRoute
 from app.spawner.network.routerules import (
     Scrubber,
@@ -42,6 +41,7 @@ from app.spawner.network.routerules import (
     outgoing_headers,
     refusal,
 )
+from app.spawner.spawner_errors import SpawnerError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from app.spawner import SpawnerError
+from app.spawner.spawner_errors import SpawnerError
 
 CURSOR = "\u276f"  # the prompt mark Claude Code puts before the option under the cursor
 CURSORS = (CURSOR, "\u203a")  # …and Codex's

@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.spawner import SpawnerError
 from app.spawner.confine.sessionenv import APP_SECRETS, MINTED_VARIABLES, session_environment
 from app.spawner.session.pastetext import paste_text
+from app.spawner.spawner_errors import SpawnerError
 
 DEFAULT_SOCKET = "the-loop"
 CLEAR_LINE = "\x15"

@@ -32,7 +32,7 @@ from app.gateway import COUNTED, Usage, messages_counts
 from app.protocol import USAGE_EVENT
 from app.spawner.harness.claude_home import transcript_path
 from app.spawner.registry import SessionRecord
-from app.spawner.workspace.leftovers import session_home
+from app.spawner.session.leftovers import session_home
 
 MAX_BYTES = 64 * 1024 * 1024  # of one transcript read; past it the rest is not counted
 MAX_LINE = 1024 * 1024

@@ -23,14 +23,14 @@ from typing import Any
 
 from app import graph
 from app.spawner.harness import screens_of
+from app.spawner.harness.screens import Screen, last_lines
 from app.spawner.locks import ItemLocks
 from app.spawner.registry import Registry, SessionRecord, SessionState
 from app.spawner.session.dialogs import parse_dialog
 from app.spawner.session.input_box import Emit, follow_through, paste_first_message
-from app.spawner.session.screens import Screen, last_lines
+from app.spawner.session.leftovers import Describe
 from app.spawner.session.tmux import TmuxError, TmuxRunner
 from app.spawner.workspace.evidence import host_evidence
-from app.spawner.workspace.leftovers import Describe
 
 log = logging.getLogger(__name__)
 

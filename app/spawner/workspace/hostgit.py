@@ -48,10 +48,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.spawner import SpawnerError
 from app.spawner.confine.isolation import system_mounts, system_secrets
 from app.spawner.confine.sandbox import Bind, SandboxPlan, lies_within, sandbox_argv
 from app.spawner.confine.sessionuser import SessionUserError, session_user
+from app.spawner.spawner_errors import SpawnerError
 
 GIT_TIMEOUT = 60
 HOST_TIMEOUT = 10  # seconds for a command on a checkout that runs on the host

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from app.spawner import SpawnerError
+from app.spawner.spawner_errors import SpawnerError
 
 DEVCONTAINER_FILES = (".devcontainer/devcontainer.json", ".devcontainer.json")
 SETUP_SCRIPT = ".the-loop/setup"

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from app.protocol import AnswerJob
-from app.spawner import SpawnerError
 from app.spawner.appclient import ClaimedJob
 from app.spawner.context import SpawnerContext
 from app.spawner.session.dialogs import AnswerRefused, keystrokes, parse_dialog
+from app.spawner.spawner_errors import SpawnerError
 
 ANSWER_WAIT = 5.0  # seconds the pane has to move past the question
 LOOK_EVERY = 0.05

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from app.config import SandboxMode
 from app.spawner.confine import enter_limits
 from app.spawner.confine.cgroups import SessionLimiter, probe, spawner_tag
-from app.spawner.confine.diskwatch import DISK
 from app.spawner.confine.isolation import SandboxError
 from app.spawner.confine.limits import Mechanism, describe_plan, ending_facts, rlimit_args
 from app.spawner.confine.sessionhome import home_for
 from app.spawner.confine.sessionuser import hand_over
 from app.spawner.naming import item_slug
+from app.spawner.steps.diskwatch import DISK
 
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext

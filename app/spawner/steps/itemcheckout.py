@@ -16,7 +16,7 @@ from app.config import SandboxMode
 from app.retry import Backoff
 from app.spawner.appclient import AppError, AppUnavailable, ClaimedJob, NotHeld
 from app.spawner.confine.isolation import trusted_by_variable
-from app.spawner.network.netlaunch import session_app_url
+from app.spawner.steps.netlaunch import session_app_url
 from app.spawner.workspace.checkout import Checkout, CheckoutError, prepare_checkout, write_askpass
 from app.spawner.workspace.hostgit import HostGit
 from app.spawner.workspace.workbranch import app_trust, configure_push, gateway_remote, switch_to

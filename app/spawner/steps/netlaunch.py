@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from app.config import NetworkMode, Sandbox, SandboxMode
 from app.spawner.confine.isolation import CA_VARIABLES
-from app.spawner.confine.sessionlimits import close_session_limits
 from app.spawner.confine.sessionuser import hand_over, session_user
 from app.spawner.network import netrelay
 from app.spawner.network.netgates import NETS, SessionNetworks, session_dir
@@ -30,6 +29,7 @@ from app.spawner.network.netplan import (
 )
 from app.spawner.network.presets import CA_NAMES, EGRESS_PRESETS, expand_egress, tool_env
 from app.spawner.network.registries import Registries, read_registries
+from app.spawner.steps.sessionlimits import close_session_limits
 
 if TYPE_CHECKING:
     from app.spawner.context import SpawnerContext
