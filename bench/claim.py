@@ -139,7 +139,6 @@ def scratch_database(server_url: str | None, tmp: Path) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
-    from sqlalchemy.orm import Session
 
     from app.fleet.tokens import create_token
     from app.protocol import StopJob
@@ -147,7 +146,7 @@ def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
 
     url, state, server = serve(db_url, tmp)
     repos = [f"bench/repo-{n}" for n in range(args.spawners)]
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         tokens = [create_token(session, f"bench-{n}", [repo]) for n, repo in enumerate(repos)]
     got: dict[int, float] = {}
     stop = threading.Event()
@@ -181,7 +180,7 @@ def run(args: argparse.Namespace, db_url: str, tmp: Path) -> int:
     else:
         for i in range(args.jobs):
             repo = repos[i % len(repos)]
-            with Session(state.engine, expire_on_commit=False) as session, session.begin():
+            with state.sessions(expire_on_commit=False) as session, session.begin():
                 spec = StopJob(work_item_id=f"github:{repo}#{i}", repo=repo, reason="bench")
                 job = queue_job(session, f"bench:{i}", spec)
             assert job is not None, "a new key always queues a job"

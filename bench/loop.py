@@ -216,11 +216,10 @@ def main() -> int:
         )
         app = create_app(settings)
         state = app.extensions["the-loop"]
-        from sqlalchemy.orm import Session
 
         from app.fleet.tokens import create_token
 
-        with Session(state.engine) as session, session.begin():
+        with state.sessions() as session, session.begin():
             token = create_token(session, "bench", [REPO])
         with LiveServer(app) as server:
             client = AppClient(server.url, token)

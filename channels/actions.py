@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.store import WorkItem
 from app.workitems import Outcome, Status, execute_reply
 from channels import blocks, outbox
@@ -113,7 +111,7 @@ def handle_execute(deps: SlackDeps, body: Mapping[str, Any]) -> None:
         )
         deps.tell(press.channel, press.member, ALREADY, press.thread_ts)
         return
-    with Session(deps.engine) as session:
+    with deps.sessions() as session:
         checklist = outbox.latest_payload(session, item.id, blocks.Kind.CHECKLIST)
     if checklist is None:
         deps.tell(press.channel, press.member, NO_CHECKLIST, press.thread_ts)

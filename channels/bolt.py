@@ -17,9 +17,9 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from sqlalchemy import Engine
 
 from app.github import Services
+from app.store import Sessions
 from channels.actions import Press, handle_execute
 from channels.allow_actions import handle_allow
 from channels.allow_blocks import ALLOW_ACTION
@@ -117,7 +117,7 @@ def register(app: App, deps: SlackDeps) -> None:
         _guard(deps, lambda: handle_message(deps, event, context.bot_user_id), audience)
 
 
-def build_bolt_app(services: Services, engine: Engine, *, socket_mode: bool = False) -> App:
+def build_bolt_app(services: Services, sessions: Sessions, *, socket_mode: bool = False) -> App:
     """A Bolt app over the bot token; HTTP mode requires the signing secret."""
     settings = services.settings
     if not settings.slack_bot_token:
@@ -134,7 +134,7 @@ def build_bolt_app(services: Services, engine: Engine, *, socket_mode: bool = Fa
         request_verification_enabled=not socket_mode,
         logger=log,
     )
-    register(app, SlackDeps(services=services, engine=engine, client=client))
+    register(app, SlackDeps(services=services, sessions=sessions, client=client))
     return app
 
 

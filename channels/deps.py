@@ -13,15 +13,14 @@ from dataclasses import dataclass
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
 
 from app.config import OperatorConfig
 from app.gate import MarkerKind, defuse, marker
 from app.github import Services
-from app.store import Once, WorkItem
+from app.store import Once, Sessions, WorkItem
 from app.workitems import Decide, Decision, Outcome, refusal
 from channels.blocks import Message
 from channels.errors import slack_error
@@ -43,7 +42,7 @@ class Posted:
 @dataclass
 class SlackDeps:
     services: Services
-    engine: Engine
+    sessions: Sessions
     client: WebClient
 
     @property
@@ -66,11 +65,11 @@ class SlackDeps:
         return login, reason
 
     def item(self, work_item_id: str) -> WorkItem | None:
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self.sessions(expire_on_commit=False) as session:
             return session.get(WorkItem, work_item_id)
 
     def item_for_thread(self, thread_ts: str) -> WorkItem | None:
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self.sessions(expire_on_commit=False) as session:
             return session.scalars(select(WorkItem).where(WorkItem.slack_ts == thread_ts)).first()
 
     def claim(self, key: str) -> bool:
@@ -79,17 +78,17 @@ class SlackDeps:
         Slack redelivers events and a member can press twice; the first claim wins, so a
         reply or a press reaches the issue once.
         """
-        dialect = self.engine.dialect.name
+        dialect = self.sessions.engine.dialect.name
         insert = pg_insert if dialect == "postgresql" else sqlite_insert
         statement = (
             insert(Once).values(key=key).on_conflict_do_nothing(index_elements=["key"])
         ).returning(Once.key)
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             return session.execute(statement).scalar() is not None
 
     def release(self, key: str) -> None:
         """Give a claim back after a failure, so Slack's retry can try again."""
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             session.execute(delete(Once).where(Once.key == key))
 
     def tell(self, channel: str, member: str, text: str, thread_ts: str | None = None) -> None:
@@ -137,7 +136,7 @@ class SlackDeps:
         if not self.claim(ref):
             return None
         posted = self.post_claimed(ref, item, attributed(text, login, member))
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+        with self.sessions(expire_on_commit=False) as session, session.begin():
             session.merge(Once(key=ref, ref=str(posted.id)))
             decision = Decision(item.id, login, text, ref, "slack", comment_id=posted.id)
             return run(self.services, session, decision)

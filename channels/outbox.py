@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from app.store import SlackOutbox, is_postgres
+from app.store import Sessions, SlackOutbox, is_postgres
 
 LEASE = timedelta(minutes=2)
 
@@ -67,13 +67,13 @@ def _first_unsent() -> ColumnElement[bool]:
     )
 
 
-def claim_next(engine: Engine, now: datetime, lease: timedelta = LEASE) -> Claimed | None:
+def claim_next(sessions: Sessions, now: datetime, lease: timedelta = LEASE) -> Claimed | None:
     """Take the oldest due row that heads its work item's queue, or None."""
-    with Session(engine) as session, session.begin():
+    with sessions() as session, session.begin():
         query = (
             select(SlackOutbox).where(_due(now), _first_unsent()).order_by(SlackOutbox.id).limit(1)
         )
-        if is_postgres(engine):
+        if is_postgres(sessions.engine):
             query = query.with_for_update(skip_locked=True, of=SlackOutbox)
         row = session.scalars(query).first()
         if row is None:
@@ -101,9 +101,9 @@ def mark_sent(session: Session, row_id: int) -> None:
     )
 
 
-def mark_retry(engine: Engine, row_id: int, error: str, when: datetime) -> None:
+def mark_retry(sessions: Sessions, row_id: int, error: str, when: datetime) -> None:
     """Back in line at `when`, with the error kept for the status surface."""
-    with Session(engine) as session, session.begin():
+    with sessions() as session, session.begin():
         session.execute(
             update(SlackOutbox)
             .where(SlackOutbox.id == row_id)
@@ -111,8 +111,8 @@ def mark_retry(engine: Engine, row_id: int, error: str, when: datetime) -> None:
         )
 
 
-def mark_failed(engine: Engine, row_id: int, error: str) -> None:
-    with Session(engine) as session, session.begin():
+def mark_failed(sessions: Sessions, row_id: int, error: str) -> None:
+    with sessions() as session, session.begin():
         session.execute(
             update(SlackOutbox)
             .where(SlackOutbox.id == row_id)
@@ -146,8 +146,8 @@ class OutboxStatus:
         return self.retrying == 0 and self.failed == 0
 
 
-def status(engine: Engine) -> OutboxStatus:
-    with Session(engine) as session:
+def status(sessions: Sessions) -> OutboxStatus:
+    with sessions() as session:
         counts = dict(
             session.execute(
                 select(SlackOutbox.state, func.count()).group_by(SlackOutbox.state)

@@ -20,12 +20,12 @@ from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from sqlalchemy import Engine, event, update
+from sqlalchemy import event, update
 from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.retry import WakeLoop, queue_delay
-from app.store import Once, WorkItem
+from app.store import Once, Sessions, WorkItem
 from channels import outbox
 from channels.blocks import Kind, Message, checklist_closed, render
 from channels.channel_errors import ChannelsError
@@ -94,7 +94,7 @@ class SlackSender(WakeLoop):
 
     def __init__(
         self,
-        engine: Engine,
+        sessions: Sessions,
         events: EventLog,
         client: WebClient,
         channel: str | None,
@@ -103,7 +103,7 @@ class SlackSender(WakeLoop):
         base_delay: float = 1.0,
         poll: float = 0.5,
     ) -> None:
-        self.engine = engine
+        self.sessions = sessions
         self.events = events
         self.client = client
         self.channel = channel
@@ -118,7 +118,7 @@ class SlackSender(WakeLoop):
         now = self.clock()
         if self._paused_until is not None and now < self._paused_until:
             return False
-        row = outbox.claim_next(self.engine, now)
+        row = outbox.claim_next(self.sessions, now)
         if row is None:
             return False
         try:
@@ -128,7 +128,7 @@ class SlackSender(WakeLoop):
         return True
 
     def _thread_of(self, work_item_id: str) -> tuple[str | None, str]:
-        with Session(self.engine) as session:
+        with self.sessions() as session:
             item = session.get(WorkItem, work_item_id)
             return (item.slack_ts, item.html_url) if item is not None else (None, "")
 
@@ -158,12 +158,12 @@ class SlackSender(WakeLoop):
         if row.kind == Kind.PROGRESS and thread_ts and self.channel:
             # The thread's parent mirrors the progress comment: edited, never re-posted.
             self.client.chat_update(channel=self.channel, ts=thread_ts, **message.as_kwargs())
-            with Session(self.engine) as session, session.begin():
+            with self.sessions() as session, session.begin():
                 outbox.mark_sent(session, row.id)
             return
         data = self._send(message, thread_ts)
         ts = str(data.get("ts") or "")
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             outbox.mark_sent(session, row.id)
             if row.kind == Kind.CHECKLIST and ts:
                 session.merge(Once(key=checklist_key(row.work_item_id), ref=ts))
@@ -189,7 +189,7 @@ class SlackSender(WakeLoop):
 
     def _close_checklist(self, work_item_id: str, url: str) -> None:
         """Replace the thread's checklist control by the frozen decision, however it was made."""
-        with Session(self.engine) as session:
+        with self.sessions() as session:
             posted = session.get(Once, checklist_key(work_item_id))
             item = session.get(WorkItem, work_item_id)
             frozen = item.frozen if item is not None else None
@@ -218,10 +218,10 @@ class SlackSender(WakeLoop):
         if failure.rate_limited:
             self._paused_until = now + timedelta(seconds=failure.retry_in)
         if failure.permanent:
-            outbox.mark_failed(self.engine, row.id, failure.error)
+            outbox.mark_failed(self.sessions, row.id, failure.error)
         else:
             outbox.mark_retry(
-                self.engine, row.id, failure.error, now + timedelta(seconds=failure.retry_in)
+                self.sessions, row.id, failure.error, now + timedelta(seconds=failure.retry_in)
             )
         log.warning("Slack send of %s for %s failed: %s", row.kind, row.work_item_id, failure.error)
         self.events.emit(

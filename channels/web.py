@@ -16,20 +16,19 @@ from slack_bolt.adapter.flask import SlackRequestHandler
 from channels.bolt import SlackNotConfigured, build_bolt_app
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
     from app.github import Services
+    from app.store import Sessions
 
 log = logging.getLogger(__name__)
 
 
-def init_app(app: Flask, services: Services, engine: Engine) -> bool:
+def init_app(app: Flask, services: Services, sessions: Sessions) -> bool:
     """Mount the Slack route on `app` when the settings enable Slack; returns whether it was
     mounted."""
     if not services.settings.slack_enabled:
         return False
     try:
-        bolt = build_bolt_app(services, engine)
+        bolt = build_bolt_app(services, sessions)
     except SlackNotConfigured as exc:
         log.warning("Slack route not mounted: %s", exc)
         return False

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 
 from slack_sdk import WebClient
-from sqlalchemy import Engine
 
 from app.audit import EventLog
 from app.config import OperatorConfig, Settings
 from app.mirror import Mirror, NullMirror
+from app.store import Sessions
 from channels.sender import SlackMirror, SlackSender
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def web_client(settings: Settings) -> WebClient:
 
 
 def build_mirror(
-    settings: Settings, config: OperatorConfig, engine: Engine, events: EventLog
+    settings: Settings, config: OperatorConfig, sessions: Sessions, events: EventLog
 ) -> Mirror:
     """`SlackMirror` when a bot token is set, else `NullMirror` (the mirror is off)."""
     if not settings.slack_enabled:
@@ -38,5 +38,5 @@ def build_mirror(
             "SLACK_BOT_TOKEN is set but slack.channel is not: Slack messages are kept in the "
             "outbox and reported as slack.failed until a channel is configured"
         )
-    sender = SlackSender(engine, events, web_client(settings), config.slack.channel)
+    sender = SlackSender(sessions, events, web_client(settings), config.slack.channel)
     return SlackMirror(sender)

@@ -35,7 +35,7 @@ def deliver(app: Any, event: str, payload: dict[str, Any], delivery: str) -> Non
     assert post_webhook(app.url, event, payload, delivery=delivery).status_code == 202
 
     def settled() -> Delivery | None:
-        with Session(app.state.engine) as s:
+        with app.state.sessions() as s:
             row = s.scalars(select(Delivery).where(Delivery.delivery_id == delivery)).one()
             return row if row.state != InboxState.QUEUED or row.last_error else None
 
@@ -119,7 +119,7 @@ def jobs(app: Any, kind: JobKind | None = None) -> list[Job]:
 
 
 def register_spawner(app: Any, harnesses: list[str]) -> None:
-    with Session(app.state.engine) as s, s.begin():
+    with app.state.sessions() as s, s.begin():
         s.add(
             Spawner(
                 name="devbox",

@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token, mint_session_token
 from app.graph import evidence_fields
@@ -47,7 +46,7 @@ def phased_app(request: pytest.FixtureRequest, running_app: Any, fake_github: An
 @pytest.fixture
 def phase_env(phased_app: Any, tmp_path: Path) -> dict[str, str]:
     """The environment the spawner gives a session, with a checkout directory to run in."""
-    with Session(phased_app.state.engine) as db, db.begin():
+    with phased_app.state.sessions() as db, db.begin():
         token = mint_session_token(db, ITEM, datetime.now(UTC))
         spawner = create_token(db, "devbox", [REPO])
     checkout = tmp_path / "checkout"

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import parse_config
 from app.fleet.tokens import create_token
@@ -110,14 +109,14 @@ class Bed:
         return delivery
 
     def item(self, work_item_id: str = ITEM) -> WorkItem:
-        with Session(self.app.state.engine) as db:
+        with self.app.state.sessions() as db:
             row = db.get(WorkItem, work_item_id)
             assert row is not None
             db.expunge(row)
             return row
 
     def jobs(self, kind: JobKind, work_item_id: str = ITEM) -> list[Job]:
-        with Session(self.app.state.engine) as db:
+        with self.app.state.sessions() as db:
             query = select(Job).where(Job.kind == kind, Job.work_item_id == work_item_id)
             rows = list(db.scalars(query.order_by(Job.id)))
             for row in rows:
@@ -125,12 +124,12 @@ class Bed:
             return rows
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        with Session(self.app.state.engine) as db:
+        with self.app.state.sessions() as db:
             query = select(Event).where(Event.event == name).order_by(Event.id)
             return [row.data for row in db.scalars(query)]
 
     def spawner(self) -> SpawnerClient:
-        with Session(self.app.state.engine) as db, db.begin():
+        with self.app.state.sessions() as db, db.begin():
             token = create_token(db, f"devbox-{uuid.uuid4().hex[:6]}", [REPO])
         client = SpawnerClient(self.app.url, token)
         assert client.register().status_code == 200

@@ -163,7 +163,7 @@ def post_slack(base_url: str, body: str, *, form: bool, secret: str = SIGNING_SE
 
 
 def deliver_jobs(app: RunningApp) -> list[Job]:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return list(session.scalars(select(Job).where(Job.kind == JobKind.DELIVER)))
 
 
@@ -191,7 +191,7 @@ def threaded_item(app: RunningApp, state: WorkItemStatus, **fields: Any) -> None
     `state`, with `fields` (phase, artifacts, budget…) set and `frozen` over its record."""
     frozen = fields.pop("frozen", {})
     decided = {"decisions": {"phase-selection": {"at": "t", "by": "octocat"}}, "skips": {}}
-    with Session(app.state.engine) as session, session.begin():
+    with app.state.sessions() as session, session.begin():
         session.add(
             WorkItem(
                 id=f"github:{ISSUE_REPO}#1",

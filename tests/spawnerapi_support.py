@@ -42,7 +42,7 @@ class Api:
         return replace(self, repo=f"t{uuid.uuid4().hex[:10]}/Hello-World")
 
     def session(self) -> Session:
-        return Session(self.state.engine, expire_on_commit=False)
+        return self.state.sessions(expire_on_commit=False)
 
     def token(self, name: str = "devbox", repositories: list[str] | None = None) -> str:
         """A spawner token; by default for this test's repository only."""

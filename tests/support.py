@@ -177,11 +177,10 @@ class RunningApp:
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         from sqlalchemy import select
-        from sqlalchemy.orm import Session
 
         from app.store.tables import Event
 
-        with Session(self.state.engine) as session:
+        with self.state.sessions() as session:
             query = select(Event).order_by(Event.id)
             if name:
                 query = query.where(Event.event == name)
@@ -295,6 +294,7 @@ def _app_process(
     env: dict[str, str], command: list[str], bind: bool = False
 ) -> Iterator[RunningApp]:
     """`python <command>` serving the App on a free port (`--bind` added, or PORT set)."""
+    from app.store import Sessions
     from app.store.engines import make_engine
 
     port = free_port()
@@ -314,7 +314,9 @@ def _app_process(
     engine = make_engine(env["DATABASE_URL"])
     try:
         wait_serving(url, proc, log, timeout=30)
-        yield RunningApp(url=url, state=SimpleNamespace(engine=engine), pid=proc.pid)
+        yield RunningApp(
+            url=url, state=SimpleNamespace(engine=engine, sessions=Sessions(engine)), pid=proc.pid
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

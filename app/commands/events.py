@@ -85,11 +85,10 @@ def run_events(args: argparse.Namespace) -> int:
 
 def run_inbox(args: argparse.Namespace) -> int:
     from sqlalchemy import select
-    from sqlalchemy.orm import Session
 
     from app.config import load_settings
     from app.github import utcnow
-    from app.store import Delivery, make_engine, migrate, requeue
+    from app.store import Delivery, Sessions, make_engine, migrate, requeue
 
     settings = load_settings()
     engine = make_engine(settings.database_url)
@@ -102,7 +101,7 @@ def run_inbox(args: argparse.Namespace) -> int:
         return _prune(engine, settings)
     if args.reconcile:
         return _reconcile(engine, settings)
-    with Session(engine) as session:
+    with Sessions(engine)() as session:
         query = select(Delivery).order_by(Delivery.id.desc()).limit(args.limit)
         if args.state:
             query = query.where(Delivery.state == args.state)

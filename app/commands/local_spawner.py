@@ -34,18 +34,17 @@ def local_url(args: argparse.Namespace, settings: Settings) -> str:
 def local_token(settings: Settings) -> str:
     """The local spawner's token: the saved one while the store still knows it, else new."""
     from sqlalchemy import select
-    from sqlalchemy.orm import Session
 
     from app.fleet import create_token, hash_token
     from app.spawner import spawner_state_dir
-    from app.store import Spawner, make_engine, migrate
+    from app.store import Sessions, Spawner, make_engine, migrate
 
     path = spawner_state_dir(settings) / TOKEN_FILE
     saved = path.read_text().strip() if path.exists() else ""
     engine = make_engine(settings.database_url)
     try:
         migrate(engine)
-        with Session(engine) as session, session.begin():
+        with Sessions(engine)() as session, session.begin():
             known = (
                 saved
                 and session.scalars(

@@ -139,7 +139,7 @@ def run_worker(args: argparse.Namespace) -> int:
     workers = max(1, settings.the_loop_inbox_workers)
     state = build_state(settings, inbox_workers=workers)
     if args.drain:
-        worker = InboxWorker(state.services, state.engine, state.router)
+        worker = InboxWorker(state.services, state.sessions, state.router)
         print(f"handled {worker.drain()} deliveries")
         return 0
     stop = threading.Event()

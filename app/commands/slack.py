@@ -25,7 +25,7 @@ def run_socket(args: argparse.Namespace) -> int:
     settings = load_settings()
     state = build_state(settings)
     try:
-        bolt = build_bolt_app(state.services, state.engine, socket_mode=True)
+        bolt = build_bolt_app(state.services, state.sessions, socket_mode=True)
         handler = socket_mode_handler(bolt, settings.slack_app_token)
     except SlackNotConfigured as exc:
         raise SettingsError(str(exc)) from exc
@@ -43,10 +43,10 @@ def run_socket(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_facts(engine: Any) -> dict[str, Any]:
+def status_facts(sessions: Any) -> dict[str, Any]:
     from channels import status
 
-    found = status(engine)
+    found = status(sessions)
     return {
         "healthy": found.healthy,
         "queued": found.queued,
@@ -59,12 +59,12 @@ def status_facts(engine: Any) -> dict[str, Any]:
 
 def run_status(args: argparse.Namespace) -> int:
     from app.config import load_settings
-    from app.store import make_engine, migrate
+    from app.store import Sessions, make_engine, migrate
 
     settings = load_settings()
     engine = make_engine(settings.database_url)
     migrate(engine)
-    facts = status_facts(engine)
+    facts = status_facts(Sessions(engine))
     engine.dispose()
     if args.json:
         print(json.dumps(facts))

@@ -160,17 +160,16 @@ def sandbox_problem(config: OperatorConfig, env: dict[str, str]) -> str | None:
 
 
 def create_token(args: argparse.Namespace) -> int:
-    from sqlalchemy.orm import Session
 
     from app.config import load_settings
     from app.fleet import TokenError
     from app.fleet import create_token as mint
-    from app.store import make_engine, migrate
+    from app.store import Sessions, make_engine, migrate
 
     engine = make_engine(load_settings().database_url)
     try:
         migrate(engine)
-        with Session(engine) as session, session.begin():
+        with Sessions(engine)() as session, session.begin():
             token = mint(session, args.name, list(args.repo or []))
     except TokenError as exc:
         print(f"the-loop spawner token create: {exc}", file=sys.stderr)
@@ -187,16 +186,15 @@ def create_token(args: argparse.Namespace) -> int:
 
 
 def revoke_token(args: argparse.Namespace) -> int:
-    from sqlalchemy.orm import Session
 
     from app.config import load_settings
     from app.fleet import revoke_spawner
-    from app.store import make_engine, migrate
+    from app.store import Sessions, make_engine, migrate
 
     engine = make_engine(load_settings().database_url)
     try:
         migrate(engine)
-        with Session(engine) as session, session.begin():
+        with Sessions(engine)() as session, session.begin():
             count = revoke_spawner(session, args.name)
     finally:
         engine.dispose()

@@ -91,7 +91,7 @@ def register_spawner() -> Response:
     if not isinstance(repositories, list) or not isinstance(harnesses, list):
         raise ApiError(400, "`repositories` and `harnesses` must be lists")
     state = loop_state()
-    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+    with state.sessions(expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         try:
             granted = register(
@@ -143,7 +143,7 @@ def _session_limit() -> int | None:
 @bp.get("/whoami")
 def whoami() -> Response:
     """Who the token is and what it may serve (`the-loop doctor` checks a devbox with it)."""
-    with Session(loop_state().engine) as session:
+    with loop_state().sessions() as session:
         spawner = _spawner(session)
         return jsonify(
             spawner_id=spawner.id,
@@ -163,7 +163,7 @@ def next_job() -> Response | tuple[str, int]:
     state = loop_state()
     wait = _wait_seconds()
     limit = _session_limit()
-    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+    with state.sessions(expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         note_seen(state.services, session, spawner, state.services.clock())
     state.jobs.watch()  # jobs other replicas queue wake this poll too
@@ -184,8 +184,8 @@ def next_job() -> Response | tuple[str, int]:
 
 
 def _give_up_expired(state: Any) -> None:
-    for failed in jobs.give_up_expired(state.engine, state.services.clock()):
-        give_up(state.services, state.engine, failed)
+    for failed in jobs.give_up_expired(state.sessions, state.services.clock()):
+        give_up(state.services, state.sessions, failed)
 
 
 def _claim(
@@ -196,13 +196,13 @@ def _claim(
     in a `job.offer_failed` event, and the spawner is told to ask again."""
     now = state.services.clock()
     hosts = [str(h) for h in spawner.harnesses or []]
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         room = has_room(session, spawner.id, limit)
         held = held_repositories(state.services.config, session, now) if room else []
     job_id: int | None = None
     spent: list[str | None] = []
     try:
-        with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        with state.sessions(expire_on_commit=False) as session, session.begin():
             while True:  # past spawns their items no longer want (`prepare_offer`)
                 job = jobs.take_job(
                     session, spawner.id, scope_of(spawner), now, lease, hosts, room, held
@@ -220,7 +220,7 @@ def _claim(
         if job_id is None:
             raise
         log.warning("handing job %s to spawner %s failed: %s", job_id, spawner.name, exc)
-        handover_failed(state.services, state.engine, job_id, spawner, exc)
+        handover_failed(state.services, state.sessions, job_id, spawner, exc)
         raise ApiError(503, f"job {job_id} could not be handed over; ask again") from exc
     for token in spent:  # the tokens of earlier claims whose leases ran out
         revoke(state.services, token)
@@ -236,7 +236,7 @@ def spawner_heartbeat() -> Response:
     reported = json_body().get("sessions") or []
     if not isinstance(reported, list):
         raise ApiError(400, "`sessions` must be a list of work item ids")
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         spawner = _spawner(session)
         note_seen(state.services, session, spawner, state.services.clock())
         back = revive(state.services, session, spawner, reported)
@@ -247,7 +247,7 @@ def spawner_heartbeat() -> Response:
 def heartbeat(job_id: int) -> Response:
     state = loop_state()
     lease = _lease()
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         spawner = _spawner(session)
         _held_job(session, job_id, spawner)
         if not jobs.heartbeat(session, job_id, spawner.id, state.services.clock(), lease):
@@ -262,7 +262,7 @@ def job_token(job_id: int) -> Response:
     Asking again replaces (and revokes) the one handed out before; the job's end revokes it.
     A lapsed lease gets none: the job is offered again, maybe to another spawner already."""
     state = loop_state()
-    with Session(state.engine, expire_on_commit=False) as session:
+    with state.sessions(expire_on_commit=False) as session:
         spawner = _spawner(session)
         job = _held_job(session, job_id, spawner)
         if job.state != JobState.CLAIMED:
@@ -273,7 +273,7 @@ def job_token(job_id: int) -> Response:
         if job.kind not in (JobKind.SPAWN, JobKind.DELIVER):
             raise ApiError(409, f"a {job.kind} job clones nothing")
     try:
-        token = mint_clone_token(state.services, state.engine, job, spawner.id)
+        token = mint_clone_token(state.services, state.sessions, job, spawner.id)
     except MintFailed as exc:
         raise ApiError(502, str(exc)) from exc
     except JobNotHeld as exc:
@@ -295,7 +295,7 @@ def _report(data: dict[str, Any]) -> dict[str, Any]:
 def job_result(job_id: int) -> Response:
     state = loop_state()
     report = _report(json_body())
-    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+    with state.sessions(expire_on_commit=False) as session, session.begin():
         spawner = _spawner(session)
         outcome, job = jobs.finish(session, job_id, spawner.id, report["ok"], report)
         if outcome == jobs.Finish.UNKNOWN or job is None:
@@ -310,7 +310,7 @@ def job_result(job_id: int) -> Response:
             spent = take_token(job)
     revoke(state.services, spent)
     delivered = job.kind == JobKind.DELIVER and report["result"].get("delivered")
-    receipt = send_receipt(state.services, state.engine, job) if delivered else None
+    receipt = send_receipt(state.services, state.sessions, job) if delivered else None
     return jsonify(ok=True, repeat=outcome == jobs.Finish.REPEAT, receipt=receipt)
 
 
@@ -320,7 +320,7 @@ def report_events() -> Response:
     events = json_body().get("events")
     if not isinstance(events, list):
         raise ApiError(400, "`events` must be a list")
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         spawner = _spawner(session)
         ingested = ingest(state.services, session, spawner, events)
     return jsonify(ingested.to_json())
@@ -334,7 +334,7 @@ def agent_comment() -> Response:
     state = loop_state()
     comment = parse_request(json_body())
     rule = state.services.config.routing.session_comments
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         principal = _principal(session)
         item = lock_work_item(session, comment.work_item_id)
         if item is None:
@@ -344,7 +344,7 @@ def agent_comment() -> Response:
         refused = reserve_post(state.services, session, item, rule, time.time())
     if refused is not None:
         raise ApiError(429, refused, "too-many-posts")
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         item = session.get(WorkItem, comment.work_item_id)
         if item is None:
             raise ApiError(404, f"no work item {comment.work_item_id}")

@@ -14,7 +14,6 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from githubkit.exception import GitHubException
-from sqlalchemy.orm import Session
 
 from app.fleet.api_guard import ApiError, guard, loop_state
 from app.fleet.pull_api import caller
@@ -42,7 +41,7 @@ def pull_head(item: WorkItem) -> tuple[int, str]:
 
 def _item_head() -> tuple[int, str, int, str]:
     """(PR number, head commit, installation, repository) of the caller's work item."""
-    with Session(loop_state().engine) as session:
+    with loop_state().sessions() as session:
         _principal, item = caller(session, request.args.get("work_item_id"), lock=False)
         number, sha = pull_head(item)
         if item.installation_id is None:

@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Any
 
 from githubkit.exception import GitHubException
-from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -39,6 +38,7 @@ from app.store import (
     Job,
     JobKind,
     JobState,
+    Sessions,
     Spawner,
     WorkItem,
     cancel,
@@ -82,17 +82,17 @@ class JobOffer:
         }
 
 
-def _installation_of(engine: Engine, job: Job) -> int | None:
+def _installation_of(sessions: Sessions, job: Job) -> int | None:
     """The installation the job's work item belongs to (the App's record, not the payload)."""
-    with Session(engine) as session:
+    with sessions() as session:
         item = session.get(WorkItem, job.work_item_id)
         return item.installation_id if item is not None else None
 
 
-def repository_token(services: Services, engine: Engine, job: Job) -> InstallationToken | None:
+def repository_token(services: Services, sessions: Sessions, job: Job) -> InstallationToken | None:
     """A short-lived token that can read the job's one repository (None when the App has no
     GitHub identity configured, or does not know the installation)."""
-    installation = _installation_of(engine, job)
+    installation = _installation_of(sessions, job)
     if installation is None or not services.github.configured:
         return None
     name = job.repo_full_name.split("/", 1)[-1]
@@ -117,7 +117,7 @@ def revoke(services: Services, token: str | None) -> None:
 
 
 def mint_clone_token(
-    services: Services, engine: Engine, job: Job, spawner_id: int
+    services: Services, sessions: Sessions, job: Job, spawner_id: int
 ) -> dict[str, str] | None:
     """Mint the repository token a spawner needs to clone for `job`, which it holds, and
     record it on the job's row, so the job's end revokes it. A token asked for before is
@@ -126,14 +126,14 @@ def mint_clone_token(
     Raises MintFailed when GitHub refuses, JobNotHeld when the job was given up, its lease
     lapsed or another spawner claimed it meanwhile (the token just minted is revoked at once)."""
     try:
-        minted = repository_token(services, engine, job)
+        minted = repository_token(services, sessions, job)
     except (GitHubException, GitHubNotConfigured) as exc:
         log.warning("installation token for %s failed: %s", job.repo_full_name, exc)
         raise MintFailed(f"could not mint an installation token: {exc}") from exc
     if minted is None:
         return None
-    with Session(engine) as session, session.begin():
-        row = session.get(Job, job.id, with_for_update=is_postgres(engine))
+    with sessions() as session, session.begin():
+        row = session.get(Job, job.id, with_for_update=is_postgres(sessions.engine))
         held = (
             row is not None
             and row.spawner_id == spawner_id
@@ -202,14 +202,14 @@ def _withdraw(services: Services, session: Session, job: Job, item: WorkItem | N
 
 
 def handover_failed(
-    services: Services, engine: Engine, job_id: int, spawner: Spawner, error: BaseException
+    services: Services, sessions: Sessions, job_id: int, spawner: Spawner, error: BaseException
 ) -> None:
     """Say why the handover of job `job_id` to `spawner` failed (its claim was rolled back,
     so the job is offered again at once) and count the attempt; a job that has failed its
     `MAX_ATTEMPTS` is given up. Best effort: a database that refuses this too is logged."""
     said = f"{type(error).__name__}: {error}"[:500]
     try:
-        with Session(engine, expire_on_commit=False) as session, session.begin():
+        with sessions(expire_on_commit=False) as session, session.begin():
             failed = offer_failed(session, job_id, services.clock(), said)
             row = session.get(Job, job_id)
             services.events.emit(
@@ -226,10 +226,10 @@ def handover_failed(
         log.exception("could not record the failed handover of job %s", job_id)
         return
     if failed is not None:
-        give_up(services, engine, failed)
+        give_up(services, sessions, failed)
 
 
-def give_up(services: Services, engine: Engine, failed: Job) -> None:
+def give_up(services: Services, sessions: Sessions, failed: Job) -> None:
     """Announce a job that failed for good and withdraw its credentials: no session of it
     will ever use its session token, nor its spawner the installation token."""
     services.events.emit(
@@ -239,7 +239,7 @@ def give_up(services: Services, engine: Engine, failed: Job) -> None:
         kind=failed.kind,
         **(failed.result or {}),
     )
-    with Session(engine) as session, session.begin():
+    with sessions() as session, session.begin():
         drop_job_token(session, failed.id)
         row = session.get(Job, failed.id)
         spent = take_token(row) if row is not None and failed.github_token else None

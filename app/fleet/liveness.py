@@ -15,13 +15,22 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import hosted_items, renew_session_tokens
 from app.github import Services
 from app.retry import WakeLoop
-from app.store import Job, JobKind, JobState, Spawner, WorkItem, WorkItemStatus, aware
+from app.store import (
+    Job,
+    JobKind,
+    JobState,
+    Sessions,
+    Spawner,
+    WorkItem,
+    WorkItemStatus,
+    aware,
+)
 from app.workitems import HOSTED, Happened, lock_work_item, transition, weigh_time
 
 log = logging.getLogger(__name__)
@@ -105,20 +114,20 @@ def revive(
 
 
 def sweep(
-    services: Services, engine: Engine, now: datetime, dead_after: timedelta
+    services: Services, sessions: Sessions, now: datetime, dead_after: timedelta
 ) -> dict[str, list[str]]:
     """Mark the items of every dead spawner lost (the one place a spawner's death is
     decided); returns, per spawner counted dead, the items lost now (often none). A beat
     that lands while this runs is not lost either way: its next one names the sessions it
     runs, and `revive` brings them back."""
     cutoff = now - dead_after
-    with Session(engine) as session:
+    with sessions() as session:
         silent = session.scalars(
             select(Spawner.id).where(Spawner.last_seen.is_not(None), Spawner.last_seen < cutoff)
         ).all()
     dead: dict[str, list[str]] = {}
     for spawner_id in silent:
-        with Session(engine) as session, session.begin():
+        with sessions() as session, session.begin():
             spawner = session.get(Spawner, spawner_id, with_for_update=True)
             if spawner is None or not is_dead(spawner.last_seen, now, dead_after):
                 continue  # it spoke since, or its token was revoked
@@ -158,13 +167,13 @@ class SpawnerSweep(WakeLoop):
     def __init__(
         self,
         services: Services,
-        engine: Engine,
+        sessions: Sessions,
         dead_after: timedelta,
         clock: Callable[[], datetime],
     ) -> None:
         super().__init__(poll=min(max(dead_after.total_seconds() / 6, 0.5), 5.0))
         self.services = services
-        self.engine = engine
+        self.sessions = sessions
         self.dead_after = dead_after
         self.clock = clock
         self._told: set[str] = set()
@@ -175,7 +184,7 @@ class SpawnerSweep(WakeLoop):
         self._since = self._since or now
         if now - self._since <= self.dead_after:
             return False
-        dead = sweep(self.services, self.engine, now, self.dead_after)
+        dead = sweep(self.services, self.sessions, now, self.dead_after)
         for name, lost in dead.items():
             if name in self._told and not lost:
                 continue

@@ -65,7 +65,7 @@ def _item(session: Session, work_item_id: Any) -> WorkItem:
 
 @bp.get("/phase")
 def where() -> Response:
-    with Session(loop_state().engine) as session:
+    with loop_state().sessions() as session:
         return jsonify(_describe(_item(session, request.args.get("work_item_id"))))
 
 
@@ -80,7 +80,7 @@ def move_on() -> Response:
     if not isinstance(asked_from, str) or not isinstance(artifacts, list):
         raise ApiError(400, "`from` must be a node name and `artifacts` a list of file names")
     try:
-        with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        with state.sessions(expire_on_commit=False) as session, session.begin():
             item = _item(session, data.get("work_item_id"))
             previous = item.phase
             advance(state.services, session, item, asked_from, artifacts)
@@ -101,7 +101,7 @@ def gate_attempt() -> Response:
     node = (data or {}).get("node")
     if node not in NODE_NAMES:
         raise ApiError(400, "`node` must be a node of the process graph")
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         item = _item(session, (data or {}).get("work_item_id"))
         facts = dict(item.session or {})
         attempt, kept = next_attempt(

@@ -50,7 +50,7 @@ def _shown(item: WorkItem) -> dict[str, Any]:
 def linked() -> Response:
     """The work item's branch and linked pull request (null when none)."""
     state = loop_state()
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         _principal, item = caller(session, request.args.get("work_item_id"), lock=False)
         return jsonify(_shown(item))
 
@@ -64,7 +64,7 @@ def create() -> Response:
     if not isinstance(title, str) or not isinstance(body, str):
         raise ApiError(400, "`title` and `body` must be text")
     try:
-        with Session(state.engine, expire_on_commit=False) as session, session.begin():
+        with state.sessions(expire_on_commit=False) as session, session.begin():
             _principal, item = caller(session, data.get("work_item_id"), lock=True)
             # A PullRequestRefused rolls this back and is answered by `app.fleet.api_guard`.
             open_pull_request(state.services, session, item, title, body)

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from githubkit.exception import GitHubException
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.fleet.tokens import drop_job_token, keep_job_token, revoke_session_tokens
 from app.gate import MarkerKind, defuse, marker, receipt_note
 from app.github import GitHubNotConfigured, IssueIO, PullIO, Services
 from app.protocol import AllowJob, AnswerJob, DeliverJob, parse_payload
-from app.store import Job, JobKind, Once, Spawner, WorkItem, retarget
+from app.store import Job, JobKind, Once, Sessions, Spawner, WorkItem, retarget
 from app.workitems import (
     CLOCK_KEYS,
     Happened,
@@ -198,7 +197,7 @@ def _mirror(services: Services, session: Session, item: WorkItem, payload: dict[
     services.mirror.post(session, item.id, "session", {**payload, "url": item.html_url})
 
 
-def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
+def send_receipt(services: Services, sessions: Sessions, job: Job) -> bool:
     """React on the delivered GitHub comment, once per job; False when GitHub refused.
 
     Called after the result committed: a receipt that fails is logged and recorded, never
@@ -209,7 +208,7 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
     if payload.source != "github" or comment_id is None:
         return True
     key = f"receipt:{job.id}"
-    with Session(engine) as session:
+    with sessions() as session:
         if session.get(Once, key) is not None:
             return True
         item = session.get(WorkItem, job.work_item_id)
@@ -223,7 +222,7 @@ def send_receipt(services: Services, engine: Engine, job: Job) -> bool:
         log.warning("receipt on comment %s failed: %s", comment_id, exc)
         services.events.emit("receipt.failed", job.work_item_id, job=job.id, error=str(exc))
         return False
-    with Session(engine) as session, session.begin():
+    with sessions() as session, session.begin():
         session.merge(Once(key=key, ref=str(comment_id)))
     return True
 

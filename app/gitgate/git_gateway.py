@@ -25,7 +25,6 @@ from typing import IO
 import httpx
 from flask import Blueprint, Response, current_app, request
 from githubkit.exception import GitHubException
-from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wsgi import get_input_stream
 
@@ -87,7 +86,7 @@ def _admit(owner: str, repo: str, service: str) -> WorkItem:
     password = basic_password({"authorization": request.headers.get("Authorization", "")})
     if password is None or not password.startswith(SESSION_PREFIX):
         raise AccessRefused(401, "a live session token is required")
-    with Session(state.engine, expire_on_commit=False) as session:
+    with state.sessions(expire_on_commit=False) as session:
         principal = authenticate(session, f"Bearer {password}", state.services.clock())
         if principal is None or principal.work_item_id is None:
             raise AccessRefused(401, "this session token is not live (the session ended)")

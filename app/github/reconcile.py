@@ -31,8 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import orjson
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine
 
 from app.github.client import GitHubApp, GitHubNotConfigured
 from app.github.delivery_log import LogEntry, LogGone, LogReader, RateLimited, reading
@@ -47,7 +46,7 @@ from app.github.log_plan import (
 )
 from app.github.webhooks import Answer, decode
 from app.retry import WakeLoop
-from app.store import Delivery, LogState, Origin, log_lease
+from app.store import LogState, Origin, inbox, log_lease
 
 if TYPE_CHECKING:
     from app.audit import EventLog
@@ -58,20 +57,6 @@ log = logging.getLogger(__name__)
 PASSED = "inbox.reconciled"  # the event each pass records
 LEASE = timedelta(seconds=60)
 RENEW_EVERY = 20  # requests between renewals of the lease during a long pass
-LOOKUP_CHUNK = 500
-
-
-def known_guids(engine: Engine, guids: list[str]) -> set[str]:
-    """Which of `guids` the inbox holds already."""
-    found: set[str] = set()
-    with Session(engine) as session:
-        for start in range(0, len(guids), LOOKUP_CHUNK):
-            chunk = guids[start : start + LOOKUP_CHUNK]
-            rows = session.scalars(
-                select(Delivery.delivery_id).where(Delivery.delivery_id.in_(chunk))
-            )
-            found.update(rows)
-    return found
 
 
 class Reconciler:
@@ -207,7 +192,7 @@ class Reconciler:
                     break
             counts.listed = len(entries)
             guids = sorted({e.guid for e in entries})
-            settled = known_guids(self.engine, guids)
+            settled = inbox.known(self.engine, guids)
             missing = to_fetch(entries, settled)
             counts.missing = len(missing)
             for entry in missing:

@@ -22,14 +22,13 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
 from app.github.router import Router
 from app.github.services import HandlerContext, Services
 from app.retry import Backoff
-from app.store import InboxState, inbox
+from app.store import InboxState, Sessions, inbox
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +41,15 @@ class InboxWorker:
     def __init__(
         self,
         services: Services,
-        engine: Engine,
+        sessions: Sessions,
         router: Router,
         name: str = "",
         yield_to: Callable[[], bool] | None = None,
     ) -> None:
         self.services = services
         self.yield_to = yield_to
-        self.engine = engine
+        self.sessions = sessions
+        self.engine = sessions.engine
         self.router = router
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self.wake = threading.Event()
@@ -89,7 +89,7 @@ class InboxWorker:
     def _handle(self, conn: Connection, row: inbox.ClaimedDelivery) -> None:
         """Run the handlers of claimed `row` on `conn`; done commits with their effects."""
         try:
-            with Session(conn, expire_on_commit=False) as session, session.begin():
+            with self.sessions(bind=conn, expire_on_commit=False) as session, session.begin():
                 ctx = HandlerContext(
                     services=self.services,
                     session=session,

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.config import Settings, config_findings, load_config
@@ -25,9 +24,18 @@ from app.github import (
 )
 from app.ingress import SampledLog
 from app.runtime.event_routes import build_router
-from app.store import JobSignal, PeriodicPrune, Pruned, Retention, look_after, make_engine, migrate
+from app.store import (
+    JobSignal,
+    PeriodicPrune,
+    Pruned,
+    Retention,
+    Sessions,
+    look_after,
+    make_engine,
+    migrate,
+)
 from app.web import Meters
-from app.workitems import ProgressPublisher, unwatch_changes, watch_changes
+from app.workitems import ProgressPublisher, ProgressWatch
 from channels import build_mirror
 
 log = logging.getLogger(__name__)
@@ -37,11 +45,15 @@ log = logging.getLogger(__name__)
 class AppState:
     settings: Settings
     engine: Engine
+    # Every session the App opens comes from here, and carries the App's hooks: its job
+    # signal (wakes the spawners' long polls when a job commits) and its progress watch.
+    sessions: Sessions
+    jobs: JobSignal
+    watch: ProgressWatch
     services: Services
     router: Router
     workers: list[InboxWorker] = field(default_factory=list)
     ingest: IngestWriter = field(init=False)
-    jobs: JobSignal = field(init=False)  # wakes the spawners' long polls when a job commits
     progress: ProgressPublisher = field(init=False)
     sampled: SampledLog = field(init=False)
     meters: Meters = field(init=False)
@@ -53,11 +65,10 @@ class AppState:
     _checkpoints_done: Callable[[], None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.jobs = JobSignal().serve(self.engine)
         self.ingest = IngestWriter(self.engine, self.services.events, self.router.routes)
-        self.progress = ProgressPublisher(self.services, self.engine)
+        self.progress = ProgressPublisher(self.services, self.sessions, self.watch)
         self.sampled = SampledLog(self.services.events)
-        self.meters = Meters(self.engine, self.sampled, lambda: self.services.config)
+        self.meters = Meters(self.sessions, self.sampled, lambda: self.services.config)
         self.pruner = PeriodicPrune(
             self.engine,
             retention_of(self.settings),
@@ -67,7 +78,7 @@ class AppState:
         )
         self.spawner_sweep = SpawnerSweep(
             self.services,
-            self.engine,
+            self.sessions,
             timedelta(seconds=self.settings.the_loop_spawner_dead_seconds),
             self.services.clock,
         )
@@ -86,7 +97,7 @@ class AppState:
         """Whether an `Authorization: Bearer …` value names a live spawner or session token."""
         from app.fleet import authenticate
 
-        with Session(self.engine) as session:
+        with self.sessions() as session:
             return authenticate(session, authorization, self.services.clock()) is not None
 
     def wake_workers(self) -> None:
@@ -96,7 +107,7 @@ class AppState:
     def start_workers(self, count: int) -> None:
         for index in range(count):
             worker = InboxWorker(
-                self.services, self.engine, self.router, yield_to=self.ingest.pressed
+                self.services, self.sessions, self.router, yield_to=self.ingest.pressed
             )
             worker.name = f"{worker.name}:{index}"
             self.workers.append(worker)
@@ -156,7 +167,7 @@ class AppState:
         self.stop_workers()
         self.ingest.close()
         self.sampled.close()
-        unwatch_changes(self.engine)
+        self.watch.unwatch(self.sessions)
         self.engine.dispose()
 
 
@@ -179,8 +190,11 @@ def build_state(
     config = load_config(settings.the_loop_config)
     workers = settings.the_loop_inbox_workers if inbox_workers is None else inbox_workers
     engine = make_engine(settings.database_url, web_threads=web_threads, inbox_workers=workers)
-    # The progress comment follows every flush on this engine.
-    watch_changes(engine, timedelta(seconds=settings.the_loop_progress_window_seconds))
+    sessions = Sessions(engine)
+    jobs = JobSignal().serve(sessions)
+    # The progress comment follows every flush of a session the App opens.
+    watch = ProgressWatch(timedelta(seconds=settings.the_loop_progress_window_seconds))
+    watch.watch(sessions)
     migrate(engine)
     events = EventLog(settings.events_path, engine)
     for finding in config_findings(config):
@@ -189,10 +203,18 @@ def build_state(
     for finding in config.ignored:
         log.info("%s: %s: %s", config.source, finding.key, finding.message)
         events.emit("config.ignored", key=finding.key, message=finding.message, file=config.source)
-    mirror = build_mirror(settings, config, engine, events)
+    mirror = build_mirror(settings, config, sessions, events)
     github = GitHubApp(settings)
     github.bot_login()  # learn the App's own login now; asked again later if GitHub is away
     services = Services(
         settings=settings, config=config, events=events, github=github, mirror=mirror
     )
-    return AppState(settings=settings, engine=engine, services=services, router=build_router())
+    return AppState(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        jobs=jobs,
+        watch=watch,
+        services=services,
+        router=build_router(),
+    )

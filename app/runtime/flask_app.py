@@ -60,7 +60,7 @@ def create_app(
     webhook = WebhookDoor(WEBHOOK_PATH, MAX_BODY)
     app.wsgi_app = BodyDoors(app.wsgi_app, state, webhook)  # type: ignore[method-assign]
     slack_web.init_app(
-        app, state.services, state.engine
+        app, state.services, state.sessions
     )  # POST /slack/events, only when a Slack bot token is set
     app.register_blueprint(web_bp)  # the status page and /status, for the operator only
     app.register_blueprint(metrics_bp)  # /metrics: the operator or a scrape token

@@ -17,6 +17,7 @@ from app.store.jobwake import JobSignal
 from app.store.lanes import Turns, lane_of
 from app.store.log_lease import LogState
 from app.store.retention import PeriodicPrune, Pruned, Retention, prune
+from app.store.session_factory import Sessions, hooked
 from app.store.sqlite_writes import statement_journals_in_memory
 from app.store.tables import (
     Delivery,
@@ -64,6 +65,7 @@ __all__ = [
     "Repository",
     "Retention",
     "SessionToken",
+    "Sessions",
     "SlackOutbox",
     "Spawner",
     "SpendDay",
@@ -77,6 +79,7 @@ __all__ = [
     "claimed_jobs",
     "compress_body",
     "driver_time",
+    "hooked",
     "inbox",
     "is_postgres",
     "jobqueue",

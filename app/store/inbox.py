@@ -237,3 +237,19 @@ def read_keys_ahead(conn: Connection, delivery_ids: list[str], digests: list[str
     if conn.dialect.name != "sqlite" or not (delivery_ids or digests):
         return
     conn.execute(_KEYS_READ, {"ids": delivery_ids, "digests": digests}).scalar()
+
+
+LOOKUP_CHUNK = 500  # delivery ids per query: well under every backend's parameter limit
+
+
+def known(engine: Engine, guids: list[str]) -> set[str]:
+    """Which of `guids` the inbox holds already (the delivery log's reader skips them)."""
+    found: set[str] = set()
+    with Session(engine) as session:
+        for start in range(0, len(guids), LOOKUP_CHUNK):
+            chunk = guids[start : start + LOOKUP_CHUNK]
+            rows = session.scalars(
+                select(Delivery.delivery_id).where(Delivery.delivery_id.in_(chunk))
+            )
+            found.update(rows)
+    return found

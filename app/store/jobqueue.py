@@ -22,7 +22,6 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
-    Engine,
     and_,
     bindparam,
     exists,
@@ -39,6 +38,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from app.protocol import JobPayload, dump_payload
 from app.store.engines import is_postgres
 from app.store.jobwake import ANY_REPOSITORY, NOTIFY_CHANNEL, wake_on_commit
+from app.store.session_factory import Sessions
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus, aware
 
 LEASE = timedelta(seconds=120)
@@ -247,9 +247,9 @@ def offer_failed(session: Session, job_id: int, now: datetime, error: str) -> Jo
     return job
 
 
-def give_up_expired(engine: Engine, now: datetime) -> list[Job]:
+def give_up_expired(sessions: Sessions, now: datetime) -> list[Job]:
     """Fail jobs whose lease ran out `MAX_ATTEMPTS` times: each claimer died on them."""
-    with Session(engine, expire_on_commit=False) as session, session.begin():
+    with sessions(expire_on_commit=False) as session, session.begin():
         rows = session.scalars(
             select(Job).where(
                 Job.state == JobState.CLAIMED,

@@ -1,20 +1,20 @@
 """Waking long polls when a job is queued, in this process and in the App's other replicas.
 
 Each App owns one `JobSignal` (`AppState.jobs`), made when its state is built and closed in
-its shutdown; it serves the App's engine. `queue_job` arms it (`wake_on_commit`, which hooks
-the queuing session itself) and it fires when that transaction commits (never before, never
-on rollback), waking only the polls whose spawner serves the job's repository. Other
-processes learn of new jobs from the database itself: PostgreSQL `LISTEN the_loop_jobs` (the
-queue sends `NOTIFY` with the repository name), or on SQLite a watcher that asks
-`PRAGMA data_version` every few milliseconds and looks at the newest job id only when
-another connection committed something.
+its shutdown; it serves the App's sessions (`Sessions`), which carry it in their `info`.
+`queue_job` arms it (`wake_on_commit`, which hooks the queuing session itself) and it fires
+when that transaction commits (never before, never on rollback), waking only the polls
+whose spawner serves the job's repository. Other processes learn of new jobs from the
+database itself: PostgreSQL `LISTEN the_loop_jobs` (the queue sends `NOTIFY` with the
+repository name), or on SQLite a watcher that asks `PRAGMA data_version` every few
+milliseconds and looks at the newest job id only when another connection committed
+something.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-import weakref
 from collections import deque
 from collections.abc import Iterable
 from typing import Protocol, Self
@@ -24,10 +24,12 @@ from sqlalchemy.orm import Session
 
 from app.retry import Backoff
 from app.store.engines import is_postgres
+from app.store.session_factory import Sessions, hooked
 
 NOTIFY_CHANNEL = "the_loop_jobs"
 ANY_REPOSITORY = "*"
 _QUEUED_FLAG = "the-loop:job-queued"
+SIGNAL_KEY = "the-loop:job-signal"  # the App's signal, in its sessions' `info`
 
 
 class JobSignal:
@@ -47,12 +49,14 @@ class JobSignal:
         self._recent: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=self.HISTORY)
         self._closing = False
         self._engine: Engine | None = None
+        self._sessions: Sessions | None = None
         self._watcher: Watcher | None = None
 
-    def serve(self, engine: Engine) -> Self:
-        """Be the wake-up of the jobs queued by sessions on `engine` (until `close`)."""
-        self._engine = engine
-        _SERVING[engine] = self
+    def serve(self, sessions: Sessions) -> Self:
+        """Be the wake-up of the jobs queued by the sessions `sessions` opens (until `close`),
+        and watch their engine for the jobs other processes queue."""
+        self._engine, self._sessions = sessions.engine, sessions
+        sessions.put(SIGNAL_KEY, self)
         return self
 
     def watch(self) -> None:
@@ -81,8 +85,9 @@ class JobSignal:
             watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.stop()
-        if self._engine is not None and _SERVING.get(self._engine) is self:
-            del _SERVING[self._engine]
+        if self._sessions is not None:
+            self._sessions.drop(SIGNAL_KEY)
+            self._sessions = None
 
     def generation(self) -> int:
         with self._cond:
@@ -119,17 +124,9 @@ class JobSignal:
             return self._cond.wait_for(lambda: self._concerns(seen, wanted), timeout=timeout)
 
 
-# The App's signal for each engine it serves. Sessions are opened as `Session(engine)`, so
-# the engine is all a queuing session carries to find its App's wake-up; each App adds its
-# own entry when its state is built and removes it in its shutdown (weak: a forgotten
-# engine drops out by itself).
-_SERVING: weakref.WeakKeyDictionary[Engine, JobSignal] = weakref.WeakKeyDictionary()
-
-
 def _wake_after_commit(session: Session) -> None:
     pending: set[str | None] | None = session.info.pop(_QUEUED_FLAG, None)
-    engine = getattr(session.bind, "engine", None)
-    signal = _SERVING.get(engine) if engine is not None else None
+    signal: JobSignal | None = hooked(session, SIGNAL_KEY)
     if pending and signal is not None:
         signal.notify(None if None in pending else {r for r in pending if r is not None})
 
@@ -142,7 +139,9 @@ def wake_on_commit(session: Session, repo_full_name: str | None) -> None:
     """Wake the pollers serving `repo_full_name` (None: all) once `session` commits.
 
     The wake-up is hooked onto this session only, here at the call: nothing is registered
-    at import or on SQLAlchemy's `Session` class, and a rollback forgets what was asked."""
+    at import or on SQLAlchemy's `Session` class, and a rollback forgets what was asked. The
+    signal is the one the App put in the session's `info` (`JobSignal.serve`): a session of
+    no App wakes no one here; other processes still learn of the job from the database."""
     pending = session.info.get(_QUEUED_FLAG)
     if pending is None:
         pending = session.info[_QUEUED_FLAG] = set()

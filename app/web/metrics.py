@@ -28,12 +28,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.config import OperatorConfig
 from app.protocol import USAGE_FIELDS
-from app.store import Delivery, InboxState, Job, JobState, WorkItem, WorkItemUsage
+from app.store import Delivery, InboxState, Job, JobState, Sessions, WorkItem, WorkItemUsage
 from app.web import auth
 from app.workitems import TOKEN_KINDS, by_choice, spend_report
 
@@ -48,7 +48,7 @@ class Meters:
     """This process's counters and the registry `/metrics` renders (one per App)."""
 
     def __init__(
-        self, engine: Engine, refusals: Any, config: Callable[[], OperatorConfig] | None = None
+        self, sessions: Sessions, refusals: Any, config: Callable[[], OperatorConfig] | None = None
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.acknowledged = Counter(
@@ -63,7 +63,7 @@ class Meters:
             buckets=ACK_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(StoreCollector(engine, refusals, config))
+        self.registry.register(StoreCollector(sessions, refusals, config))
 
     def acknowledge(self, new: bool, since: float) -> None:
         self.acknowledged.labels("new" if new else "duplicate").inc()
@@ -77,9 +77,9 @@ class StoreCollector(Collector):
     """Figures read from the store (and the refusal counts) each time `/metrics` is scraped."""
 
     def __init__(
-        self, engine: Engine, refusals: Any, config: Callable[[], OperatorConfig] | None = None
+        self, sessions: Sessions, refusals: Any, config: Callable[[], OperatorConfig] | None = None
     ) -> None:
-        self.engine = engine
+        self.sessions = sessions
         self.refusals = refusals  # the process's SampledLog: `totals` by reason
         self.config = config or OperatorConfig  # prices for the cost by model
 
@@ -93,7 +93,7 @@ class StoreCollector(Collector):
             if reason not in NOT_REFUSALS:
                 refused.add_metric([reason], count)
         yield refused
-        with Session(self.engine) as session:
+        with self.sessions() as session:
             yield _by(
                 session,
                 "the_loop_inbox_deliveries",

@@ -23,7 +23,6 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
-from sqlalchemy.orm import Session
 
 from app.config import in_force
 from app.github import first_run_steps
@@ -127,7 +126,7 @@ def page_context(
     from channels import status as outbox_status
 
     now = state.services.clock()
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         context = {
             "now": now,
             "installations": queries.installations(session),
@@ -151,7 +150,7 @@ def page_context(
     context["usage"] = {
         w.id: usage_words(used[w.id], priced(config, w.model, used[w.id]), w.minutes) for w in rows
     }
-    context["outbox"] = outbox_status(state.engine)
+    context["outbox"] = outbox_status(state.sessions)
     context["slack_enabled"] = state.services.settings.slack_enabled
     context["first_run"] = () if state.services.github.configured else next_steps(state.services)
     context["ingress"] = state.services.settings.the_loop_ingress
@@ -208,7 +207,7 @@ def retry_delivery() -> ResponseReturnValue:
 def status() -> ResponseReturnValue:
     """The same facts as the page, for scripts: counts, recent items, parked deliveries."""
     state = _state()
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         body: dict[str, Any] = queries.status_counts(session)
         items = queries.work_items(
             session, state.services.clock(), limit=50, dead_after=dead_after_of(state)

@@ -72,9 +72,8 @@ from app.workitems.spend.usage import (
 )
 from app.workitems.tell.progress import (
     ProgressPublisher,
-    unwatch_changes,
+    ProgressWatch,
     usage_changed,
-    watch_changes,
 )
 from app.workitems.tell.setup_notes import setup_words
 
@@ -92,6 +91,7 @@ __all__ = [
     "MoveRefused",
     "Outcome",
     "ProgressPublisher",
+    "ProgressWatch",
     "PullRequestRefused",
     "Status",
     "UnseenArtifacts",
@@ -156,13 +156,11 @@ __all__ = [
     "stop_on_close",
     "stopped_by_budget",
     "transition",
-    "unwatch_changes",
     "usage_changed",
     "usage_line",
     "usage_of",
     "verdict_of",
     "walk_of",
     "wall_minutes",
-    "watch_changes",
     "weigh_time",
 ]

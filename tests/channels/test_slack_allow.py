@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.protocol import parse_payload
@@ -54,7 +53,7 @@ STRANGER = "U00FAKEUSER1"  # in no `slack.users`
 
 
 def allow_jobs(app: RunningApp) -> list[Job]:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return list(session.scalars(select(Job).where(Job.kind == JobKind.ALLOW)))
 
 
@@ -84,7 +83,7 @@ def press(button: dict[str, Any], message_ts: str, member: str) -> str:
 
 
 def spawner_for(app: RunningApp) -> SpawnerClient:
-    with Session(app.state.engine) as session, session.begin():
+    with app.state.sessions() as session, session.begin():
         token = create_token(session, "devbox", [REPO])
     return SpawnerClient(app.url, token)
 
@@ -177,6 +176,6 @@ def test_a_typed_allow_in_the_thread_is_the_same_decision_not_a_follow_up(
     (job,) = wait_for(lambda: allow_jobs(running_app))
     assert (job.payload["host"], job.payload["port"]) == ("pypi.example.org", 443)
     assert (job.payload["author"], job.payload["source"]) == ("octocat", "slack")
-    with Session(running_app.state.engine) as session:
+    with running_app.state.sessions() as session:
         delivered = session.scalars(select(Job).where(Job.kind == JobKind.DELIVER)).all()
     assert delivered == []

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
 from app.gate.textpin import pin
@@ -39,7 +38,7 @@ OPERATOR_YAML = SLACK_CONFIG
 
 
 def add_item(app: RunningApp, state: WorkItemStatus, frozen: bool) -> None:
-    with Session(app.state.engine) as session, session.begin():
+    with app.state.sessions() as session, session.begin():
         session.add(
             WorkItem(
                 id=ITEM,
@@ -186,7 +185,7 @@ def test_a_typed_execute_in_the_thread_goes_through_the_gate(
     assert post_slack(running_app.url, body, form=False).status_code == 200
 
     def frozen() -> dict[str, Any] | None:
-        with Session(running_app.state.engine) as session:
+        with running_app.state.sessions() as session:
             found = session.get(WorkItem, ITEM)
             return found.frozen if found else None
 

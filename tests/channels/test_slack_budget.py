@@ -8,7 +8,6 @@ import copy
 import json
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.store.tables import WorkItem, WorkItemStatus
 from app.workitems.spend.usage import add_usage
@@ -40,7 +39,7 @@ OPERATOR_YAML = CONFIG
 def stopped_by_its_budget(app: RunningApp) -> None:
     spent = {"run": 1, "spent": "tokens", "warned": True, "stops": 1}
     threaded_item(app, WorkItemStatus.STOPPED, phase="implementation", budget=spent)
-    with Session(app.state.engine) as session, session.begin():
+    with app.state.sessions() as session, session.begin():
         add_usage(session, ITEM, {"input_tokens": 1200, "requests": 3})
 
 
@@ -55,7 +54,7 @@ def test_a_budget_typed_in_the_thread_raises_it_and_relaunches_the_item(
     [job] = wait_for(lambda: deliver_jobs(running_app), timeout=30)
     assert job.payload["source"] == "notice"
     assert job.payload["body"].startswith("the-loop: budget raised by @octocat (+1k tokens")
-    with Session(running_app.state.engine) as session:
+    with running_app.state.sessions() as session:
         item = session.get(WorkItem, ITEM)
         assert item is not None and item.state == WorkItemStatus.EXITED
         assert [r["by"] for r in item.budget["raises"]] == ["octocat"]

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import EventLog
 from app.config.process_settings import load_settings
+from app.store import Sessions
 from app.store.tables import Event, SlackOutbox, WorkItem
 from channels import outbox
 from channels.sender import SlackMirror, SlackSender
@@ -42,7 +43,7 @@ def sender(
         {"SLACK_BOT_TOKEN": fake_slack[0].token, "SLACK_API_URL": fake_slack[1]}, dotenv=None
     )
     events = EventLog(tmp_path / "events.jsonl", engine)
-    return SlackSender(engine, events, web_client(settings), MIRROR_CHANNEL, clock=clock)
+    return SlackSender(Sessions(engine), events, web_client(settings), MIRROR_CHANNEL, clock=clock)
 
 
 def post(engine: Engine, mirror: SlackMirror, item: str, kind: str, **payload: Any) -> None:
@@ -110,12 +111,12 @@ def test_a_failing_item_waits_in_order_while_other_items_go_on(
     ]
     failed = events(engine, "slack.failed")
     assert [(e["work_item_id"], e["status"], e["retry_in"]) for e in failed] == [(first, 500, 1.0)]
-    assert outbox.status(engine).retrying == 1
+    assert outbox.status(Sessions(engine)).retrying == 1
     clock.advance(1)
     sender.drain()
     texts = [m["text"] for m in fake.posted() if "#3" in m["text"] or "first" in m["text"]]
     assert texts[0].startswith("Codertocat/Hello-World#3") and "first" in texts[1]
-    assert outbox.status(engine).healthy
+    assert outbox.status(Sessions(engine)).healthy
 
 
 def test_rate_limit_waits_exactly_retry_after_and_pauses_every_send(
@@ -149,7 +150,7 @@ def test_a_revoked_token_keeps_messages_until_slack_accepts_again(
         sender.drain()
         clock.advance(300)
     assert [e["error"] for e in events(engine, "slack.failed")] == ["token_revoked"] * 3
-    assert outbox.status(engine).last_error == "token_revoked"
+    assert outbox.status(Sessions(engine)).last_error == "token_revoked"
     fake.revoked = False
     sender.drain()
     assert len(fake.posted()) == 1 and thread_ts(engine, item) is not None
@@ -193,7 +194,9 @@ def test_concurrent_senders_send_each_message_once_in_order(
         for item in items:
             post(engine, mirror, item, "refused", who=item, why=f"step {step}")
     others = [
-        SlackSender(engine, sender.events, sender.client, MIRROR_CHANNEL, clock=sender.clock)
+        SlackSender(
+            Sessions(engine), sender.events, sender.client, MIRROR_CHANNEL, clock=sender.clock
+        )
         for _ in range(3)
     ]
     threads = [threading.Thread(target=s.drain) for s in [sender, *others]]

@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.store.tables import WorkItem, WorkItemStatus
 from channels.walk_blocks import (
@@ -50,7 +49,7 @@ def at_review(app: RunningApp) -> None:
 
 
 def row(app: RunningApp) -> WorkItem:
-    with Session(app.state.engine, expire_on_commit=False) as session:
+    with app.state.sessions(expire_on_commit=False) as session:
         found = session.get(WorkItem, ITEM)
         assert found is not None
         return found
@@ -165,7 +164,7 @@ def test_the_thread_parent_mirrors_progress_in_place(
 ) -> None:
     slack = fake_slack[0]
     at_review(running_app)
-    with Session(running_app.state.engine) as session, session.begin():
+    with running_app.state.sessions() as session, session.begin():
         item = session.get(WorkItem, ITEM)
         assert item is not None
         item.state = WorkItemStatus.STALLED

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import parse_config
 from app.gate.markers import MarkerKind
@@ -266,7 +265,7 @@ def test_a_codex_session_walks_from_execute_to_complete(
     }
 
     def counted() -> dict[str, int]:
-        with Session(running_app.state.engine) as db:
+        with running_app.state.sessions() as db:
             got = usage_of(db, [ITEM]).get(ITEM, {})
         return {name: got.get(name, 0) for name in want}
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind, find_marker
 from app.store.tables import Job, JobKind, Spawner, WorkItem
@@ -106,7 +105,7 @@ def execute_press(
 
 
 def item(app: RunningApp) -> WorkItem | None:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return session.get(WorkItem, ITEM)
 
 
@@ -123,7 +122,7 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
 ) -> None:
     github, slack = fake_github[0], fake_slack[0]
     github.grant(REPO, "octocat", "write")
-    with Session(running_app.state.engine) as session, session.begin():
+    with running_app.state.sessions() as session, session.begin():
         session.add(
             Spawner(name="devbox", token_hash="x" * 64, serves=["*"], harnesses=["claude", "codex"])
         )
@@ -160,7 +159,7 @@ def test_execute_in_slack_freezes_what_was_pressed_and_records_it_on_the_issue(
     assert "- [x] model-sonnet" in lines and "- [ ] model-opus" in lines
     assert "- [x] effort-high" in lines and "- [ ] effort-low" in lines
     assert attribution.startswith(" @octocat in Slack_")
-    with Session(running_app.state.engine) as session:
+    with running_app.state.sessions() as session:
         [job] = session.scalars(select(Job).where(Job.kind == JobKind.SPAWN)).all()
     assert job.payload["frozen"]["model"] == "sonnet"
     # the checklist's own updates (the thread's parent is updated too, with the progress)

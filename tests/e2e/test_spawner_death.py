@@ -22,7 +22,6 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.spawner.naming import item_slug
@@ -107,7 +106,7 @@ def test_a_killed_spawner_s_session_is_lost_and_its_successor_ends_what_it_left(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake, _ = fake_github
-    with Session(running_app.state.engine) as db, db.begin():
+    with running_app.state.sessions() as db, db.begin():
         token = create_token(db, "devbox", [REPO])
     config = tmp_path / "devbox-config.yaml"
     config.write_text(operator_yaml)

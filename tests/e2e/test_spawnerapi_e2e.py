@@ -35,9 +35,8 @@ OPERATOR_YAML = CONFIG
 
 def test_a_work_item_from_execute_to_close(running_app, fake_github):
     fake, _ = fake_github
-    from sqlalchemy.orm import Session
 
-    with Session(running_app.state.engine) as db, db.begin():
+    with running_app.state.sessions() as db, db.begin():
         token = create_token(db, "devbox", [REPO])
     spawner = SpawnerClient(running_app.url, token)
     assert spawner.register(harnesses=["claude"]).status_code == 200

@@ -94,7 +94,7 @@ def test_the_sweep_loses_a_dead_spawner_s_sessions_once_and_spares_the_living(ap
     now = _silence(api, dead_id, 600)
     _silence(api, live_id, 1)
 
-    found = sweep(api.state.services, api.state.engine, now, DEAD)
+    found = sweep(api.state.services, api.state.sessions, now, DEAD)
     assert sorted(found["dead-box"]) == sorted([running, stalled, starting])
     assert "live-box" not in found
     states = {i: api.item(i).state for i in (running, stalled, exited, elsewhere, starting)}
@@ -106,7 +106,7 @@ def test_the_sweep_loses_a_dead_spawner_s_sessions_once_and_spares_the_living(ap
         starting: S.LOST,
     }
     assert {e["work_item_id"] for e in api.events("session.lost")} >= {running, stalled}
-    again = sweep(api.state.services, api.state.engine, now, DEAD)
+    again = sweep(api.state.services, api.state.sessions, now, DEAD)
     assert again["dead-box"] == []  # still dead; nothing more to lose
     assert len(api.events("session.lost", running)) == 1
 
@@ -148,7 +148,7 @@ def test_the_sweep_judges_no_one_in_its_first_window_then_warns_once(
     item = api.work_item(1, status=S.RUNNING, session={"spawner_id": spawner_id})
     start = _silence(api, spawner_id, 3600)
     clock = iter([start, start + DEAD, start + DEAD * 2, start + DEAD * 3])
-    loop = SpawnerSweep(api.state.services, api.state.engine, DEAD, lambda: next(clock))
+    loop = SpawnerSweep(api.state.services, api.state.sessions, DEAD, lambda: next(clock))
     caplog.set_level(logging.WARNING, logger="app.fleet.liveness")
 
     loop.run_once()

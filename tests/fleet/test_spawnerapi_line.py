@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
-from sqlalchemy.orm import Session
 
 from app.protocol import parse_payload
 from app.store.jobqueue import queue_job
@@ -63,7 +62,7 @@ def test_a_close_and_a_claim_moving_the_line_together_both_succeed(api: Api) -> 
     spawner = api.spawner(api.token())
     assert spawner.register(repositories=[api.repo]).status_code == 200
     delivery = str(uuid.uuid4())
-    holder = Session(api.state.engine)
+    holder = api.state.sessions()
     try:  # the close's stop job waits for this uncommitted one with its key
         stop = parse_payload(JobKind.STOP, {"work_item_id": closing, "repo": api.repo})
         queue_job(holder, f"stop:{delivery}", stop)
@@ -100,7 +99,7 @@ def test_a_spawn_whose_issue_closed_while_it_was_held_is_withdrawn_not_launched(
     spawner = api.spawner(api.token())
     assert spawner.register(repositories=[api.repo]).status_code == 200
     delivery = str(uuid.uuid4())
-    holder = Session(api.state.engine)
+    holder = api.state.sessions()
     try:  # the spawn's row is held (as a claim in flight holds it): the close skips it
         holder.execute(text("SELECT id FROM jobs WHERE id = :id FOR UPDATE"), {"id": orphan})
         closed = post_webhook(api.url, "issues", issue_closed(api.repo, 1), delivery=delivery)

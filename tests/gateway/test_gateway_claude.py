@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import parse_config
 from app.gateway.metering import COUNTED
@@ -205,13 +204,13 @@ def served(model: FakeAnthropic) -> dict[str, int]:
 
 def counted(app: RunningApp) -> dict[str, int]:
     """The App's counts for the item (but the harness's working time: see `active`)."""
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         found = usage_of(session, [ITEM])[ITEM]
     return {name: value for name, value in found.items() if name != "active_ms"}
 
 
 def active(app: RunningApp) -> int:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return usage_of(session, [ITEM])[ITEM]["active_ms"]
 
 

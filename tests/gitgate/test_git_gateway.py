@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.commands.git_credential import answer, read_request
 from app.ingress.doors import GIT_MAX_BODY
@@ -164,7 +163,7 @@ def test_an_ended_session_reaches_nothing(live):
     }
     assert live.spawner.events(exited).status_code == 200
     wait_for(lambda: bed.item().state == WorkItemStatus.EXITED)
-    with Session(bed.app.state.engine) as db:
+    with bed.app.state.sessions() as db:
         assert db.scalars(select(SessionToken).where(SessionToken.work_item_id == ITEM)).all() == []
     for argv in (("git", "fetch", "origin"), ("git", "push")):
         done = agent(live.env, live.checkout, *argv)

@@ -47,7 +47,7 @@ REPO = "Codertocat/Hello-World"
 def spawner_with_a_job(app: RunningApp) -> str:
     """A spawner token, and a stop job waiting for it."""
     item = f"github:{REPO}#1"
-    with Session(app.state.engine) as db, db.begin():
+    with app.state.sessions() as db, db.begin():
         token = create_token(db, "devbox", [REPO])
         db.add(WorkItem(id=item, repo_full_name=REPO, issue_number=1, state=WorkItemStatus.RUNNING))
         db.flush()
@@ -265,7 +265,7 @@ def test_a_spawner_call_looks_its_token_up_once_at_the_door_and_once_in_its_tran
 
     settings = load_settings(settings_env, dotenv=None)
     front = create_asgi_app(settings)
-    with Session(front.state.engine) as db, db.begin():
+    with front.state.sessions() as db, db.begin():
         token = create_token(db, "devbox", [REPO])
     bearer = {"Authorization": f"Bearer {token}"}
 

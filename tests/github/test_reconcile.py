@@ -47,7 +47,7 @@ def handled_once(app: RunningApp, fake: FakeGitHub, numbers: range) -> bool:
 
 
 def origins(app: RunningApp) -> Counter[str]:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return Counter(session.scalars(select(Delivery.origin)))
 
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.orm import Session
 
 from app.store.tables import Delivery, InboxState, Installation, Repository
 from tests.fakes.github_api import FakeGitHub
@@ -129,12 +128,12 @@ def test_installation_is_stored_then_handled_once(running_app):
     assert again.status_code == 202 and again.json()["duplicate"] is True
 
     def handled():
-        with Session(running_app.state.engine) as s:
+        with running_app.state.sessions() as s:
             row = s.scalars(select(Delivery).where(Delivery.delivery_id == "inst-1")).one()
             return row.state == InboxState.DONE
 
     wait_for(handled)
-    with Session(running_app.state.engine) as s:
+    with running_app.state.sessions() as s:
         inst = s.get(Installation, 957387)
         assert inst is not None and inst.account_login == "Codertocat"
         repos = s.scalars(select(Repository.full_name)).all()
@@ -152,7 +151,7 @@ def test_repositories_added_and_removed(running_app):
     post_webhook(running_app.url, "installation_repositories", removed)
 
     def repo_names():
-        with Session(running_app.state.engine) as s:
+        with running_app.state.sessions() as s:
             return set(s.scalars(select(Repository.full_name)))
 
     wait_for(lambda: len(running_app.events("installation.repositories")) == 2)
@@ -176,7 +175,7 @@ def test_a_delivery_no_handler_routes_is_stored_done_and_recorded(running_app):
     body = fixture_bytes("github/issues.opened.json")
     resp = post_webhook(running_app.url, "issues", body, delivery="opened-1")
     assert resp.status_code == 202 and resp.json() == {"delivery": "opened-1", "duplicate": False}
-    with Session(running_app.state.engine) as s:
+    with running_app.state.sessions() as s:
         row = s.scalars(select(Delivery).where(Delivery.delivery_id == "opened-1")).one()
         assert row.state == InboxState.DONE and row.done_at is not None
         assert row.body == body  # read back whole, however it is stored
@@ -207,7 +206,7 @@ def test_a_signed_body_replayed_is_stored_once_whatever_its_headers_say(running_
     assert replay.status_code == 202 and replay.json()["duplicate"] is True
     renamed = post_webhook(running_app.url, "installation_repositories", body, delivery="replay-2")
     assert renamed.status_code == 400 and "X-GitHub-Event" in renamed.json()["error"]
-    with Session(running_app.state.engine) as s:
+    with running_app.state.sessions() as s:
         assert [d.delivery_id for d in s.scalars(select(Delivery))] == ["orig-1"]
     (refused,) = running_app.events("webhook.rejected")
     assert (refused["reason"], refused["delivery"]) == ("shape-mismatch", "replay-2")
@@ -263,7 +262,7 @@ def test_every_documented_event_name_is_accepted_and_stored_done(running_app):
         body = documented_body(n, event, action)
         resp = post_webhook(running_app.url, event, body, delivery=f"doc-{n}")
         assert resp.status_code == 202, (event, action, resp.text)
-    with Session(running_app.state.engine) as s:
+    with running_app.state.sessions() as s:
         rows = s.scalars(select(Delivery).where(Delivery.delivery_id.like("doc-%"))).all()
         assert len(rows) == len(pairs)
         assert {(r.event, r.action) for r in rows} == set(pairs)

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import mint_session_token
 from tests.gate_support import ITEM, REPO, comment, deliver, labeled
@@ -33,7 +32,7 @@ def session(running_app: Any, fake_github: Any, tmp_path: Path) -> dict[str, str
     fake.grant(REPO, "Codertocat", "write")
     deliver(running_app, "issues", labeled(), "label")
     deliver(running_app, "issue_comment", comment(EXECUTE, cid=5001), "execute")
-    with Session(running_app.state.engine) as db, db.begin():
+    with running_app.state.sessions() as db, db.begin():
         token = mint_session_token(db, ITEM, datetime.now(UTC))
     return {
         "THE_LOOP_URL": running_app.url,

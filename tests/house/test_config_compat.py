@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import ConfigError, config_findings, load_config, parse_config
 from app.config.process_settings import load_settings
@@ -95,7 +94,7 @@ def test_the_app_reports_each_ignored_key_once_at_load(settings_env):
     settings_env["THE_LOOP_CONFIG"] = str(EXAMPLE)
     state = build_state(load_settings(settings_env, dotenv=None))
     try:
-        with Session(state.engine) as session:
+        with state.sessions() as session:
             rows = session.scalars(select(Event).where(Event.event == "config.ignored")).all()
         keys = [row.data["key"] for row in rows]
     finally:

@@ -53,12 +53,6 @@ ALLOWED = {
     # Pure memos and per-thread scratch: nothing an App starts or must stop.
     "app/store/inbox.py:_sql_by_dialect": "SQL compiled once per dialect (a memo)",
     "app/store/tables.py:_codecs": "a (de)compressor per thread",
-    # Sessions are opened as `Session(engine)`: the engine is all a session carries to find
-    # its App. Each App adds its entries when its state is built and removes them at close.
-    "app/store/jobwake.py:_SERVING": "the App's job signal for its engine",
-    "app/workitems/tell/progress.py:_installed": "guards the engine-keyed entries below",
-    "app/workitems/tell/progress.py:_windows": "the App's progress window for its engine",
-    "app/workitems/tell/progress.py:_wakes": "the App's publishers' wake-ups for its engine",
 }
 
 
@@ -109,3 +103,33 @@ def test_the_scan_sees_a_registry():
     tree = ast.parse("import threading\n_REG: dict[str, int] = {}\n_GUARD = threading.Lock()\n")
     values = [n.value for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)]
     assert [_shared_state(v) for v in values if v is not None] == [True, True]
+
+
+def opened_apart(source: str) -> list[int]:
+    """The lines of `source` that open a SQLAlchemy `Session` directly."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and _called(node) == "Session"
+    )
+
+
+def test_sessions_are_opened_from_the_app_s_own_sessions():
+    """The App's hooks (its progress watch, its job signal) ride on the sessions its
+    `Sessions` opens, so a session opened as `Session(engine)` would change a work item
+    unseen by its progress comment. Only the store opens its own, for its own tables."""
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}"
+        for room in ROOMS
+        for path in sorted((ROOT / room).rglob("*.py"))
+        if not path.relative_to(ROOT).as_posix().startswith("app/store/")
+        for line in opened_apart(path.read_text())
+    ]
+    assert found == [], "open it from the App's `Sessions` (`state.sessions()`)"
+
+
+def test_the_session_scan_sees_a_session_opened_apart():
+    """The control: the scan finds `Session(engine)` and `orm.Session(engine)`, not a
+    session opened from `Sessions`."""
+    source = "with Session(engine) as s: pass\nt = orm.Session(engine)\nu = sessions()\n"
+    assert opened_apart(source) == [1, 2]

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 import yaml
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import parse_config
 from app.gate.markers import MarkerKind
@@ -119,7 +118,7 @@ def press(value: str, choice: int, member: str) -> str:
 
 
 def answer_jobs(app: RunningApp) -> list[Job]:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         return list(session.scalars(select(Job).where(Job.kind == JobKind.ANSWER)))
 
 

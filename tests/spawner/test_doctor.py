@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.config.operator_config import load_config
 from app.fleet.tokens import create_token, mint_session_token
@@ -79,7 +78,7 @@ class Devbox:
 
 @pytest.fixture
 def doctor_devbox(tmp_path: Path, running_app: RunningApp) -> Devbox:
-    with Session(running_app.state.engine) as session, session.begin():
+    with running_app.state.sessions() as session, session.begin():
         token = create_token(session, "devbox-1", [REPO])
     config = tmp_path / "devbox.yaml"
     config.write_text(DEVBOX_YAML)
@@ -261,7 +260,7 @@ def test_whoami_answers_spawner_tokens_only(doctor_devbox, running_app):
     me = httpx.get(url, headers={"Authorization": f"Bearer {token}"}).json()
     assert me["name"] == "devbox-1" and me["allowed"] == [REPO] and me["serves"] is None
     assert httpx.get(url).status_code == 401
-    with Session(running_app.state.engine) as session, session.begin():
+    with running_app.state.sessions() as session, session.begin():
         session_token = mint_session_token(session, f"github:{REPO}#1", datetime.now(UTC))
     refused = httpx.get(url, headers={"Authorization": f"Bearer {session_token}"})
     assert refused.status_code == 403

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.gateway.metering import Usage
 from app.spawner.context import SpawnerContext
@@ -131,7 +130,7 @@ def test_a_session_without_the_gateway_is_counted_from_its_transcript(
     release(running_app, fake, bare_repository(tmp_path), "the-loop execute")
 
     def counted() -> dict[str, int]:
-        with Session(running_app.state.engine) as session:
+        with running_app.state.sessions() as session:
             return usage_of(session, [ITEM])[ITEM]
 
     wait_for(lambda: counted()["requests"], timeout=60)

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.protocol import Frozen, SpawnJob, parse_payload
+from app.store import Sessions, hooked
 from app.store.engines import make_engine, migrate
 from app.store.jobqueue import (
     MAX_ATTEMPTS,
@@ -28,7 +29,7 @@ from app.store.jobqueue import (
     queue_job,
     take_job,
 )
-from app.store.jobwake import JobListener, JobSignal, SqliteJobWatcher
+from app.store.jobwake import SIGNAL_KEY, JobListener, JobSignal, SqliteJobWatcher
 from app.store.tables import Job, JobKind, JobState, WorkItem, WorkItemStatus
 from tests.support import scratch_database
 
@@ -241,25 +242,44 @@ def test_a_job_nobody_finishes_is_given_up_after_max_attempts(queue_engine, repo
         assert job is not None and job.attempts == attempt
         now += LEASE + timedelta(seconds=1)
     assert claim_job(queue_engine, 99, [repo], now, LEASE) is None
-    failed = give_up_expired(queue_engine, now)
+    failed = give_up_expired(Sessions(queue_engine), now)
     assert [j.id for j in failed if j.repo_full_name == repo] == [job_id]
     with Session(queue_engine) as session:
         assert session.get(Job, job_id).state == JobState.FAILED
 
 
 def test_a_committed_queue_wakes_waiters_and_a_rolled_back_one_does_not(queue_engine, repo):
-    signal = JobSignal().serve(queue_engine)
+    sessions = Sessions(queue_engine)
+    signal = JobSignal().serve(sessions)
     seen = signal.generation()
-    with Session(queue_engine) as session:
+    with sessions() as session:
         session.begin()
         queue_job(session, f"rb:{repo}", _spawn(repo))
         assert signal.generation() == seen  # not before the commit
         session.rollback()
     assert not signal.wait(seen, 0.2)
-    with Session(queue_engine) as session, session.begin():
+    with sessions() as session, session.begin():
         queue_job(session, f"ok:{repo}", _spawn(repo))
     assert signal.wait(seen, 0.01)
     signal.close()
+
+
+def test_only_the_app_s_own_sessions_wake_its_long_polls(queue_engine, repo):
+    """The signal rides in the `info` of the sessions the App opens: a session opened apart
+    from them (another App's, a command's) wakes nothing here, and neither does the App's
+    own once its signal is closed."""
+    mine, apart = Sessions(queue_engine), Sessions(queue_engine)
+    signal = JobSignal().serve(mine)
+    seen = signal.generation()
+    with apart() as session, session.begin():
+        queue_job(session, f"apart:{repo}", _spawn(repo))
+    assert not signal.wait(seen, 0.2)
+    with mine() as session, session.begin():
+        queue_job(session, f"mine:{repo}", _spawn(repo))
+    assert signal.wait(seen, 0.01)  # the control: the App's own session does wake it
+    signal.close()
+    with mine() as session:
+        assert hooked(session, SIGNAL_KEY) is None
 
 
 def test_a_job_queued_by_another_replica_wakes_this_one(db_url, repo):

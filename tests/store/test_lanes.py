@@ -15,6 +15,7 @@ from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.services import HandlerContext
 from app.github.worker import InboxWorker
+from app.store import Sessions
 from app.store.lanes import QUANTUM_MS, Turns, lane_of
 from app.store.tables import Delivery, InboxState
 from tests.support import fixture_json
@@ -82,7 +83,7 @@ def test_a_label_on_one_issue_is_handled_before_another_issues_flood(store) -> N
 
     worker = InboxWorker(
         services,
-        engine,
+        Sessions(engine),
         Router({("issue_comment", "created"): [record], ("issues", "labeled"): [record]}),
     )
     assert worker.drain() == 201

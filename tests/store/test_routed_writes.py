@@ -22,6 +22,7 @@ from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.services import HandlerContext, Services
 from app.github.worker import InboxWorker
+from app.store import Sessions
 from app.store.engines import make_engine, migrate
 from app.store.sqlite_writes import WriteLockTimeout, lock_for_file, writes
 from app.store.tables import Delivery, Event, InboxState, Once
@@ -75,7 +76,7 @@ def test_handlers_write_while_webhooks_are_acknowledged_and_no_writer_ever_waits
     )
     router = Router({("issue_comment", "created"): [writing_handler]})
     writer = IngestWriter(engine, EventLog(None), router.routes)
-    workers = [InboxWorker(services, engine, router, name=f"w{n}") for n in range(3)]
+    workers = [InboxWorker(services, Sessions(engine), router, name=f"w{n}") for n in range(3)]
     other = subprocess.Popen(
         [sys.executable, "-c", OTHER_WRITER, url, str(OTHER_PROCESS_WRITES)],
         cwd=ROOT,

@@ -15,7 +15,7 @@ from app.github.ingest import IngestWriter
 from app.github.router import Router
 from app.github.services import HandlerContext
 from app.github.worker import MAX_YIELDS, InboxWorker
-from app.store import inbox
+from app.store import Sessions, inbox
 from app.store.tables import Delivery, Event, InboxState, Once
 
 
@@ -39,7 +39,9 @@ def recording_handler(ctx: HandlerContext) -> None:
 def test_handler_effects_and_done_commit_together(store):
     engine, services, _ = store
     store_delivery(engine)
-    worker = InboxWorker(services, engine, Router({("issues", "opened"): [recording_handler]}))
+    worker = InboxWorker(
+        services, Sessions(engine), Router({("issues", "opened"): [recording_handler]})
+    )
     assert worker.drain() == 1
     assert worker.drain() == 0
     assert effects(engine) == ["effect:d-1"]
@@ -58,7 +60,7 @@ def test_a_worker_steps_back_while_acknowledgements_wait_yet_handles_everything(
         return True
 
     router = Router({("issues", "opened"): [recording_handler]})
-    worker = InboxWorker(services, engine, router, yield_to=flooded)
+    worker = InboxWorker(services, Sessions(engine), router, yield_to=flooded)
     worker.start()
     try:
         deadline = time.monotonic() + 30
@@ -81,7 +83,7 @@ def test_failing_handler_rolls_back_backs_off_and_retries(store):
         if len(calls) < 3:
             raise RuntimeError("GitHub said 502")
 
-    worker = InboxWorker(services, engine, Router({("issues", None): [flaky]}))
+    worker = InboxWorker(services, Sessions(engine), Router({("issues", None): [flaky]}))
     assert worker.run_once() is True
     assert worker.run_once() is False  # backing off: not due yet
     clock.now += timedelta(seconds=2)
@@ -104,7 +106,7 @@ def test_a_delivery_that_keeps_failing_is_parked_not_dropped(store):
     def broken(ctx: HandlerContext) -> None:
         raise ValueError("bad payload shape")
 
-    worker = InboxWorker(services, engine, Router({("issues", "opened"): [broken]}))
+    worker = InboxWorker(services, Sessions(engine), Router({("issues", "opened"): [broken]}))
     for _ in range(inbox.MAX_ATTEMPTS):
         assert worker.run_once()
         clock.now += timedelta(minutes=10)
@@ -125,7 +127,9 @@ def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store, caplog)
     with engine.connect() as conn:
         dead = inbox.claim(conn, "worker-that-died", clock.now)
     assert dead is not None
-    worker = InboxWorker(services, engine, Router({("issues", "opened"): [recording_handler]}))
+    worker = InboxWorker(
+        services, Sessions(engine), Router({("issues", "opened"): [recording_handler]})
+    )
     assert worker.run_once() is False  # still leased to the dead worker
     clock.now += inbox.LEASE + timedelta(seconds=1)
     assert worker.run_once() is True
@@ -137,7 +141,7 @@ def test_a_claim_whose_worker_died_is_taken_again_after_the_lease(store, caplog)
 def test_unrouted_deliveries_are_marked_done(store):
     engine, services, _ = store
     store_delivery(engine, event="star", action="created")
-    worker = InboxWorker(services, engine, Router({}))
+    worker = InboxWorker(services, Sessions(engine), Router({}))
     assert worker.drain() == 1
     with Session(engine) as session:
         assert session.scalars(select(Delivery)).one().state == InboxState.DONE
@@ -159,8 +163,10 @@ def test_a_worker_whose_lease_ran_out_mid_handler_commits_nothing(store):
     def quick(ctx: HandlerContext) -> None:
         ctx.session.add(Once(key="effect:quick"))
 
-    other = InboxWorker(services, engine, Router({("issues", "opened"): [quick]}), "other")
-    worker = InboxWorker(services, engine, Router({("issues", "opened"): [slow]}), "slow")
+    other = InboxWorker(
+        services, Sessions(engine), Router({("issues", "opened"): [quick]}), "other"
+    )
+    worker = InboxWorker(services, Sessions(engine), Router({("issues", "opened"): [slow]}), "slow")
     assert worker.run_once()
     assert effects(engine) == ["effect:quick"]
     with Session(engine) as session:

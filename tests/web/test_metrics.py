@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy.orm import Session
 
 from app.workitems.spend.usage import add_usage
 from tests.gate_support import (
@@ -59,7 +58,7 @@ def test_metrics_count_a_label_an_execute_and_a_forgery(running_app: Any, fake_g
     assert seen[("the_loop_jobs", (("kind", "spawn"), ("state", "queued")))] == 1
     assert ("the_loop_inbox_deliveries", (("state", "queued"),)) not in seen  # all handled
     assert seen[("the_loop_model_usage", (("kind", "input_tokens"),))] == 0  # no session yet
-    with Session(running_app.state.engine) as db, db.begin():  # what a gateway reports
+    with running_app.state.sessions() as db, db.begin():  # what a gateway reports
         add_usage(db, ITEM, {"input_tokens": 1200, "output_tokens": 30, "requests": 2})
     used = scrape(running_app.url, SCRAPE)
     assert used[("the_loop_model_usage", (("kind", "input_tokens"),))] == 1200

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.store.tables import Spawner
@@ -45,7 +44,7 @@ def test_stopping_the_app_answers_a_spawner_s_waiting_job_poll_at_once(settings_
     answers: list[httpx.Response | Exception] = []
     with served_app(settings_env) as app:
         assert app.pid is not None
-        with Session(app.state.engine) as session, session.begin():
+        with app.state.sessions() as session, session.begin():
             token = create_token(session, "devbox", [])
 
         def poll() -> None:
@@ -64,7 +63,7 @@ def test_stopping_the_app_answers_a_spawner_s_waiting_job_poll_at_once(settings_
         poller.start()
 
         def polling() -> bool:  # the poll has been seen, and waits
-            with Session(app.state.engine) as session:
+            with app.state.sessions() as session:
                 return any(s.last_seen is not None for s in session.query(Spawner))
 
         wait_for(polling, timeout=30)

@@ -157,14 +157,14 @@ def shots() -> Iterator[Path]:
 
 
 def delivery_row(app: RunningApp) -> Delivery:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         row = session.scalars(select(Delivery).where(Delivery.delivery_id == PARKED_DELIVERY)).one()
         session.expunge(row)
         return row
 
 
 def item_state(app: RunningApp, work_item_id: str) -> str | None:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         item = session.get(WorkItem, work_item_id)
         return item.state if item is not None else None
 
@@ -313,7 +313,7 @@ def test_a_live_session_is_listed_first_however_many_items_came_after_it(app):
     """130 parked items updated after one running session: the page and `/status` still list
     the running one (first), say how many they left out, and filter by state."""
     now = datetime.now(UTC)
-    with Session(app.state.engine) as session, session.begin():
+    with app.state.sessions() as session, session.begin():
         session.add(Installation(id=7, account_login="octo", account_type="Organization"))
         for n in range(1, 132):
             running = n == 1

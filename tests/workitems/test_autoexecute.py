@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.config.process_settings import load_settings
 from app.gate.markers import MarkerKind
@@ -54,14 +53,14 @@ def label_event(label: str, on_issue: list[str], sender: str = "Codertocat") -> 
 
 
 def handle(state: AppState, payload: dict[str, Any], delivery: str) -> None:
-    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+    with state.sessions(expire_on_commit=False) as session, session.begin():
         body = json.dumps(payload).encode()
         ctx = HandlerContext(state.services, session, delivery, "issues", "labeled", body)
         state.router.dispatch(ctx)
 
 
 def events(state: AppState, name: str) -> list[dict[str, Any]]:
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         rows = session.scalars(select(Event).where(Event.event == name).order_by(Event.id))
         return [row.data for row in rows]
 

@@ -76,12 +76,14 @@ def test_a_change_during_a_slow_post_lets_no_second_publisher_post_it_again(
     fake.grant(REPO, "Codertocat", "write")
     deliver(running_app, "issues", labeled(), "label-1")
     fake.fail_next(r"/issues/1/comments$", 502, method="POST")
-    other = ProgressPublisher(running_app.state.services, running_app.state.engine, poll=0.05)
+    other = ProgressPublisher(
+        running_app.state.services, running_app.state.sessions, running_app.state.watch, poll=0.05
+    )
     other.start()  # another process's publisher, looking every 50 ms
     try:
         deliver(running_app, "issue_comment", comment("the-loop execute"), "exec-1")
         wait_for(lambda: fake.failures_left() == 0)  # the first post was refused
-        with Session(running_app.state.engine) as db, db.begin():
+        with running_app.state.sessions() as db, db.begin():
             transition(db.get(WorkItem, ITEM), Happened.SPAWN_CLAIMED)  # as a spawner does
         wait_for(lambda: item_row(running_app).confirmation_comment_id is not None, timeout=30)
         wait_for(lambda: marked(fake, MarkerKind.PROGRESS))

@@ -59,7 +59,7 @@ def state(settings_env: dict[str, str]) -> Iterator[AppState]:
 
 
 def handle(state: AppState, event: str, action: str, payload: dict[str, Any]) -> None:
-    with Session(state.engine, expire_on_commit=False) as session, session.begin():
+    with state.sessions(expire_on_commit=False) as session, session.begin():
         ctx = HandlerContext(
             state.services, session, f"d-{event}", event, action, json.dumps(payload).encode()
         )
@@ -67,7 +67,7 @@ def handle(state: AppState, event: str, action: str, payload: dict[str, Any]) ->
 
 
 def execute(state: AppState, author: str, body: str, ref: str) -> Outcome:
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         return execute_reply(state.services, session, Decision(ITEM, author, body, ref, "slack"))
 
 
@@ -116,7 +116,7 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
     assert marked(fake, MarkerKind.CONFIRMATION) == []  # posted once the execute committed…
     state.progress.drain()  # …by the progress publisher
     (confirmed,) = marked(fake, MarkerKind.CONFIRMATION)
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         item = session.get(WorkItem, ITEM)
         assert item is not None and item.confirmation_comment_id == confirmed["id"]
     (spawn,) = jobs(state, JobKind.SPAWN)
@@ -134,7 +134,7 @@ def test_slack_execute_is_authorized_frozen_once_and_answered_in_slack(state, fa
 def test_choices_models_check_refused_are_hidden_and_dropped(state, fake_github):
     fake, _ = fake_github
     fake.grant(REPO, "Codertocat", "write")
-    with Session(state.engine) as session, session.begin():
+    with state.sessions() as session, session.begin():
         assert refused_choices(session) == set()
         session.add(ModelVerdict(token="model-haiku", verdict="refused"))
         session.add(ModelVerdict(token="model-opus", verdict="ok"))
@@ -157,7 +157,7 @@ def test_a_checklist_posted_before_a_crash_is_adopted_and_its_boxes_still_count(
     earlier = fake.add_comment(REPO, 1, f"- [ ] `tasks-breakdown`\n{marker_line}", BOT_LOGIN, "Bot")
     handle(state, "issues", "labeled", labeled())
     assert len(fake.issue_comments(REPO, 1)) == 3 and not fake.calls("POST", "/comments$")
-    with Session(state.engine) as session:
+    with state.sessions() as session:
         item = session.get(WorkItem, ITEM)
         assert item is not None and item.checklist_comment_id == earlier["id"]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from app.gate.markers import MarkerKind
 from app.store.tables import Job, JobKind, WorkItemStatus
@@ -184,7 +183,7 @@ def test_the_progress_comment_is_edited_not_reposted(phased_app, phase_env, fake
     wait_for(lambda: "| ▶️ | `implementation` | current |" in progress_of(fake), timeout=15)
     assert [c["id"] for c in marked(fake, MarkerKind.PROGRESS)] == [first]
     assert fake.calls("PATCH", rf"/issues/comments/{first}$")
-    with Session(phased_app.state.engine) as db:
+    with phased_app.state.sessions() as db:
         job_count = len(db.scalars(select(Job)).all())
     assert job_count == 1  # moving on queues nothing for the spawner
 

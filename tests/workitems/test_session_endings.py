@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from app.fleet.tokens import create_token
 from app.gate.markers import MarkerKind, find_marker
@@ -86,7 +85,7 @@ def test_a_session_that_exits_before_review_says_what_was_tried_once(
     assert "**Usage:** not counted for this session" in body
 
     # The same launch reported again (a stop after the exit): still one comment.
-    with Session(running_app.state.engine) as session, session.begin():
+    with running_app.state.sessions() as session, session.begin():
         token = create_token(session, "second", [REPO])
     exited = next(e for e in running_app.events("session.exited") if e.get("started_at"))
     again = {

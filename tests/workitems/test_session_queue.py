@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.spawner.context import SpawnerContext
 from app.store.tables import JobKind, JobState, WorkItem, WorkItemStatus
@@ -36,7 +35,7 @@ OPERATOR_YAML = operator_yaml_of
 
 
 def status_of(app: Any, work_item_id: str) -> str:
-    with Session(app.state.engine) as session:
+    with app.state.sessions() as session:
         item = session.get(WorkItem, work_item_id)
         return item.state if item is not None else ""
 

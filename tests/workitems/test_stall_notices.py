@@ -8,7 +8,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy.orm import Session
 
 from app.gate.markers import Marker, MarkerKind, find_marker, is_app_comment
 from app.store.tables import WorkItem, WorkItemStatus
@@ -70,7 +69,7 @@ def test_a_stall_is_announced_once_and_its_end_noted(shared_api):
     assert "2. Yes, allow all edits during this session" in body
     assert "`the-loop answer <n>`" in body
     assert "tmux -L the-loop attach -t o-r-3-3f2a9c1d" in body
-    with Session(api.state.engine) as db:
+    with api.state.sessions() as db:
         assert db.get(WorkItem, item).state == WorkItemStatus.STALLED
     wait_for(lambda: "**stalled at a permission prompt**" in progress(api, 3), timeout=15)
 

@@ -2,18 +2,18 @@
 
 Any flush that changes what the comment shows — status, phase, gate decisions, artifacts,
 session facts, pull request — bumps the item's `progress_rev` and makes it due a few seconds
-later. That watch is wired explicitly: `watch_changes(engine)`, which `build_state` (the App,
-its workers, the Slack runner) calls for the engine it opens, and `unwatch_changes(engine)` in
-the App's shutdown undoes; importing this module wires nothing, and a session on any other
-engine is left alone. `ProgressPublisher` renders due items
-and posts the comment the first time, edits it after: a burst of changes becomes one edit,
-and a change made while an edit is in flight is caught by the revision check. GitHub errors
-are retried by githubkit (5xx, 429) and then by the publisher's own backoff.
+later. That watch (`ProgressWatch`) is wired explicitly: `build_state` (the App, its
+workers, the Slack runner) hangs it on the App's `Sessions`, and the App's shutdown takes it
+off; importing this module wires nothing, and a session the App did not open is left alone.
+`ProgressPublisher` renders due items and posts the comment the first time, edits it after:
+a burst of changes becomes one edit, and a change made while an edit is in flight is caught
+by the revision check. GitHub errors are retried by githubkit (5xx, 429) and then by the
+publisher's own backoff.
 
 The publisher also posts what an execute owes the issue: the confirmation, recorded on the
 item (`confirmation_owed`) in the transaction that queues the spawn job, so the job reaches
 a spawner without waiting for GitHub. `publish_soon` makes such an item due at once and
-wakes this process's publishers when the transaction commits; a publisher started later
+wakes the App's publishers when the transaction commits; a publisher started later
 (after a crash) finds it due. The confirmation goes first, in the same pass as the progress
 comment, so the issue never shows the progress comment of a run its confirmation has not
 announced; `post_once` finds a confirmation a crashed pass had already posted.
@@ -23,20 +23,19 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from githubkit.exception import GitHubException
-from sqlalchemy import Engine, case, event, or_, select, update
+from sqlalchemy import case, event, or_, select, update
 from sqlalchemy.orm import Session, attributes
 
 from app.config import OperatorConfig
 from app.gate import MarkerKind, find_marker, spec_id
 from app.github import GitHubNotConfigured, IssueIO, Services
 from app.retry import WakeLoop, queue_delay
-from app.store import WorkItem, WorkItemStatus, aware, is_postgres
+from app.store import Sessions, WorkItem, WorkItemStatus, aware, hooked, is_postgres
 from app.workitems.decide.advance import walk_of
 from app.workitems.flow.capacity import held_words, place_in_line
 from app.workitems.spend.post_rate import THROTTLED_KEY
@@ -50,10 +49,7 @@ log = logging.getLogger(__name__)
 WINDOW = timedelta(seconds=2)  # at most one edit per item per window (the default)
 LEASE = timedelta(seconds=60)  # a publisher that dies mid-post leaves the item due again
 WATCHED = ("state", "phase", "gates", "artifacts", "session", "frozen", "pull_request")
-_installed = threading.Lock()
-_windows: weakref.WeakKeyDictionary[Engine, timedelta] = weakref.WeakKeyDictionary()
-# The wake-ups of the publishers this process runs on each engine (`publish_soon`).
-_wakes: weakref.WeakKeyDictionary[Engine, list[threading.Event]] = weakref.WeakKeyDictionary()
+_WATCH_KEY = "the-loop:progress-watch"  # the App's watch, in its sessions' `info`
 _WAKE_FLAG = "the-loop:progress-wake"
 
 
@@ -61,23 +57,54 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _mark_changed(session: Session, _context: Any, _instances: Any) -> None:
-    engine = getattr(session.bind, "engine", None)
-    window = _windows.get(engine) if engine is not None else None
-    if window is None:
-        return
-    now = _now()
-    for obj in list(session.dirty) + list(session.new):
-        if not isinstance(obj, WorkItem) or obj.frozen is None:
-            continue
-        state = attributes.instance_state(obj)
-        names = [n for n in WATCHED if n in state.attrs]
-        if not any(state.attrs[n].history.has_changes() for n in names):
-            continue
-        obj.progress_rev = (obj.progress_rev or 0) + 1
-        due = aware(obj.progress_due_at)
-        # Always written, so a publisher's concurrent "clean" cannot hide this change.
-        obj.progress_due_at = min(due, now + window) if due is not None else now + window
+class ProgressWatch:
+    """One App's watch over its progress comments: every flush of a session the App opens
+    marks the comments it changes due `window` later (a burst of changes becomes one edit),
+    and `publish_soon` wakes the App's publishers when its transaction commits.
+
+    Made when the App's state is built, hung on its `Sessions` (`watch`) and taken off in
+    its shutdown (`unwatch`): a session the App did not open is left alone."""
+
+    def __init__(self, window: timedelta = WINDOW) -> None:
+        self.window = window
+        self._wakes: list[threading.Event] = []
+        self._guard = threading.Lock()
+
+    def watch(self, sessions: Sessions) -> None:
+        sessions.put(_WATCH_KEY, self)
+        sessions.listen("before_flush", self._mark_changed)
+
+    def unwatch(self, sessions: Sessions) -> None:
+        sessions.forget("before_flush", self._mark_changed)
+        sessions.drop(_WATCH_KEY)
+        with self._guard:
+            self._wakes.clear()
+
+    def add_wake(self, wake: threading.Event) -> None:
+        """Set `wake` whenever an item is made due at once (a publisher's wake-up)."""
+        with self._guard:
+            self._wakes.append(wake)
+
+    def wake_publishers(self, _session: Session | None = None) -> None:
+        with self._guard:
+            wakes = list(self._wakes)
+        for wake in wakes:
+            wake.set()
+
+    def _mark_changed(self, session: Session, _context: Any, _instances: Any) -> None:
+        now = _now()
+        for obj in list(session.dirty) + list(session.new):
+            if not isinstance(obj, WorkItem) or obj.frozen is None:
+                continue
+            state = attributes.instance_state(obj)
+            names = [n for n in WATCHED if n in state.attrs]
+            if not any(state.attrs[n].history.has_changes() for n in names):
+                continue
+            obj.progress_rev = (obj.progress_rev or 0) + 1
+            due = aware(obj.progress_due_at)
+            # Always written, so a publisher's concurrent "clean" cannot hide this change.
+            window = self.window
+            obj.progress_due_at = min(due, now + window) if due is not None else now + window
 
 
 USAGE_WINDOW = timedelta(seconds=10)  # a streaming session's usage edits the comment so often
@@ -93,48 +120,14 @@ def usage_changed(item: WorkItem, now: datetime) -> None:
     item.progress_due_at = min(due, now + USAGE_WINDOW) if due is not None else now + USAGE_WINDOW
 
 
-def watch_changes(engine: Engine, window: timedelta = WINDOW) -> None:
-    """Make every flush of a session on `engine` mark the progress comments it changes due
-    `window` later (idempotent; a burst of changes within it becomes one edit). The hook
-    sits on the `Session` class, as the tree opens its sessions as `Session(engine)` with no
-    sessionmaker to hang it on; it acts only on sessions bound to an engine passed here, and
-    is taken off the class when the last such engine is unwatched (`unwatch_changes`)."""
-    with _installed:
-        _windows[engine] = window
-        if not event.contains(Session, "before_flush", _mark_changed):
-            event.listen(Session, "before_flush", _mark_changed)
-
-
-def unwatch_changes(engine: Engine) -> None:
-    """Undo `watch_changes(engine)` and forget its publishers' wake-ups (the App's shutdown);
-    with no engine left watched, the hook leaves the `Session` class, so a process that ran
-    several Apps (the tests) carries nothing of a stopped one."""
-    with _installed:
-        _windows.pop(engine, None)
-        _wakes.pop(engine, None)
-        if not _windows and event.contains(Session, "before_flush", _mark_changed):
-            event.remove(Session, "before_flush", _mark_changed)
-
-
-def _wake_publishers(session: Session) -> None:
-    engine = session.info.pop(_WAKE_FLAG, None)
-    for wake in list(_wakes.get(engine, ())) if engine is not None else ():
-        wake.set()
-
-
 def publish_soon(session: Session, item: WorkItem) -> None:
     """Make `item`'s publishing pass (and what it owes: a confirmation) due now, and wake
-    this process's publishers once `session` commits (a rollback leaves nothing due)."""
+    the App's publishers once `session` commits (a rollback leaves nothing due)."""
     item.progress_due_at = _now()
-    engine = getattr(session.bind, "engine", None)
-    if engine is not None and _WAKE_FLAG not in session.info:
-        session.info[_WAKE_FLAG] = engine
-        event.listen(session, "after_commit", _wake_publishers, once=True)
-
-
-def window_of(engine: Engine) -> timedelta:
-    """How long a change to a progress comment on `engine` waits for more (`watch_changes`)."""
-    return _windows.get(engine, WINDOW)
+    watch: ProgressWatch | None = hooked(session, _WATCH_KEY)
+    if watch is not None and _WAKE_FLAG not in session.info:
+        session.info[_WAKE_FLAG] = True
+        event.listen(session, "after_commit", watch.wake_publishers, once=True)
 
 
 def view_of(
@@ -191,17 +184,18 @@ class ProgressPublisher(WakeLoop):
     def __init__(
         self,
         services: Services,
-        engine: Engine,
+        sessions: Sessions,
+        watch: ProgressWatch,
         *,
         clock: Callable[[], datetime] = _now,
         poll: float = 0.5,
     ) -> None:
         self.services = services
-        self.engine = engine
+        self.sessions = sessions
+        self.watch = watch
         self.clock = clock
         super().__init__(poll)
-        with _installed:
-            _wakes.setdefault(engine, []).append(self.wake)
+        watch.add_wake(self.wake)
 
     def _claim(self) -> str | None:
         """Lease one due item nobody else's pass holds (every App process runs a publisher:
@@ -214,9 +208,9 @@ class ProgressPublisher(WakeLoop):
             .order_by(WorkItem.progress_due_at)
             .limit(5)
         )
-        if is_postgres(self.engine):
+        if is_postgres(self.sessions.engine):
             query = query.with_for_update(skip_locked=True)
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             for work_item_id in session.scalars(query).all():
                 taken = session.execute(
                     update(WorkItem)
@@ -240,7 +234,7 @@ class ProgressPublisher(WakeLoop):
         return True
 
     def _publish(self, work_item_id: str) -> None:
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self.sessions(expire_on_commit=False) as session:
             item = session.get(WorkItem, work_item_id)
             if item is None or item.installation_id is None:
                 return
@@ -266,7 +260,7 @@ class ProgressPublisher(WakeLoop):
             if adopted:  # an older one: bring it up to date (a new one already says it)
                 io.edit(comment_id, body)
         now = self.clock()
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             session.execute(
                 update(WorkItem)
                 .where(WorkItem.id == work_item_id)
@@ -276,7 +270,7 @@ class ProgressPublisher(WakeLoop):
                     progress_attempts=0,
                     progress_leased_until=None,
                     progress_due_at=case(
-                        (WorkItem.progress_rev > revision, now + window_of(self.engine)),
+                        (WorkItem.progress_rev > revision, now + self.watch.window),
                         else_=None,
                     ),
                 )
@@ -295,7 +289,7 @@ class ProgressPublisher(WakeLoop):
 
     def _failed(self, work_item_id: str, exc: BaseException) -> None:
         log.warning("progress comment of %s failed: %s", work_item_id, exc)
-        with Session(self.engine) as session, session.begin():
+        with self.sessions() as session, session.begin():
             item = session.get(WorkItem, work_item_id)
             if item is None:
                 return
