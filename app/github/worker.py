@@ -49,7 +49,6 @@ class InboxWorker:
         self.services = services
         self.yield_to = yield_to
         self.sessions = sessions
-        self.engine = sessions.engine
         self.router = router
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         self.wake = threading.Event()
@@ -66,7 +65,7 @@ class InboxWorker:
     def run_once(self) -> bool:
         """Handle one due delivery; returns False when there was none."""
         now = self.services.clock()
-        with self.engine.connect() as conn:
+        with self.sessions.engine.connect() as conn:
             row = inbox.claim(conn, self.name, now, self.retry.lease, look_first=self._idle)
             self._idle = row is None
             if row is None:
@@ -125,7 +124,7 @@ class InboxWorker:
         while True:
             try:
                 return inbox.mark_failed(
-                    self.engine, row, detail, self.services.clock(), self.retry
+                    self.sessions.engine, row, detail, self.services.clock(), self.retry
                 )
             except DBAPIError:
                 if self._stop.is_set() or time.monotonic() > give_up:

@@ -48,14 +48,13 @@ class JobSignal:
         self._generation = 0
         self._recent: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=self.HISTORY)
         self._closing = False
-        self._engine: Engine | None = None
         self._sessions: Sessions | None = None
         self._watcher: Watcher | None = None
 
     def serve(self, sessions: Sessions) -> Self:
         """Be the wake-up of the jobs queued by the sessions `sessions` opens (until `close`),
         and watch their engine for the jobs other processes queue."""
-        self._engine, self._sessions = sessions.engine, sessions
+        self._sessions = sessions
         sessions.put(SIGNAL_KEY, self)
         return self
 
@@ -63,7 +62,7 @@ class JobSignal:
         """Start (once) the wake-up for jobs other processes queue on the served engine; a
         long poll asks for it. Nothing to watch for an in-memory SQLite database."""
         with self._cond:
-            engine = self._engine
+            engine = self._sessions.engine if self._sessions is not None else None
             if self._watcher is not None or engine is None or self._closing:
                 return
             path = engine.url.database or ""
@@ -87,7 +86,6 @@ class JobSignal:
             watcher.stop()
         if self._sessions is not None:
             self._sessions.drop(SIGNAL_KEY)
-            self._sessions = None
 
     def generation(self) -> int:
         with self._cond:

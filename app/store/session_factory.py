@@ -50,9 +50,6 @@ class Sessions:
         if event.contains(self._maker, name, hook):
             event.remove(self._maker, name, hook)
 
-    def listening(self, name: str, hook: Callable[..., Any]) -> bool:
-        return event.contains(self._maker, name, hook)
-
 
 def hooked(session: Session, key: str) -> Any:
     """What the App that opened `session` put under `key` (`Sessions.put`), else None."""
